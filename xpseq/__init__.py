@@ -1,0 +1,1 @@
+"""xpseq: seq2seq with attention on the array API standard."""

@@ -1,0 +1,70 @@
+"""Backends: what each array library adds to the array API standard.
+
+>>> from xpseq import backends
+>>> backends.available()                     # doctest: +SKIP
+['numpy', 'jax', 'torch', 'array_api_strict']
+>>> be = backends.get("torch")               # doctest: +SKIP
+>>> x = be.asarray([1.0, 2.0])               # float64, not torch's float32 default
+
+Each backend has ``name``, ``xp`` (the array namespace), ``asarray``, ``to_numpy``,
+``value_and_grad``, ``jit`` and ``scan``; see :class:`xpseq.backends.Backend`.
+
+============  ==========================  ==================  ============  ============
+backend       xp                          value_and_grad      jit           scan
+============  ==========================  ==================  ============  ============
+numpy         array_api_compat.numpy      not yet (#5)        identity      Python loop
+jax           jax.numpy (x64 enabled)     jax.value_and_grad  jax.jit       lax.scan
+torch         array_api_compat.torch      autograd tape       identity      Python loop
+strict        array_api_strict            forward-only        identity      Python loop
+============  ==========================  ==================  ============  ============
+
+Libraries are imported only when their backend is first asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from ._base import Backend
+
+__all__ = ["Backend", "NAMES", "available", "get"]
+
+NAMES = ("numpy", "jax", "torch", "array_api_strict")
+
+_CLASSES = {
+    "numpy": ("._numpy", "NumpyBackend"),
+    "jax": ("._jax", "JaxBackend"),
+    "torch": ("._torch", "TorchBackend"),
+    "array_api_strict": ("._strict", "StrictBackend"),
+}
+_EXTRAS = {"jax": "jax", "torch": "torch", "array_api_strict": "strict"}
+_cache: dict[str, Backend] = {}
+
+
+def available() -> list[str]:
+    """Names of the backends whose library is installed, in :data:`NAMES` order."""
+    return [n for n in NAMES if importlib.util.find_spec(n) is not None]
+
+
+def get(name: str) -> Backend:
+    """The backend called ``name`` (one of :data:`NAMES`), created once and cached.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a known backend.
+    ModuleNotFoundError
+        The library is not installed (the message says which extra installs it).
+    """
+    if not isinstance(name, str) or name not in _CLASSES:
+        raise ValueError(f"unknown backend {name!r}; choose one of {list(NAMES)}")
+    if name not in _cache:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(
+                f"backend {name!r} needs the {name} package: pip install 'xpseq[{_EXTRAS[name]}]'"
+            )
+        module_name, class_name = _CLASSES[name]
+        module = importlib.import_module(module_name, __name__)
+        _cache[name] = getattr(module, class_name)()
+    return _cache[name]

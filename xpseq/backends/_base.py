@@ -1,0 +1,175 @@
+"""What every backend has: conversion in and out, gradients, jit and scan.
+
+A backend supplies only what the array API standard lacks. The math itself lives in
+:mod:`xpseq.core` and runs on ``backend.xp`` arrays unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import array_api_compat as compat
+import numpy as np
+
+from . import _tree
+
+DTYPE_NAMES = ("float32", "float64", "int32", "int64", "bool")
+
+
+class Backend:
+    """One array library as xpseq uses it.
+
+    Attributes
+    ----------
+    name : str
+        ``"numpy"``, ``"jax"``, ``"torch"`` or ``"array_api_strict"``.
+    xp : module
+        The array API namespace of the library.
+    differentiable : bool
+        Whether :meth:`value_and_grad` is available.
+    """
+
+    name: str = ""
+    differentiable: bool = False
+
+    def __init__(self, xp: Any):
+        self.xp = xp
+        self._dtypes = {n: getattr(xp, n) for n in DTYPE_NAMES}
+
+    def __repr__(self) -> str:
+        return f"<xpseq backend {self.name!r}>"
+
+    # ---------------------------------------------------------------- conversion
+
+    def dtype(self, dtype: Any) -> Any:
+        """The library's dtype for a name (``"float64"``), a NumPy dtype or its own dtype."""
+        if isinstance(dtype, str):
+            if dtype not in self._dtypes:
+                raise ValueError(f"dtype must be one of {list(DTYPE_NAMES)}, got {dtype!r}")
+            return self._dtypes[dtype]
+        for found in self._dtypes.values():
+            if dtype == found:
+                return found
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = None
+        if name not in self._dtypes:
+            raise TypeError(f"dtype must be one of {list(DTYPE_NAMES)}, got {dtype!r}")
+        return self._dtypes[name]
+
+    def is_array(self, x: Any) -> bool:
+        """Whether ``x`` is an array of this backend's library."""
+        return compat.is_array_api_obj(x) and compat.array_namespace(x) is self.xp
+
+    def asarray(self, obj: Any, dtype: Any = None) -> Any:
+        """Convert ``obj`` (nested sequences, scalars, or an array of any library).
+
+        With ``dtype=None`` the dtype is NumPy's: Python floats become ``float64`` and ints
+        ``int64`` on every backend (never the library's ``float32`` default). An explicit
+        ``dtype`` converts to it. An array of this library with ``dtype=None`` is returned
+        as it is.
+        """
+        target = None if dtype is None else self.dtype(dtype)
+        if self.is_array(obj):
+            return obj if target is None or obj.dtype == target else self.xp.astype(obj, target)
+        host = _to_host(obj)
+        if host.dtype.kind not in "biuf":
+            raise TypeError(
+                f"{self.name}.asarray: expected numbers or booleans, got dtype {host.dtype}"
+            )
+        if target is None:
+            target = self._default_dtype(host.dtype)
+        result = self._from_host(host, target)
+        if result.dtype != target:  # never silently downcast
+            raise TypeError(
+                f"{self.name}.asarray: asked for {target} but the library produced {result.dtype}"
+            )
+        return result
+
+    def _default_dtype(self, host_dtype: np.dtype) -> Any:
+        if host_dtype.name in self._dtypes:
+            return self._dtypes[host_dtype.name]
+        if host_dtype.kind in "iu":
+            return self._dtypes["int64"]
+        if host_dtype.kind == "f" and host_dtype.itemsize < 4:
+            return self._dtypes["float32"]
+        raise TypeError(
+            f"{self.name}.asarray: no {self.name} dtype holds {host_dtype} exactly; pass dtype="
+        )
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        """A NumPy array holding the values of ``x`` (an array of this backend)."""
+        if not self.is_array(x):
+            from xpseq.core._checks import library_name
+
+            got = library_name(x) if compat.is_array_api_obj(x) else type(x).__name__
+            raise TypeError(f"{self.name}.to_numpy: expected a {self.name} array, got {got}")
+        return _to_host(x)
+
+    def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- transforms
+
+    def value_and_grad(self, fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+                       has_aux: bool = False) -> Callable[..., Any]:
+        """``fn``'s value and its gradient with respect to the arguments ``argnums``.
+
+        The convention is ``jax.value_and_grad``'s: ``fn`` returns a scalar (or
+        ``(scalar, aux)`` with ``has_aux``); the wrapped function returns
+        ``(value, grads)`` (or ``((value, aux), grads)``), ``grads`` having the structure of
+        the differentiated argument (an array or a nested dict/list/tuple of arrays), or a
+        tuple of such when ``argnums`` is a tuple.
+        """
+        raise NotImplementedError(f"the {self.name} backend computes no gradients")
+
+    def jit(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+        """Compile ``fn`` where the library can (``jax.jit``); elsewhere ``fn`` itself."""
+        return fn
+
+    def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
+             length: int | None = None) -> tuple[Any, Any]:
+        """``lax.scan`` semantics: loop ``carry, y = fn(carry, x)`` over axis 0 of ``xs``.
+
+        ``xs`` is an array or a nested dict/list/tuple of arrays sharing their leading
+        size (or ``None`` with ``length``). Returns the final carry and the ``y`` stacked
+        along a new leading axis (``None`` if ``fn`` returns ``None`` for ``y``).
+        """
+        return python_scan(self.xp, fn, carry, xs, length)
+
+
+def python_scan(xp: Any, fn: Callable, carry: Any, xs: Any, length: int | None) -> tuple[Any, Any]:
+    """The Python-loop ``scan`` shared by the backends without ``lax.scan``."""
+    leaves, treedef = _tree.flatten(xs)
+    if not leaves and length is None:
+        raise ValueError("scan: xs has no arrays, so pass length= (the number of steps)")
+    sizes = {int(leaf.shape[0]) for leaf in leaves}
+    if length is not None:
+        sizes.add(int(length))
+    if len(sizes) != 1:
+        raise ValueError(f"scan: xs leaves and length disagree on the number of steps: {sorted(sizes)}")
+    (n,) = sizes
+    if n == 0:
+        # No step to run: trace the shapes of y with one step on zeros, as lax.scan does.
+        dummy = [xp.zeros(tuple(leaf.shape[1:]), dtype=leaf.dtype, device=compat.device(leaf))
+                 for leaf in leaves]
+        _, y = fn(carry, _tree.unflatten(treedef, dummy))
+        return carry, _tree.map_leaves(
+            lambda a: xp.zeros((0, *a.shape), dtype=a.dtype, device=compat.device(a)), y)
+    ys = []
+    for i in range(n):
+        carry, y = fn(carry, _tree.unflatten(treedef, [leaf[i, ...] for leaf in leaves]))
+        ys.append(y)
+    return carry, _tree.map_leaves(lambda *a: xp.stack(a, axis=0), *ys)
+
+
+def _to_host(obj: Any) -> np.ndarray:
+    """NumPy view or copy of any array (or nested sequence of numbers)."""
+    if compat.is_numpy_array(obj):
+        return np.asarray(obj)
+    if compat.is_torch_array(obj):
+        return obj.detach().cpu().numpy()
+    if compat.is_array_api_obj(obj) and not compat.is_jax_array(obj):
+        return np.from_dlpack(obj)
+    return np.asarray(obj)

@@ -1,0 +1,55 @@
+"""JAX: ``jax.jit``, ``jax.value_and_grad`` and ``lax.scan``.
+
+Getting this backend turns on JAX's 64-bit mode for the whole process
+(``jax.config.update("jax_enable_x64", True)``): without it ``jnp.asarray`` of a float64
+array silently gives float32. The effect is global: afterwards, JAX code elsewhere in the
+same process also makes float64 arrays from Python floats. Ask for ``dtype="float32"``
+explicitly where float32 is wanted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ._base import Backend
+
+
+class JaxBackend(Backend):
+    name = "jax"
+    differentiable = True
+
+    def __init__(self) -> None:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+
+        self._jax = jax
+        super().__init__(jnp)
+        # jnp.float64 is a scalar type; arrays carry NumPy dtypes, so compare with those.
+        self._dtypes = {n: np.dtype(n) for n in self._dtypes}
+
+    def is_array(self, x: Any) -> bool:
+        return isinstance(x, self._jax.Array)
+
+    def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
+        if np.dtype(dtype).itemsize == 8 and not self._jax.config.jax_enable_x64:
+            raise RuntimeError(
+                "jax.asarray: float64/int64 was asked for but jax_enable_x64 has been turned "
+                "off since the jax backend enabled it; JAX would silently give 32 bits"
+            )
+        return self.xp.asarray(host, dtype=dtype)
+
+    def value_and_grad(self, fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+                       has_aux: bool = False) -> Callable[..., Any]:
+        return self._jax.value_and_grad(fn, argnums=argnums, has_aux=has_aux)
+
+    def jit(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+        """``jax.jit(fn, **kwargs)`` (e.g. ``static_argnames=``)."""
+        return self._jax.jit(fn, **kwargs)
+
+    def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
+             length: int | None = None) -> tuple[Any, Any]:
+        return self._jax.lax.scan(fn, carry, xs, length=length)

@@ -1,0 +1,86 @@
+"""PyTorch: gradients from the autograd tape, loops in Python, CPU tensors.
+
+``jit`` is the identity: ``torch.compile`` is left to the caller (it is opt-in and slow to
+warm up for the small models here). Python floats become float64 tensors through
+:meth:`asarray`, not torch's float32 default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import array_api_compat.torch as xp_torch
+import numpy as np
+
+from . import _tree
+from ._base import Backend
+
+
+class TorchBackend(Backend):
+    name = "torch"
+    differentiable = True
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        super().__init__(xp_torch)
+
+    def is_array(self, x: Any) -> bool:
+        return isinstance(x, self._torch.Tensor)
+
+    def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
+        return self._torch.tensor(host, dtype=dtype)
+
+    def value_and_grad(self, fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
+                       has_aux: bool = False) -> Callable[..., Any]:
+        """Run ``fn`` on fresh leaf tensors that require grad, then ``torch.autograd.grad``.
+
+        The inputs are detached copies, so nothing accumulates in ``.grad`` between calls
+        and the caller's tensors are untouched. An input the value does not depend on gets
+        a zero gradient (as with ``jax.grad``).
+        """
+        torch = self._torch
+        single = isinstance(argnums, int)
+        nums = (argnums,) if single else tuple(argnums)
+
+        def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            args = list(args)
+            groups = []
+            for i in nums:
+                leaves, treedef = _tree.flatten(args[i])
+                fresh = []
+                for leaf in leaves:
+                    if not isinstance(leaf, torch.Tensor) or not leaf.dtype.is_floating_point:
+                        raise TypeError(
+                            f"value_and_grad: argument {i} must hold floating torch tensors, "
+                            f"got {getattr(leaf, 'dtype', type(leaf).__name__)}"
+                        )
+                    fresh.append(leaf.detach().requires_grad_(True))
+                args[i] = _tree.unflatten(treedef, fresh)
+                groups.append((treedef, fresh))
+            with torch.enable_grad():
+                out = fn(*args, **kwargs)
+            value, aux = out if has_aux else (out, None)
+            if not isinstance(value, torch.Tensor) or value.ndim != 0 \
+                    or not value.dtype.is_floating_point:
+                raise TypeError(
+                    "value_and_grad: fn must return a floating scalar (0-d) tensor, got "
+                    f"{type(value).__name__} of shape {tuple(getattr(value, 'shape', ()))}"
+                )
+            inputs = [leaf for _, fresh in groups for leaf in fresh]
+            grads = torch.autograd.grad(value, inputs, allow_unused=True)
+            grads = [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
+            trees, pos = [], 0
+            for treedef, fresh in groups:
+                trees.append(_tree.unflatten(treedef, grads[pos:pos + len(fresh)]))
+                pos += len(fresh)
+            grad = trees[0] if single else tuple(trees)
+            value = value.detach()
+            if has_aux:
+                aux = _tree.map_leaves(
+                    lambda a: a.detach() if isinstance(a, torch.Tensor) else a, aux)
+                return (value, aux), grad
+            return value, grad
+
+        return wrapped

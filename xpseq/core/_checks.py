@@ -1,0 +1,186 @@
+"""Argument validation shared by the public functions of :mod:`xpseq.core`.
+
+Every public core function validates at its boundary and then calls a private kernel
+that does only the math. Two kinds of check happen here:
+
+* **Structural** checks (array library, dtype, rank, shape) always run: shapes and dtypes
+  are static, so they are known even while JAX traces a function under ``jax.jit``.
+* **Value** checks (a negative length, a non-finite score, a query with no valid key) need
+  the numbers. They run whenever the values are concrete (NumPy, PyTorch,
+  array_api_strict, and JAX outside ``jit``). Under ``jax.jit`` the values are abstract
+  tracers; :func:`concrete` then returns ``None`` and the check is skipped. Each public
+  function documents what it computes in that case, and it is never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import array_api_compat as compat
+
+EMPTY_POLICIES = ("error", "zero")
+
+
+def library_name(x: Any) -> str:
+    """Short name of the library an array belongs to (``"numpy"``, ``"torch"``, ...)."""
+    if compat.is_numpy_array(x):
+        return "numpy"
+    if compat.is_torch_array(x):
+        return "torch"
+    if compat.is_jax_array(x):
+        return "jax"
+    if compat.is_array_api_strict_namespace(compat.array_namespace(x)):
+        return "array_api_strict"
+    return type(x).__module__.split(".")[0]
+
+
+def namespace(fname: str, **arrays: Any):
+    """The one array namespace of the named arrays; ``None`` values are skipped.
+
+    Raises
+    ------
+    TypeError
+        If an argument is not an array, or if arrays of two libraries are mixed (the
+        message names both arguments and both libraries).
+    """
+    first: dict[str, str] = {}
+    present = []
+    for name, value in arrays.items():
+        if value is None:
+            continue
+        if not compat.is_array_api_obj(value) or isinstance(value, numbers.Number):
+            raise TypeError(
+                f"{fname}: {name} must be an array (numpy, jax, torch or array_api_strict), "
+                f"got {type(value).__name__}"
+            )
+        lib = library_name(value)
+        first.setdefault(lib, name)
+        present.append(value)
+    if len(first) > 1:
+        (lib1, name1), (lib2, name2) = list(first.items())[:2]
+        raise TypeError(
+            f"{fname}: {name1} is a {lib1} array but {name2} is a {lib2} array; pass arrays "
+            "of one library (convert with xpseq.backends.get(name).asarray)"
+        )
+    if not present:
+        raise TypeError(f"{fname}: expected at least one array argument")
+    return compat.array_namespace(*present)
+
+
+def concrete(flag: Any) -> bool | None:
+    """``bool(flag)`` for a 0-d boolean array, or ``None`` when its value is not available.
+
+    Under ``jax.jit`` an array is an abstract tracer and ``bool()`` raises a subclass of
+    ``TypeError`` (``jax.errors.ConcretizationTypeError``); value checks are then skipped.
+    """
+    try:
+        return bool(flag)
+    except TypeError:
+        return None
+
+
+def check_floating(fname: str, name: str, x: Any, xp: Any) -> None:
+    """Require a real floating dtype (``float32``, ``float64``, ...)."""
+    if not xp.isdtype(x.dtype, "real floating"):
+        raise TypeError(f"{fname}: {name} must have a real floating dtype, got {x.dtype}")
+
+
+def check_same_dtype(fname: str, **arrays: Any) -> None:
+    """Require that all named floating arrays share one dtype (no silent promotion)."""
+    items = [(n, a) for n, a in arrays.items() if a is not None]
+    name0, a0 = items[0]
+    for name, a in items[1:]:
+        if a.dtype != a0.dtype:
+            raise TypeError(
+                f"{fname}: {name0} is {a0.dtype} but {name} is {a.dtype}; cast explicitly "
+                "so that nothing is silently promoted or downcast"
+            )
+
+
+def check_ndim(fname: str, name: str, x: Any, ndim: int, *, exact: bool = False,
+               layout: str = "") -> None:
+    """Require ``x.ndim >= ndim`` (or ``== ndim`` when ``exact``)."""
+    bad = x.ndim != ndim if exact else x.ndim < ndim
+    if bad:
+        what = f"exactly {ndim}" if exact else f"at least {ndim}"
+        shape_hint = f" {layout}" if layout else ""
+        raise ValueError(
+            f"{fname}: {name} must have {what} dimensions{shape_hint}, got shape {tuple(x.shape)}"
+        )
+
+
+def check_dim(fname: str, name: str, x: Any, axis: int, size: int, what: str) -> None:
+    """Require ``x.shape[axis] == size``; ``what`` says where ``size`` comes from."""
+    if x.shape[axis] != size:
+        raise ValueError(
+            f"{fname}: {name} has {x.shape[axis]} along axis {axis} (shape {tuple(x.shape)}) "
+            f"but {what} is {size}"
+        )
+
+
+def broadcast_leading(fname: str, **shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """Broadcast the named (leading) shapes, or raise ``ValueError`` naming the arrays."""
+    result: list[int] = []
+    for name, shape in shapes.items():
+        shape = tuple(shape)
+        n = max(len(result), len(shape))
+        a = [1] * (n - len(result)) + result
+        b = [1] * (n - len(shape)) + list(shape)
+        merged = []
+        for da, db in zip(a, b):
+            if da != db and da != 1 and db != 1:
+                names = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
+                raise ValueError(
+                    f"{fname}: the leading (batch) dimensions do not broadcast: {names}"
+                )
+            merged.append(db if da == 1 else da)
+        result = merged
+    return tuple(result)
+
+
+def check_finite(fname: str, name: str, x: Any, xp: Any, where: Any = None) -> None:
+    """Reject NaN or infinity in ``x`` (only at ``where`` if given) when values are concrete."""
+    if x.ndim == 0 and where is None:
+        ok = concrete(xp.isfinite(x))
+    else:
+        finite = xp.isfinite(x)
+        if where is not None:
+            finite = finite | ~where
+        ok = concrete(xp.all(finite))
+    if ok is False:
+        place = " at an unmasked key" if where is not None else ""
+        raise ValueError(f"{fname}: {name} must be finite{place}; it contains NaN or infinity")
+
+
+def check_scale(fname: str, scale: Any) -> float | None:
+    """``scale`` must be ``None`` or a finite real Python number."""
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"{fname}: scale must be a real number or None, got {type(scale).__name__}")
+    if not math.isfinite(scale):
+        raise ValueError(f"{fname}: scale must be finite, got {scale}")
+    return float(scale)
+
+
+def check_empty(fname: str, empty: Any) -> str:
+    """``empty`` must be one of :data:`EMPTY_POLICIES`."""
+    if not isinstance(empty, str) or empty not in EMPTY_POLICIES:
+        raise ValueError(f"{fname}: empty must be 'error' or 'zero', got {empty!r}")
+    return empty
+
+
+def first_true_index(flags: Any, xp: Any) -> tuple[int, ...] | None:
+    """Index (a tuple) of the first ``True`` in a concrete boolean array, else ``None``."""
+    found = concrete(xp.any(flags))
+    if not found:
+        return None
+    flat = xp.reshape(xp.astype(flags, xp.int8), (-1,))
+    pos = int(xp.argmax(flat))
+    index = []
+    for size in reversed(tuple(flags.shape)):
+        index.append(pos % size)
+        pos //= size
+    return tuple(reversed(index))

@@ -1,0 +1,357 @@
+"""Attention scores, attention pooling and multi-head attention, written once.
+
+Shapes use these names: ``Q`` queries, ``K`` keys, ``d_q`` / ``d_k`` / ``d_v`` the depths of
+queries, keys and values, ``h`` the hidden size of the additive score. Leading ``...``
+dimensions (batch, heads) broadcast against each other as in ``matmul``.
+
+Weight matrices follow the formulas they come from (and ``torch.nn.Linear``): a weight
+applied as ``W x`` has shape ``(out, in)``.
+
+Score functions
+    ``dot_scores``      ``e_ij = scale * q_i . k_j``                      (Luong "dot"; scaled dot)
+    ``general_scores``  ``e_ij = q_iᵀ W k_j``                              (Luong "general")
+    ``additive_scores`` ``e_ij = vᵀ tanh(W_q q_i + W_k k_j)``              (Bahdanau)
+
+Every function validates its arguments (see :mod:`xpseq.core._checks` for what happens to
+value checks under ``jax.jit``) and then calls a private kernel that does only the math.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import array_api_compat as compat
+
+from . import _checks
+from .masking import _masked_softmax, check_no_empty_rows, keep_mask, validated_keep
+
+__all__ = [
+    "dot_scores",
+    "general_scores",
+    "additive_scores",
+    "attend",
+    "scaled_dot_product_attention",
+    "multi_head_attention",
+]
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def dot_scores(q: Any, k: Any, scale: float | None = None) -> Any:
+    """Dot-product scores ``scale * q kᵀ``.
+
+    Parameters
+    ----------
+    q : real floating array, shape ``(..., Q, d)``
+    k : real floating array, shape ``(..., K, d)``, same dtype as ``q``
+    scale : float, optional
+        Multiplies the scores. ``None`` means 1 (Luong's "dot"); ``1 / sqrt(d)`` gives the
+        scaled dot product of Vaswani et al.
+
+    Returns
+    -------
+    scores : array, shape ``(..., Q, K)``
+    """
+    fname = "dot_scores"
+    xp = _checks.namespace(fname, q=q, k=k)
+    scale = _checks.check_scale(fname, scale)
+    _check_qk(fname, q, k, xp)
+    return _dot_scores(q, k, scale, xp=xp)
+
+
+def general_scores(q: Any, k: Any, W: Any) -> Any:
+    """Luong's "general" (multiplicative) scores ``e_ij = q_iᵀ W k_j``.
+
+    Parameters
+    ----------
+    q : real floating array, shape ``(..., Q, d_q)``
+    k : real floating array, shape ``(..., K, d_k)``
+    W : real floating array, shape ``(d_q, d_k)``
+
+    Returns
+    -------
+    scores : array, shape ``(..., Q, K)``
+    """
+    fname = "general_scores"
+    xp = _checks.namespace(fname, q=q, k=k, W=W)
+    _check_qk(fname, q, k, xp, same_depth=False, W=W)
+    _checks.check_ndim(fname, "W", W, 2, exact=True, layout="(d_q, d_k)")
+    _checks.check_dim(fname, "W", W, 0, q.shape[-1], "the depth of q")
+    _checks.check_dim(fname, "W", W, 1, k.shape[-1], "the depth of k")
+    _checks.check_finite(fname, "W", W, xp)
+    return _general_scores(q, k, W, xp=xp)
+
+
+def additive_scores(q: Any, k: Any, W_q: Any, W_k: Any, v: Any) -> Any:
+    """Bahdanau's additive scores ``e_ij = vᵀ tanh(W_q q_i + W_k k_j)``.
+
+    Parameters
+    ----------
+    q : real floating array, shape ``(..., Q, d_q)``
+    k : real floating array, shape ``(..., K, d_k)``
+    W_q : real floating array, shape ``(h, d_q)``
+    W_k : real floating array, shape ``(h, d_k)``
+    v : real floating array, shape ``(h,)``
+
+    Returns
+    -------
+    scores : array, shape ``(..., Q, K)``
+
+    Notes
+    -----
+    The ``(..., Q, K, h)`` tensor of ``tanh`` arguments is formed explicitly.
+    """
+    fname = "additive_scores"
+    xp = _checks.namespace(fname, q=q, k=k, W_q=W_q, W_k=W_k, v=v)
+    _check_qk(fname, q, k, xp, same_depth=False, W_q=W_q, W_k=W_k, v=v)
+    _checks.check_ndim(fname, "W_q", W_q, 2, exact=True, layout="(h, d_q)")
+    _checks.check_ndim(fname, "W_k", W_k, 2, exact=True, layout="(h, d_k)")
+    _checks.check_ndim(fname, "v", v, 1, exact=True, layout="(h,)")
+    _checks.check_dim(fname, "W_q", W_q, 1, q.shape[-1], "the depth of q")
+    _checks.check_dim(fname, "W_k", W_k, 1, k.shape[-1], "the depth of k")
+    _checks.check_dim(fname, "W_k", W_k, 0, W_q.shape[0], "the hidden size h of W_q")
+    _checks.check_dim(fname, "v", v, 0, W_q.shape[0], "the hidden size h of W_q")
+    for name, w in (("W_q", W_q), ("W_k", W_k), ("v", v)):
+        _checks.check_finite(fname, name, w, xp)
+    return _additive_scores(q, k, W_q, W_k, v, xp=xp)
+
+
+# ------------------------------------------------------------------ attention pooling
+
+
+def attend(scores: Any, values: Any, *, valid_lens: Any = None, mask: Any = None,
+           empty: str = "error") -> tuple[Any, Any]:
+    """Masked softmax of ``scores``, then the weighted sum of ``values``.
+
+    Parameters
+    ----------
+    scores : real floating array, shape ``(batch, ..., Q, K)``
+    values : real floating array, shape ``(..., K, d_v)``, same dtype as ``scores``
+    valid_lens, mask, empty
+        As in :func:`xpseq.core.masked_softmax`.
+
+    Returns
+    -------
+    context : array, shape ``(batch, ..., Q, d_v)``
+        ``context[..., i, :] = sum_j weights[..., i, j] * values[..., j, :]``; an all-masked
+        row (``empty="zero"``) gives a zero context.
+    weights : array, shape ``(batch, ..., Q, K)``
+    """
+    fname = "attend"
+    xp = _checks.namespace(fname, scores=scores, values=values,
+                           valid_lens=_array(valid_lens), mask=mask)
+    for name, x in (("scores", scores), ("values", values)):
+        _checks.check_floating(fname, name, x, xp)
+    _checks.check_same_dtype(fname, scores=scores, values=values)
+    _checks.check_ndim(fname, "scores", scores, 2, layout="(..., queries, keys)")
+    _checks.check_ndim(fname, "values", values, 2, layout="(..., keys, d_v)")
+    _checks.check_dim(fname, "values", values, -2, scores.shape[-1],
+                      "the number of keys in scores")
+    _checks.broadcast_leading(fname, scores=scores.shape[:-2], values=values.shape[:-2])
+    _checks.check_finite(fname, "values", values, xp)
+    keep = validated_keep(fname, "scores", scores, valid_lens, mask, empty, xp=xp)
+    return _attend(scores, values, keep, xp=xp)
+
+
+def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None,
+                                 mask: Any = None, empty: str = "error",
+                                 scale: float | None = None) -> tuple[Any, Any]:
+    """Scaled dot-product attention ``softmax(q kᵀ * scale) v`` with a true mask.
+
+    Parameters
+    ----------
+    q : real floating array, shape ``(batch, ..., Q, d)``
+    k : real floating array, shape ``(..., K, d)``
+    v : real floating array, shape ``(..., K, d_v)``
+    valid_lens, mask, empty
+        As in :func:`xpseq.core.masked_softmax`, for scores of shape ``(batch, ..., Q, K)``.
+    scale : float, optional
+        Defaults to ``1 / sqrt(d)``.
+
+    Returns
+    -------
+    context : array, shape ``(batch, ..., Q, d_v)``
+    weights : array, shape ``(batch, ..., Q, K)``
+    """
+    fname = "scaled_dot_product_attention"
+    xp = _checks.namespace(fname, q=q, k=k, v=v, valid_lens=_array(valid_lens), mask=mask)
+    scale = _checks.check_scale(fname, scale)
+    _check_qkv(fname, q, k, v, xp)
+    scores = _dot_scores(q, k, 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale, xp=xp)
+    keep = validated_keep(fname, "the scores q kᵀ", scores, valid_lens, mask, empty, xp=xp)
+    return _attend(scores, v, keep, xp=xp)
+
+
+def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
+                         num_heads: int, valid_lens: Any = None, mask: Any = None,
+                         empty: str = "error", scale: float | None = None) -> tuple[Any, Any]:
+    """Multi-head scaled dot-product attention over a parameter dict.
+
+    Each input is projected (``x Wᵀ + b``), split into ``num_heads`` heads, attended with
+    :func:`scaled_dot_product_attention` per head, concatenated and projected by ``W_o``.
+
+    Parameters
+    ----------
+    params : mapping
+        ``W_q`` ``(d_model, d_q)``, ``W_k`` ``(d_model, d_k)``, ``W_v`` ``(d_value, d_v)``,
+        ``W_o`` ``(d_out, d_value)``; optional biases ``b_q`` ``(d_model,)``, ``b_k``
+        ``(d_model,)``, ``b_v`` ``(d_value,)``, ``b_o`` ``(d_out,)``. ``num_heads`` must
+        divide ``d_model`` and ``d_value``. This is ``torch.nn.MultiheadAttention``'s layout.
+    q : real floating array, shape ``(..., Q, d_q)``
+    k : real floating array, shape ``(..., K, d_k)``
+    v : real floating array, shape ``(..., K, d_v)``
+    num_heads : int
+    valid_lens, mask, empty
+        As in :func:`xpseq.core.masked_softmax`, for scores of shape ``(..., Q, K)``; the
+        same mask applies to every head.
+    scale : float, optional
+        Defaults to ``1 / sqrt(d_model / num_heads)``.
+
+    Returns
+    -------
+    context : array, shape ``(..., Q, d_out)``
+    weights : array, shape ``(..., num_heads, Q, K)``
+    """
+    fname = "multi_head_attention"
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{fname}: params must be a mapping of arrays, got {type(params).__name__}")
+    required = ("W_q", "W_k", "W_v", "W_o")
+    optional = ("b_q", "b_k", "b_v", "b_o")
+    missing = [n for n in required if n not in params]
+    if missing:
+        raise ValueError(f"{fname}: params is missing {missing}; it needs {list(required)}")
+    unknown = sorted(set(params) - set(required) - set(optional))
+    if unknown:
+        raise ValueError(f"{fname}: params has unknown entries {unknown}")
+    p = {n: params.get(n) for n in required + optional}
+    xp = _checks.namespace(fname, q=q, k=k, v=v, valid_lens=_array(valid_lens), mask=mask,
+                           **{n: a for n, a in p.items() if a is not None})
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"{fname}: num_heads must be a positive int, got {num_heads!r}")
+    scale = _checks.check_scale(fname, scale)
+    _check_qkv(fname, q, k, v, xp, same_depth=False,
+               **{n: a for n, a in p.items() if a is not None})
+    for n, layout in zip(required, ("(d_model, d_q)", "(d_model, d_k)", "(d_value, d_v)",
+                                    "(d_out, d_value)")):
+        _checks.check_ndim(fname, n, p[n], 2, exact=True, layout=layout)
+    d_model, d_value, d_out = p["W_q"].shape[0], p["W_v"].shape[0], p["W_o"].shape[0]
+    _checks.check_dim(fname, "W_q", p["W_q"], 1, q.shape[-1], "the depth of q")
+    _checks.check_dim(fname, "W_k", p["W_k"], 1, k.shape[-1], "the depth of k")
+    _checks.check_dim(fname, "W_v", p["W_v"], 1, v.shape[-1], "the depth of v")
+    _checks.check_dim(fname, "W_k", p["W_k"], 0, d_model, "d_model (rows of W_q)")
+    _checks.check_dim(fname, "W_o", p["W_o"], 1, d_value, "d_value (rows of W_v)")
+    for b, size, what in (("b_q", d_model, "d_model"), ("b_k", d_model, "d_model"),
+                          ("b_v", d_value, "d_value"), ("b_o", d_out, "d_out")):
+        if p[b] is not None:
+            _checks.check_ndim(fname, b, p[b], 1, exact=True, layout=f"({what},)")
+            _checks.check_dim(fname, b, p[b], 0, size, what)
+    for n, a in p.items():
+        if a is not None:
+            _checks.check_finite(fname, n, a, xp)
+    for size, what in ((d_model, "d_model"), (d_value, "d_value")):
+        if size % num_heads:
+            raise ValueError(f"{fname}: num_heads={num_heads} does not divide {what}={size}")
+    lead = _checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
+    scores_shape = lead + (q.shape[-2], k.shape[-2])
+    empty = _checks.check_empty(fname, empty)
+    keep = keep_mask(fname, scores_shape, valid_lens, mask, xp=xp, device=compat.device(q))
+    if empty == "error":
+        check_no_empty_rows(fname, "the scores", scores_shape, keep, xp=xp)
+    if scale is None:
+        scale = 1.0 / math.sqrt(d_model // num_heads)
+    return _multi_head_attention(p, q, k, v, keep, num_heads=num_heads, scale=scale, xp=xp)
+
+
+# ------------------------------------------------------------------- private kernels
+
+
+def _dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> Any:
+    scores = q @ xp.matrix_transpose(k)
+    return scores if scale is None or scale == 1.0 else scores * scale
+
+
+def _general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> Any:
+    return (q @ W) @ xp.matrix_transpose(k)
+
+
+def _additive_scores(q: Any, k: Any, W_q: Any, W_k: Any, v: Any, *, xp: Any) -> Any:
+    pq = q @ xp.matrix_transpose(W_q)                      # (..., Q, h)
+    pk = k @ xp.matrix_transpose(W_k)                      # (..., K, h)
+    hidden = xp.tanh(xp.expand_dims(pq, axis=-2) + xp.expand_dims(pk, axis=-3))  # (..., Q, K, h)
+    return xp.squeeze(hidden @ xp.expand_dims(v, axis=-1), axis=-1)
+
+
+def _attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[Any, Any]:
+    weights = _masked_softmax(scores, keep, xp=xp)
+    return weights @ values, weights
+
+
+def _linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
+    y = x @ xp.matrix_transpose(W)
+    return y if b is None else y + b
+
+
+def _split_heads(x: Any, num_heads: int, *, xp: Any) -> Any:
+    """``(..., T, H * d) -> (..., H, T, d)``."""
+    *lead, t, width = x.shape
+    x = xp.reshape(x, (*lead, t, num_heads, width // num_heads))
+    n = x.ndim
+    return xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
+
+
+def _merge_heads(x: Any, *, xp: Any) -> Any:
+    """``(..., H, T, d) -> (..., T, H * d)``."""
+    n = x.ndim
+    x = xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
+    *lead, t, h, d = x.shape
+    return xp.reshape(x, (*lead, t, h * d))
+
+
+def _multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any, *,
+                          num_heads: int, scale: float, xp: Any) -> tuple[Any, Any]:
+    qh = _split_heads(_linear(q, p["W_q"], p["b_q"], xp=xp), num_heads, xp=xp)
+    kh = _split_heads(_linear(k, p["W_k"], p["b_k"], xp=xp), num_heads, xp=xp)
+    vh = _split_heads(_linear(v, p["W_v"], p["b_v"], xp=xp), num_heads, xp=xp)
+    scores = _dot_scores(qh, kh, scale, xp=xp)                        # (..., H, Q, K)
+    if keep is not None:
+        keep = xp.expand_dims(keep, axis=-3)
+        keep = xp.broadcast_to(keep, tuple(scores.shape))
+    context, weights = _attend(scores, vh, keep, xp=xp)
+    return _linear(_merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp), weights
+
+
+# ------------------------------------------------------------------------- helpers
+
+
+def _array(valid_lens: Any) -> Any:
+    return None if valid_lens is None or isinstance(valid_lens, (list, tuple)) else valid_lens
+
+
+def _check_qk(fname: str, q: Any, k: Any, xp: Any, *, same_depth: bool = True,
+              **weights: Any) -> None:
+    for name, x in (("q", q), ("k", k), *weights.items()):
+        _checks.check_floating(fname, name, x, xp)
+    _checks.check_same_dtype(fname, q=q, k=k, **weights)
+    _checks.check_ndim(fname, "q", q, 2, layout="(..., queries, depth)")
+    _checks.check_ndim(fname, "k", k, 2, layout="(..., keys, depth)")
+    if q.shape[-1] == 0:
+        raise ValueError(f"{fname}: q must have depth >= 1, got shape {tuple(q.shape)}")
+    if same_depth and k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"{fname}: q has depth {q.shape[-1]} but k has depth {k.shape[-1]} "
+            f"(shapes {tuple(q.shape)} and {tuple(k.shape)})"
+        )
+    _checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2])
+    _checks.check_finite(fname, "q", q, xp)
+    _checks.check_finite(fname, "k", k, xp)
+
+
+def _check_qkv(fname: str, q: Any, k: Any, v: Any, xp: Any, *, same_depth: bool = True,
+               **weights: Any) -> None:
+    _check_qk(fname, q, k, xp, same_depth=same_depth, v=v, **weights)
+    _checks.check_ndim(fname, "v", v, 2, layout="(..., keys, d_v)")
+    _checks.check_dim(fname, "v", v, -2, k.shape[-2], "the number of keys in k")
+    _checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
+    _checks.check_finite(fname, "v", v, xp)

@@ -1,0 +1,367 @@
+"""Masks, masked softmax and log-space reductions, written once for every array library.
+
+A *mask* here is a boolean array that is ``True`` where a key may be attended to. A masked
+key gets exactly zero weight whatever its score is: xpseq never fills masked scores with a
+finite sentinel such as ``-1e6`` (which a very negative real score can beat, and which turns
+an all-masked row into a uniform one). A query row with no valid key is either an error
+(``empty="error"``, the default) or an all-zero row (``empty="zero"``); neither the values
+nor any gradient is ever NaN because of masking.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from typing import Any
+
+import array_api_compat as compat
+
+from . import _checks
+
+__all__ = ["sequence_mask", "masked_softmax", "log_softmax", "logsumexp"]
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def sequence_mask(lengths: Any, max_len: int) -> Any:
+    """Boolean mask of the valid leading positions of padded sequences.
+
+    Parameters
+    ----------
+    lengths : integer array, shape ``(...,)``
+        Number of real (non-padding) positions of each sequence, ``0 <= lengths <= max_len``.
+    max_len : int
+        Length of the padded axis.
+
+    Returns
+    -------
+    mask : bool array, shape ``(..., max_len)``
+        ``mask[..., t]`` is ``True`` exactly when ``t < lengths[...]``.
+
+    Raises
+    ------
+    TypeError
+        ``lengths`` is not an integer array, or ``max_len`` is not an integer.
+    ValueError
+        ``max_len`` is negative, or a length lies outside ``[0, max_len]``.
+
+    Notes
+    -----
+    Under ``jax.jit`` the range of ``lengths`` cannot be checked; a negative length then
+    gives an all-``False`` row and one above ``max_len`` an all-``True`` row.
+    """
+    fname = "sequence_mask"
+    xp = _checks.namespace(fname, lengths=lengths)
+    if not xp.isdtype(lengths.dtype, "integral"):
+        raise TypeError(f"{fname}: lengths must have an integer dtype, got {lengths.dtype}")
+    if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral):
+        raise TypeError(f"{fname}: max_len must be an int, got {type(max_len).__name__}")
+    max_len = operator.index(max_len)
+    if max_len < 0:
+        raise ValueError(f"{fname}: max_len must be >= 0, got {max_len}")
+    _check_lengths_range(fname, "lengths", lengths, max_len, xp)
+    return _sequence_mask(lengths, max_len, xp=xp)
+
+
+def masked_softmax(scores: Any, valid_lens: Any = None, *, mask: Any = None,
+                   empty: str = "error") -> Any:
+    """Softmax over the last axis that gives masked keys exactly zero weight.
+
+    Parameters
+    ----------
+    scores : real floating array, shape ``(batch, ..., queries, keys)``
+        Unnormalised attention scores. Any number of leading dimensions (heads included).
+        Values at masked keys are ignored (they may even be infinite or NaN); values at
+        valid keys must be finite.
+    valid_lens : integer array or sequence of ints, shape ``(batch,)`` or ``(batch, queries)``, optional
+        Number of valid *leading* keys. Shape ``(batch,)`` applies one length to every
+        query of a batch element; ``(batch, queries)`` gives each query its own length.
+        ``batch`` is the first axis of ``scores`` and ``queries`` its second-to-last.
+    mask : bool array, optional
+        ``True`` where a key may be attended to; broadcasts to ``scores.shape``. If both
+        ``valid_lens`` and ``mask`` are given, a key must pass both.
+    empty : {"error", "zero"}
+        What a query row with no valid key gets: ``"error"`` raises ``ValueError`` naming
+        the row; ``"zero"`` returns an all-zero row (and a zero gradient for it).
+
+    Returns
+    -------
+    weights : array, shape and dtype of ``scores``
+        Each row sums to one over its valid keys (or is all zero, see ``empty``); masked
+        keys are exactly ``0``. The input is not modified.
+
+    Raises
+    ------
+    TypeError
+        Non-floating ``scores``, non-integer ``valid_lens``, non-boolean ``mask``, or
+        arrays of two different libraries.
+    ValueError
+        Bad shapes, a length outside ``[0, keys]``, a non-finite score at a valid key, an
+        empty row with ``empty="error"``, or an unknown ``empty``.
+
+    Notes
+    -----
+    The maximum over the valid keys is subtracted before exponentiating, so scores of
+    ``±1e4`` are fine. Masked positions are replaced *before* ``exp`` and again after it
+    (the double ``where``), so neither the forward value nor a gradient can pick up a NaN
+    from them.
+
+    Under ``jax.jit`` values cannot be inspected: the range and finiteness checks are
+    skipped, and a row with no valid key (including one produced by a negative length)
+    comes out as zeros, as with ``empty="zero"``.
+    """
+    fname = "masked_softmax"
+    xp = _checks.namespace(fname, scores=scores, valid_lens=_array_or_none(valid_lens),
+                           mask=mask)
+    _checks.check_floating(fname, "scores", scores, xp)
+    _checks.check_ndim(fname, "scores", scores, 1)
+    keep = validated_keep(fname, "scores", scores, valid_lens, mask, empty, xp=xp)
+    return _masked_softmax(scores, keep, xp=xp)
+
+
+def logsumexp(x: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
+    """``log(sum(exp(x), axis))`` computed without overflow.
+
+    Parameters
+    ----------
+    x : real floating array, shape ``(..., n, ...)``
+    axis : int
+        The axis to reduce.
+    keepdims : bool
+        Keep the reduced axis with size one.
+
+    Returns
+    -------
+    array, shape of ``x`` without ``axis`` (or with size one there)
+
+    Notes
+    -----
+    ``-inf`` entries contribute nothing; a slice that is all ``-inf`` gives ``-inf`` (and a
+    zero gradient, not NaN). ``+inf`` gives ``+inf`` and NaN propagates.
+    """
+    fname = "logsumexp"
+    xp = _checks.namespace(fname, x=x)
+    _checks.check_floating(fname, "x", x, xp)
+    axis = _check_axis(fname, axis, x.ndim)
+    return _logsumexp(x, axis=axis, keepdims=keepdims, xp=xp)
+
+
+def log_softmax(x: Any, /, *, axis: int = -1) -> Any:
+    """``log(softmax(x))`` along ``axis``, computed as ``x - logsumexp(x)``.
+
+    Parameters
+    ----------
+    x : real floating array, shape ``(..., n, ...)``
+    axis : int
+        The axis over which the probabilities sum to one.
+
+    Returns
+    -------
+    array, shape and dtype of ``x``
+
+    Notes
+    -----
+    A slice that is all ``-inf`` (every probability zero) gives all ``-inf`` rather than
+    NaN, and a zero gradient.
+    """
+    fname = "log_softmax"
+    xp = _checks.namespace(fname, x=x)
+    _checks.check_floating(fname, "x", x, xp)
+    axis = _check_axis(fname, axis, x.ndim)
+    return _log_softmax(x, axis=axis, xp=xp)
+
+
+# --------------------------------------------------------------- shared by attention
+
+
+def keep_mask(fname: str, shape: tuple[int, ...], valid_lens: Any, mask: Any, *, xp: Any,
+              device: Any) -> Any:
+    """Validate ``valid_lens`` / ``mask`` against a scores shape and combine them.
+
+    Returns a boolean array of exactly ``shape`` (``True`` = attend), or ``None`` when
+    neither is given. Used by every public function that takes ``valid_lens`` / ``mask``.
+    """
+    keep = None
+    if valid_lens is not None:
+        valid_lens = _as_lengths(fname, valid_lens, xp=xp, device=device)
+        keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp)
+    if mask is not None:
+        if mask.dtype != xp.bool:
+            raise TypeError(f"{fname}: mask must have a bool dtype (True = attend), got {mask.dtype}")
+        if not _broadcasts_to(tuple(mask.shape), shape):
+            raise ValueError(
+                f"{fname}: mask of shape {tuple(mask.shape)} does not broadcast to the "
+                f"scores shape {shape}"
+            )
+        mask = xp.broadcast_to(mask, shape)
+        keep = mask if keep is None else (keep & mask)
+    return keep
+
+
+def validated_keep(fname: str, what: str, scores: Any, valid_lens: Any, mask: Any,
+                   empty: str, *, xp: Any) -> Any:
+    """:func:`keep_mask` for ``scores``, plus the finiteness and empty-row checks."""
+    empty = _checks.check_empty(fname, empty)
+    shape = tuple(scores.shape)
+    keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(scores))
+    _checks.check_finite(fname, what, scores, xp, where=keep)
+    if empty == "error":
+        check_no_empty_rows(fname, what, shape, keep, xp=xp)
+    return keep
+
+
+def check_no_empty_rows(fname: str, what: str, shape: tuple[int, ...], keep: Any, *,
+                        xp: Any) -> None:
+    """Raise ``ValueError`` naming the first query row of ``keep`` with no valid key."""
+    if shape[-1] == 0:
+        raise ValueError(
+            f"{fname}: {what} has no keys (last axis of size 0), so no query has a valid key; "
+            "pass empty='zero' for all-zero rows"
+        )
+    if keep is None:
+        return
+    empty_rows = ~xp.any(keep, axis=-1)
+    row = _checks.first_true_index(empty_rows, xp)
+    if row is not None:
+        raise ValueError(
+            f"{fname}: query row {row} of {what} (shape {shape}) has no valid key; every "
+            "query needs at least one when empty='error' (pass empty='zero' for an "
+            "all-zero row)"
+        )
+
+
+# ------------------------------------------------------------------- private kernels
+
+
+def _sequence_mask(lengths: Any, max_len: int, *, xp: Any) -> Any:
+    positions = xp.arange(max_len, dtype=lengths.dtype, device=compat.device(lengths))
+    return positions < xp.expand_dims(lengths, axis=-1)
+
+
+def _masked_softmax(scores: Any, keep: Any, *, xp: Any) -> Any:
+    """Softmax over the last axis; ``keep`` (bool, shape of ``scores``) or ``None``."""
+    if scores.shape[-1] == 0:
+        return scores
+    if keep is None:
+        shifted = scores - xp.max(scores, axis=-1, keepdims=True)
+        e = xp.exp(shifted)
+        return e / xp.sum(e, axis=-1, keepdims=True)
+    any_keep = xp.any(keep, axis=-1, keepdims=True)
+    row_max = xp.max(xp.where(keep, scores, -math.inf), axis=-1, keepdims=True)
+    row_max = xp.where(any_keep, row_max, 0.0)
+    # First where: masked positions never reach exp (no inf, so no 0 * inf in the gradient).
+    shifted = xp.where(keep, scores - row_max, 0.0)
+    # Second where: masked positions are exactly zero, whatever exp(0) gave.
+    e = xp.where(keep, xp.exp(shifted), 0.0)
+    total = xp.sum(e, axis=-1, keepdims=True)
+    # A row with no valid key has total 0; divide it by 1 to get zeros instead of 0/0.
+    return e / xp.where(any_keep, total, 1.0)
+
+
+def _logsumexp(x: Any, *, axis: int, keepdims: bool, xp: Any) -> Any:
+    if x.shape[axis] == 0:
+        shape = tuple(1 if i == axis else n for i, n in enumerate(x.shape))
+        out = xp.full(shape, -math.inf, dtype=x.dtype, device=compat.device(x))
+        return out if keepdims else xp.squeeze(out, axis=axis)
+    m = xp.max(x, axis=axis, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0.0)
+    total = xp.sum(xp.exp(x - m), axis=axis, keepdims=True)
+    positive = total > 0
+    out = xp.where(positive, xp.log(xp.where(positive, total, 1.0)) + m, -math.inf)
+    return out if keepdims else xp.squeeze(out, axis=axis)
+
+
+def _log_softmax(x: Any, *, axis: int, xp: Any) -> Any:
+    lse = _logsumexp(x, axis=axis, keepdims=True, xp=xp)
+    finite = xp.isfinite(lse)
+    return xp.where(finite, x - xp.where(finite, lse, 0.0), -math.inf)
+
+
+# ------------------------------------------------------------------------- helpers
+
+
+def _array_or_none(valid_lens: Any) -> Any:
+    """``valid_lens`` if it is an array (checked for its library), else ``None``."""
+    if valid_lens is None or isinstance(valid_lens, (list, tuple)):
+        return None
+    return valid_lens
+
+
+def _as_lengths(fname: str, valid_lens: Any, *, xp: Any, device: Any) -> Any:
+    if isinstance(valid_lens, (list, tuple)):
+        flat = _flatten(valid_lens)
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in flat):
+            raise TypeError(f"{fname}: valid_lens must hold integers, got {valid_lens!r}")
+        return xp.asarray(valid_lens, dtype=xp.int64, device=device)
+    if not xp.isdtype(valid_lens.dtype, "integral"):
+        raise TypeError(f"{fname}: valid_lens must have an integer dtype, got {valid_lens.dtype}")
+    return valid_lens
+
+
+def _flatten(seq: Any) -> list:
+    out = []
+    for v in seq:
+        out.extend(_flatten(v) if isinstance(v, (list, tuple)) else [v])
+    return out
+
+
+def _lengths_to_keep(fname: str, shape: tuple[int, ...], valid_lens: Any, *, xp: Any) -> Any:
+    ndim = len(shape)
+    keys = shape[-1]
+    if valid_lens.ndim == 1:
+        if ndim < 2:
+            raise ValueError(
+                f"{fname}: valid_lens of shape (batch,) needs scores of shape "
+                f"(batch, ..., keys), got shape {shape}"
+            )
+        if valid_lens.shape[0] != shape[0]:
+            raise ValueError(
+                f"{fname}: valid_lens has shape {tuple(valid_lens.shape)} but expected "
+                f"(batch,) = ({shape[0]},) from scores of shape {shape}"
+            )
+        lens = xp.reshape(valid_lens, (shape[0],) + (1,) * (ndim - 2))
+    elif valid_lens.ndim == 2:
+        if ndim < 3:
+            raise ValueError(
+                f"{fname}: valid_lens of shape (batch, queries) needs scores of shape "
+                f"(batch, ..., queries, keys), got shape {shape}"
+            )
+        if tuple(valid_lens.shape) != (shape[0], shape[-2]):
+            raise ValueError(
+                f"{fname}: valid_lens has shape {tuple(valid_lens.shape)} but expected "
+                f"(batch, queries) = ({shape[0]}, {shape[-2]}) from scores of shape {shape}"
+            )
+        lens = xp.reshape(valid_lens, (shape[0],) + (1,) * (ndim - 3) + (shape[-2],))
+    else:
+        raise ValueError(
+            f"{fname}: valid_lens must have shape (batch,) or (batch, queries), got shape "
+            f"{tuple(valid_lens.shape)}"
+        )
+    _check_lengths_range(fname, "valid_lens", valid_lens, keys, xp)
+    keep = _sequence_mask(lens, keys, xp=xp)  # lens plus a keys axis
+    return xp.broadcast_to(keep, shape)
+
+
+def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, xp: Any) -> None:
+    for bad, rule in ((lengths < 0, ">= 0"), (lengths > upper, f"<= {upper} (the number of keys)")):
+        index = _checks.first_true_index(bad, xp)
+        if index is not None:
+            value = int(lengths[index]) if index else int(lengths)
+            where = f"{name}[{', '.join(map(str, index))}]" if index else name
+            raise ValueError(f"{fname}: {name} must be {rule}, got {where} = {value}")
+
+
+def _broadcasts_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
+    if len(src) > len(dst):
+        return False
+    return all(s in (1, d) for s, d in zip(reversed(src), reversed(dst)))
+
+
+def _check_axis(fname: str, axis: Any, ndim: int) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{fname}: axis must be an int, got {type(axis).__name__}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{fname}: axis {axis} is out of range for an array of {ndim} dimensions")
+    return operator.index(axis) % ndim
