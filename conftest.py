@@ -1,0 +1,73 @@
+"""Backend selection shared by tests/ and parity_tests/.
+
+Every test that takes the ``backend`` fixture runs once per selected backend; tests that
+take ``grad_backend`` run on the selected backends that compute gradients (jax, torch).
+Select backends with ``pytest --backend jax --backend torch`` (or ``--backend jax,torch``)
+or the environment variable ``XPSEQ_BACKENDS=jax,torch``; the default is all four. A
+selected backend whose library is not installed is skipped, and ``-ra`` lists the skips.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from xpseq import backends
+
+GRAD_BACKENDS = ("jax", "torch")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backend", action="append", default=None, metavar="NAME",
+        help="run backend-parametrised tests on these backends only (repeatable or "
+             f"comma-separated; one of {', '.join(backends.NAMES)}); default: "
+             "$XPSEQ_BACKENDS or all",
+    )
+
+
+def selected_backends(config: pytest.Config) -> list[str]:
+    raw = config.getoption("--backend") or [os.environ.get("XPSEQ_BACKENDS", "")]
+    names = [n.strip() for item in raw for n in item.split(",") if n.strip()]
+    if not names:
+        return list(backends.NAMES)
+    unknown = [n for n in names if n not in backends.NAMES]
+    if unknown:
+        raise pytest.UsageError(f"unknown backend(s) {unknown}; choose from {list(backends.NAMES)}")
+    return names
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Small tensors: one thread avoids the contention that makes torch slow on 2 cores.
+    if "torch" in backends.available():
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = selected_backends(metafunc.config)
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", names, indirect=True)
+    if "grad_backend" in metafunc.fixturenames:
+        metafunc.parametrize("grad_backend", [n for n in names if n in GRAD_BACKENDS],
+                             indirect=True)
+
+
+def _get(name: str) -> backends.Backend:
+    if name not in backends.available():
+        pytest.skip(f"backend {name!r} is not installed")
+    return backends.get(name)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> backends.Backend:
+    """One of the selected backends (parametrised)."""
+    return _get(request.param)
+
+
+@pytest.fixture
+def grad_backend(request: pytest.FixtureRequest) -> backends.Backend:
+    """One of the selected backends that computes gradients (parametrised)."""
+    return _get(request.param)
