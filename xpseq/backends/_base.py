@@ -72,6 +72,11 @@ class Backend:
         """
         target = None if dtype is None else self.dtype(dtype)
         if self.is_array(obj):
+            if not any(self.xp.isdtype(obj.dtype, kind)
+                       for kind in ("bool", "integral", "real floating")):
+                raise TypeError(
+                    f"{self.name}.asarray: expected numbers or booleans, got dtype {obj.dtype}"
+                )
             return obj if target is None or obj.dtype == target else self.xp.astype(obj, target)
         host = _to_host(obj)
         if host.dtype.kind not in "biuf":

@@ -18,7 +18,8 @@ class NumpyBackend(Backend):
         super().__init__(xp_numpy)
 
     def is_array(self, x: Any) -> bool:
-        return isinstance(x, np.ndarray)
+        # NumPy returns 0-d results (a loss, a reduction) as scalars such as np.float64.
+        return isinstance(x, (np.ndarray, np.generic))
 
     def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
         return np.array(host, dtype=dtype, copy=True)

@@ -69,7 +69,10 @@ class TorchBackend(Backend):
                     f"{type(value).__name__} of shape {tuple(getattr(value, 'shape', ()))}"
                 )
             inputs = [leaf for _, fresh in groups for leaf in fresh]
-            grads = torch.autograd.grad(value, inputs, allow_unused=True)
+            if value.requires_grad:
+                grads = torch.autograd.grad(value, inputs, allow_unused=True)
+            else:  # the value depends on none of the inputs
+                grads = [None] * len(inputs)
             grads = [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
             trees, pos = [], 0
             for treedef, fresh in groups:
