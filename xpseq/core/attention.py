@@ -19,6 +19,8 @@ value checks under ``jax.jit``) and then calls a private kernel that does only t
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from typing import Any, Mapping
 
 import array_api_compat as compat
@@ -219,7 +221,7 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
         raise TypeError(f"{fname}: params must be a mapping of arrays, got {type(params).__name__}")
     required = ("W_q", "W_k", "W_v", "W_o")
     optional = ("b_q", "b_k", "b_v", "b_o")
-    missing = [n for n in required if n not in params]
+    missing = [n for n in required if params.get(n) is None]
     if missing:
         raise ValueError(f"{fname}: params is missing {missing}; it needs {list(required)}")
     unknown = sorted(set(params) - set(required) - set(optional))
@@ -228,8 +230,11 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
     p = {n: params.get(n) for n in required + optional}
     xp = _checks.namespace(fname, q=q, k=k, v=v, valid_lens=_array(valid_lens), mask=mask,
                            **{n: a for n, a in p.items() if a is not None})
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-        raise ValueError(f"{fname}: num_heads must be a positive int, got {num_heads!r}")
+    if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral):
+        raise TypeError(f"{fname}: num_heads must be an int, got {type(num_heads).__name__}")
+    num_heads = operator.index(num_heads)
+    if num_heads < 1:
+        raise ValueError(f"{fname}: num_heads must be >= 1, got {num_heads}")
     scale = _checks.check_scale(fname, scale)
     _check_qkv(fname, q, k, v, xp, same_depth=False,
                **{n: a for n, a in p.items() if a is not None})
@@ -261,7 +266,10 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
         check_no_empty_rows(fname, "the scores", scores_shape, keep, xp=xp)
     if scale is None:
         scale = 1.0 / math.sqrt(d_model // num_heads)
-    return _multi_head_attention(p, q, k, v, keep, num_heads=num_heads, scale=scale, xp=xp)
+    scores, vh = _mha_scores(p, q, k, v, num_heads=num_heads, scale=scale, xp=xp)
+    keep = _per_head(keep, scores, xp=xp)
+    _checks.check_finite(fname, "the per-head scores", scores, xp, where=keep)
+    return _mha_pool(p, scores, vh, keep, xp=xp)
 
 
 # ------------------------------------------------------------------- private kernels
@@ -309,17 +317,33 @@ def _merge_heads(x: Any, *, xp: Any) -> Any:
     return xp.reshape(x, (*lead, t, h * d))
 
 
-def _multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any, *,
-                          num_heads: int, scale: float, xp: Any) -> tuple[Any, Any]:
+def _mha_scores(p: Mapping[str, Any], q: Any, k: Any, v: Any, *, num_heads: int,
+                scale: float, xp: Any) -> tuple[Any, Any]:
+    """Per-head scores ``(..., H, Q, K)`` and projected values ``(..., H, K, d_value / H)``."""
     qh = _split_heads(_linear(q, p["W_q"], p["b_q"], xp=xp), num_heads, xp=xp)
     kh = _split_heads(_linear(k, p["W_k"], p["b_k"], xp=xp), num_heads, xp=xp)
     vh = _split_heads(_linear(v, p["W_v"], p["b_v"], xp=xp), num_heads, xp=xp)
-    scores = _dot_scores(qh, kh, scale, xp=xp)                        # (..., H, Q, K)
-    if keep is not None:
-        keep = xp.expand_dims(keep, axis=-3)
-        keep = xp.broadcast_to(keep, tuple(scores.shape))
+    return _dot_scores(qh, kh, scale, xp=xp), vh
+
+
+def _per_head(keep: Any, scores: Any, *, xp: Any) -> Any:
+    """A ``(..., Q, K)`` keep mask repeated over the heads axis of ``scores``."""
+    if keep is None:
+        return None
+    return xp.broadcast_to(xp.expand_dims(keep, axis=-3), tuple(scores.shape))
+
+
+def _mha_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
+              xp: Any) -> tuple[Any, Any]:
     context, weights = _attend(scores, vh, keep, xp=xp)
     return _linear(_merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp), weights
+
+
+def _multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any, *,
+                          num_heads: int, scale: float, xp: Any) -> tuple[Any, Any]:
+    """The unchecked kernel; ``keep`` has shape ``(..., Q, K)`` or is ``None``."""
+    scores, vh = _mha_scores(p, q, k, v, num_heads=num_heads, scale=scale, xp=xp)
+    return _mha_pool(p, scores, vh, _per_head(keep, scores, xp=xp), xp=xp)
 
 
 # ------------------------------------------------------------------------- helpers

@@ -61,7 +61,7 @@ def sequence_mask(lengths: Any, max_len: int) -> Any:
     max_len = operator.index(max_len)
     if max_len < 0:
         raise ValueError(f"{fname}: max_len must be >= 0, got {max_len}")
-    _check_lengths_range(fname, "lengths", lengths, max_len, xp)
+    _check_lengths_range(fname, "lengths", lengths, max_len, f"max_len = {max_len}", xp)
     return _sequence_mask(lengths, max_len, xp=xp)
 
 
@@ -215,7 +215,7 @@ def validated_keep(fname: str, what: str, scores: Any, valid_lens: Any, mask: An
 def check_no_empty_rows(fname: str, what: str, shape: tuple[int, ...], keep: Any, *,
                         xp: Any) -> None:
     """Raise ``ValueError`` naming the first query row of ``keep`` with no valid key."""
-    if shape[-1] == 0:
+    if shape[-1] == 0 and math.prod(shape[:-1]) > 0:
         raise ValueError(
             f"{fname}: {what} has no keys (last axis of size 0), so no query has a valid key; "
             "pass empty='zero' for all-zero rows"
@@ -339,13 +339,14 @@ def _lengths_to_keep(fname: str, shape: tuple[int, ...], valid_lens: Any, *, xp:
             f"{fname}: valid_lens must have shape (batch,) or (batch, queries), got shape "
             f"{tuple(valid_lens.shape)}"
         )
-    _check_lengths_range(fname, "valid_lens", valid_lens, keys, xp)
+    _check_lengths_range(fname, "valid_lens", valid_lens, keys, f"{keys} (the number of keys)", xp)
     keep = _sequence_mask(lens, keys, xp=xp)  # lens plus a keys axis
     return xp.broadcast_to(keep, shape)
 
 
-def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, xp: Any) -> None:
-    for bad, rule in ((lengths < 0, ">= 0"), (lengths > upper, f"<= {upper} (the number of keys)")):
+def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_text: str,
+                         xp: Any) -> None:
+    for bad, rule in ((lengths < 0, ">= 0"), (lengths > upper, f"<= {upper_text}")):
         index = _checks.first_true_index(bad, xp)
         if index is not None:
             value = int(lengths[index]) if index else int(lengths)

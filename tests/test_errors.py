@@ -1,0 +1,1172 @@
+"""Bad input to every public function of :mod:`xpseq.core` fails loudly and clearly.
+
+Every case checks the exception type *and* that the message names the offending argument
+and what was expected, on every selected backend (the ``backend`` fixture). The value
+checks that need concrete numbers are skipped under ``jax.jit``; the tests at the end pin
+down what the functions compute then (never NaN) and that structural errors still raise.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+import numpy as np
+import pytest
+
+from xpseq import backends, core
+
+B, Q, K, D, DV = 2, 3, 4, 5, 2  # batch, queries, keys, depth of q/k, depth of v
+H, D_MODEL = 2, 4                  # heads and model width of multi_head_attention
+
+MASKED = ("masked_softmax", "attend", "scaled_dot_product_attention", "multi_head_attention")
+SCALED = ("dot_scores", "scaled_dot_product_attention", "multi_head_attention")
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def rand(be, *shape, seed=0, dtype="float64"):
+    return be.asarray(np.random.default_rng(seed).standard_normal(shape), dtype=dtype)
+
+
+def ints(be, values):
+    return be.asarray(np.asarray(values, dtype=np.int64))
+
+
+def bools(be, values):
+    return be.asarray(np.asarray(values, dtype=bool), dtype="bool")
+
+
+def with_value(be, shape, index, value, seed=0):
+    """A float64 array of ``shape`` with ``value`` (NaN, inf, 1e200, ...) at ``index``."""
+    x = np.random.default_rng(seed).standard_normal(shape)
+    x[index] = value
+    return be.asarray(x)
+
+
+def mha_params(be, d_q=D_MODEL, d_k=D_MODEL, d_v=D_MODEL, d_model=D_MODEL, d_value=D_MODEL,
+               d_out=D_MODEL, bias=False):
+    p = {
+        "W_q": rand(be, d_model, d_q, seed=10),
+        "W_k": rand(be, d_model, d_k, seed=11),
+        "W_v": rand(be, d_value, d_v, seed=12),
+        "W_o": rand(be, d_out, d_value, seed=13),
+    }
+    if bias:
+        p.update(b_q=rand(be, d_model, seed=14), b_k=rand(be, d_model, seed=15),
+                 b_v=rand(be, d_value, seed=16), b_o=rand(be, d_out, seed=17))
+    return p
+
+
+def masked_inputs(fname, be, keys=K):
+    """Positional inputs of ``fname`` whose scores have shape ``(B, Q, keys)``."""
+    if fname == "masked_softmax":
+        return (rand(be, B, Q, keys),)
+    if fname == "attend":
+        return rand(be, B, Q, keys), rand(be, B, keys, DV, seed=1)
+    if fname == "scaled_dot_product_attention":
+        return rand(be, B, Q, D), rand(be, B, keys, D, seed=1), rand(be, B, keys, DV, seed=2)
+    return (mha_params(be), rand(be, B, Q, D_MODEL), rand(be, B, keys, D_MODEL, seed=1),
+            rand(be, B, keys, D_MODEL, seed=2))
+
+
+def call_masked(fname, inputs, valid_lens=None, mask=None, empty="error"):
+    """Call one of :data:`MASKED`; returns ``(weights, context)`` (context None for softmax)."""
+    if fname == "masked_softmax":
+        return core.masked_softmax(*inputs, valid_lens, mask=mask, empty=empty), None
+    if fname == "multi_head_attention":
+        context, weights = core.multi_head_attention(*inputs, num_heads=H,
+                                                     valid_lens=valid_lens, mask=mask,
+                                                     empty=empty)
+        return weights, context
+    context, weights = getattr(core, fname)(*inputs, valid_lens=valid_lens, mask=mask,
+                                            empty=empty)
+    return weights, context
+
+
+def run_masked(fname, be, keys=K, **kwargs):
+    return call_masked(fname, masked_inputs(fname, be, keys), **kwargs)
+
+
+def assert_rows_zero(be, weights, context, rows):
+    """Rows ``(b, i)`` of the weights (all heads) and the context are exactly zero; the
+    other rows sum to one; nothing is NaN."""
+    w = be.to_numpy(weights)
+    assert np.all(np.isfinite(w))
+    for b in range(B):
+        for i in range(Q):
+            total = w[b, ..., i, :].sum(axis=-1)
+            if (b, i) in rows:
+                assert np.all(w[b, ..., i, :] == 0), (b, i, w[b, ..., i, :])
+            else:
+                np.testing.assert_allclose(total, 1.0, rtol=1e-12)
+    if context is not None:
+        c = be.to_numpy(context)
+        assert np.all(np.isfinite(c))
+        for b, i in rows:
+            assert np.all(c[b, i] == 0), (b, i, c[b, i])
+
+
+# ----------------------------------------------------------------------- wrong ranks
+
+RANK_CASES = {
+    "dot_scores q 1-d": (
+        lambda be: core.dot_scores(rand(be, D), rand(be, K, D)),
+        r"dot_scores: q must have at least 2 dimension"),
+    "dot_scores k 1-d": (
+        lambda be: core.dot_scores(rand(be, Q, D), rand(be, D)),
+        r"dot_scores: k must have at least 2 dimension"),
+    "general_scores W 3-d": (
+        lambda be: core.general_scores(rand(be, B, Q, D), rand(be, B, K, D), rand(be, 1, D, D)),
+        r"general_scores: W must have exactly 2 dimensions \(d_q, d_k\)"),
+    "general_scores W 1-d": (
+        lambda be: core.general_scores(rand(be, B, Q, D), rand(be, B, K, D), rand(be, D)),
+        r"general_scores: W must have exactly 2 dimensions"),
+    "additive_scores v 2-d": (
+        lambda be: core.additive_scores(rand(be, B, Q, D), rand(be, B, K, D), rand(be, 6, D),
+                                        rand(be, 6, D), rand(be, 1, 6)),
+        r"additive_scores: v must have exactly 1 dimension.*\(h,\)"),
+    "additive_scores W_q 1-d": (
+        lambda be: core.additive_scores(rand(be, B, Q, D), rand(be, B, K, D), rand(be, D),
+                                        rand(be, 6, D), rand(be, 6)),
+        r"additive_scores: W_q must have exactly 2 dimensions \(h, d_q\)"),
+    "additive_scores W_k 3-d": (
+        lambda be: core.additive_scores(rand(be, B, Q, D), rand(be, B, K, D), rand(be, 6, D),
+                                        rand(be, 1, 6, D), rand(be, 6)),
+        r"additive_scores: W_k must have exactly 2 dimensions \(h, d_k\)"),
+    "masked_softmax scores 0-d": (
+        lambda be: core.masked_softmax(be.asarray(1.0)),
+        r"masked_softmax: scores must have at least 1 dimension"),
+    "attend scores 1-d": (
+        lambda be: core.attend(rand(be, K), rand(be, K, DV)),
+        r"attend: scores must have at least 2 dimension"),
+    "attend values 1-d": (
+        lambda be: core.attend(rand(be, Q, K), rand(be, K)),
+        r"attend: values must have at least 2 dimension"),
+    "sdpa v 1-d": (
+        lambda be: core.scaled_dot_product_attention(rand(be, Q, D), rand(be, K, D),
+                                                     rand(be, K)),
+        r"scaled_dot_product_attention: v must have at least 2 dimension"),
+    "sdpa q 1-d": (
+        lambda be: core.scaled_dot_product_attention(rand(be, D), rand(be, K, D),
+                                                     rand(be, K, DV)),
+        r"scaled_dot_product_attention: q must have at least 2 dimension"),
+    "mha W_o 1-d": (
+        lambda be: core.multi_head_attention(
+            {**mha_params(be), "W_o": rand(be, D_MODEL)}, rand(be, B, Q, D_MODEL),
+            rand(be, B, K, D_MODEL), rand(be, B, K, D_MODEL), num_heads=H),
+        r"multi_head_attention: W_o must have exactly 2 dimensions \(d_out, d_value\)"),
+    "mha b_q 2-d": (
+        lambda be: core.multi_head_attention(
+            {**mha_params(be, bias=True), "b_q": rand(be, 1, D_MODEL)},
+            rand(be, B, Q, D_MODEL), rand(be, B, K, D_MODEL), rand(be, B, K, D_MODEL),
+            num_heads=H),
+        r"multi_head_attention: b_q must have exactly 1 dimension.*\(d_model,\)"),
+    "mha k 1-d": (
+        lambda be: core.multi_head_attention(
+            mha_params(be), rand(be, B, Q, D_MODEL), rand(be, D_MODEL),
+            rand(be, B, K, D_MODEL), num_heads=H),
+        r"multi_head_attention: k must have at least 2 dimension"),
+}
+
+
+@pytest.mark.parametrize("case", list(RANK_CASES))
+def test_wrong_rank(backend, case):
+    thunk, pattern = RANK_CASES[case]
+    with pytest.raises(ValueError, match=pattern):
+        thunk(backend)
+
+
+# ------------------------------------------------------------------ mismatched sizes
+
+
+def _mha(be, params=None, q=None, k=None, v=None, **kw):
+    kw.setdefault("num_heads", H)
+    return core.multi_head_attention(
+        mha_params(be) if params is None else params,
+        rand(be, B, Q, D_MODEL) if q is None else q,
+        rand(be, B, K, D_MODEL, seed=1) if k is None else k,
+        rand(be, B, K, D_MODEL, seed=2) if v is None else v, **kw)
+
+
+SIZE_CASES = {
+    "dot_scores depth": (
+        lambda be: core.dot_scores(rand(be, B, Q, 4), rand(be, B, K, 3)),
+        r"dot_scores: q has depth 4 but k has depth 3"),
+    "sdpa depth": (
+        lambda be: core.scaled_dot_product_attention(rand(be, B, Q, 4), rand(be, B, K, 3),
+                                                     rand(be, B, K, DV)),
+        r"scaled_dot_product_attention: q has depth 4 but k has depth 3"),
+    "attend values keys": (
+        lambda be: core.attend(rand(be, B, Q, 5), rand(be, B, 6, DV)),
+        r"attend: values has 6 along axis -2 .*number of keys in scores is 5"),
+    "sdpa v keys": (
+        lambda be: core.scaled_dot_product_attention(rand(be, B, Q, D), rand(be, B, 5, D),
+                                                     rand(be, B, 6, DV)),
+        r"scaled_dot_product_attention: v has 6 along axis -2 .*number of keys in k is 5"),
+    "mha v keys": (
+        lambda be: _mha(be, v=rand(be, B, K + 1, D_MODEL)),
+        r"multi_head_attention: v has 5 along axis -2 .*number of keys in k is 4"),
+    "general_scores W rows": (
+        lambda be: core.general_scores(rand(be, B, Q, 4), rand(be, B, K, 4), rand(be, 3, 4)),
+        r"general_scores: W has 3 along axis 0 .*depth of q is 4"),
+    "general_scores W cols": (
+        lambda be: core.general_scores(rand(be, B, Q, 4), rand(be, B, K, 2), rand(be, 4, 3)),
+        r"general_scores: W has 3 along axis 1 .*depth of k is 2"),
+    "additive W_q depth": (
+        lambda be: core.additive_scores(rand(be, B, Q, 4), rand(be, B, K, 3), rand(be, 6, 3),
+                                        rand(be, 6, 3), rand(be, 6)),
+        r"additive_scores: W_q has 3 along axis 1 .*depth of q is 4"),
+    "additive W_k depth": (
+        lambda be: core.additive_scores(rand(be, B, Q, 4), rand(be, B, K, 3), rand(be, 6, 4),
+                                        rand(be, 6, 4), rand(be, 6)),
+        r"additive_scores: W_k has 4 along axis 1 .*depth of k is 3"),
+    "additive W_k hidden": (
+        lambda be: core.additive_scores(rand(be, B, Q, 4), rand(be, B, K, 3), rand(be, 6, 4),
+                                        rand(be, 5, 3), rand(be, 6)),
+        r"additive_scores: W_k has 5 along axis 0 .*hidden size h of W_q is 6"),
+    "additive v hidden": (
+        lambda be: core.additive_scores(rand(be, B, Q, 4), rand(be, B, K, 3), rand(be, 6, 4),
+                                        rand(be, 6, 3), rand(be, 7)),
+        r"additive_scores: v has 7 along axis 0 .*hidden size h of W_q is 6"),
+    "dot_scores batch": (
+        lambda be: core.dot_scores(rand(be, 2, Q, D), rand(be, 3, K, D)),
+        r"dot_scores: the leading \(batch\) dimensions do not broadcast: q \(2,\), k \(3,\)"),
+    "general_scores batch": (
+        lambda be: core.general_scores(rand(be, 2, 2, Q, D), rand(be, 3, K, D),
+                                       rand(be, D, D)),
+        r"general_scores: the leading \(batch\) dimensions do not broadcast: "
+        r"q \(2, 2\), k \(3,\)"),
+    "additive_scores batch": (
+        lambda be: core.additive_scores(rand(be, 2, Q, D), rand(be, 4, K, D), rand(be, 6, D),
+                                        rand(be, 6, D), rand(be, 6)),
+        r"additive_scores: the leading \(batch\) dimensions do not broadcast: q \(2,\), k \(4,\)"),
+    "attend batch": (
+        lambda be: core.attend(rand(be, 2, Q, K), rand(be, 3, K, DV)),
+        r"attend: the leading \(batch\) dimensions do not broadcast: "
+        r"scores \(2,\), values \(3,\)"),
+    "sdpa v batch": (
+        lambda be: core.scaled_dot_product_attention(rand(be, 2, Q, D), rand(be, 2, K, D),
+                                                     rand(be, 3, K, DV)),
+        r"scaled_dot_product_attention: the leading \(batch\) dimensions do not broadcast: "
+        r"q \(2,\), k \(2,\), v \(3,\)"),
+    "mha batch": (
+        lambda be: _mha(be, k=rand(be, 3, K, D_MODEL), v=rand(be, 3, K, D_MODEL)),
+        r"multi_head_attention: the leading \(batch\) dimensions do not broadcast: "
+        r"q \(2,\), k \(3,\)"),
+    "mha num_heads does not divide d_model": (
+        lambda be: _mha(be, num_heads=3),
+        r"multi_head_attention: num_heads=3 does not divide d_model=4"),
+    "mha num_heads does not divide d_value": (
+        lambda be: _mha(be, params={**mha_params(be, d_value=6)}, num_heads=4),
+        r"multi_head_attention: num_heads=4 does not divide d_value=6"),
+    "mha missing W_o": (
+        lambda be: _mha(be, params={n: a for n, a in mha_params(be).items() if n != "W_o"}),
+        r"multi_head_attention: params is missing \['W_o'\]"),
+    "mha missing W_q W_k": (
+        lambda be: _mha(be, params={"W_v": rand(be, 4, 4), "W_o": rand(be, 4, 4)}),
+        r"multi_head_attention: params is missing \['W_q', 'W_k'\]"),
+    "mha unknown key": (
+        lambda be: _mha(be, params={**mha_params(be), "W_x": rand(be, 4, 4)}),
+        r"multi_head_attention: params has unknown entries \['W_x'\]"),
+    "mha unknown bias name": (
+        lambda be: _mha(be, params={**mha_params(be), "bias_q": rand(be, 4)}),
+        r"multi_head_attention: params has unknown entries \['bias_q'\]"),
+    "mha b_q size": (
+        lambda be: _mha(be, params={**mha_params(be, bias=True), "b_q": rand(be, 3)}),
+        r"multi_head_attention: b_q has 3 along axis 0 .*d_model is 4"),
+    "mha b_o size": (
+        lambda be: _mha(be, params={**mha_params(be, bias=True, d_out=6), "b_o": rand(be, 5)}),
+        r"multi_head_attention: b_o has 5 along axis 0 .*d_out is 6"),
+    "mha b_v size": (
+        lambda be: _mha(be, params={**mha_params(be, bias=True), "b_v": rand(be, 8)}),
+        r"multi_head_attention: b_v has 8 along axis 0 .*d_value is 4"),
+    "mha W_q depth": (
+        lambda be: _mha(be, q=rand(be, B, Q, 3)),
+        r"multi_head_attention: W_q has 4 along axis 1 .*depth of q is 3"),
+    "mha W_k rows": (
+        lambda be: _mha(be, params={**mha_params(be), "W_k": rand(be, 6, D_MODEL)}),
+        r"multi_head_attention: W_k has 6 along axis 0 .*d_model \(rows of W_q\) is 4"),
+    "mha W_o cols": (
+        lambda be: _mha(be, params={**mha_params(be), "W_o": rand(be, 4, 6)}),
+        r"multi_head_attention: W_o has 6 along axis 1 .*d_value \(rows of W_v\) is 4"),
+    "mha num_heads 0": (
+        lambda be: _mha(be, num_heads=0),
+        r"multi_head_attention: num_heads must be >= 1, got 0"),
+    "mha num_heads negative": (
+        lambda be: _mha(be, num_heads=-2),
+        r"multi_head_attention: num_heads must be >= 1, got -2"),
+}
+
+
+@pytest.mark.parametrize("case", list(SIZE_CASES))
+def test_mismatched_sizes(backend, case):
+    thunk, pattern = SIZE_CASES[case]
+    with pytest.raises(ValueError, match=pattern):
+        thunk(backend)
+
+
+def test_mha_num_heads_not_an_int(backend):
+    # A wrong *type* is a TypeError, as for sequence_mask's max_len and the axis of
+    # logsumexp; 0 or a negative int is a ValueError (test_mismatched_sizes).
+    for num_heads in (2.0, "2", None, True):
+        with pytest.raises(TypeError, match=r"multi_head_attention: num_heads must be .*int"):
+            _mha(backend, num_heads=num_heads)
+
+
+def test_mha_num_heads_numpy_integer_accepted(backend):
+    # Like sequence_mask's max_len (numbers.Integral), a NumPy integer is an int.
+    context, weights = _mha(backend, num_heads=np.int64(H))
+    assert tuple(weights.shape) == (B, H, Q, K)
+
+
+def test_mha_required_param_none(backend):
+    for name in ("W_q", "W_o"):
+        with pytest.raises((TypeError, ValueError), match=rf"multi_head_attention: .*{name}"):
+            _mha(backend, params={**mha_params(backend), name: None})
+
+
+def test_mha_params_not_a_mapping(backend):
+    for params in (None, [1.0], "W_q", tuple(mha_params(backend).values())):
+        with pytest.raises(TypeError, match=r"multi_head_attention: params must be a mapping"):
+            core.multi_head_attention(params, rand(backend, B, Q, D_MODEL),
+                                      rand(backend, B, K, D_MODEL),
+                                      rand(backend, B, K, D_MODEL), num_heads=H)
+
+
+# ------------------------------------------------------------------------- valid_lens
+
+VALID_LENS_VALUE_CASES = {
+    "negative": ([2, -1], r"valid_lens must be >= 0, got valid_lens\[1\] = -1"),
+    "negative first of two": ([-3, -1], r"valid_lens must be >= 0, got valid_lens\[0\] = -3"),
+    "above keys": ([5, 2], r"valid_lens must be <= 4 .*got valid_lens\[0\] = 5"),
+    "above keys 2-d": ([[1, 2, 3], [4, 7, 1]],
+                       r"valid_lens must be <= 4 .*got valid_lens\[1, 1\] = 7"),
+    "negative 2-d": ([[1, 2, 3], [4, 2, -1]],
+                     r"valid_lens must be >= 0, got valid_lens\[1, 2\] = -1"),
+}
+
+
+@pytest.mark.parametrize("case", list(VALID_LENS_VALUE_CASES))
+def test_valid_lens_out_of_range(backend, case):
+    values, pattern = VALID_LENS_VALUE_CASES[case]
+    for fname in MASKED:
+        with pytest.raises(ValueError, match=rf"{fname}: {pattern}"):
+            run_masked(fname, backend, valid_lens=ints(backend, values))
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_valid_lens_out_of_range_as_list(backend, fname):
+    with pytest.raises(ValueError, match=rf"{fname}: valid_lens must be >= 0, got valid_lens\[1\] = -1"):
+        run_masked(fname, backend, valid_lens=[3, -1])
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_valid_lens_not_integer(backend, fname):
+    inputs = masked_inputs(fname, backend)
+    for dtype in ("float64", "float32", "bool"):
+        vl = backend.asarray(np.asarray([1, 2]), dtype=dtype)
+        with pytest.raises(TypeError, match=rf"{fname}: valid_lens must have an integer dtype, "
+                                            rf"got \S*{dtype}"):
+            call_masked(fname, inputs, valid_lens=vl)
+
+
+VALID_LENS_SHAPE_CASES = {
+    "(batch+1,)": (np.array([1, 2, 3]),
+                   r"valid_lens has shape \(3,\) but expected \(batch,\) = \(2,\)"),
+    "(batch-1,)": (np.array([1]), r"valid_lens has shape \(1,\) but expected \(batch,\) = \(2,\)"),
+    "3-d": (np.ones((2, 3, 1), dtype=np.int64),
+            r"valid_lens must have shape \(batch,\) or \(batch, queries\), got shape \(2, 3, 1\)"),
+    "0-d": (np.array(2), r"valid_lens must have shape \(batch,\) or \(batch, queries\), got shape \(\)"),
+    "(batch, queries+1)": (np.ones((2, 4), dtype=np.int64),
+                           r"valid_lens has shape \(2, 4\) but expected \(batch, queries\) = \(2, 3\)"),
+    "(queries, batch)": (np.ones((3, 2), dtype=np.int64),
+                         r"valid_lens has shape \(3, 2\) but expected \(batch, queries\) = \(2, 3\)"),
+}
+
+
+@pytest.mark.parametrize("case", list(VALID_LENS_SHAPE_CASES))
+def test_valid_lens_wrong_shape(backend, case):
+    values, pattern = VALID_LENS_SHAPE_CASES[case]
+    for fname in MASKED:
+        inputs = masked_inputs(fname, backend)
+        with pytest.raises(ValueError, match=rf"{fname}: {pattern}"):
+            call_masked(fname, inputs, valid_lens=ints(backend, values))
+        if values.ndim:
+            with pytest.raises(ValueError, match=rf"{fname}: {pattern}"):  # as a nested list
+                call_masked(fname, inputs, valid_lens=values.tolist())
+
+
+def test_valid_lens_needs_batch_axis(backend):
+    with pytest.raises(ValueError, match=r"masked_softmax: valid_lens of shape \(batch,\) needs scores"):
+        core.masked_softmax(rand(backend, K), ints(backend, [2]))
+    with pytest.raises(ValueError, match=r"masked_softmax: valid_lens of shape \(batch, queries\) needs scores"):
+        core.masked_softmax(rand(backend, B, K), ints(backend, [[1], [2]]))
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_valid_lens_list_of_non_ints(backend, fname):
+    inputs = masked_inputs(fname, backend)
+    for values in ([1.0, 2.0], [1, 2.5], [True, 2], [[1, 2, 3], [1, 2, 3.0]], ["1", "2"]):
+        with pytest.raises(TypeError, match=rf"{fname}: valid_lens must hold integers"):
+            call_masked(fname, inputs, valid_lens=values)
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_valid_lens_sequence_of_ints_accepted(backend, fname):
+    inputs = masked_inputs(fname, backend)
+    for values in ([3, 1], (3, 1), [[1, 2, 3], [4, 1, 2]], [np.int64(3), np.int32(1)]):
+        w_list, _ = call_masked(fname, inputs, valid_lens=values)
+        w_arr, _ = call_masked(fname, inputs, valid_lens=ints(backend, np.asarray(values)))
+        np.testing.assert_array_equal(backend.to_numpy(w_list), backend.to_numpy(w_arr))
+        lens = np.broadcast_to(np.asarray(values).reshape(B, -1), (B, Q))
+        w = backend.to_numpy(w_list)
+        for b in range(B):
+            for i in range(Q):
+                assert np.all(w[b, ..., i, lens[b, i]:] == 0)
+                assert np.all(w[b, ..., i, :lens[b, i]] > 0)
+
+
+# ------------------------------------------------------------------------------ mask
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_mask_not_bool(backend, fname):
+    inputs = masked_inputs(fname, backend)
+    for dtype in ("int64", "int32", "float64"):
+        mask = backend.asarray(np.ones((B, Q, K)), dtype=dtype)
+        with pytest.raises(TypeError, match=rf"{fname}: mask must have a bool dtype.*got \S*{dtype}"):
+            call_masked(fname, inputs, mask=mask)
+
+
+MASK_SHAPES = {
+    "keys+1": ((B, Q, K + 1), r"\(2, 3, 5\)"),
+    "batch 3": ((3, 1, K), r"\(3, 1, 4\)"),
+    "too many dims": ((1, B, Q, K), r"\(1, 2, 3, 4\)"),
+    "queries as keys": ((Q,), r"\(3,\)"),
+}
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_mask_not_broadcastable(backend, fname):
+    inputs = masked_inputs(fname, backend)
+    for shape, shape_re in MASK_SHAPES.values():
+        mask = bools(backend, np.ones(shape, dtype=bool))
+        with pytest.raises(ValueError, match=rf"{fname}: mask of shape {shape_re} does not "
+                                             r"broadcast to the scores shape \(2, 3, 4\)"):
+            call_masked(fname, inputs, mask=mask)
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_mask_broadcasting_accepted(backend, fname):
+    mask = bools(backend, [True, True, False, True])  # (K,) broadcasts to (B, Q, K)
+    w, _ = run_masked(fname, backend, mask=mask)
+    w = backend.to_numpy(w)
+    assert np.all(w[..., 2] == 0)
+    np.testing.assert_allclose(w.sum(axis=-1), 1.0, rtol=1e-12)
+
+
+# ------------------------------------------------------------ non-floating arrays
+
+NON_FLOAT_CASES = {
+    "masked_softmax scores": (
+        lambda be, i: core.masked_softmax(i(B, Q, K)), r"masked_softmax: scores"),
+    "logsumexp x": (lambda be, i: core.logsumexp(i(B, K)), r"logsumexp: x"),
+    "log_softmax x": (lambda be, i: core.log_softmax(i(B, K)), r"log_softmax: x"),
+    "dot_scores q": (lambda be, i: core.dot_scores(i(B, Q, D), rand(be, B, K, D)),
+                     r"dot_scores: q"),
+    "dot_scores k": (lambda be, i: core.dot_scores(rand(be, B, Q, D), i(B, K, D)),
+                     r"dot_scores: k"),
+    "general_scores W": (
+        lambda be, i: core.general_scores(rand(be, B, Q, D), rand(be, B, K, D), i(D, D)),
+        r"general_scores: W"),
+    "additive_scores v": (
+        lambda be, i: core.additive_scores(rand(be, B, Q, D), rand(be, B, K, D),
+                                           rand(be, 6, D), rand(be, 6, D), i(6)),
+        r"additive_scores: v"),
+    "additive_scores W_k": (
+        lambda be, i: core.additive_scores(rand(be, B, Q, D), rand(be, B, K, D),
+                                           rand(be, 6, D), i(6, D), rand(be, 6)),
+        r"additive_scores: W_k"),
+    "attend scores": (lambda be, i: core.attend(i(B, Q, K), rand(be, B, K, DV)),
+                      r"attend: scores"),
+    "attend values": (lambda be, i: core.attend(rand(be, B, Q, K), i(B, K, DV)),
+                      r"attend: values"),
+    "sdpa k": (lambda be, i: core.scaled_dot_product_attention(
+        rand(be, B, Q, D), i(B, K, D), rand(be, B, K, DV)), r"scaled_dot_product_attention: k"),
+    "sdpa v": (lambda be, i: core.scaled_dot_product_attention(
+        rand(be, B, Q, D), rand(be, B, K, D), i(B, K, DV)), r"scaled_dot_product_attention: v"),
+    "mha q": (lambda be, i: _mha(be, q=i(B, Q, D_MODEL)), r"multi_head_attention: q"),
+    "mha W_q": (lambda be, i: _mha(be, params={**mha_params(be), "W_q": i(D_MODEL, D_MODEL)}),
+                r"multi_head_attention: W_q"),
+    "mha b_o": (lambda be, i: _mha(be, params={**mha_params(be, bias=True), "b_o": i(D_MODEL)}),
+                r"multi_head_attention: b_o"),
+}
+
+
+@pytest.mark.parametrize("case", list(NON_FLOAT_CASES))
+def test_non_floating_input(backend, case):
+    thunk, prefix = NON_FLOAT_CASES[case]
+    for dtype in ("int64", "int32", "bool"):
+        def make(*shape):
+            return backend.asarray(np.ones(shape, dtype=np.int64), dtype=dtype)
+
+        with pytest.raises(TypeError,
+                           match=rf"{prefix} must have a real floating dtype, got \S*{dtype}"):
+            thunk(backend, make)
+
+
+# --------------------------------------------------------------- mixed float dtypes
+
+MIXED_CASES = {
+    "dot_scores": (lambda be, f32: core.dot_scores(f32(B, Q, D), rand(be, B, K, D)),
+                   r"dot_scores: q is \S*float32 but k is \S*float64"),
+    "general_scores W": (
+        lambda be, f32: core.general_scores(rand(be, B, Q, D), rand(be, B, K, D), f32(D, D)),
+        r"general_scores: q is \S*float64 but W is \S*float32"),
+    "additive_scores v": (
+        lambda be, f32: core.additive_scores(rand(be, B, Q, D), rand(be, B, K, D),
+                                             rand(be, 6, D), rand(be, 6, D), f32(6)),
+        r"additive_scores: q is \S*float64 but v is \S*float32"),
+    "attend": (lambda be, f32: core.attend(f32(B, Q, K), rand(be, B, K, DV)),
+               r"attend: scores is \S*float32 but values is \S*float64"),
+    "sdpa k": (lambda be, f32: core.scaled_dot_product_attention(
+        f32(B, Q, D), rand(be, B, K, D), f32(B, K, DV)),
+        r"scaled_dot_product_attention: q is \S*float32 but k is \S*float64"),
+    "sdpa v": (lambda be, f32: core.scaled_dot_product_attention(
+        rand(be, B, Q, D), rand(be, B, K, D), f32(B, K, DV)),
+        r"scaled_dot_product_attention: q is \S*float64 but v is \S*float32"),
+    "mha W_o": (lambda be, f32: _mha(be, params={**mha_params(be), "W_o": f32(D_MODEL, D_MODEL)}),
+                r"multi_head_attention: q is \S*float64 but W_o is \S*float32"),
+    "mha k": (lambda be, f32: _mha(be, k=f32(B, K, D_MODEL)),
+              r"multi_head_attention: q is \S*float64 but k is \S*float32"),
+}
+
+
+@pytest.mark.parametrize("case", list(MIXED_CASES))
+def test_mixed_float_dtypes(backend, case):
+    thunk, pattern = MIXED_CASES[case]
+
+    def f32(*shape):
+        return rand(backend, *shape, seed=3, dtype="float32")
+
+    with pytest.raises(TypeError, match=pattern):
+        thunk(backend, f32)
+
+
+# ---------------------------------------------------------------------- empty policy
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_empty_policy_unknown(backend, fname):
+    inputs = masked_inputs(fname, backend)
+    for empty in ("ignore", None, 0, "Error", True, ""):
+        with pytest.raises(ValueError, match=rf"{fname}: empty must be 'error' or 'zero', got "
+                                             + re.escape(repr(empty))):
+            call_masked(fname, inputs, valid_lens=ints(backend, [2, 3]), empty=empty)
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_empty_row_with_valid_lens_1d(backend, fname):
+    inputs = masked_inputs(fname, backend)
+    vl = ints(backend, [K, 0])
+    with pytest.raises(ValueError, match=rf"{fname}: query row \(1, 0\) of .*has no valid key"
+                                         r".*empty='zero'"):
+        call_masked(fname, inputs, valid_lens=vl)
+    # The same call with empty="zero" succeeds: the error came from the empty row alone.
+    w, c = call_masked(fname, inputs, valid_lens=vl, empty="zero")
+    assert_rows_zero(backend, w, c, {(1, 0), (1, 1), (1, 2)})
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_empty_row_with_valid_lens_2d_reports_first(backend, fname):
+    inputs = masked_inputs(fname, backend)
+    vl = ints(backend, [[1, 2, 3], [2, 0, 0]])
+    with pytest.raises(ValueError, match=rf"{fname}: query row \(1, 1\) of .*has no valid key"):
+        call_masked(fname, inputs, valid_lens=vl)
+    w, c = call_masked(fname, inputs, valid_lens=vl, empty="zero")
+    assert_rows_zero(backend, w, c, {(1, 1), (1, 2)})
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_empty_row_with_mask_reports_first(backend, fname):
+    mask = np.ones((B, Q, K), dtype=bool)
+    mask[1, 0] = False   # later in C order ...
+    mask[0, 2] = False   # ... than this one, which must be the row reported
+    mask[1, 2, :3] = False  # not empty: key 3 is valid
+    inputs = masked_inputs(fname, backend)
+    with pytest.raises(ValueError, match=rf"{fname}: query row \(0, 2\) of .*has no valid key"):
+        call_masked(fname, inputs, mask=bools(backend, mask))
+    w, c = call_masked(fname, inputs, mask=bools(backend, mask), empty="zero")
+    assert_rows_zero(backend, w, c, {(0, 2), (1, 0)})
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_empty_row_from_valid_lens_and_mask_combined(backend, fname):
+    # Neither valid_lens nor mask alone empties a row; together they empty (0, 1) and (1, 2).
+    vl = ints(backend, [[4, 1, 4], [4, 4, 2]])
+    mask = np.ones((B, Q, K), dtype=bool)
+    mask[0, 1, 0] = False
+    mask[1, 2, :2] = False
+    inputs = masked_inputs(fname, backend)
+    with pytest.raises(ValueError, match=rf"{fname}: query row \(0, 1\) of .*has no valid key"):
+        call_masked(fname, inputs, valid_lens=vl, mask=bools(backend, mask))
+    w, c = call_masked(fname, inputs, valid_lens=vl, mask=bools(backend, mask), empty="zero")
+    assert_rows_zero(backend, w, c, {(0, 1), (1, 2)})
+
+
+def test_empty_row_index_has_all_leading_axes(backend):
+    scores = rand(backend, 2, 3, 2, 4)  # (batch, heads, queries, keys)
+    mask = np.ones((2, 3, 2, 4), dtype=bool)
+    mask[1, 2, 1] = False
+    mask[1, 0, 0, 1:] = False
+    with pytest.raises(ValueError, match=r"masked_softmax: query row \(1, 2, 1\) of scores "
+                                         r"\(shape \(2, 3, 2, 4\)\) has no valid key"):
+        core.masked_softmax(scores, mask=bools(backend, mask))
+
+
+@pytest.mark.parametrize("fname", MASKED)
+def test_zero_keys(backend, fname):
+    inputs = masked_inputs(fname, backend, keys=0)
+    with pytest.raises(ValueError, match=rf"{fname}: .*no keys \(last axis of size 0\).*"
+                                         r"empty='zero'"):
+        call_masked(fname, inputs)
+    with pytest.raises(ValueError, match=rf"{fname}: .*no keys"):
+        call_masked(fname, inputs, valid_lens=ints(backend, [0, 0]))
+    w, c = call_masked(fname, inputs, empty="zero")
+    assert backend.to_numpy(w).size == 0
+    if c is not None:
+        c = backend.to_numpy(c)
+        assert c.shape[:2] == (B, Q) and np.all(c == 0)
+
+
+# ------------------------------------------------------------------- non-finite input
+
+NAN, INF = math.nan, math.inf
+
+NONFINITE_CASES = {
+    # case: (thunk(be, bad) where bad(*shape) gives an array with one non-finite entry, name)
+    "masked_softmax scores": (lambda be, bad: core.masked_softmax(bad(B, Q, K)),
+                              r"masked_softmax: scores"),
+    "masked_softmax scores, lens": (
+        lambda be, bad: core.masked_softmax(bad(B, Q, K), ints(be, [4, 4])),
+        r"masked_softmax: scores"),
+    "dot_scores q": (lambda be, bad: core.dot_scores(bad(B, Q, D), rand(be, B, K, D)),
+                     r"dot_scores: q"),
+    "dot_scores k": (lambda be, bad: core.dot_scores(rand(be, B, Q, D), bad(B, K, D)),
+                     r"dot_scores: k"),
+    "general_scores q": (lambda be, bad: core.general_scores(bad(B, Q, D), rand(be, B, K, D),
+                                                             rand(be, D, D)),
+                         r"general_scores: q"),
+    "general_scores W": (lambda be, bad: core.general_scores(rand(be, B, Q, D),
+                                                             rand(be, B, K, D), bad(D, D)),
+                         r"general_scores: W"),
+    "additive_scores k": (lambda be, bad: core.additive_scores(
+        rand(be, B, Q, D), bad(B, K, D), rand(be, 6, D), rand(be, 6, D), rand(be, 6)),
+        r"additive_scores: k"),
+    "additive_scores W_q": (lambda be, bad: core.additive_scores(
+        rand(be, B, Q, D), rand(be, B, K, D), bad(6, D), rand(be, 6, D), rand(be, 6)),
+        r"additive_scores: W_q"),
+    "additive_scores W_k": (lambda be, bad: core.additive_scores(
+        rand(be, B, Q, D), rand(be, B, K, D), rand(be, 6, D), bad(6, D), rand(be, 6)),
+        r"additive_scores: W_k"),
+    "additive_scores v": (lambda be, bad: core.additive_scores(
+        rand(be, B, Q, D), rand(be, B, K, D), rand(be, 6, D), rand(be, 6, D), bad(6)),
+        r"additive_scores: v"),
+    "attend scores": (lambda be, bad: core.attend(bad(B, Q, K), rand(be, B, K, DV)),
+                      r"attend: scores"),
+    "attend values": (lambda be, bad: core.attend(rand(be, B, Q, K), bad(B, K, DV)),
+                      r"attend: values"),
+    "attend values, masked key": (
+        # A masked key's value still enters 0 * value, so it must be finite too.
+        lambda be, bad: core.attend(rand(be, B, Q, K), bad(B, K, DV),
+                                    valid_lens=ints(be, [1, 1])),
+        r"attend: values"),
+    "sdpa q": (lambda be, bad: core.scaled_dot_product_attention(
+        bad(B, Q, D), rand(be, B, K, D), rand(be, B, K, DV)), r"scaled_dot_product_attention: q"),
+    "sdpa k": (lambda be, bad: core.scaled_dot_product_attention(
+        rand(be, B, Q, D), bad(B, K, D), rand(be, B, K, DV)), r"scaled_dot_product_attention: k"),
+    "sdpa v": (lambda be, bad: core.scaled_dot_product_attention(
+        rand(be, B, Q, D), rand(be, B, K, D), bad(B, K, DV)), r"scaled_dot_product_attention: v"),
+    "mha q": (lambda be, bad: _mha(be, q=bad(B, Q, D_MODEL)), r"multi_head_attention: q"),
+    "mha v": (lambda be, bad: _mha(be, v=bad(B, K, D_MODEL)), r"multi_head_attention: v"),
+    "mha W_k": (lambda be, bad: _mha(be, params={**mha_params(be), "W_k": bad(D_MODEL, D_MODEL)}),
+                r"multi_head_attention: W_k"),
+    "mha b_v": (lambda be, bad: _mha(be, params={**mha_params(be, bias=True), "b_v": bad(D_MODEL)}),
+                r"multi_head_attention: b_v"),
+}
+
+
+@pytest.mark.parametrize("case", list(NONFINITE_CASES))
+def test_non_finite_input(backend, case):
+    thunk, prefix = NONFINITE_CASES[case]
+    for value in (NAN, INF, -INF):
+        def bad(*shape):
+            return with_value(backend, shape, (-1,) * len(shape), value, seed=4)
+
+        with pytest.raises(ValueError, match=rf"{prefix} must be finite.*NaN or infinity"):
+            thunk(backend, bad)
+
+
+@pytest.mark.parametrize("fname", ["masked_softmax", "attend"])
+@pytest.mark.parametrize("value", [NAN, INF, -INF], ids=["nan", "inf", "-inf"])
+def test_non_finite_score_at_unmasked_key(backend, fname, value):
+    mask = np.ones((B, Q, K), dtype=bool)
+    mask[0, 1, 2] = False
+    scores = with_value(backend, (B, Q, K), (1, 1, 2), value)  # (1, 1, 2) is NOT masked
+    with pytest.raises(ValueError, match=rf"{fname}: scores must be finite at an unmasked key"):
+        call_masked(fname, (scores,) + masked_inputs(fname, backend)[1:],
+                    mask=bools(backend, mask))
+
+
+@pytest.mark.parametrize("fname", ["masked_softmax", "attend"])
+@pytest.mark.parametrize("how", ["mask", "valid_lens", "both"])
+def test_non_finite_score_at_masked_key_gets_zero_weight(backend, fname, how):
+    x = np.random.default_rng(5).standard_normal((B, Q, K))
+    x[0, 1, 3] = NAN
+    x[1, 0, 2] = INF
+    x[1, 2, 3] = -INF
+    x[1, 1, 3] = NAN
+    mask = np.ones((B, Q, K), dtype=bool)
+    mask[0, 1, 3] = mask[1, :, 3] = mask[1, 0, 2] = False
+    vl = [3, 2]  # masks (0, :, 3), (1, :, 2:) -- covers the same positions
+    kwargs = {"mask": dict(mask=bools(backend, mask)),
+              "valid_lens": dict(valid_lens=ints(backend, vl)),
+              "both": dict(mask=bools(backend, mask), valid_lens=ints(backend, vl))}[how]
+    scores_np = x.copy()
+    inputs = (backend.asarray(x),) + masked_inputs(fname, backend)[1:]
+    w, c = call_masked(fname, inputs, **kwargs)
+    w = backend.to_numpy(w)
+    assert np.all(np.isfinite(w))
+    assert w[0, 1, 3] == 0 and w[1, 0, 2] == 0 and w[1, 2, 3] == 0 and w[1, 1, 3] == 0
+    np.testing.assert_allclose(w.sum(axis=-1), 1.0, rtol=1e-12)
+    # Unmasked weights are the softmax of the unmasked finite scores.
+    keep = mask if how == "mask" else np.arange(K) < np.array(vl)[:, None, None]
+    ref = np.where(keep, np.exp(np.where(keep, scores_np, -np.inf)
+                                - np.max(np.where(keep, scores_np, -np.inf), -1, keepdims=True)), 0)
+    np.testing.assert_allclose(w, ref / ref.sum(-1, keepdims=True), rtol=1e-12, atol=1e-15)
+    if c is not None:
+        assert np.all(np.isfinite(backend.to_numpy(c)))
+    np.testing.assert_array_equal(backend.to_numpy(inputs[0]), scores_np)  # untouched
+
+
+# NumPy warns about the overflow in its matmul before xpseq raises its own error.
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("fname", ["scaled_dot_product_attention", "multi_head_attention"])
+def test_scores_overflow_from_finite_input(backend, fname):
+    # Every input is finite, but q kᵀ is 1e200 * 1e200 * d = inf.
+    big_q = backend.asarray(np.full((B, Q, D_MODEL), 1e200))
+    big_k = backend.asarray(np.full((B, K, D_MODEL), 1e200))
+    v = rand(backend, B, K, D_MODEL)
+    with pytest.raises(ValueError, match=rf"{fname}: .*scores.* must be finite"):
+        if fname == "multi_head_attention":
+            _mha(backend, q=big_q, k=big_k, v=v,
+                 params={n: backend.asarray(np.ones((D_MODEL, D_MODEL))) for n in
+                         ("W_q", "W_k", "W_v", "W_o")})
+        else:
+            core.scaled_dot_product_attention(big_q, big_k, v)
+
+
+# ---------------------------------------------------------------------------- scale
+
+
+def _call_scaled(fname, be, scale):
+    if fname == "dot_scores":
+        return core.dot_scores(rand(be, B, Q, D), rand(be, B, K, D), scale=scale)
+    if fname == "scaled_dot_product_attention":
+        return core.scaled_dot_product_attention(rand(be, B, Q, D), rand(be, B, K, D),
+                                                 rand(be, B, K, DV), scale=scale)
+    return _mha(be, scale=scale)
+
+
+@pytest.mark.parametrize("fname", SCALED)
+def test_scale_not_a_real_number(backend, fname):
+    for scale, type_name in (("0.5", "str"), (True, "bool"), (False, "bool"),
+                             (backend.asarray(0.5), r"\w+"), ([0.5], "list"),
+                             (0.5 + 0j, "complex")):
+        with pytest.raises(TypeError, match=rf"{fname}: scale must be a real number or None, "
+                                            rf"got {type_name}"):
+            _call_scaled(fname, backend, scale)
+
+
+@pytest.mark.parametrize("fname", SCALED)
+def test_scale_not_finite(backend, fname):
+    for scale in (INF, -INF, NAN):
+        with pytest.raises(ValueError, match=rf"{fname}: scale must be finite, got {scale}"):
+            _call_scaled(fname, backend, scale)
+
+
+# -------------------------------------------------------------------- sequence_mask
+
+
+def test_sequence_mask_lengths_not_integer(backend):
+    for dtype in ("float64", "float32", "bool"):
+        lengths = backend.asarray(np.array([1, 0]), dtype=dtype)
+        with pytest.raises(TypeError, match=rf"sequence_mask: lengths must have an integer "
+                                            rf"dtype, got \S*{dtype}"):
+            core.sequence_mask(lengths, 3)
+
+
+def test_sequence_mask_max_len_negative(backend):
+    for max_len in (-1, -5):
+        with pytest.raises(ValueError, match=rf"sequence_mask: max_len must be >= 0, "
+                                             rf"got {max_len}"):
+            core.sequence_mask(ints(backend, [0, 0]), max_len)
+
+
+def test_sequence_mask_max_len_not_int(backend):
+    for max_len in (3.0, "3", True, None):
+        with pytest.raises(TypeError, match=rf"sequence_mask: max_len must be an int, "
+                                            rf"got {type(max_len).__name__}"):
+            core.sequence_mask(ints(backend, [1, 2]), max_len)
+
+
+def test_sequence_mask_length_above_max_len(backend):
+    with pytest.raises(ValueError, match=r"sequence_mask: lengths must be <= max_len = 3\b.*"
+                                         r"got lengths\[1\] = 5"):
+        core.sequence_mask(ints(backend, [3, 5, 4]), 3)
+
+
+def test_sequence_mask_bound_is_called_max_len(backend):
+    # The bound of sequence_mask comes from max_len, not from a number of keys.
+    with pytest.raises(ValueError) as info:
+        core.sequence_mask(ints(backend, [3, 5]), 3)
+    assert "max_len" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("lengths, where", [([2, -1], r"lengths\[1\] = -1"),
+                                            ([[0, 1], [-2, 3]], r"lengths\[1, 0\] = -2"),
+                                            (-1, r"lengths = -1")], ids=["1-d", "2-d", "0-d"])
+def test_sequence_mask_negative_length(backend, lengths, where):
+    with pytest.raises(ValueError, match=rf"sequence_mask: lengths must be >= 0, got {where}"):
+        core.sequence_mask(ints(backend, lengths), 3)
+
+
+def test_sequence_mask_lengths_list(backend):
+    with pytest.raises(TypeError, match=r"sequence_mask: lengths must be an array"):
+        core.sequence_mask([1, 2], 3)
+
+
+# ---------------------------------------------------------- logsumexp / log_softmax
+
+REDUCTIONS = {"logsumexp": core.logsumexp, "log_softmax": core.log_softmax}
+
+
+@pytest.mark.parametrize("fname", list(REDUCTIONS))
+def test_reduction_non_floating(backend, fname):
+    for dtype in ("int64", "int32", "bool"):
+        x = backend.asarray(np.ones((2, 3)), dtype=dtype)
+        with pytest.raises(TypeError, match=rf"{fname}: x must have a real floating dtype, "
+                                            rf"got \S*{dtype}"):
+            REDUCTIONS[fname](x)
+
+
+@pytest.mark.parametrize("fname", list(REDUCTIONS))
+def test_reduction_axis_out_of_range(backend, fname):
+    for shape, axis in (((2, 3), 2), ((2, 3), -3), ((4,), 1), ((), 0), ((), -1)):
+        x = backend.asarray(np.ones(shape))
+        with pytest.raises(ValueError, match=rf"{fname}: axis {axis} is out of range for an "
+                                             rf"array of {len(shape)} dimensions"):
+            REDUCTIONS[fname](x, axis=axis)
+
+
+@pytest.mark.parametrize("fname", list(REDUCTIONS))
+def test_reduction_axis_not_int(backend, fname):
+    x = backend.asarray(np.ones((2, 3)))
+    for axis in (1.0, "0", None, True, (0, 1)):
+        with pytest.raises(TypeError, match=rf"{fname}: axis must be an int, "
+                                            rf"got {type(axis).__name__}"):
+            REDUCTIONS[fname](x, axis=axis)
+
+
+# ------------------------------------------------------- lists where arrays belong
+
+LIST_CASES = {
+    "masked_softmax scores": (lambda be: core.masked_softmax([[1.0]]), "masked_softmax: scores"),
+    "masked_softmax scores float": (lambda be: core.masked_softmax(1.0), "masked_softmax: scores"),
+    "masked_softmax mask": (
+        lambda be: core.masked_softmax(rand(be, B, Q, K), mask=[[True] * K]),
+        "masked_softmax: mask"),
+    "logsumexp x": (lambda be: core.logsumexp([1.0, 2.0]), "logsumexp: x"),
+    "log_softmax x": (lambda be: core.log_softmax([1.0, 2.0]), "log_softmax: x"),
+    "sequence_mask lengths": (lambda be: core.sequence_mask([1, 2], 3), "sequence_mask: lengths"),
+    "dot_scores q": (lambda be: core.dot_scores([[1.0] * D], rand(be, K, D)), "dot_scores: q"),
+    "general_scores W": (
+        lambda be: core.general_scores(rand(be, Q, D), rand(be, K, D), [[1.0] * D] * D),
+        "general_scores: W"),
+    "additive_scores v": (
+        lambda be: core.additive_scores(rand(be, Q, D), rand(be, K, D), rand(be, 6, D),
+                                        rand(be, 6, D), [1.0] * 6), "additive_scores: v"),
+    "attend values": (lambda be: core.attend(rand(be, B, Q, K), [[1.0] * DV] * K),
+                      "attend: values"),
+    "sdpa k": (lambda be: core.scaled_dot_product_attention(
+        rand(be, Q, D), [[1.0] * D] * K, rand(be, K, DV)), "scaled_dot_product_attention: k"),
+    "mha q": (lambda be: _mha(be, q=[[1.0] * D_MODEL] * Q), "multi_head_attention: q"),
+    "mha W_q": (lambda be: _mha(be, params={**mha_params(be), "W_q": [[1.0] * 4] * 4}),
+                "multi_head_attention: W_q"),
+}
+
+
+@pytest.mark.parametrize("case", list(LIST_CASES))
+def test_python_list_instead_of_array(backend, case):
+    thunk, prefix = LIST_CASES[case]
+    with pytest.raises(TypeError, match=rf"{prefix} must be an array \(numpy, jax, torch or "
+                                        r"array_api_strict\), got (list|float)"):
+        thunk(backend)
+
+
+# -------------------------------------------------------------- mixing two libraries
+
+
+def _two(lib1, lib2):
+    for lib in {lib1, lib2}:
+        pytest.importorskip(lib)
+    return backends.get(lib1), backends.get(lib2)
+
+
+MIX_CASES = {
+    ("torch", "numpy", "masked_softmax valid_lens"): (
+        lambda a, b: core.masked_softmax(rand(a, B, Q, K), ints(b, [1, 2])),
+        r"masked_softmax: scores is a torch array but valid_lens is a numpy array"),
+    ("jax", "numpy", "dot_scores k"): (
+        lambda a, b: core.dot_scores(rand(a, B, Q, D), rand(b, B, K, D)),
+        r"dot_scores: q is a jax array but k is a numpy array"),
+    ("numpy", "array_api_strict", "attend values"): (
+        lambda a, b: core.attend(rand(a, B, Q, K), rand(b, B, K, DV)),
+        r"attend: scores is a numpy array but values is a array_api_strict array"),
+    ("torch", "jax", "sdpa v"): (
+        lambda a, b: core.scaled_dot_product_attention(rand(a, B, Q, D), rand(a, B, K, D),
+                                                       rand(b, B, K, DV)),
+        r"scaled_dot_product_attention: q is a torch array but v is a jax array"),
+    ("jax", "torch", "masked_softmax mask"): (
+        lambda a, b: core.masked_softmax(rand(a, B, Q, K), mask=bools(b, np.ones(K))),
+        r"masked_softmax: scores is a jax array but mask is a torch array"),
+    ("array_api_strict", "torch", "mha W_q"): (
+        lambda a, b: _mha(a, params={**mha_params(a), "W_q": rand(b, D_MODEL, D_MODEL)}),
+        r"multi_head_attention: q is a array_api_strict array but W_q is a torch array"),
+    ("numpy", "jax", "general_scores W"): (
+        lambda a, b: core.general_scores(rand(a, Q, D), rand(a, K, D), rand(b, D, D)),
+        r"general_scores: q is a numpy array but W is a jax array"),
+    ("array_api_strict", "numpy", "attend valid_lens"): (
+        lambda a, b: core.attend(rand(a, B, Q, K), rand(a, B, K, DV), valid_lens=ints(b, [1, 2])),
+        r"attend: scores is a array_api_strict array but valid_lens is a numpy array"),
+    ("numpy", "torch", "additive_scores v"): (
+        lambda a, b: core.additive_scores(rand(a, Q, D), rand(a, K, D), rand(a, 6, D),
+                                          rand(a, 6, D), rand(b, 6)),
+        r"additive_scores: q is a numpy array but v is a torch array"),
+}
+
+
+@pytest.mark.parametrize("case", list(MIX_CASES), ids=lambda c: "-".join(c))
+def test_mixed_libraries(case):
+    lib1, lib2, _ = case
+    a, b = _two(lib1, lib2)
+    thunk, pattern = MIX_CASES[case]
+    with pytest.raises(TypeError, match=pattern):
+        thunk(a, b)
+
+
+# ----------------------------------------------------------- inputs never modified
+
+
+def _snapshot(be, tree):
+    if isinstance(tree, dict):
+        return {k: _snapshot(be, v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [_snapshot(be, v) for v in tree]
+    return np.array(be.to_numpy(tree), copy=True)
+
+
+def _assert_same(be, tree, snap):
+    if isinstance(tree, dict):
+        assert tree.keys() == snap.keys()
+        for k in tree:
+            _assert_same(be, tree[k], snap[k])
+    elif isinstance(tree, (list, tuple)):
+        for t, s in zip(tree, snap):
+            _assert_same(be, t, s)
+    else:
+        np.testing.assert_array_equal(be.to_numpy(tree), snap)
+
+
+ALL_FUNCTIONS = ("sequence_mask", "masked_softmax", "log_softmax", "logsumexp", "dot_scores",
+                 "general_scores", "additive_scores", "attend", "scaled_dot_product_attention",
+                 "multi_head_attention")
+
+
+def test_all_functions_covered():
+    assert set(ALL_FUNCTIONS) == set(core.__all__)
+
+
+@pytest.mark.parametrize("fname", ALL_FUNCTIONS)
+def test_inputs_not_modified(backend, fname):
+    be = backend
+    mask_np = np.ones((B, Q, K), dtype=bool)
+    mask_np[0, :, 3] = mask_np[1, 1, 0] = False
+    if fname == "sequence_mask":
+        args, kwargs = [ints(be, [0, 2, 3])], {}
+        call = lambda: core.sequence_mask(args[0], 3)  # noqa: E731
+    elif fname in ("log_softmax", "logsumexp"):
+        args, kwargs = [with_value(be, (B, K), (0, 1), -INF)], {"axis": 0}
+        call = lambda: getattr(core, fname)(*args, **kwargs)  # noqa: E731
+    elif fname == "dot_scores":
+        args, kwargs = [rand(be, B, Q, D), rand(be, B, K, D, seed=1)], {"scale": 0.5}
+        call = lambda: core.dot_scores(*args, **kwargs)  # noqa: E731
+    elif fname == "general_scores":
+        args, kwargs = [rand(be, B, Q, D), rand(be, B, K, 3, seed=1), rand(be, D, 3, seed=2)], {}
+        call = lambda: core.general_scores(*args)  # noqa: E731
+    elif fname == "additive_scores":
+        args, kwargs = [rand(be, B, Q, D), rand(be, B, K, 3, seed=1), rand(be, 6, D, seed=2),
+                        rand(be, 6, 3, seed=3), rand(be, 6, seed=4)], {}
+        call = lambda: core.additive_scores(*args)  # noqa: E731
+    else:
+        inputs = list(masked_inputs(fname, be))
+        if fname == "multi_head_attention":
+            inputs[0] = mha_params(be, bias=True)
+        if fname in ("masked_softmax", "attend"):
+            # A NaN at a masked key must not be overwritten in place either.
+            x = np.random.default_rng(0).standard_normal((B, Q, K))
+            x[0, 2, 3] = NAN
+            inputs[0] = be.asarray(x)
+        args = inputs
+        kwargs = {"mask": bools(be, mask_np), "valid_lens": ints(be, [[4, 3, 4], [2, 4, 1]]),
+                  "empty": "error"}
+        call = lambda: call_masked(fname, args, **kwargs)  # noqa: E731
+    before = (_snapshot(be, args), {k: _snapshot(be, v) for k, v in kwargs.items()
+                                    if be.is_array(v)})
+    out = call()
+    leaves = out if isinstance(out, tuple) else (out,)
+    for leaf in leaves:
+        if leaf is not None and fname != "sequence_mask":
+            assert np.all(~np.isnan(be.to_numpy(leaf)))
+    _assert_same(be, args, before[0])
+    for k, snap in before[1].items():
+        _assert_same(be, kwargs[k], snap)
+    # A second call gives the same result: nothing the first call did leaked into the inputs.
+    again = call()
+    again = again if isinstance(again, tuple) else (again,)
+    for x, y in zip(leaves, again):
+        if x is not None:
+            np.testing.assert_array_equal(be.to_numpy(x), be.to_numpy(y))
+
+
+# ------------------------------------------------------------------------ jax.jit
+
+
+@pytest.fixture
+def jax_backend():
+    jax = pytest.importorskip("jax")
+    return backends.get("jax"), jax
+
+
+@pytest.mark.parametrize("lens, zero_rows", [
+    ([2, -1], {(1, 0), (1, 1), (1, 2)}),
+    ([4, 0], {(1, 0), (1, 1), (1, 2)}),
+    ([[1, 0, 2], [-3, 4, 0]], {(0, 1), (1, 0), (1, 2)}),
+], ids=["negative", "zero", "2-d"])
+def test_jit_masked_softmax_skips_value_checks(jax_backend, lens, zero_rows):
+    be, jax = jax_backend
+    scores = rand(be, B, Q, K)
+    vl = ints(be, lens)
+    # Eagerly these are errors ...
+    with pytest.raises(ValueError, match=r"masked_softmax: (valid_lens must be >= 0|query row)"):
+        core.masked_softmax(scores, vl, empty="error")
+    # ... under jit the values are unknown: the row comes out all zero, never NaN.
+    f = jax.jit(functools.partial(core.masked_softmax, empty="error"))
+    w = f(scores, vl)
+    assert_rows_zero(be, w, None, zero_rows)
+
+
+@pytest.mark.parametrize("fname", ["attend", "scaled_dot_product_attention",
+                                   "multi_head_attention"])
+def test_jit_attention_skips_value_checks(jax_backend, fname):
+    be, jax = jax_backend
+    inputs = masked_inputs(fname, be)
+    vl = ints(be, [[3, -1, 2], [0, 4, 1]])
+    with pytest.raises(ValueError, match=rf"{fname}: valid_lens must be >= 0"):
+        call_masked(fname, inputs, valid_lens=vl)
+    f = jax.jit(functools.partial(call_masked, fname, inputs, empty="error"))
+    w, c = f(vl)
+    assert_rows_zero(be, w, c, {(0, 1), (1, 0)})
+
+
+def test_jit_masked_softmax_nonfinite_masked_key_still_zero(jax_backend):
+    be, jax = jax_backend
+    scores = with_value(be, (B, Q, K), (0, 1, 3), NAN)
+    w = jax.jit(functools.partial(core.masked_softmax, empty="error"))(scores, ints(be, [3, 4]))
+    w = be.to_numpy(w)
+    assert np.all(np.isfinite(w)) and w[0, 1, 3] == 0
+
+
+def test_jit_sequence_mask_out_of_range(jax_backend):
+    be, jax = jax_backend
+    lengths = ints(be, [-1, 2, 5])
+    with pytest.raises(ValueError, match=r"sequence_mask: lengths must be >= 0"):
+        core.sequence_mask(lengths, 3)
+    m = be.to_numpy(jax.jit(functools.partial(core.sequence_mask, max_len=3))(lengths))
+    np.testing.assert_array_equal(m, [[False] * 3, [True, True, False], [True] * 3])
+
+
+JIT_STRUCTURAL = {
+    "valid_lens (batch+1,)": (
+        lambda be: (rand(be, B, Q, K), ints(be, [1, 2, 3])), {},
+        ValueError, r"masked_softmax: valid_lens has shape \(3,\) but expected \(batch,\)"),
+    "valid_lens 3-d": (
+        lambda be: (rand(be, B, Q, K), ints(be, np.ones((B, Q, 1), dtype=np.int64))), {},
+        ValueError, r"masked_softmax: valid_lens must have shape \(batch,\) or"),
+    "valid_lens float": (
+        lambda be: (rand(be, B, Q, K), be.asarray([1.0, 2.0])), {},
+        TypeError, r"masked_softmax: valid_lens must have an integer dtype"),
+    "valid_lens bool": (
+        lambda be: (rand(be, B, Q, K), bools(be, [True, False])), {},
+        TypeError, r"masked_softmax: valid_lens must have an integer dtype"),
+    "scores int": (
+        lambda be: (ints(be, np.ones((B, Q, K), dtype=np.int64)), ints(be, [1, 2])), {},
+        TypeError, r"masked_softmax: scores must have a real floating dtype"),
+    "empty unknown": (
+        lambda be: (rand(be, B, Q, K), ints(be, [1, 2])), {"empty": "ignore"},
+        ValueError, r"masked_softmax: empty must be 'error' or 'zero'"),
+}
+
+
+@pytest.mark.parametrize("case", list(JIT_STRUCTURAL))
+def test_jit_structural_errors_still_raise(jax_backend, case):
+    be, jax = jax_backend
+    make, kwargs, exc, pattern = JIT_STRUCTURAL[case]
+    f = jax.jit(functools.partial(core.masked_softmax, **kwargs))
+    with pytest.raises(exc, match=pattern):
+        f(*make(be))
+
+
+@pytest.mark.parametrize("case", ["mask int", "mask shape", "mask 5-d"])
+def test_jit_mask_structural_errors_still_raise(jax_backend, case):
+    be, jax = jax_backend
+    mask, exc, pattern = {
+        "mask int": (ints(be, np.ones((B, Q, K), dtype=np.int64)), TypeError,
+                     r"masked_softmax: mask must have a bool dtype"),
+        "mask shape": (bools(be, np.ones((B, Q, K + 1))), ValueError,
+                       r"masked_softmax: mask of shape \(2, 3, 5\) does not broadcast"),
+        "mask 5-d": (bools(be, np.ones((1, 1, B, Q, K))), ValueError,
+                     r"masked_softmax: mask of shape \(1, 1, 2, 3, 4\) does not broadcast"),
+    }[case]
+    f = jax.jit(lambda s, m: core.masked_softmax(s, mask=m))
+    with pytest.raises(exc, match=pattern):
+        f(rand(be, B, Q, K), mask)
+
+
+def test_jit_sequence_mask_structural_errors_still_raise(jax_backend):
+    be, jax = jax_backend
+    with pytest.raises(TypeError, match=r"sequence_mask: lengths must have an integer dtype"):
+        jax.jit(functools.partial(core.sequence_mask, max_len=3))(be.asarray([1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"sequence_mask: max_len must be >= 0"):
+        jax.jit(functools.partial(core.sequence_mask, max_len=-1))(ints(be, [1, 2]))
+
+
+def test_no_queries_and_no_keys_is_not_an_empty_row(backend):
+    # Shape (2, 0, 0) has no query row at all, so there is no row without a valid key.
+    out = core.masked_softmax(backend.asarray(np.zeros((2, 0, 0))))
+    assert tuple(out.shape) == (2, 0, 0)
+    with pytest.raises(ValueError, match=r"masked_softmax: scores has no keys"):
+        core.masked_softmax(backend.asarray(np.zeros((2, 1, 0))))
