@@ -46,7 +46,7 @@ def assert_matches(backend: Backend, actual: Any, reference: Any, *,
     """
     reference = np.asarray(reference)
     assert_close(actual, backend.asarray(reference, dtype=reference.dtype.name),
-                 rtol=rtol, atol=atol, err_msg=err_msg)
+                 rtol=rtol, atol=atol, equal_nan=False, err_msg=err_msg)
 
 
 def central_difference_grad(f: Callable[[np.ndarray], float], x: np.ndarray, *,
