@@ -1,0 +1,95 @@
+"""How closely the backends agree: the parity suite's cases, measured instead of asserted.
+
+Run: ``python scripts/parity_report.py`` (about a minute on 2 cores).
+
+For every case of ``parity_tests/`` it records the worst disagreement with the NumPy float64
+reference (forward, eager and under ``jax.jit``), between ``jax.grad`` and torch autograd,
+and between each and central finite differences, and prints a Markdown table: the numbers
+quoted in the README. Errors are ``max|a - b| / max|b|`` per output (``relative_error``)
+and the largest elementwise ``|a - b| / |b|`` over entries with ``|b| > 1e-13``. The
+gradient with respect to the key bias ``b_k`` of multi-head attention is zero in theory
+(it shifts a whole row of scores) and is left out, as in the tests.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "parity_tests"))
+
+import test_forward as F  # noqa: E402
+import test_gradients as G  # noqa: E402
+
+from xpseq import backends  # noqa: E402
+from xpseq.testing import relative_error  # noqa: E402
+
+
+def elementwise(actual: np.ndarray, desired: np.ndarray) -> float:
+    actual, desired = np.asarray(actual, float), np.asarray(desired, float)
+    finite = np.isfinite(desired)
+    big = finite & (np.abs(desired) > 1e-13)
+    if not big.any():
+        return 0.0
+    return float(np.max(np.abs(actual[big] - desired[big]) / np.abs(desired[big])))
+
+
+class Worst:
+    """The largest error seen so far, with the case it came from."""
+
+    def __init__(self) -> None:
+        self.rel, self.elem, self.where = 0.0, 0.0, "-"
+
+    def add(self, actual, desired, where: str) -> None:
+        finite = np.isfinite(np.asarray(desired, float))
+        rel = relative_error(np.asarray(actual, float)[finite], np.asarray(desired, float)[finite])
+        if rel > self.rel:
+            self.rel, self.where = rel, where
+        self.elem = max(self.elem, elementwise(actual, desired))
+
+    def row(self, label: str, tolerance: str, elementwise: bool = True) -> str:
+        elem = f"{self.elem:.1e}" if elementwise else "-"
+        return f"| {label} | {self.rel:.1e} | {elem} | {tolerance} | {self.where} |"
+
+
+def main() -> int:
+    names = [n for n in ("jax", "torch", "array_api_strict") if n in backends.available()]
+    rows = []
+    for name in names + (["jax.jit"] if "jax" in names else []):
+        be = backends.get(name.split(".")[0])
+        worst = Worst()
+        for case in F.CASES:
+            out = case.call_jit(be) if name == "jax.jit" else case.call(be)
+            for o, r in zip(out, F.reference(case.id)):
+                if r.dtype != bool:
+                    worst.add(be.to_numpy(o), r, case.id)
+        rows.append(worst.row(f"forward, {name} vs numpy ({len(F.CASES)} cases)",
+                              "rtol 1e-12, atol 1e-14"))
+    if {"jax", "torch"} <= set(names):
+        pair, fd = Worst(), {"jax": Worst(), "torch": Worst()}
+        for cid in G.IDS:
+            _, gj = G.autodiff("jax", cid)
+            _, gt = G.autodiff("torch", cid)
+            _, gf = G.fd_grads(cid)
+            for (leaf, a), (_, b), (_, f) in zip(G.leaves(gj), G.leaves(gt), G.leaves(gf)):
+                if leaf.endswith("b_k"):   # exactly zero in theory, see test_gradients.py
+                    continue
+                pair.add(a, b, f"{cid}: {leaf}")
+                fd["jax"].add(a, f, f"{cid}: {leaf}")
+                fd["torch"].add(b, f, f"{cid}: {leaf}")
+        rows.append(pair.row(f"gradients, jax.grad vs torch autograd ({len(G.IDS)} cases)",
+                             "rtol 1e-10"))
+        for name, worst in fd.items():
+            # Elementwise errors of finite differences on near-zero entries mean nothing.
+            rows.append(worst.row(f"gradients, {name} vs central differences",
+                                  "relative error 1e-7", elementwise=False))
+    print("| comparison | worst relative error | worst elementwise | contract | worst case |")
+    print("| --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
