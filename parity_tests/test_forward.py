@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
+from parity_helpers import lens_keep, normals, to_backend
 
 import xpseq.core as C
 from xpseq import backends
@@ -35,30 +36,6 @@ B, Q, K, D = 2, 3, 5, 4  # batch, queries, keys, depth
 
 def rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(20240611 + seed)
-
-
-def normals(r: np.random.Generator, *shapes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    return tuple(r.standard_normal(shape) for shape in shapes)
-
-
-def lens_keep(lens: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Independent NumPy construction of the keep mask that valid_lens describes."""
-    lens = np.asarray(lens)
-    ndim = len(shape)
-    if lens.ndim == 1:
-        lens = lens.reshape((shape[0],) + (1,) * (ndim - 2))
-    else:
-        lens = lens.reshape((shape[0],) + (1,) * (ndim - 3) + (shape[-2],))
-    return np.broadcast_to(np.arange(shape[-1]) < lens[..., None], shape)
-
-
-def to_backend(be: backends.Backend, x: Any) -> Any:
-    """Convert a NumPy array (or a dict of them) to ``be``; other values pass through."""
-    if isinstance(x, dict):
-        return {key: to_backend(be, val) for key, val in x.items()}
-    if isinstance(x, np.ndarray):
-        return be.asarray(x, dtype=x.dtype.name)
-    return x
 
 
 def as_tuple(out: Any) -> tuple:

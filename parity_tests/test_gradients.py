@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
+from parity_helpers import lens_keep, normals, to_backend
 
 import xpseq.core as C
 from xpseq import backends
@@ -44,20 +45,6 @@ def rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(977 + seed)
 
 
-def normals(r: np.random.Generator, *shapes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    return tuple(r.standard_normal(shape) for shape in shapes)
-
-
-def to_backend(be: backends.Backend, x: Any) -> Any:
-    if isinstance(x, dict):
-        return {key: to_backend(be, val) for key, val in x.items()}
-    if isinstance(x, tuple):
-        return tuple(to_backend(be, val) for val in x)
-    if isinstance(x, np.ndarray):
-        return be.asarray(x, dtype=x.dtype.name)
-    return x
-
-
 def to_numpy(be: backends.Backend, x: Any) -> Any:
     if isinstance(x, dict):
         return {key: to_numpy(be, val) for key, val in x.items()}
@@ -71,16 +58,6 @@ def leaves(x: Any, prefix: str = "") -> list[tuple[str, Any]]:
     if isinstance(x, (tuple, list)):
         return [item for i, v in enumerate(x) for item in leaves(v, f"{prefix}[{i}]")]
     return [(prefix, x)]
-
-
-def lens_keep(lens: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    lens = np.asarray(lens)
-    ndim = len(shape)
-    if lens.ndim == 1:
-        lens = lens.reshape((shape[0],) + (1,) * (ndim - 2))
-    else:
-        lens = lens.reshape((shape[0],) + (1,) * (ndim - 3) + (shape[-2],))
-    return np.broadcast_to(np.arange(shape[-1]) < lens[..., None], shape)
 
 
 @dataclass

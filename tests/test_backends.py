@@ -537,7 +537,7 @@ def test_jit_is_identity_without_a_compiler(name):
 
 
 def test_jax_jit_compiles_and_accepts_static_argnames():
-    jax = pytest.importorskip("jax")
+    pytest.importorskip("jax")
     jb = backends.get("jax")
     xp = jb.xp
 
@@ -683,7 +683,7 @@ def test_torch_value_and_grad_works_under_no_grad():
 
 
 def test_torch_value_and_grad_rejects_non_scalar_value():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     tb = backends.get("torch")
     with pytest.raises(TypeError, match="scalar"):
         tb.value_and_grad(lambda x: x * 2.0)(tb.asarray(X_NP))

@@ -153,7 +153,9 @@ def python_scan(xp: Any, fn: Callable, carry: Any, xs: Any, length: int | None) 
     if length is not None:
         sizes.add(int(length))
     if len(sizes) != 1:
-        raise ValueError(f"scan: xs leaves and length disagree on the number of steps: {sorted(sizes)}")
+        raise ValueError(
+            f"scan: xs leaves and length disagree on the number of steps: {sorted(sizes)}"
+        )
     (n,) = sizes
     if n == 0:
         # No step to run: trace the shapes of y with one step on zeros, as lax.scan does.

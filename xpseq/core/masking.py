@@ -75,8 +75,8 @@ def masked_softmax(scores: Any, valid_lens: Any = None, *, mask: Any = None,
         Unnormalised attention scores. Any number of leading dimensions (heads included).
         Values at masked keys are ignored (they may even be infinite or NaN); values at
         valid keys must be finite.
-    valid_lens : integer array or sequence of ints, shape ``(batch,)`` or ``(batch, queries)``, optional
-        Number of valid *leading* keys. Shape ``(batch,)`` applies one length to every
+    valid_lens : integer array or sequence of ints, shape ``(batch,)`` or ``(batch, Q)``
+        Optional. Number of valid *leading* keys. Shape ``(batch,)`` applies one length to every
         query of a batch element; ``(batch, queries)`` gives each query its own length.
         ``batch`` is the first axis of ``scores`` and ``queries`` its second-to-last.
     mask : bool array, optional
@@ -189,7 +189,9 @@ def keep_mask(fname: str, shape: tuple[int, ...], valid_lens: Any, mask: Any, *,
         keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp)
     if mask is not None:
         if mask.dtype != xp.bool:
-            raise TypeError(f"{fname}: mask must have a bool dtype (True = attend), got {mask.dtype}")
+            raise TypeError(
+                f"{fname}: mask must have a bool dtype (True = attend), got {mask.dtype}"
+            )
         if not _broadcasts_to(tuple(mask.shape), shape):
             raise ValueError(
                 f"{fname}: mask of shape {tuple(mask.shape)} does not broadcast to the "
