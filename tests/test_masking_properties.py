@@ -11,9 +11,14 @@ from hypothesis.extra import numpy as hnp
 
 import xpseq.core as C
 
-# The backend fixture is stateless, so reusing it across examples is safe.
-SETTINGS = settings(max_examples=30, deadline=None,
+# The backend fixture is stateless, so reusing it across examples is safe. Derandomized:
+# the same examples on every run, so CI cannot fail by chance.
+SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+# XLA on the CPU flushes subnormal floats to zero (JAX's logsumexp([[5e-324]]) is 0.0,
+# NumPy's 5e-324), so values come from the normal range only.
+finite_scores = st.floats(-1e4, 1e4, allow_nan=False, allow_subnormal=False)
 
 # A few fixed shapes: JAX compiles every eager op once per shape, so free shapes are slow.
 shapes = st.sampled_from([(1, 1, 1), (1, 2, 7), (2, 3, 5), (3, 4, 2)])
@@ -23,7 +28,7 @@ shapes = st.sampled_from([(1, 1, 1), (1, 2, 7), (2, 3, 5), (3, 4, 2)])
 def scores_and_mask(draw, allow_empty_rows: bool):
     shape = draw(shapes)
     scores = draw(hnp.arrays(np.float64, shape,
-                             elements=st.floats(-1e4, 1e4, allow_nan=False)))
+                             elements=finite_scores))
     mask = draw(hnp.arrays(np.bool_, shape))
     if not allow_empty_rows:
         mask[..., 0] |= ~mask.any(axis=-1)            # at least one valid key per row
@@ -92,7 +97,7 @@ def test_valid_lens_equals_prefix_mask(backend, data):
 
 @SETTINGS
 @given(x=hnp.arrays(np.float64, st.sampled_from([(1, 1), (2, 5), (3, 2)]),
-                    elements=st.floats(-1e4, 1e4, allow_nan=False)))
+                    elements=finite_scores))
 def test_log_softmax_is_log_of_softmax(backend, x):
     ls = backend.to_numpy(C.log_softmax(backend.asarray(x)))
     lse = backend.to_numpy(C.logsumexp(backend.asarray(x)))

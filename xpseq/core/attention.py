@@ -26,7 +26,13 @@ from typing import Any, Mapping
 import array_api_compat as compat
 
 from . import _checks
-from .masking import _masked_softmax, check_no_empty_rows, keep_mask, validated_keep
+from .masking import (
+    _masked_softmax,
+    check_no_empty_rows,
+    keep_mask,
+    lengths_array,
+    validated_keep,
+)
 
 __all__ = [
     "dot_scores",
@@ -143,7 +149,7 @@ def attend(scores: Any, values: Any, *, valid_lens: Any = None, mask: Any = None
     """
     fname = "attend"
     xp = _checks.namespace(fname, scores=scores, values=values,
-                           valid_lens=_array(valid_lens), mask=mask)
+                           valid_lens=lengths_array(valid_lens), mask=mask)
     for name, x in (("scores", scores), ("values", values)):
         _checks.check_floating(fname, name, x, xp)
     _checks.check_same_dtype(fname, scores=scores, values=values)
@@ -178,7 +184,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     weights : array, shape ``(batch, ..., Q, K)``
     """
     fname = "scaled_dot_product_attention"
-    xp = _checks.namespace(fname, q=q, k=k, v=v, valid_lens=_array(valid_lens), mask=mask)
+    xp = _checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask)
     scale = _checks.check_scale(fname, scale)
     _check_qkv(fname, q, k, v, xp)
     scores = _dot_scores(q, k, 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale, xp=xp)
@@ -228,7 +234,7 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
     if unknown:
         raise ValueError(f"{fname}: params has unknown entries {unknown}")
     p = {n: params.get(n) for n in required + optional}
-    xp = _checks.namespace(fname, q=q, k=k, v=v, valid_lens=_array(valid_lens), mask=mask,
+    xp = _checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask,
                            **{n: a for n, a in p.items() if a is not None})
     if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral):
         raise TypeError(f"{fname}: num_heads must be an int, got {type(num_heads).__name__}")
@@ -347,10 +353,6 @@ def _multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: An
 
 
 # ------------------------------------------------------------------------- helpers
-
-
-def _array(valid_lens: Any) -> Any:
-    return None if valid_lens is None or isinstance(valid_lens, (list, tuple)) else valid_lens
 
 
 def _check_qk(fname: str, q: Any, k: Any, xp: Any, *, same_depth: bool = True,

@@ -113,7 +113,7 @@ def masked_softmax(scores: Any, valid_lens: Any = None, *, mask: Any = None,
     comes out as zeros, as with ``empty="zero"``.
     """
     fname = "masked_softmax"
-    xp = _checks.namespace(fname, scores=scores, valid_lens=_array_or_none(valid_lens),
+    xp = _checks.namespace(fname, scores=scores, valid_lens=lengths_array(valid_lens),
                            mask=mask)
     _checks.check_floating(fname, "scores", scores, xp)
     _checks.check_ndim(fname, "scores", scores, 1)
@@ -202,6 +202,16 @@ def keep_mask(fname: str, shape: tuple[int, ...], valid_lens: Any, mask: Any, *,
     return keep
 
 
+def lengths_array(valid_lens: Any) -> Any:
+    """``valid_lens`` when it is an array (so its library is checked), else ``None``.
+
+    A Python sequence of ints is also accepted as ``valid_lens``; it is converted later.
+    """
+    if valid_lens is None or isinstance(valid_lens, (list, tuple)):
+        return None
+    return valid_lens
+
+
 def validated_keep(fname: str, what: str, scores: Any, valid_lens: Any, mask: Any,
                    empty: str, *, xp: Any) -> Any:
     """:func:`keep_mask` for ``scores``, plus the finiteness and empty-row checks."""
@@ -282,13 +292,6 @@ def _log_softmax(x: Any, *, axis: int, xp: Any) -> Any:
 
 
 # ------------------------------------------------------------------------- helpers
-
-
-def _array_or_none(valid_lens: Any) -> Any:
-    """``valid_lens`` if it is an array (checked for its library), else ``None``."""
-    if valid_lens is None or isinstance(valid_lens, (list, tuple)):
-        return None
-    return valid_lens
 
 
 def _as_lengths(fname: str, valid_lens: Any, *, xp: Any, device: Any) -> Any:
