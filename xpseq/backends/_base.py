@@ -11,7 +11,7 @@ from typing import Any, Callable
 import array_api_compat as compat
 import numpy as np
 
-from . import _tree
+from xpseq.core.scan import scan as python_scan
 
 DTYPE_NAMES = ("float32", "float64", "int32", "int64", "bool")
 
@@ -115,6 +115,19 @@ class Backend:
     def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ random
+
+    def dropout_keep(self, seed: int, step: Any, shape: tuple[int, ...], rate: float) -> Any:
+        """A boolean keep-mask, ``True`` with probability ``1 - rate``, for one training step.
+
+        Reproducible from ``(seed, step)`` on each backend: NumPy's ``default_rng([seed,
+        step])`` here, ``jax.random`` on JAX (so it can be drawn inside ``jax.jit`` with a
+        traced ``step``). The two streams differ; a test that wants one mask on every
+        backend draws it once and converts it.
+        """
+        rng = np.random.default_rng([int(seed), int(step)])
+        return self.asarray(rng.random(shape) >= rate, dtype="bool")
+
     # -------------------------------------------------------------- transforms
 
     def value_and_grad(self, fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
@@ -141,34 +154,7 @@ class Backend:
         size (or ``None`` with ``length``). Returns the final carry and the ``y`` stacked
         along a new leading axis (``None`` if ``fn`` returns ``None`` for ``y``).
         """
-        return python_scan(self.xp, fn, carry, xs, length)
-
-
-def python_scan(xp: Any, fn: Callable, carry: Any, xs: Any, length: int | None) -> tuple[Any, Any]:
-    """The Python-loop ``scan`` shared by the backends without ``lax.scan``."""
-    leaves, treedef = _tree.flatten(xs)
-    if not leaves and length is None:
-        raise ValueError("scan: xs has no arrays, so pass length= (the number of steps)")
-    sizes = {int(leaf.shape[0]) for leaf in leaves}
-    if length is not None:
-        sizes.add(int(length))
-    if len(sizes) != 1:
-        raise ValueError(
-            f"scan: xs leaves and length disagree on the number of steps: {sorted(sizes)}"
-        )
-    (n,) = sizes
-    if n == 0:
-        # No step to run: trace the shapes of y with one step on zeros, as lax.scan does.
-        dummy = [xp.zeros(tuple(leaf.shape[1:]), dtype=leaf.dtype, device=compat.device(leaf))
-                 for leaf in leaves]
-        _, y = fn(carry, _tree.unflatten(treedef, dummy))
-        return carry, _tree.map_leaves(
-            lambda a: xp.zeros((0, *a.shape), dtype=a.dtype, device=compat.device(a)), y)
-    ys = []
-    for i in range(n):
-        carry, y = fn(carry, _tree.unflatten(treedef, [leaf[i, ...] for leaf in leaves]))
-        ys.append(y)
-    return carry, _tree.map_leaves(lambda *a: xp.stack(a, axis=0), *ys)
+        return python_scan(fn, carry, xs, length)
 
 
 def _to_host(obj: Any) -> np.ndarray:

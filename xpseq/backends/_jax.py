@@ -42,6 +42,12 @@ class JaxBackend(Backend):
             )
         return self.xp.asarray(host, dtype=dtype)
 
+    def dropout_keep(self, seed: int, step: Any, shape: tuple[int, ...], rate: float) -> Any:
+        """``jax.random.bernoulli`` with the key ``fold_in(key(seed), step)``; jit-safe."""
+        random = self._jax.random
+        key = random.fold_in(random.key(int(seed)), self.xp.asarray(step, dtype=self.xp.uint32))
+        return random.bernoulli(key, 1.0 - rate, shape)
+
     def value_and_grad(self, fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
                        has_aux: bool = False) -> Callable[..., Any]:
         return self._jax.value_and_grad(fn, argnums=argnums, has_aux=has_aux)

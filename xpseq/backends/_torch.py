@@ -12,7 +12,7 @@ from typing import Any, Callable
 import array_api_compat.torch as xp_torch
 import numpy as np
 
-from . import _tree
+from xpseq.core import _tree
 from ._base import Backend
 
 

@@ -293,6 +293,14 @@ def _general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> Any:
 def _additive_scores(q: Any, k: Any, W_q: Any, W_k: Any, v: Any, *, xp: Any) -> Any:
     pq = q @ xp.matrix_transpose(W_q)                      # (..., Q, h)
     pk = k @ xp.matrix_transpose(W_k)                      # (..., K, h)
+    return _additive_from_projections(pq, pk, v, xp=xp)
+
+
+def _additive_from_projections(pq: Any, pk: Any, v: Any, *, xp: Any) -> Any:
+    """``vᵀ tanh(pq_i + pk_j)`` from projected queries ``(..., Q, h)`` and keys ``(..., K, h)``.
+
+    The models project the keys once per source sentence and reuse them at every step.
+    """
     hidden = xp.tanh(xp.expand_dims(pq, axis=-2) + xp.expand_dims(pk, axis=-3))  # (..., Q, K, h)
     return xp.squeeze(hidden @ xp.expand_dims(v, axis=-1), axis=-1)
 

@@ -1,5 +1,24 @@
 """Encoder-decoder models as pure functions over parameter dicts.
 
-Empty for now: the models (bi-directional encoder, LSTM/GRU decoder, Luong and Bahdanau
-attention, input feeding) arrive with the models-and-training issue (#3).
+>>> from xpseq.models import Seq2SeqConfig, init_params, loss
+>>> config = Seq2SeqConfig(src_vocab=20, tgt_vocab=30, attention="general")
+>>> params = init_params(config, seed=0)       # NumPy float64: the same start everywhere
+
+Convert ``params`` with ``backend.asarray`` and call :func:`loss`, :func:`forward`,
+:func:`encode` or :func:`decode_step` on any backend.
 """
+
+from .seq2seq import (
+    ATTENTIONS,
+    STYLES,
+    Seq2SeqConfig,
+    decode_step,
+    encode,
+    forward,
+    init_params,
+    loss,
+    param_shapes,
+)
+
+__all__ = ["Seq2SeqConfig", "param_shapes", "init_params", "encode", "decode_step", "forward",
+           "loss", "ATTENTIONS", "STYLES"]

@@ -1,7 +1,7 @@
 """A minimal pytree: nested dicts, lists and tuples with arrays (or None) at the leaves.
 
-Enough for the Python-loop ``scan`` and the autograd ``value_and_grad`` of backends that
-have no tree utilities of their own; JAX uses ``jax.tree_util`` instead.
+Enough for the Python-loop :func:`xpseq.core.scan`, the optimisers and the autograd
+``value_and_grad`` of the torch backend; JAX has ``jax.tree_util`` of its own.
 """
 
 from __future__ import annotations

@@ -1,0 +1,154 @@
+"""Linear maps, embedding lookup, a stable sigmoid and dropout from a given keep-mask.
+
+Weights applied as ``W x`` have shape ``(out, in)``, as in ``torch.nn.Linear``. The public
+functions check shapes and dtypes; the models call the private kernels (``_linear`` ...)
+inside their loops, after checking their own inputs once.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import array_api_compat as compat
+
+from . import _checks
+
+__all__ = ["linear", "embedding", "sigmoid", "dropout"]
+
+
+def linear(x: Any, W: Any, b: Any = None) -> Any:
+    """``x Wᵀ + b``.
+
+    Parameters
+    ----------
+    x : real floating array, shape ``(..., in)``
+    W : real floating array, shape ``(out, in)``
+    b : real floating array, shape ``(out,)``, optional
+
+    Returns
+    -------
+    array, shape ``(..., out)``
+    """
+    fname = "linear"
+    xp = _checks.namespace(fname, x=x, W=W, b=b)
+    for name, a in (("x", x), ("W", W), ("b", b)):
+        if a is not None:
+            _checks.check_floating(fname, name, a, xp)
+    _checks.check_same_dtype(fname, x=x, W=W, b=b)
+    _checks.check_ndim(fname, "x", x, 1, layout="(..., in)")
+    _checks.check_ndim(fname, "W", W, 2, exact=True, layout="(out, in)")
+    _checks.check_dim(fname, "W", W, 1, x.shape[-1], "the last dimension of x")
+    if b is not None:
+        _checks.check_ndim(fname, "b", b, 1, exact=True, layout="(out,)")
+        _checks.check_dim(fname, "b", b, 0, W.shape[0], "the number of rows of W")
+    return _linear(x, W, b, xp=xp)
+
+
+def embedding(ids: Any, E: Any) -> Any:
+    """Rows of the table ``E`` picked by integer ``ids``.
+
+    Parameters
+    ----------
+    ids : integer array, shape ``(...)``, values in ``[0, V)``
+    E : real floating array, shape ``(V, d)``
+
+    Returns
+    -------
+    array, shape ``(..., d)``
+
+    Raises
+    ------
+    ValueError
+        An id outside ``[0, V)`` (checked when values are concrete; under ``jax.jit`` JAX
+        clamps out-of-range indices instead).
+    """
+    fname = "embedding"
+    xp = _checks.namespace(fname, ids=ids, E=E)
+    if not xp.isdtype(ids.dtype, "integral"):
+        raise TypeError(f"{fname}: ids must have an integer dtype, got {ids.dtype}")
+    _checks.check_floating(fname, "E", E, xp)
+    _checks.check_ndim(fname, "E", E, 2, exact=True, layout="(V, d)")
+    vocab = E.shape[0]
+    index = _checks.first_true_index((ids < 0) | (ids >= vocab), xp)
+    if index is not None:
+        value = int(ids[index]) if index else int(ids)
+        raise ValueError(f"{fname}: ids must lie in [0, {vocab}) (the rows of E), got {value}")
+    return _embedding(ids, E, xp=xp)
+
+
+def sigmoid(x: Any) -> Any:
+    """The logistic function, computed as ``(1 + tanh(x / 2)) / 2``.
+
+    ``tanh`` saturates cleanly, so there is no ``exp`` overflow for large ``|x|`` and no
+    branch on the sign of ``x``; the result is exactly 0 or 1 only where float64 must round.
+
+    Parameters
+    ----------
+    x : real floating array, any shape
+
+    Returns
+    -------
+    array, shape and dtype of ``x``
+    """
+    fname = "sigmoid"
+    xp = _checks.namespace(fname, x=x)
+    _checks.check_floating(fname, "x", x, xp)
+    return _sigmoid(x, xp=xp)
+
+
+def dropout(x: Any, keep: Any, rate: float) -> Any:
+    """Inverted dropout with a given keep-mask: ``where(keep, x / (1 - rate), 0)``.
+
+    The mask is an input, not drawn here: each backend draws it from its own random
+    generator (see :mod:`xpseq.backends`), so the math is the same everywhere and a test
+    can hand every backend the same mask.
+
+    Parameters
+    ----------
+    x : real floating array, shape ``(...)``
+    keep : bool array, broadcasts to ``x``; ``True`` keeps an entry
+    rate : float in ``[0, 1)``
+        The probability with which ``keep`` was drawn ``False``.
+
+    Returns
+    -------
+    array, shape and dtype of ``x``; the expectation over masks equals ``x``
+    """
+    fname = "dropout"
+    xp = _checks.namespace(fname, x=x, keep=keep)
+    _checks.check_floating(fname, "x", x, xp)
+    if keep.dtype != xp.bool:
+        raise TypeError(f"{fname}: keep must have a bool dtype, got {keep.dtype}")
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 <= rate < 1:
+        raise ValueError(f"{fname}: rate must be a number in [0, 1), got {rate!r}")
+    _checks.broadcast_leading(fname, x=tuple(x.shape), keep=tuple(keep.shape))
+    return _dropout(x, keep, float(rate), xp=xp)
+
+
+# ------------------------------------------------------------------- private kernels
+
+
+def _linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
+    y = x @ xp.matrix_transpose(W)
+    return y if b is None else y + b
+
+
+def _embedding(ids: Any, E: Any, *, xp: Any) -> Any:
+    flat = xp.take(E, xp.reshape(ids, (-1,)), axis=0)
+    return xp.reshape(flat, (*ids.shape, E.shape[1]))
+
+
+def _sigmoid(x: Any, *, xp: Any) -> Any:
+    return 0.5 * xp.tanh(0.5 * x) + 0.5
+
+
+def _dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> Any:
+    if rate == 0.0:
+        return x
+    return xp.where(keep, x * (1.0 / (1.0 - rate)), 0.0)
+
+
+def _zeros(shape: tuple[int, ...], like: Any, *, xp: Any) -> Any:
+    """Zeros with the dtype and device of ``like``."""
+    return xp.zeros(shape, dtype=like.dtype, device=compat.device(like))

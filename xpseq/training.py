@@ -1,0 +1,286 @@
+"""Training: a step built from a model, an optimiser and a backend, and the loop around it.
+
+The step is the same code on every backend::
+
+    loss, grads = backend.value_and_grad(model loss)(params)     # jax.grad / autograd tape
+    grads = clip_by_global_norm(grads, clip_norm)                 # optional
+    params, opt_state = optimizer.update(grads, opt_state, params)
+
+On JAX the whole step is ``jax.jit``-compiled and the recurrences run in ``lax.scan``; a new
+batch shape triggers a new trace, so batches are padded to a few bucketed shapes
+(:func:`xpseq.data.batching.make_batches`) and ``TrainStep.traces`` counts the traces. On
+PyTorch the gradients come from the autograd tape. The NumPy backend has no gradients yet
+(hand-derived backward passes arrive with issue #5) and raises ``NotImplementedError``.
+
+Dropout masks are drawn from ``(seed, step)`` (see ``Backend.dropout_keep``), and the batch
+order of each epoch from ``(seed, epoch)``, so a run resumed from a checkpoint takes exactly
+the steps the uninterrupted run would have taken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+from typing import Any, Callable, Mapping, Sequence
+
+import array_api_compat.numpy
+import numpy as np
+
+from xpseq.backends import Backend
+from xpseq.core.losses import _nll_sum
+from xpseq.core.optim import Optimizer, adam, clip_by_global_norm
+from xpseq.models.seq2seq import Seq2SeqConfig, _forward, _loss, check_ids
+
+__all__ = ["TrainStep", "make_train_step", "make_eval_loss", "evaluate_loss", "fit", "FitResult",
+           "check_batch"]
+
+Batch = Mapping[str, np.ndarray]
+
+
+class TrainStep:
+    """``step(params, opt_state, batch) -> (params, opt_state, loss)`` on one backend.
+
+    ``batch`` holds backend arrays (``src``, ``src_len``, ``tgt_in``, ``tgt_out``).
+    ``traces`` counts how often the Python body ran: on JAX, once per compiled batch shape;
+    on the eager backends, once per call.
+    """
+
+    def __init__(self, fn: Callable, backend: Backend):
+        self._fn = fn
+        self.backend = backend
+        self.traces = 0
+
+    def __call__(self, params: dict, opt_state: dict, batch: Mapping[str, Any]) -> tuple:
+        return self._fn(params, opt_state, batch)
+
+
+def make_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backend, *,
+                    clip_norm: float | None = None, seed: int = 0) -> TrainStep:
+    """Build the training step of ``config`` for ``backend``.
+
+    Parameters
+    ----------
+    optimizer : an :class:`xpseq.core.optim.Optimizer` (e.g. ``adam(1e-3)``)
+    clip_norm : float, optional
+        Clip the gradients to this global norm before the update.
+    seed : int
+        Seeds the dropout masks (drawn from ``(seed, opt_state["step"])``).
+
+    Raises
+    ------
+    NotImplementedError
+        On backends without gradients (numpy until issue #5, array_api_strict).
+    """
+    xp = backend.xp
+
+    def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
+        return _loss(params, config, batch, keep, scan=backend.scan, xp=xp)
+
+    grad_fn = backend.value_and_grad(loss_of)   # raises NotImplementedError where there is none
+
+    def step(params: dict, opt_state: dict, batch: Mapping[str, Any]) -> tuple:
+        train_step.traces += 1
+        keep = None
+        if config.dropout > 0:
+            shape = (*batch["tgt_in"].shape, config.decoder_size)
+            keep = backend.dropout_keep(seed, opt_state["step"], shape, config.dropout)
+        value, grads = grad_fn(params, batch, keep)
+        if clip_norm is not None:
+            grads, _ = clip_by_global_norm(grads, clip_norm)
+        params, opt_state = optimizer.update(grads, opt_state, params)
+        return params, opt_state, value
+
+    train_step = TrainStep(backend.jit(step), backend)
+    return train_step
+
+
+def make_eval_loss(config: Seq2SeqConfig, backend: Backend) -> Callable:
+    """``fn(params, batch) -> (summed nll, number of real tokens)`` without dropout (jitted
+    on JAX); sum both over batches for a corpus loss per token."""
+    xp = backend.xp
+
+    def nll(params: dict, batch: Mapping[str, Any]) -> tuple:
+        logits, _ = _forward(params, config, batch["src"], batch["src_len"], batch["tgt_in"],
+                             None, scan=backend.scan, xp=xp)
+        return _nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
+
+    return backend.jit(nll)
+
+
+def check_batch(config: Seq2SeqConfig, batch: Batch) -> None:
+    """Validate a NumPy batch against ``config`` once, before it reaches the (unchecked,
+    possibly jitted) training step: dtypes, shapes, id and length ranges."""
+    missing = [k for k in ("src", "src_len", "tgt_in", "tgt_out") if k not in batch]
+    if missing:
+        raise ValueError(f"batch is missing {missing}")
+    arrays = {name: np.asarray(batch[key]) for name, key in
+              (("src", "src"), ("src_len", "src_len"), ("tgt", "tgt_in"), ("tgt_out", "tgt_out"))}
+    check_ids("check_batch", config, array_api_compat.numpy, **arrays)
+    if np.shape(batch["tgt_in"]) != np.shape(batch["tgt_out"]):
+        raise ValueError("batch: tgt_in and tgt_out must have the same shape")
+    if np.all(np.asarray(batch["tgt_out"]) == config.pad_id):
+        raise ValueError("batch: every target token is padding")
+
+
+def to_backend(backend: Backend, tree: Any) -> Any:
+    """NumPy arrays (alone or in dicts) converted to ``backend``."""
+    if isinstance(tree, Mapping):
+        return {k: to_backend(backend, v) for k, v in tree.items()}
+    return backend.asarray(tree)
+
+
+def to_numpy(backend: Backend, tree: Any) -> Any:
+    """Backend arrays (alone or in dicts) converted to NumPy."""
+    if isinstance(tree, Mapping):
+        return {k: to_numpy(backend, v) for k, v in tree.items()}
+    return backend.to_numpy(tree)
+
+
+def evaluate_loss(eval_loss: Callable, backend: Backend, params: dict,
+                  batches: Sequence[Batch]) -> float:
+    """Mean negative log-likelihood per real target token over ``batches``."""
+    total, count = 0.0, 0.0
+    for batch in batches:
+        s, n = eval_loss(params, to_backend(backend, batch))
+        total += float(backend.to_numpy(s))
+        count += float(backend.to_numpy(n))
+    return total / count
+
+
+@dataclasses.dataclass
+class FitResult:
+    """What :func:`fit` returns: NumPy parameters and optimiser state, and the history.
+
+    ``history`` has one dict per finished epoch: ``epoch``, ``train_loss`` (mean per real
+    token), ``dev_loss`` (or ``None``), ``steps`` (total so far). ``stopped`` says why the
+    loop ended: ``"epochs"``, ``"early_stop"`` or ``"max_steps"``. ``traces`` is the number
+    of training-step traces (compilations on JAX).
+    """
+
+    params: dict
+    opt_state: dict
+    history: list
+    stopped: str
+    traces: int
+    train_state: dict
+
+
+def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: Sequence[Batch],
+        backend: Backend, *, dev_batches: Sequence[Batch] = (), optimizer: Optimizer | None = None,
+        epochs: int = 10, patience: int = 2, min_delta: float = 0.0,
+        clip_norm: float | None = 5.0, seed: int = 0, max_steps: int | None = None,
+        checkpoint: str | pathlib.Path | None = None, checkpoint_every: int | None = None,
+        resume: Any = None, vocabs: Mapping[str, list] | None = None,
+        progress: bool = True) -> FitResult:
+    """Train with early stopping on the dev loss.
+
+    Parameters
+    ----------
+    params : NumPy parameter dict (``init_params``, or a checkpoint's)
+    train_batches, dev_batches : lists of NumPy batches (``src``, ``src_len``, ``tgt_in``,
+        ``tgt_out``); every epoch visits the train batches in an order drawn from
+        ``(seed, epoch)``
+    backend : the backend to train on (``jax`` or ``torch``)
+    optimizer : defaults to ``adam(1e-3)``
+    epochs : the most epochs to run
+    patience, min_delta : stop after ``patience`` epochs in a row whose dev loss did not
+        fall below the best by more than ``min_delta``
+    clip_norm : global-norm gradient clipping (``None`` for none)
+    seed : seeds the batch order and the dropout masks
+    max_steps : stop after this many steps in total (a checkpoint is written then)
+    checkpoint : path of a checkpoint written after every epoch (and at ``max_steps``)
+    checkpoint_every : also write it every this many steps
+    resume : a :class:`xpseq.checkpoint.Checkpoint` to continue from (its parameters,
+        optimiser state, epoch, position in the epoch and history); ``params`` is then
+        ignored
+    vocabs : stored in the checkpoints
+    progress : show a tqdm progress bar per epoch
+
+    Returns
+    -------
+    FitResult
+    """
+    from tqdm.auto import tqdm
+
+    from xpseq import checkpoint as ckpt
+
+    optimizer = optimizer or adam(1e-3)
+    if not train_batches:
+        raise ValueError("fit: train_batches is empty")
+    for batch in list(train_batches) + list(dev_batches):
+        check_batch(config, batch)
+    if resume is not None:
+        if resume.config != config:
+            raise ValueError("fit: the checkpoint to resume was made with another config: "
+                             f"{resume.config} != {config}")
+        params, opt_np, state = resume.params, resume.opt_state, dict(resume.train_state)
+        if opt_np is None:
+            raise ValueError("fit: the checkpoint to resume holds no optimiser state")
+        opt_state = to_backend(backend, opt_np)
+    else:
+        state = {"epoch": 0, "batch": 0, "step": 0, "best_dev": None, "bad_epochs": 0,
+                 "history": [], "epoch_nll": 0.0, "epoch_tokens": 0.0}
+        opt_state = None
+    params = to_backend(backend, dict(params))
+    if opt_state is None:
+        opt_state = optimizer.init(params)
+    train_step = make_train_step(config, optimizer, backend, clip_norm=clip_norm, seed=seed)
+    eval_loss = make_eval_loss(config, backend)
+
+    def save() -> None:
+        if checkpoint is not None:
+            ckpt.save(checkpoint, config=config, params=to_numpy(backend, params),
+                      opt_state=to_numpy(backend, opt_state), optimizer=optimizer,
+                      vocabs=vocabs, train_state=state)
+
+    stopped = "epochs"
+    while state["epoch"] < epochs:
+        order = np.random.default_rng([seed, state["epoch"]]).permutation(len(train_batches))
+        bar = tqdm(total=len(order), initial=state["batch"], disable=not progress,
+                   desc=f"epoch {state['epoch'] + 1}/{epochs} [{backend.name}]", leave=False)
+        while state["batch"] < len(order):
+            batch = train_batches[order[state["batch"]]]
+            params, opt_state, value = train_step(params, opt_state, to_backend(backend, batch))
+            tokens = float(np.sum(np.asarray(batch["tgt_out"]) != config.pad_id))
+            value = float(backend.to_numpy(value))
+            if not math.isfinite(value):
+                raise FloatingPointError(f"fit: the training loss became {value} at step "
+                                         f"{state['step'] + 1}")
+            state["epoch_nll"] += value * tokens
+            state["epoch_tokens"] += tokens
+            state["batch"] += 1
+            state["step"] += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{value:.4f}")
+            if max_steps is not None and state["step"] >= max_steps:
+                stopped = "max_steps"
+                break
+            if checkpoint_every and state["step"] % checkpoint_every == 0:
+                save()
+        bar.close()
+        if stopped == "max_steps":
+            save()
+            break
+        dev = evaluate_loss(eval_loss, backend, params, dev_batches) if dev_batches else None
+        record = {"epoch": state["epoch"] + 1,
+                  "train_loss": state["epoch_nll"] / state["epoch_tokens"],
+                  "dev_loss": dev, "steps": state["step"]}
+        state["history"].append(record)
+        if progress:
+            dev_text = "" if dev is None else f", dev loss {dev:.4f}"
+            tqdm.write(f"epoch {record['epoch']}: train loss {record['train_loss']:.4f}"
+                       f"{dev_text} ({backend.name})")
+        state.update(epoch=state["epoch"] + 1, batch=0, epoch_nll=0.0, epoch_tokens=0.0)
+        if dev is not None:
+            if state["best_dev"] is None or dev < state["best_dev"] - min_delta:
+                state["best_dev"], state["bad_epochs"] = dev, 0
+            else:
+                state["bad_epochs"] += 1
+        save()
+        if dev is not None and state["bad_epochs"] >= patience:
+            stopped = "early_stop"
+            break
+    return FitResult(params=to_numpy(backend, params), opt_state=to_numpy(backend, opt_state),
+                     history=list(state["history"]), stopped=stopped, traces=train_step.traces,
+                     train_state=dict(state))
