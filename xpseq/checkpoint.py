@@ -28,13 +28,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from xpseq.core.optim import Optimizer, adam, sgd
+from xpseq.core.optim import Optimizer, from_spec
 from xpseq.models.seq2seq import Seq2SeqConfig, param_shapes
 
 __all__ = ["save", "load", "Checkpoint", "CheckpointError", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
-_OPTIMIZERS = {"adam": adam, "sgd": sgd}
 
 
 class CheckpointError(ValueError):
@@ -57,7 +56,7 @@ class Checkpoint:
         """The optimiser the checkpoint was trained with (same hyperparameters)."""
         if self.optimizer is None:
             raise CheckpointError(f"{self.path}: the checkpoint records no optimiser")
-        return _OPTIMIZERS[self.optimizer["name"]](**self.optimizer["hyperparams"])
+        return from_spec(self.optimizer["name"], self.optimizer["hyperparams"])
 
 
 def save(path: str | os.PathLike, *, config: Seq2SeqConfig, params: Mapping[str, Any],
@@ -171,8 +170,11 @@ def load(path: str | os.PathLike, backend: Any = None) -> Checkpoint:
     ckpt = Checkpoint(path=path, config=config, params=params, opt_state=opt_state,
                       optimizer=meta.get("optimizer"), vocabs=meta.get("vocabs"),
                       train_state=meta.get("train_state"))
-    if ckpt.optimizer is not None and ckpt.optimizer.get("name") not in _OPTIMIZERS:
-        raise CheckpointError(f"{path}: unknown optimiser {ckpt.optimizer.get('name')!r}")
+    if ckpt.optimizer is not None:
+        try:
+            ckpt.make_optimizer()
+        except (TypeError, ValueError) as err:
+            raise CheckpointError(f"{path}: unusable optimiser record: {err}") from None
     if backend is not None:
         ckpt.params = {k: backend.asarray(v) for k, v in params.items()}
         if opt_state is not None:
@@ -200,7 +202,7 @@ def _host(array: Any, what: str) -> np.ndarray:
     if not isinstance(array, (np.ndarray, np.generic)):
         raise TypeError(f"save: {what} must be a NumPy array (use backend.to_numpy), got "
                         f"{type(array).__name__}")
-    return np.ascontiguousarray(array)
+    return np.asarray(array, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str) -> list[tuple[str, Any]]:
@@ -233,7 +235,7 @@ def _map(tree: Mapping[str, Any], fn: Any) -> dict:
 def _digest(tensors: Mapping[str, np.ndarray]) -> str:
     h = hashlib.sha256()
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
+        a = np.asarray(tensors[name], order="C")
         h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
         h.update(a.tobytes())
     return h.hexdigest()

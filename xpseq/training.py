@@ -39,9 +39,11 @@ Batch = Mapping[str, np.ndarray]
 
 
 class TrainStep:
-    """``step(params, opt_state, batch) -> (params, opt_state, loss)`` on one backend.
+    """``step(params, opt_state, batch, seed=0) -> (params, opt_state, loss)`` on one backend.
 
-    ``batch`` holds backend arrays (``src``, ``src_len``, ``tgt_in``, ``tgt_out``).
+    ``batch`` holds backend arrays (``src``, ``src_len``, ``tgt_in``, ``tgt_out``); ``seed``
+    and ``opt_state["step"]`` draw the dropout masks (on JAX the seed is traced, so a new
+    seed does not recompile).
     ``traces`` counts how often the Python body ran: on JAX, once per compiled batch shape;
     on the eager backends, once per call.
     """
@@ -51,27 +53,41 @@ class TrainStep:
         self.backend = backend
         self.traces = 0
 
-    def __call__(self, params: dict, opt_state: dict, batch: Mapping[str, Any]) -> tuple:
-        return self._fn(params, opt_state, batch)
+    def __call__(self, params: dict, opt_state: dict, batch: Mapping[str, Any],
+                 seed: int = 0) -> tuple:
+        return self._fn(params, opt_state, batch, seed)
+
+
+_STEPS: dict = {}
 
 
 def make_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backend, *,
-                    clip_norm: float | None = None, seed: int = 0) -> TrainStep:
-    """Build the training step of ``config`` for ``backend``.
+                    clip_norm: float | None = None) -> TrainStep:
+    """The training step of ``config`` for ``backend`` (built once, then cached).
+
+    Steps are cached by config, optimiser name and hyperparameters, ``clip_norm`` and
+    backend, so calling :func:`fit` again reuses JAX's compilations.
 
     Parameters
     ----------
     optimizer : an :class:`xpseq.core.optim.Optimizer` (e.g. ``adam(1e-3)``)
     clip_norm : float, optional
         Clip the gradients to this global norm before the update.
-    seed : int
-        Seeds the dropout masks (drawn from ``(seed, opt_state["step"])``).
 
     Raises
     ------
     NotImplementedError
         On backends without gradients (numpy until issue #5, array_api_strict).
     """
+    key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
+           backend.name)
+    if key not in _STEPS:
+        _STEPS[key] = _build_train_step(config, optimizer, backend, clip_norm)
+    return _STEPS[key]
+
+
+def _build_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backend,
+                      clip_norm: float | None) -> TrainStep:
     xp = backend.xp
 
     def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
@@ -79,7 +95,7 @@ def make_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backen
 
     grad_fn = backend.value_and_grad(loss_of)   # raises NotImplementedError where there is none
 
-    def step(params: dict, opt_state: dict, batch: Mapping[str, Any]) -> tuple:
+    def step(params: dict, opt_state: dict, batch: Mapping[str, Any], seed: Any) -> tuple:
         train_step.traces += 1
         keep = None
         if config.dropout > 0:
@@ -95,9 +111,20 @@ def make_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backen
     return train_step
 
 
+_EVALS: dict = {}
+
+
 def make_eval_loss(config: Seq2SeqConfig, backend: Backend) -> Callable:
     """``fn(params, batch) -> (summed nll, number of real tokens)`` without dropout (jitted
-    on JAX); sum both over batches for a corpus loss per token."""
+    on JAX, cached per config and backend); sum both over batches for a corpus loss per
+    token."""
+    key = (config, backend.name)
+    if key not in _EVALS:
+        _EVALS[key] = _build_eval_loss(config, backend)
+    return _EVALS[key]
+
+
+def _build_eval_loss(config: Seq2SeqConfig, backend: Backend) -> Callable:
     xp = backend.xp
 
     def nll(params: dict, batch: Mapping[str, Any]) -> tuple:
@@ -153,9 +180,10 @@ class FitResult:
     """What :func:`fit` returns: NumPy parameters and optimiser state, and the history.
 
     ``history`` has one dict per finished epoch: ``epoch``, ``train_loss`` (mean per real
-    token), ``dev_loss`` (or ``None``), ``steps`` (total so far). ``stopped`` says why the
-    loop ended: ``"epochs"``, ``"early_stop"`` or ``"max_steps"``. ``traces`` is the number
-    of training-step traces (compilations on JAX).
+    token), ``dev_loss`` (or ``None``), ``steps`` (total so far) and ``traces`` (how many
+    times the training step was traced in that epoch: JAX compilations; 0 once every
+    batch shape has been seen). ``stopped`` says why the loop ended: ``"epochs"``,
+    ``"early_stop"`` or ``"max_steps"``. ``traces`` is the total over this call.
     """
 
     params: dict
@@ -225,7 +253,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     params = to_backend(backend, dict(params))
     if opt_state is None:
         opt_state = optimizer.init(params)
-    train_step = make_train_step(config, optimizer, backend, clip_norm=clip_norm, seed=seed)
+    train_step = make_train_step(config, optimizer, backend, clip_norm=clip_norm)
     eval_loss = make_eval_loss(config, backend)
 
     def save() -> None:
@@ -235,13 +263,15 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
                       vocabs=vocabs, train_state=state)
 
     stopped = "epochs"
+    traces_before = epoch_traces = train_step.traces
     while state["epoch"] < epochs:
         order = np.random.default_rng([seed, state["epoch"]]).permutation(len(train_batches))
         bar = tqdm(total=len(order), initial=state["batch"], disable=not progress,
                    desc=f"epoch {state['epoch'] + 1}/{epochs} [{backend.name}]", leave=False)
         while state["batch"] < len(order):
             batch = train_batches[order[state["batch"]]]
-            params, opt_state, value = train_step(params, opt_state, to_backend(backend, batch))
+            params, opt_state, value = train_step(params, opt_state, to_backend(backend, batch),
+                                                  seed)
             tokens = float(np.sum(np.asarray(batch["tgt_out"]) != config.pad_id))
             value = float(backend.to_numpy(value))
             if not math.isfinite(value):
@@ -265,7 +295,9 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         dev = evaluate_loss(eval_loss, backend, params, dev_batches) if dev_batches else None
         record = {"epoch": state["epoch"] + 1,
                   "train_loss": state["epoch_nll"] / state["epoch_tokens"],
-                  "dev_loss": dev, "steps": state["step"]}
+                  "dev_loss": dev, "steps": state["step"],
+                  "traces": train_step.traces - epoch_traces}
+        epoch_traces = train_step.traces
         state["history"].append(record)
         if progress:
             dev_text = "" if dev is None else f", dev loss {dev:.4f}"
@@ -282,5 +314,6 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
             stopped = "early_stop"
             break
     return FitResult(params=to_numpy(backend, params), opt_state=to_numpy(backend, opt_state),
-                     history=list(state["history"]), stopped=stopped, traces=train_step.traces,
+                     history=list(state["history"]), stopped=stopped,
+                     traces=train_step.traces - traces_before,
                      train_state=dict(state))

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import array_api_compat as compat
 import numpy as np
 
-from xpseq.core.scan import scan as python_scan
+from xpseq.core._scan import scan as python_scan
 
 DTYPE_NAMES = ("float32", "float64", "int32", "int64", "bool")
 

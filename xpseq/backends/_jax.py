@@ -40,12 +40,17 @@ class JaxBackend(Backend):
                 "jax.asarray: float64/int64 was asked for but jax_enable_x64 has been turned "
                 "off since the jax backend enabled it; JAX would silently give 32 bits"
             )
-        return self.xp.asarray(host, dtype=dtype)
+        # Committed to the default device, like the outputs of a jitted function: a jitted
+        # step fed its own outputs then reuses its first compilation instead of compiling
+        # a second time for "uncommitted" inputs.
+        return self._jax.device_put(self.xp.asarray(host, dtype=dtype), self._jax.devices()[0])
 
     def dropout_keep(self, seed: int, step: Any, shape: tuple[int, ...], rate: float) -> Any:
-        """``jax.random.bernoulli`` with the key ``fold_in(key(seed), step)``; jit-safe."""
+        """``jax.random.bernoulli`` with the key ``fold_in(key(seed), step)``; both may be
+        traced, so it is drawn inside ``jax.jit`` without recompiling for a new seed."""
         random = self._jax.random
-        key = random.fold_in(random.key(int(seed)), self.xp.asarray(step, dtype=self.xp.uint32))
+        as_uint = lambda x: self.xp.asarray(x, dtype=self.xp.uint32)  # noqa: E731 (traceable)
+        key = random.fold_in(random.key(as_uint(seed)), as_uint(step))
         return random.bernoulli(key, 1.0 - rate, shape)
 
     def value_and_grad(self, fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,

@@ -3,8 +3,21 @@
 Nothing here imports NumPy, JAX or PyTorch: every public function finds the namespace of
 its array arguments with ``array_api_compat.array_namespace`` and works on NumPy, JAX,
 PyTorch and ``array_api_strict`` arrays alike. Shapes are given in each docstring.
+
+================  ==========================================================================
+module            contents
+================  ==========================================================================
+``masking``       sequence_mask, masked_softmax, log_softmax, logsumexp
+``attention``     dot / general / additive scores, attend, scaled dot-product, multi-head
+``layers``        linear, embedding, sigmoid, dropout
+``recurrent``     lstm_cell, gru_cell, run_sequence (lengths honoured in both directions)
+``losses``        cross_entropy over real tokens
+``optim``         adam, sgd, global_norm, clip_by_global_norm
+``_scan``         scan, the Python loop (``lax.scan``'s semantics)
+================  ==========================================================================
 """
 
+from . import attention, layers, losses, masking, optim, recurrent
 from .attention import (
     additive_scores,
     attend,
@@ -13,17 +26,18 @@ from .attention import (
     multi_head_attention,
     scaled_dot_product_attention,
 )
+from .layers import dropout, embedding, linear, sigmoid
+from .losses import cross_entropy
 from .masking import log_softmax, logsumexp, masked_softmax, sequence_mask
+from .recurrent import gru_cell, lstm_cell, run_sequence
+from ._scan import scan
 
 __all__ = [
-    "sequence_mask",
-    "masked_softmax",
-    "log_softmax",
-    "logsumexp",
-    "dot_scores",
-    "general_scores",
-    "additive_scores",
-    "attend",
-    "scaled_dot_product_attention",
-    "multi_head_attention",
+    "sequence_mask", "masked_softmax", "log_softmax", "logsumexp",
+    "dot_scores", "general_scores", "additive_scores", "attend",
+    "scaled_dot_product_attention", "multi_head_attention",
+    "linear", "embedding", "sigmoid", "dropout",
+    "lstm_cell", "gru_cell", "run_sequence",
+    "cross_entropy", "scan",
+    "attention", "layers", "losses", "masking", "optim", "recurrent",
 ]

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import array_api_compat as compat
 
-__all__ = ["Optimizer", "adam", "sgd", "global_norm", "clip_by_global_norm"]
+__all__ = ["Optimizer", "adam", "sgd", "global_norm", "clip_by_global_norm", "from_spec"]
 
 Params = Mapping[str, Any]
 
@@ -99,6 +99,14 @@ def sgd(lr: float = 0.1, momentum: float = 0.0) -> Optimizer:
         return new_params, {"step": state["step"] + 1.0, "momentum": bufs}
 
     return Optimizer("sgd", {"lr": lr, "momentum": momentum}, init, update)
+
+
+def from_spec(name: str, hyperparams: Mapping[str, Any]) -> Optimizer:
+    """Rebuild an optimiser from its ``name`` and ``hyperparams`` (as kept in checkpoints)."""
+    makers = {"adam": adam, "sgd": sgd}
+    if name not in makers:
+        raise ValueError(f"unknown optimiser {name!r}; known: {sorted(makers)}")
+    return makers[name](**hyperparams)
 
 
 def global_norm(grads: Params) -> Any:

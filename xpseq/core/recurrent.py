@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 from . import _checks
 from .layers import _linear, _sigmoid, _zeros
 from .masking import _check_lengths_range, _sequence_mask
-from .scan import scan as python_scan
+from ._scan import scan as python_scan
 
 __all__ = ["CELLS", "lstm_cell", "gru_cell", "run_sequence", "cell_param_shapes"]
 

@@ -42,7 +42,7 @@ from xpseq.core.layers import _dropout, _embedding, _linear
 from xpseq.core.losses import _nll_sum
 from xpseq.core.masking import _masked_softmax, _sequence_mask
 from xpseq.core.recurrent import CELLS, STEPS, _run_sequence, cell_param_shapes, initial_zeros
-from xpseq.core.scan import scan as python_scan
+from xpseq.core._scan import scan as python_scan
 
 __all__ = ["Seq2SeqConfig", "param_shapes", "init_params", "encode", "decode_step",
            "forward", "loss", "ATTENTIONS", "STYLES"]

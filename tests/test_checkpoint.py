@@ -1,0 +1,193 @@
+"""Checkpoints: exact round trips, atomic writes, and refusal of damaged or mismatched files."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pathlib
+import struct
+
+import numpy as np
+import pytest
+
+from xpseq import checkpoint as ckpt
+from xpseq.core.optim import adam, sgd
+from xpseq.models import Seq2SeqConfig, init_params
+
+CONFIG = Seq2SeqConfig(src_vocab=9, tgt_vocab=11, embed=3, hidden=2, attention="additive")
+VOCABS = {"src": [f"s{i}" for i in range(9)], "tgt": [f"t{i}" for i in range(11)]}
+TRAIN_STATE = {"epoch": 2, "batch": 3, "step": 17, "best_dev": 1.25, "bad_epochs": 0,
+               "history": [{"epoch": 1, "train_loss": 2.0, "dev_loss": 1.5, "steps": 7}]}
+
+
+def saved(tmp_path: pathlib.Path, **overrides) -> tuple[pathlib.Path, dict, dict]:
+    params = init_params(CONFIG, seed=3)
+    opt = adam(0.01)
+    state = opt.init(params)
+    state = {"step": np.asarray(5.0), "m": {k: v * 0.5 for k, v in params.items()},
+             "v": {k: v * v for k, v in params.items()}}
+    kwargs = dict(config=CONFIG, params=params, opt_state=state, optimizer=opt, vocabs=VOCABS,
+                  train_state=TRAIN_STATE)
+    kwargs.update(overrides)
+    path = ckpt.save(tmp_path / "model.safetensors", **kwargs)
+    return path, params, state
+
+
+def test_round_trip_is_exact(tmp_path):
+    path, params, state = saved(tmp_path)
+    loaded = ckpt.load(path)
+    assert loaded.config == CONFIG
+    assert loaded.vocabs == VOCABS
+    assert loaded.train_state == TRAIN_STATE
+    assert loaded.optimizer == {"name": "adam",
+                                "hyperparams": {"lr": 0.01, "b1": 0.9, "b2": 0.999, "eps": 1e-8}}
+    assert set(loaded.params) == set(params)
+    for name in params:
+        assert loaded.params[name].dtype == np.float64
+        assert np.array_equal(loaded.params[name], params[name])
+    assert float(loaded.opt_state["step"]) == 5.0
+    for key in ("m", "v"):
+        for name in params:
+            assert np.array_equal(loaded.opt_state[key][name], state[key][name])
+    opt = loaded.make_optimizer()
+    assert opt.name == "adam" and opt.hyperparams["lr"] == 0.01
+
+
+def test_sgd_state_and_no_optional_parts(tmp_path):
+    params = init_params(CONFIG, seed=0)
+    opt = sgd(0.1, momentum=0.9)
+    path = ckpt.save(tmp_path / "a.safetensors", config=CONFIG, params=params,
+                     opt_state=opt.init(params), optimizer=opt)
+    loaded = ckpt.load(path)
+    assert loaded.make_optimizer().hyperparams == {"lr": 0.1, "momentum": 0.9}
+    assert set(loaded.opt_state) == {"step", "momentum"}
+    bare = ckpt.load(ckpt.save(tmp_path / "b.safetensors", config=CONFIG, params=params))
+    assert bare.opt_state is None and bare.vocabs is None and bare.train_state is None
+    with pytest.raises(ckpt.CheckpointError, match="no optimiser"):
+        bare.make_optimizer()
+
+
+def test_load_onto_every_backend(tmp_path, backend):
+    path, params, _ = saved(tmp_path)
+    loaded = ckpt.load(path, backend=backend)
+    for name, value in params.items():
+        assert backend.is_array(loaded.params[name])
+        assert np.array_equal(backend.to_numpy(loaded.params[name]), value)
+        assert backend.to_numpy(loaded.params[name]).dtype == np.float64
+    assert backend.is_array(loaded.opt_state["m"]["out.W"])
+
+
+def test_write_is_atomic_and_leaves_no_temporary_files(tmp_path, monkeypatch):
+    path, params, _ = saved(tmp_path)
+    before = path.read_bytes()
+
+    def failing_replace(src, dst):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    other = {k: v + 1.0 for k, v in params.items()}
+    with pytest.raises(OSError, match="simulated"):
+        ckpt.save(path, config=CONFIG, params=other)
+    monkeypatch.undo()
+    assert path.read_bytes() == before                      # the old checkpoint is intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
+    ckpt.save(path, config=CONFIG, params=other)            # overwriting works
+    assert np.array_equal(ckpt.load(path).params["out.W"], other["out.W"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
+
+
+def test_truncated_file_is_refused(tmp_path):
+    path, _, _ = saved(tmp_path)
+    data = path.read_bytes()
+    for cut in (len(data) - 1, len(data) // 2, 100, 7):
+        path.write_bytes(data[:cut])
+        with pytest.raises(ckpt.CheckpointError, match="truncated or corrupted"):
+            ckpt.load(path)
+
+
+def test_flipped_byte_in_the_arrays_is_refused(tmp_path):
+    path, _, _ = saved(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x10                                        # inside the last tensor's bytes
+    path.write_bytes(bytes(data))
+    with pytest.raises(ckpt.CheckpointError, match="do not match their digest"):
+        ckpt.load(path)
+
+
+def test_garbage_and_foreign_files_are_refused(tmp_path):
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(os.urandom(256))
+    with pytest.raises(ckpt.CheckpointError, match="not a readable checkpoint"):
+        ckpt.load(junk)
+    from safetensors.numpy import save_file
+
+    foreign = tmp_path / "foreign.safetensors"
+    save_file({"w": np.zeros(3)}, str(foreign))
+    with pytest.raises(ckpt.CheckpointError, match="not an xpseq checkpoint"):
+        ckpt.load(foreign)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        ckpt.load(tmp_path / "missing.safetensors")
+
+
+def rewrite_metadata(path: pathlib.Path, change) -> None:
+    """Rewrite the xpseq JSON of a checkpoint (digest kept valid: only metadata changes)."""
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = json.loads(header["__metadata__"]["xpseq"])
+    change(meta)
+    header["__metadata__"]["xpseq"] = json.dumps(meta)
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+
+
+def test_shapes_that_do_not_match_the_config_are_refused(tmp_path):
+    path, _, _ = saved(tmp_path)
+    rewrite_metadata(path, lambda m: m["config"].update(hidden=3))
+    with pytest.raises(ckpt.CheckpointError, match=r"parameter .* has shape .* needs"):
+        ckpt.load(path)
+    path, _, _ = saved(tmp_path)
+    rewrite_metadata(path, lambda m: m["config"].update(attention="general"))
+    with pytest.raises(ckpt.CheckpointError, match=r"missing \['att.W'\]"):
+        ckpt.load(path)
+
+
+def test_other_format_version_is_refused(tmp_path):
+    path, _, _ = saved(tmp_path)
+    rewrite_metadata(path, lambda m: m.update(format=99))
+    with pytest.raises(ckpt.CheckpointError, match="format 99"):
+        ckpt.load(path)
+
+
+def test_save_checks_its_inputs(tmp_path):
+    params = init_params(CONFIG, seed=0)
+    with pytest.raises(ckpt.CheckpointError, match="missing"):
+        ckpt.save(tmp_path / "x", config=CONFIG, params={k: v for k, v in params.items()
+                                                         if k != "out.b"})
+    with pytest.raises(TypeError, match="must be a NumPy array"):
+        ckpt.save(tmp_path / "x", config=CONFIG, params={**params, "out.b": [0.0] * 11})
+    with pytest.raises(TypeError, match="JSON-serialisable"):
+        ckpt.save(tmp_path / "x", config=CONFIG, params=params, train_state={"f": object()})
+    with pytest.raises(TypeError, match="Seq2SeqConfig"):
+        ckpt.save(tmp_path / "x", config={"hidden": 2}, params=params)
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_file_is_plain_safetensors_without_pickle(tmp_path):
+    path, _, _ = saved(tmp_path)
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])                      # a JSON header, then raw arrays
+    assert header["params/out.W"]["dtype"] == "F64"
+    assert set(json.loads(header["__metadata__"]["xpseq"])) == {
+        "format", "config", "vocabs", "optimizer", "train_state"}
+    package = pathlib.Path(ckpt.__file__).parent
+    for source in package.rglob("*.py"):
+        tree = ast.parse(source.read_text())
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.split(".")[0] in ("pickle", "cloudpickle", "dill") for n in names), \
+                source

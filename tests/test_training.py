@@ -1,0 +1,145 @@
+"""Training on JAX and PyTorch: the loss falls, JAX stops tracing, dropout is seeded, early
+stopping works, and a resumed run equals the uninterrupted one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xpseq import backends
+from xpseq import checkpoint as ckpt
+from xpseq.core.optim import adam
+from xpseq.data import BOS_ID, EOS_ID, PAD_ID, make_batches
+from xpseq.models import Seq2SeqConfig, init_params
+from xpseq.training import check_batch, fit, make_train_step
+
+VOCAB = 12
+
+
+def reverse_pairs(n: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """A toy task: the target is the source reversed (ids 4..11, the source ends in EOS)."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n):
+        words = rng.integers(4, VOCAB, rng.integers(1, 7)).tolist()
+        pairs.append((words + [EOS_ID], words[::-1]))
+    return pairs
+
+
+# Bucket 8: one batch shape, one JAX compilation per config. (Bucket 4 gives several shapes,
+# for the tracing test.)
+BATCHES = make_batches(reverse_pairs(40), batch_size=8, bucket=8)
+BATCHES_4 = make_batches(reverse_pairs(40), batch_size=8, bucket=4)
+DEV = make_batches(reverse_pairs(8, seed=1), batch_size=8, bucket=8)
+CONFIG = Seq2SeqConfig(VOCAB, VOCAB, embed=4, hidden=4, attention="general")
+
+
+def run(backend_name: str, batches=BATCHES, **kwargs):
+    options = dict(dev_batches=DEV, optimizer=adam(1e-2), epochs=2, progress=False)
+    options.update(kwargs)
+    config = options.pop("config", CONFIG)
+    return fit(config, init_params(config, seed=0), batches, backends.get(backend_name),
+               **options)
+
+
+def test_batches_are_padded_bucketed_and_shifted():
+    shapes = {b["src"].shape[1] for b in BATCHES_4} | {b["tgt_in"].shape[1] for b in BATCHES_4}
+    assert all(n % 4 == 0 for n in shapes)
+    for b in BATCHES_4:
+        assert np.all(b["tgt_in"][:, 0] == BOS_ID)
+        for row in range(len(b["src_len"])):
+            n = int(np.sum(b["tgt_out"][row] != PAD_ID))
+            assert b["tgt_out"][row, n - 1] == EOS_ID             # y_1 .. y_n </s>
+            assert np.array_equal(b["tgt_in"][row, 1:n], b["tgt_out"][row, :n - 1])
+            assert np.all(b["src"][row, b["src_len"][row]:] == PAD_ID)
+    lengths = [int(max(b["src_len"])) for b in BATCHES_4]
+    assert lengths == sorted(lengths)                              # sorted by length
+    with pytest.raises(ValueError, match="pair 1 has an empty source"):
+        make_batches([([4], [5]), ([], [5])], batch_size=2)
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        make_batches([([4], [5])], batch_size=0)
+
+
+def test_numpy_and_strict_cannot_train_yet():
+    with pytest.raises(NotImplementedError, match="hand-derived backward passes come in a later"):
+        make_train_step(CONFIG, adam(), backends.get("numpy"))
+    with pytest.raises(NotImplementedError, match="forward-only"):
+        make_train_step(CONFIG, adam(), backends.get("array_api_strict"))
+
+
+@pytest.mark.parametrize("name", ["jax", "torch"])
+def test_loss_falls(name):
+    result = run(name, epochs=3, optimizer=adam(3e-2))
+    train = [h["train_loss"] for h in result.history]
+    dev = [h["dev_loss"] for h in result.history]
+    assert len(train) == 3 and result.stopped == "epochs"
+    assert train[-1] < train[0] - 0.2 and dev[-1] < dev[0]
+    assert result.params["out.W"].dtype == np.float64
+
+
+def test_jax_traces_once_per_batch_shape():
+    shapes = {(b["src"].shape, b["tgt_in"].shape) for b in BATCHES_4}
+    assert 1 < len(shapes) < len(BATCHES_4)      # bucketing collapsed the shapes
+    fresh = Seq2SeqConfig(VOCAB, VOCAB, embed=4, hidden=5, attention="general")  # not cached
+    result = run("jax", BATCHES_4, config=fresh, epochs=2)
+    assert [h["traces"] for h in result.history] == [len(shapes), 0]
+    again = run("jax", BATCHES_4, config=fresh, epochs=1, seed=9)  # reused, new seed too
+    assert again.traces == 0
+
+
+def test_early_stop_on_dev_plateau():
+    result = run("torch", epochs=5, patience=1, min_delta=1e9)
+    assert result.stopped == "early_stop"
+    assert len(result.history) == 2              # epoch 1 sets the best, epoch 2 cannot beat it
+
+
+@pytest.mark.parametrize("name", ["jax", "torch"])
+def test_dropout_is_reproducible_from_the_seed(name):
+    config = Seq2SeqConfig(VOCAB, VOCAB, embed=4, hidden=4, attention="dot", dropout=0.3)
+    a = run(name, config=config, epochs=1, seed=5)
+    b = run(name, config=config, epochs=1, seed=5)
+    c = run(name, config=config, epochs=1, seed=6)
+    for key in a.params:
+        assert np.array_equal(a.params[key], b.params[key]), key
+    assert not np.array_equal(a.params["out.W"], c.params["out.W"])
+
+
+@pytest.mark.parametrize("name", ["jax", "torch"])
+def test_resumed_run_equals_uninterrupted_run(name, tmp_path):
+    config = Seq2SeqConfig(VOCAB, VOCAB, embed=4, hidden=4, attention="additive", dropout=0.2)
+    whole = run(name, config=config, epochs=3, max_steps=8)     # 5 batches an epoch: 1 + 3/5
+    assert whole.stopped == "max_steps"
+    path = tmp_path / "part.safetensors"
+    first = run(name, config=config, epochs=3, max_steps=3, checkpoint=path)
+    assert first.stopped == "max_steps"
+    second = run(name, config=config, epochs=3, max_steps=8, resume=ckpt.load(path),
+                 checkpoint=tmp_path / "rest.safetensors")
+    for key in whole.params:
+        np.testing.assert_allclose(second.params[key], whole.params[key], rtol=1e-13, atol=0,
+                                   err_msg=key)
+    def without_traces(history):                             # trace counts differ by design
+        return [{k: v for k, v in h.items() if k != "traces"} for h in history]
+
+    assert without_traces(second.history) == without_traces(whole.history)  # dev loss too
+    assert second.train_state["step"] == 8
+
+
+def test_resume_with_another_config_is_refused(tmp_path):
+    path = tmp_path / "c.safetensors"
+    run("torch", epochs=1, max_steps=1, checkpoint=path)
+    other = Seq2SeqConfig(VOCAB, VOCAB, embed=4, hidden=4, attention="dot")
+    with pytest.raises(ValueError, match="another config"):
+        run("torch", config=other, resume=ckpt.load(path))
+
+
+def test_bad_batches_are_refused_before_training():
+    bad = dict(BATCHES[0])
+    bad["src"] = bad["src"].copy()
+    bad["src"][0, 0] = VOCAB + 3
+    with pytest.raises(ValueError, match=r"src ids must lie in \[0, 12\)"):
+        check_batch(CONFIG, bad)
+    empty = dict(BATCHES[0], tgt_out=np.zeros_like(BATCHES[0]["tgt_out"]))
+    with pytest.raises(ValueError, match="every target token is padding"):
+        check_batch(CONFIG, empty)
+    with pytest.raises(ValueError, match="missing"):
+        check_batch(CONFIG, {"src": BATCHES[0]["src"]})
