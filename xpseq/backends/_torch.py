@@ -13,6 +13,7 @@ import array_api_compat.torch as xp_torch
 import numpy as np
 
 from xpseq.core import _tree
+
 from ._base import Backend
 
 

@@ -18,6 +18,7 @@ module            contents
 """
 
 from . import attention, layers, losses, masking, optim, recurrent
+from ._scan import scan
 from .attention import (
     additive_scores,
     attend,
@@ -30,7 +31,6 @@ from .layers import dropout, embedding, linear, sigmoid
 from .losses import cross_entropy
 from .masking import log_softmax, logsumexp, masked_softmax, sequence_mask
 from .recurrent import gru_cell, lstm_cell, run_sequence
-from ._scan import scan
 
 __all__ = [
     "sequence_mask", "masked_softmax", "log_softmax", "logsumexp",

@@ -43,7 +43,8 @@ def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None) -> An
     if tuple(targets.shape) != tuple(logits.shape[:-1]):
         raise ValueError(f"{fname}: targets has shape {tuple(targets.shape)} but logits of "
                          f"shape {tuple(logits.shape)} need {tuple(logits.shape[:-1])}")
-    if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral)):
+    if pad_id is not None and (isinstance(pad_id, bool)
+                               or not isinstance(pad_id, numbers.Integral)):
         raise TypeError(f"{fname}: pad_id must be an int or None, got {type(pad_id).__name__}")
     vocab = logits.shape[-1]
     index = _checks.first_true_index((targets < 0) | (targets >= vocab), xp)

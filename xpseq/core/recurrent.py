@@ -24,9 +24,9 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from . import _checks
+from ._scan import scan as python_scan
 from .layers import _linear, _sigmoid, _zeros
 from .masking import _check_lengths_range, _sequence_mask
-from ._scan import scan as python_scan
 
 __all__ = ["CELLS", "lstm_cell", "gru_cell", "run_sequence", "cell_param_shapes"]
 

@@ -37,12 +37,12 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from xpseq.core import _checks
+from xpseq.core._scan import scan as python_scan
 from xpseq.core.attention import _additive_from_projections, _dot_scores
 from xpseq.core.layers import _dropout, _embedding, _linear
 from xpseq.core.losses import _nll_sum
 from xpseq.core.masking import _masked_softmax, _sequence_mask
 from xpseq.core.recurrent import CELLS, STEPS, _run_sequence, cell_param_shapes, initial_zeros
-from xpseq.core._scan import scan as python_scan
 
 __all__ = ["Seq2SeqConfig", "param_shapes", "init_params", "encode", "decode_step",
            "forward", "loss", "ATTENTIONS", "STYLES"]
@@ -93,20 +93,24 @@ class Seq2SeqConfig:
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(f"Seq2SeqConfig: {name} must be a positive int, got {value!r}")
         if self.cell not in CELLS:
-            raise ValueError(f"Seq2SeqConfig: cell must be one of {list(CELLS)}, got {self.cell!r}")
+            raise ValueError(f"Seq2SeqConfig: cell must be one of {list(CELLS)}, "
+                             f"got {self.cell!r}")
         if self.attention not in ATTENTIONS:
             raise ValueError(f"Seq2SeqConfig: attention must be one of {list(ATTENTIONS)}, "
                              f"got {self.attention!r}")
         if self.style not in STYLES:
-            raise ValueError(f"Seq2SeqConfig: style must be one of {list(STYLES)}, got {self.style!r}")
+            raise ValueError(f"Seq2SeqConfig: style must be one of {list(STYLES)}, "
+                             f"got {self.style!r}")
         if not isinstance(self.input_feeding, bool):
-            raise TypeError(f"Seq2SeqConfig: input_feeding must be a bool, got {self.input_feeding!r}")
+            raise TypeError(f"Seq2SeqConfig: input_feeding must be a bool, "
+                            f"got {self.input_feeding!r}")
         if self.input_feeding and self.attention == "none":
             raise ValueError("Seq2SeqConfig: input_feeding feeds the attentional vector o_t back "
                              "into the cell; it needs attention other than 'none'")
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, numbers.Real) \
                 or not 0 <= self.dropout < 1:
-            raise ValueError(f"Seq2SeqConfig: dropout must be a number in [0, 1), got {self.dropout!r}")
+            raise ValueError(f"Seq2SeqConfig: dropout must be a number in [0, 1), "
+                             f"got {self.dropout!r}")
         if isinstance(self.pad_id, bool) or not isinstance(self.pad_id, numbers.Integral) \
                 or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
             raise ValueError(f"Seq2SeqConfig: pad_id must be an id of both vocabularies, "
