@@ -78,10 +78,12 @@ def embedding(ids: Any, E: Any) -> Any:
 
 
 def sigmoid(x: Any) -> Any:
-    """The logistic function, computed as ``(1 + tanh(x / 2)) / 2``.
+    """The logistic function ``1 / (1 + exp(-x))``, accurate in both tails.
 
-    ``tanh`` saturates cleanly, so there is no ``exp`` overflow for large ``|x|`` and no
-    branch on the sign of ``x``; the result is exactly 0 or 1 only where float64 must round.
+    With ``e = exp(-|x|) <= 1``: ``1 / (1 + e)`` for ``x >= 0`` and ``e / (1 + e)`` for
+    ``x < 0``. ``exp`` never overflows, and the negative tail keeps its relative accuracy
+    (``sigmoid(-40) = 4.25e-18``, where ``(1 + tanh(x / 2)) / 2`` cancels to 0). The result
+    is exactly 0 or 1 only where float64 must round.
 
     Parameters
     ----------
@@ -98,7 +100,10 @@ def sigmoid(x: Any) -> Any:
 
 
 def dropout(x: Any, keep: Any, rate: float) -> Any:
-    """Inverted dropout with a given keep-mask: ``where(keep, x / (1 - rate), 0)``.
+    """Inverted dropout with a given keep-mask: ``where(keep, x * (1 / (1 - rate)), 0)``.
+
+    (Multiplying by the reciprocal, as ``torch.nn.functional.dropout`` does: the two agree
+    bit for bit.)
 
     The mask is an input, not drawn here: each backend draws it from its own random
     generator (see :mod:`xpseq.backends`), so the math is the same everywhere and a test
@@ -120,8 +125,10 @@ def dropout(x: Any, keep: Any, rate: float) -> Any:
     _checks.check_floating(fname, "x", x, xp)
     if keep.dtype != xp.bool:
         raise TypeError(f"{fname}: keep must have a bool dtype, got {keep.dtype}")
-    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 <= rate < 1:
-        raise ValueError(f"{fname}: rate must be a number in [0, 1), got {rate!r}")
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
+        raise TypeError(f"{fname}: rate must be a real number, got {type(rate).__name__}")
+    if not 0 <= rate < 1:
+        raise ValueError(f"{fname}: rate must lie in [0, 1), got {rate!r}")
     _checks.broadcast_leading(fname, x=tuple(x.shape), keep=tuple(keep.shape))
     return _dropout(x, keep, float(rate), xp=xp)
 
@@ -140,7 +147,9 @@ def _embedding(ids: Any, E: Any, *, xp: Any) -> Any:
 
 
 def _sigmoid(x: Any, *, xp: Any) -> Any:
-    return 0.5 * xp.tanh(0.5 * x) + 0.5
+    positive = x >= 0
+    e = xp.exp(xp.where(positive, -x, x))                 # exp(-|x|), in (0, 1]
+    return xp.where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> Any:
