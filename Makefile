@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: $(STAMP)
 	$(BIN)/python scripts/seed_examples.py
+	$(BIN)/python scripts/train_reverse.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

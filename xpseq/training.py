@@ -181,16 +181,17 @@ class FitResult:
 
     ``history`` has one dict per finished epoch: ``epoch``, ``train_loss`` (mean per real
     token), ``dev_loss`` (or ``None``), ``steps`` (total so far) and ``traces`` (how many
-    times the training step was traced in that epoch: JAX compilations; 0 once every
-    batch shape has been seen). ``stopped`` says why the loop ended: ``"epochs"``,
-    ``"early_stop"`` or ``"max_steps"``. ``traces`` is the total over this call.
+    times the training step was traced in that epoch: JAX compilations, 0 once every
+    batch shape has been seen; ``None`` on backends that do not compile). ``stopped`` says
+    why the loop ended: ``"epochs"``, ``"early_stop"`` or ``"max_steps"``. ``traces`` is
+    the total over this call.
     """
 
     params: dict
     opt_state: dict
     history: list
     stopped: str
-    traces: int
+    traces: int | None
     train_state: dict
 
 
@@ -296,7 +297,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         record = {"epoch": state["epoch"] + 1,
                   "train_loss": state["epoch_nll"] / state["epoch_tokens"],
                   "dev_loss": dev, "steps": state["step"],
-                  "traces": train_step.traces - epoch_traces}
+                  "traces": (train_step.traces - epoch_traces) if backend.compiles else None}
         epoch_traces = train_step.traces
         state["history"].append(record)
         if progress:
@@ -315,5 +316,5 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
             break
     return FitResult(params=to_numpy(backend, params), opt_state=to_numpy(backend, opt_state),
                      history=list(state["history"]), stopped=stopped,
-                     traces=train_step.traces - traces_before,
+                     traces=(train_step.traces - traces_before) if backend.compiles else None,
                      train_state=dict(state))

@@ -27,10 +27,13 @@ class Backend:
         The array API namespace of the library.
     differentiable : bool
         Whether :meth:`value_and_grad` is available.
+    compiles : bool
+        Whether :meth:`jit` compiles (so that a function is traced once per input shape).
     """
 
     name: str = ""
     differentiable: bool = False
+    compiles: bool = False
 
     def __init__(self, xp: Any):
         self.xp = xp

@@ -19,6 +19,7 @@ from ._base import Backend
 class JaxBackend(Backend):
     name = "jax"
     differentiable = True
+    compiles = True
 
     def __init__(self) -> None:
         import jax
