@@ -1,11 +1,11 @@
 """How closely the backends agree: the parity suite's cases, measured instead of asserted.
 
-Run: ``python scripts/parity_report.py`` (about a minute on 2 cores).
+Run: ``python scripts/parity_report.py`` (about two minutes on 2 cores).
 
 For every case of ``parity_tests/`` it records the worst disagreement with the NumPy float64
 reference (forward, eager and under ``jax.jit``), between ``jax.grad`` and torch autograd,
-and between each and central finite differences, and prints a Markdown table: the numbers
-quoted in the README. Errors are ``max|a - b| / max|b|`` per output (``relative_error``)
+and between each and central finite differences, for the attention core and for the model
+in every configuration, and prints a Markdown table: the numbers quoted in the README. Errors are ``max|a - b| / max|b|`` per output (``relative_error``)
 and the largest elementwise ``|a - b| / |b|`` over entries with ``|b| > 1e-13``. The
 gradient with respect to the key bias ``b_k`` of multi-head attention is zero in theory
 (it shifts a whole row of scores) and is left out, as in the tests.
@@ -22,6 +22,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "parity_tes
 
 import test_forward as F  # noqa: E402
 import test_gradients as G  # noqa: E402
+import test_models as MT  # noqa: E402
 
 from xpseq import backends  # noqa: E402
 from xpseq.testing import relative_error  # noqa: E402
@@ -85,6 +86,27 @@ def main() -> int:
             # Elementwise errors of finite differences on near-zero entries mean nothing.
             rows.append(worst.row(f"gradients, {name} vs central differences",
                                   "relative error 1e-7", elementwise=False))
+    model_ids = MT.IDS + MT.DROPOUT_IDS
+    for name in names:
+        be = backends.get(name)
+        worst = Worst()
+        for cid in model_ids:
+            ref, out = MT.reference(cid), MT.evaluate(be, cid)
+            worst.add(out.logits, ref.logits, f"{cid}: logits")
+            worst.add(np.asarray(out.loss), np.asarray(ref.loss), f"{cid}: loss")
+            if ref.weights is not None:
+                worst.add(out.weights, ref.weights, f"{cid}: weights")
+        jitted = " (jitted)" if name == "jax" else ""
+        rows.append(worst.row(f"model{jitted}, {name} vs numpy ({len(model_ids)} configs)",
+                              "rtol 1e-12, atol 1e-14"))
+    if {"jax", "torch"} <= set(names):
+        pair = Worst()
+        for cid in model_ids:
+            gj, gt = MT.autodiff("jax", cid).grads, MT.autodiff("torch", cid).grads
+            for key in gt:
+                pair.add(gj[key], gt[key], f"{cid}: {key}")
+        rows.append(pair.row(f"model gradients, jax vs torch ({len(model_ids)} configs)",
+                             "rtol 1e-10"))
     print("| comparison | worst relative error | worst elementwise | contract | worst case |")
     print("| --- | --- | --- | --- | --- |")
     print("\n".join(rows))

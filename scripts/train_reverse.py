@@ -89,10 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         traces = "" if r.traces is None else f", {r.traces} traces (compilations)"
         print(f"{name}: {seconds:.1f} s for {len(r.history)} epochs{traces}, greedy reversal "
               f"exact on {acc:.0%} of 200 test sequences")
-        print("  epoch  train loss  dev loss  traces")
+        print("  epoch  train loss  dev loss  traces  seconds")
         for h in r.history:
             t = "-" if h["traces"] is None else h["traces"]
-            print(f"  {h['epoch']:>5}  {h['train_loss']:>10.4f}  {h['dev_loss']:>8.4f}  {t:>6}")
+            print(f"  {h['epoch']:>5}  {h['train_loss']:>10.4f}  {h['dev_loss']:>8.4f}  {t:>6}"
+                  f"  {h['seconds']:>7.1f}")
     if not results:
         print("no differentiable backend installed (jax or torch)")
         return 1

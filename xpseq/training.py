@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pathlib
+import time
 from typing import Any, Callable, Mapping, Sequence
 
 import array_api_compat.numpy
@@ -182,7 +183,8 @@ class FitResult:
     ``history`` has one dict per finished epoch: ``epoch``, ``train_loss`` (mean per real
     token), ``dev_loss`` (or ``None``), ``steps`` (total so far) and ``traces`` (how many
     times the training step was traced in that epoch: JAX compilations, 0 once every
-    batch shape has been seen; ``None`` on backends that do not compile). ``stopped`` says
+    batch shape has been seen; ``None`` on backends that do not compile) and ``seconds``
+    (wall time of the epoch, compilation and dev evaluation included). ``stopped`` says
     why the loop ended: ``"epochs"``, ``"early_stop"`` or ``"max_steps"``. ``traces`` is
     the total over this call.
     """
@@ -266,6 +268,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     stopped = "epochs"
     traces_before = epoch_traces = train_step.traces
     while state["epoch"] < epochs:
+        epoch_start = time.perf_counter()
         order = np.random.default_rng([seed, state["epoch"]]).permutation(len(train_batches))
         bar = tqdm(total=len(order), initial=state["batch"], disable=not progress,
                    desc=f"epoch {state['epoch'] + 1}/{epochs} [{backend.name}]", leave=False)
@@ -297,7 +300,8 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         record = {"epoch": state["epoch"] + 1,
                   "train_loss": state["epoch_nll"] / state["epoch_tokens"],
                   "dev_loss": dev, "steps": state["step"],
-                  "traces": (train_step.traces - epoch_traces) if backend.compiles else None}
+                  "traces": (train_step.traces - epoch_traces) if backend.compiles else None,
+                  "seconds": time.perf_counter() - epoch_start}
         epoch_traces = train_step.traces
         state["history"].append(record)
         if progress:
