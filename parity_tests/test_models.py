@@ -48,6 +48,7 @@ from xpseq.testing import (
     FD_REL_ERR,
     FORWARD_ATOL,
     FORWARD_RTOL,
+    GRAD_ATOL,
     GRAD_RTOL,
     assert_matches,
     central_difference_grad,
@@ -55,7 +56,6 @@ from xpseq.testing import (
 )
 
 NP = backends.get("numpy")
-GRAD_ATOL = 1e-13   # for entries that are exactly zero on one side
 STEP_TOL = 1e-12    # encode + decode_step vs forward, unpadded vs padded encoder (numpy)
 FD_H = 1e-6
 

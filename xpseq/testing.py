@@ -2,11 +2,10 @@
 
 The parity contract's tolerances live here, in one place:
 
-==============================  =========================================
-``FORWARD_RTOL``/``FORWARD_ATOL``  forward values across backends (float64)
-``GRAD_RTOL``                      gradients across backends (float64)
-``FD_REL_ERR``                     gradients vs central finite differences
-==============================  =========================================
+* ``FORWARD_RTOL`` / ``FORWARD_ATOL``: forward values across backends (float64);
+* ``GRAD_RTOL`` / ``GRAD_ATOL``: gradients across backends (the atol is for entries that
+  are exactly zero on one side);
+* ``FD_REL_ERR``: gradients against central finite differences.
 
 Agreement is never bitwise: backends sum in different orders.
 """
@@ -24,6 +23,7 @@ __all__ = [
     "FORWARD_RTOL",
     "FORWARD_ATOL",
     "GRAD_RTOL",
+    "GRAD_ATOL",
     "FD_REL_ERR",
     "assert_matches",
     "central_difference_grad",
@@ -33,6 +33,7 @@ __all__ = [
 FORWARD_RTOL = 1e-12
 FORWARD_ATOL = 1e-14
 GRAD_RTOL = 1e-10
+GRAD_ATOL = 1e-13
 FD_REL_ERR = 1e-7
 
 
