@@ -13,11 +13,12 @@ module            contents
 ``recurrent``     lstm_cell, gru_cell, run_sequence (lengths honoured in both directions)
 ``losses``        cross_entropy over real tokens
 ``optim``         adam, sgd, global_norm, clip_by_global_norm
+``decoding``      greedy_search, beam_search (batched, jit-safe) over a pure step function
 ``_scan``         scan, the Python loop (``lax.scan``'s semantics)
 ================  ==========================================================================
 """
 
-from . import attention, layers, losses, masking, optim, recurrent
+from . import attention, decoding, layers, losses, masking, optim, recurrent
 from ._scan import scan
 from .attention import (
     additive_scores,
@@ -27,6 +28,7 @@ from .attention import (
     multi_head_attention,
     scaled_dot_product_attention,
 )
+from .decoding import beam_search, greedy_search, tile_beams
 from .layers import dropout, embedding, linear, sigmoid
 from .losses import cross_entropy
 from .masking import log_softmax, logsumexp, masked_softmax, sequence_mask
@@ -38,6 +40,6 @@ __all__ = [
     "scaled_dot_product_attention", "multi_head_attention",
     "linear", "embedding", "sigmoid", "dropout",
     "lstm_cell", "gru_cell", "run_sequence",
-    "cross_entropy", "scan",
-    "attention", "layers", "losses", "masking", "optim", "recurrent",
+    "cross_entropy", "scan", "greedy_search", "beam_search", "tile_beams",
+    "attention", "decoding", "layers", "losses", "masking", "optim", "recurrent",
 ]

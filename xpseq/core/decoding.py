@@ -1,0 +1,342 @@
+"""Greedy and batched beam search over a pure step function, written once.
+
+A *step function* maps the decoder state and the previous tokens to log-probabilities::
+
+    step(state, y_prev) -> (logp, state, attention)
+        state      a pytree (dict/tuple) of arrays with leading size N
+        y_prev     (N,) integer token ids
+        logp       (N, V) log-probabilities of the next token
+        attention  (N, S) weights over the source, or None
+
+Both searches run a fixed number of steps ``max_len`` with *finished* masks, so that they
+work under ``jax.jit`` (pass ``scan=backend.scan``); eagerly (``scan=None``) they stop as
+soon as every sentence is finished, with the same results.
+
+Beam search keeps ``k`` live hypotheses per sentence in arrays of shape ``(B, k, ...)``:
+
+* every step expands all ``B·k`` live beams over the vocabulary and ranks the ``k·V``
+  candidates of each sentence by score (a stable sort: ties go to the lower beam, then
+  the lower token id);
+* candidates ending in ``</s>`` that rank above the ``k``-th live continuation are
+  *finished*: they move to a pool of the ``k`` best finished hypotheses (ranked by the
+  length-penalised score) and are frozen there; the best ``k`` other candidates stay live;
+* at a sentence's maximum length its ``k`` best candidates are finished without ``</s>``;
+* a sentence stops when no live hypothesis can still beat the ``k``-th finished one:
+  log-probabilities are ``<= 0``, so a live hypothesis's raw score only falls; with a
+  length penalty the bound uses the longest length it could still reach. This rule cannot
+  miss a better hypothesis.
+
+Length penalties (``length``: tokens including ``</s>``): ``"none"`` ranks by the summed
+log-probability, ``"avg"`` by its mean per token, ``"gnmt"`` by
+``score / ((5 + length) / 6) ** alpha`` (Wu et al. 2016). With ``k = 1`` and no penalty,
+beam search is greedy search.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Callable, NamedTuple
+
+import array_api_compat as compat
+
+from . import _tree
+
+__all__ = ["greedy_search", "beam_search", "Hypotheses", "tile_beams", "LENGTH_PENALTIES"]
+
+LENGTH_PENALTIES = ("none", "avg", "gnmt")
+
+
+class Hypotheses(NamedTuple):
+    """Search results, best first. ``n`` is 1 for greedy search, ``n_best`` for beams.
+
+    tokens : ``(B, n, L)`` integer ids; positions at and after ``lengths`` are ``pad_id``
+    lengths : ``(B, n)`` generated tokens, ``</s>`` included when it was generated
+    scores : ``(B, n)`` summed log-probabilities
+    ranking : ``(B, n)`` the length-penalised scores the hypotheses were ranked by
+    attention : ``(B, n, L, S)`` attention weights of every generated token (zero after
+        ``lengths``), or ``None`` when the step function returns none
+    """
+
+    tokens: Any
+    lengths: Any
+    scores: Any
+    ranking: Any
+    attention: Any
+
+
+def tile_beams(tree: Any, k: int) -> Any:
+    """Repeat every array of ``tree`` ``k`` times along axis 0: ``(B, ...) -> (B·k, ...)``,
+    the copies of sentence ``b`` at rows ``b·k .. b·k + k - 1``."""
+    def tile(x: Any) -> Any:
+        xp = compat.array_namespace(x)
+        index = xp.arange(x.shape[0] * k, device=compat.device(x)) // k
+        return xp.take(x, index, axis=0)
+
+    return _tree.map_leaves(tile, tree)
+
+
+def greedy_search(step: Callable, state: Any, *, batch_size: int, bos_id: int, eos_id: int,
+                  max_len: int, max_lens: Any = None, min_len: int = 0, pad_id: int = 0,
+                  scan: Callable | None = None) -> Hypotheses:
+    """Pick the most probable token at every step until ``</s>`` or the length limit.
+
+    Parameters
+    ----------
+    step : the step function (module docstring), for ``N = batch_size``
+    state : the initial decoder state (leading size ``batch_size``)
+    batch_size : int
+    bos_id, eos_id, pad_id : int
+    max_len : int
+        The most steps (static: the length ``L`` of the returned arrays).
+    max_lens : integer array ``(B,)``, optional
+        A per-sentence limit ``<= max_len`` (e.g. a function of the source length).
+    min_len : int
+        ``</s>`` is not allowed before this many tokens.
+    scan : ``backend.scan`` to run under ``jax.jit``; ``None`` for an eager Python loop
+        that stops when every sentence is finished.
+
+    Returns
+    -------
+    Hypotheses with ``n = 1``
+    """
+    _check_common("greedy_search", batch_size, max_len, min_len, bos_id, eos_id, pad_id)
+    xp, like = _namespace_of(state)
+    B, L = batch_size, max_len
+    device = compat.device(like)
+    limits = _limits(max_lens, B, L, xp, device)
+    positions = xp.arange(L, device=device)
+    probe = step(state, xp.full((B,), bos_id, dtype=xp.int64, device=device))
+    S = None if probe[2] is None else probe[2].shape[-1]
+    carry = {
+        "state": state,
+        "y": xp.full((B,), bos_id, dtype=xp.int64, device=device),
+        "finished": xp.zeros((B,), dtype=xp.bool, device=device),
+        "score": xp.zeros((B,), dtype=like.dtype, device=device),
+        "length": xp.zeros((B,), dtype=xp.int64, device=device),
+        "tokens": xp.full((B, L), pad_id, dtype=xp.int64, device=device),
+    }
+    if S is not None:
+        carry["attention"] = xp.zeros((B, L, S), dtype=like.dtype, device=device)
+
+    def body(c: dict, t: Any) -> tuple[dict, None]:
+        logp, new_state, att = step(c["state"], c["y"])
+        logp = _forbid_eos(logp, t, min_len, eos_id, xp)
+        y = xp.argmax(logp, axis=-1)
+        live = ~c["finished"]
+        y = xp.where(live, y, pad_id)
+        picked = xp.squeeze(xp.take_along_axis(logp, xp.expand_dims(xp.where(live, y, 0), axis=-1),
+                                               axis=-1), axis=-1)
+        at_t = positions == t
+        out = {
+            "state": new_state,
+            "y": y,
+            "score": c["score"] + xp.where(live, picked, 0.0),
+            "length": c["length"] + xp.astype(live, xp.int64),
+            "tokens": xp.where(at_t & live[:, None], y[:, None], c["tokens"]),
+            "finished": c["finished"] | (y == eos_id) | (t + 1 >= limits),
+        }
+        if S is not None:
+            write = (at_t & live[:, None])[..., None]
+            out["attention"] = xp.where(write, att[:, None, :], c["attention"])
+        return out, None
+
+    c = _run(body, carry, L, scan, xp, device, lambda c: c["finished"])
+    attention = c.get("attention")
+    return Hypotheses(c["tokens"][:, None, :], c["length"][:, None], c["score"][:, None],
+                      c["score"][:, None],
+                      None if attention is None else attention[:, None, ...])
+
+
+def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: int,
+                eos_id: int, max_len: int, max_lens: Any = None, min_len: int = 0,
+                pad_id: int = 0, length_penalty: str = "none", alpha: float = 0.6,
+                n_best: int = 1, scan: Callable | None = None) -> Hypotheses:
+    """Batched beam search over ``batch_size × k`` hypotheses in array operations.
+
+    Parameters
+    ----------
+    step : the step function (module docstring), for ``N = batch_size · k`` rows (sentence
+        ``b``'s beams at rows ``b·k .. b·k + k - 1``; see :func:`tile_beams`)
+    state : the initial decoder state with leading size ``batch_size · k`` (tiled)
+    k : beam size
+    length_penalty : {"none", "avg", "gnmt"}, and ``alpha`` for ``"gnmt"``
+    n_best : how many hypotheses to return per sentence, ``1 <= n_best <= k``
+    other parameters : as in :func:`greedy_search`
+
+    Returns
+    -------
+    Hypotheses with ``n = n_best``, best first by ``ranking``
+    """
+    fname = "beam_search"
+    _check_common(fname, batch_size, max_len, min_len, bos_id, eos_id, pad_id)
+    for name, value in (("k", k), ("n_best", n_best)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{fname}: {name} must be a positive int, got {value!r}")
+    if n_best > k:
+        raise ValueError(f"{fname}: n_best ({n_best}) cannot exceed the beam size k ({k})")
+    if length_penalty not in LENGTH_PENALTIES:
+        raise ValueError(f"{fname}: length_penalty must be one of {list(LENGTH_PENALTIES)}, "
+                         f"got {length_penalty!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha >= 0:
+        raise ValueError(f"{fname}: alpha must be a number >= 0, got {alpha!r}")
+    xp, like = _namespace_of(state)
+    B, K, L = batch_size, k, max_len
+    device = compat.device(like)
+    limits = _limits(max_lens, B, L, xp, device)
+    positions = xp.arange(L, device=device)
+    rows = xp.reshape(xp.arange(B, device=device) * K, (B, 1))         # first beam row of b
+    probe = step(state, xp.full((B * K,), bos_id, dtype=xp.int64, device=device))
+    V = probe[0].shape[-1]
+    S = None if probe[2] is None else probe[2].shape[-1]
+    dtype = like.dtype
+    neg_inf = -math.inf
+
+    def penalised(raw: Any, length: Any) -> Any:
+        if length_penalty == "none":
+            return raw
+        n = xp.astype(length, dtype)
+        if length_penalty == "avg":
+            return raw / n
+        return raw / ((5.0 + n) / 6.0) ** alpha
+
+    # Only beam 0 is alive at the start, so the first step expands one hypothesis.
+    first = xp.reshape(xp.arange(K, device=device) == 0, (1, K))
+    carry = {
+        "state": state,
+        "y": xp.full((B * K,), bos_id, dtype=xp.int64, device=device),
+        "live_score": xp.where(first, xp.zeros((B, K), dtype=dtype, device=device), neg_inf),
+        "live_tokens": xp.full((B, K, L), pad_id, dtype=xp.int64, device=device),
+        "pool_tokens": xp.full((B, K, L), pad_id, dtype=xp.int64, device=device),
+        "pool_score": xp.full((B, K), neg_inf, dtype=dtype, device=device),
+        "pool_rank": xp.full((B, K), neg_inf, dtype=dtype, device=device),
+        "pool_length": xp.zeros((B, K), dtype=xp.int64, device=device),
+        "done": xp.zeros((B,), dtype=xp.bool, device=device),
+    }
+    if S is not None:
+        carry["live_attention"] = xp.zeros((B, K, L, S), dtype=dtype, device=device)
+        carry["pool_attention"] = xp.zeros((B, K, L, S), dtype=dtype, device=device)
+
+    def body(c: dict, t: Any) -> tuple[dict, None]:
+        logp, new_state, att = step(c["state"], c["y"])
+        logp = _forbid_eos(logp, t, min_len, eos_id, xp)
+        cand = xp.reshape(c["live_score"][..., None] + xp.reshape(logp, (B, K, V)), (B, K * V))
+        order = xp.argsort(-cand, axis=-1, stable=True)[:, :2 * K]      # best first, stable
+        cand_score = xp.take_along_axis(cand, order, axis=-1)            # (B, 2K)
+        parent, token = order // V, order % V
+        final = t + 1 >= limits                                          # (B,) last step
+        is_eos = token == eos_id
+        not_eos = xp.astype(~is_eos, xp.int64)
+        live_before = xp.cumulative_sum(not_eos, axis=-1) - not_eos
+        rank = xp.reshape(xp.arange(2 * K, device=device), (1, 2 * K))
+        accept = xp.where(final[:, None], rank < K, is_eos & (live_before < K))
+        accept = accept & ~c["done"][:, None] & (cand_score > neg_inf)
+        at_t = positions == t
+        cand_tokens = xp.where(at_t, token[..., None], _pick(c["live_tokens"], parent, xp))
+        length = xp.zeros((B, 2 * K), dtype=xp.int64, device=device) + (t + 1)
+        cand_rank = xp.where(accept, penalised(cand_score, length), neg_inf)
+        # Merge the accepted candidates into the pool of the k best finished hypotheses.
+        merged_rank = xp.concat([c["pool_rank"], cand_rank], axis=-1)      # (B, 3K)
+        keep = xp.argsort(-merged_rank, axis=-1, stable=True)[:, :K]
+        both = lambda pool, new: _pick(xp.concat([pool, new], axis=1), keep, xp)  # noqa: E731
+        out = {
+            "pool_rank": xp.take_along_axis(merged_rank, keep, axis=-1),
+            "pool_score": xp.take_along_axis(
+                xp.concat([c["pool_score"], cand_score], axis=-1), keep, axis=-1),
+            "pool_length": xp.take_along_axis(
+                xp.concat([c["pool_length"], length], axis=-1), keep, axis=-1),
+            "pool_tokens": both(c["pool_tokens"], cand_tokens),
+        }
+        # The k best candidates that did not end in </s> stay live (stable: best first).
+        live = xp.argsort(xp.astype(is_eos, xp.int8), axis=-1, stable=True)[:, :K]
+        live_parent = xp.take_along_axis(parent, live, axis=-1)
+        out["live_score"] = xp.take_along_axis(cand_score, live, axis=-1)
+        out["live_tokens"] = _pick(cand_tokens, live, xp)
+        out["y"] = xp.reshape(xp.take_along_axis(token, live, axis=-1), (-1,))
+        beam_rows = xp.reshape(live_parent + rows, (-1,))
+        out["state"] = _tree.map_leaves(lambda x: xp.take(x, beam_rows, axis=0), new_state)
+        if S is not None:
+            att = xp.reshape(att, (B, K, S))
+            cand_att = xp.where(at_t[:, None], _pick(att, parent, xp)[:, :, None, :],
+                                _pick(c["live_attention"], parent, xp))
+            out["pool_attention"] = both(c["pool_attention"], cand_att)
+            out["live_attention"] = _pick(cand_att, live, xp)
+        # Stop when no live hypothesis can beat the k-th finished one.
+        best_live = out["live_score"][:, 0]
+        if length_penalty == "none":
+            bound = best_live
+        else:
+            bound = penalised(best_live, limits)    # the longest length it could still reach
+        out["done"] = c["done"] | final | (out["pool_rank"][:, K - 1] >= bound)
+        return out, None
+
+    c = _run(body, carry, L, scan, xp, device, lambda c: c["done"])
+    n = n_best
+    attention = c.get("pool_attention")
+    tokens = c["pool_tokens"][:, :n, :]
+    return Hypotheses(tokens, c["pool_length"][:, :n], c["pool_score"][:, :n],
+                      c["pool_rank"][:, :n], None if attention is None else attention[:, :n, ...])
+
+
+# ------------------------------------------------------------------------- helpers
+
+
+def _pick(x: Any, index: Any, xp: Any) -> Any:
+    """``x[b, index[b, j], ...]`` for ``x (B, M, ...)``, ``index (B, J)``."""
+    B, M = x.shape[0], x.shape[1]
+    offsets = xp.reshape(xp.arange(B, device=compat.device(x)) * M, (B, 1))
+    flat = xp.reshape(x, (B * M, *x.shape[2:]))
+    picked = xp.take(flat, xp.reshape(index + offsets, (-1,)), axis=0)
+    return xp.reshape(picked, (B, index.shape[1], *x.shape[2:]))
+
+
+def _run(body: Callable, carry: dict, steps: int, scan: Callable | None, xp: Any, device: Any,
+         finished: Callable[[dict], Any]) -> dict:
+    """Run ``body`` for ``steps`` steps: under ``scan`` all of them, eagerly until done."""
+    ts = xp.arange(steps, dtype=xp.int64, device=device)
+    if scan is not None:
+        carry, _ = scan(body, carry, ts)
+        return carry
+    for t in range(steps):
+        carry, _ = body(carry, ts[t])
+        if bool(xp.all(finished(carry))):
+            break
+    return carry
+
+
+def _forbid_eos(logp: Any, t: Any, min_len: int, eos_id: int, xp: Any) -> Any:
+    if min_len <= 0:
+        return logp
+    column = xp.arange(logp.shape[-1], device=compat.device(logp)) == eos_id
+    return xp.where(column & (t < min_len), -math.inf, logp)
+
+
+def _limits(max_lens: Any, batch: int, max_len: int, xp: Any, device: Any) -> Any:
+    if max_lens is None:
+        return xp.full((batch,), max_len, dtype=xp.int64, device=device)
+    if tuple(max_lens.shape) != (batch,):
+        raise ValueError(f"max_lens must have shape (batch,) = ({batch},), "
+                         f"got {tuple(max_lens.shape)}")
+    return xp.minimum(xp.astype(max_lens, xp.int64),
+                      xp.full((batch,), max_len, dtype=xp.int64, device=device))
+
+
+def _namespace_of(state: Any) -> tuple[Any, Any]:
+    leaves, _ = _tree.flatten(state)
+    floats = [x for x in leaves if compat.array_namespace(x).isdtype(x.dtype, "real floating")]
+    if not floats:
+        raise TypeError("the decoder state must hold at least one floating array")
+    return compat.array_namespace(*leaves), floats[0]
+
+
+def _check_common(fname: str, batch_size: int, max_len: int, min_len: int, *ids: int) -> None:
+    for name, value in (("batch_size", batch_size), ("max_len", max_len)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{fname}: {name} must be a positive int, got {value!r}")
+    if isinstance(min_len, bool) or not isinstance(min_len, numbers.Integral) or min_len < 0:
+        raise ValueError(f"{fname}: min_len must be an int >= 0, got {min_len!r}")
+    if min_len >= max_len:
+        raise ValueError(f"{fname}: min_len ({min_len}) must be below max_len ({max_len})")
+    for value in ids:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{fname}: token ids must be ints >= 0, got {value!r}")
