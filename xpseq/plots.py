@@ -1,0 +1,101 @@
+"""Pictures: attention heatmaps (terminal and PNG) and loss curves (PNG, matplotlib)."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["ascii_heatmap", "save_heatmap", "save_loss_curves"]
+
+_SHADES = " .:-=+*#%@"          # light to heavy; weight w gets shade int(w * 10), capped at 9
+
+
+def ascii_heatmap(weights: np.ndarray, source: Sequence[str], output: Sequence[str]) -> str:
+    """Attention weights as text: one row per generated token, one column per source token.
+
+    Parameters
+    ----------
+    weights : array ``(len(output), len(source))``, rows summing to one
+    source, output : the tokens labelling the columns and the rows
+
+    Returns
+    -------
+    str: a header of source tokens and one line per output token, each cell a shade from
+    ``' '`` (weight < 0.1) to ``'@'`` (weight >= 0.9), drawn twice for width.
+    """
+    weights = np.asarray(weights, dtype=float)
+    if weights.shape != (len(output), len(source)):
+        raise ValueError(f"ascii_heatmap: weights have shape {weights.shape} but there are "
+                         f"{len(output)} output and {len(source)} source tokens")
+    width = max(3, *(len(s) for s in source)) + 1
+    label = max(len(t) for t in output) if output else 1
+    header = " " * (label + 1) + "".join(s[:width - 1].rjust(width) for s in source)
+    lines = [header]
+    for token, row in zip(output, weights):
+        cells = "".join((_SHADES[min(int(w * 10), 9)] * 2).rjust(width) for w in row)
+        lines.append(f"{token.rjust(label)} {cells}")
+    return "\n".join(lines)
+
+
+def save_heatmap(path: str | pathlib.Path, weights: np.ndarray, source: Sequence[str],
+                 output: Sequence[str], *, title: str = "") -> pathlib.Path:
+    """A PNG heatmap of attention weights with the tokens as tick labels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    weights = np.asarray(weights, dtype=float)
+    if weights.shape != (len(output), len(source)):
+        raise ValueError(f"save_heatmap: weights have shape {weights.shape} but there are "
+                         f"{len(output)} output and {len(source)} source tokens")
+    fig, ax = plt.subplots(figsize=(0.5 * len(source) + 2, 0.45 * len(output) + 1.5))
+    image = ax.imshow(weights, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(source)), labels=list(source), rotation=60, ha="right")
+    ax.set_yticks(range(len(output)), labels=list(output))
+    ax.set_xlabel("source")
+    ax.set_ylabel("generated")
+    if title:
+        ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.04)
+    fig.tight_layout()
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def save_loss_curves(path: str | pathlib.Path, histories: Mapping[str, Sequence[dict]], *,
+                     title: str = "training and dev loss") -> pathlib.Path:
+    """A PNG of train (solid) and dev (dashed) loss per epoch for each named run.
+
+    ``histories`` maps a run's name to its ``fit`` history (dicts with ``epoch``,
+    ``train_loss`` and ``dev_loss``).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, (name, history) in enumerate(histories.items()):
+        color = f"C{i}"
+        epochs = [h["epoch"] for h in history]
+        ax.plot(epochs, [h["train_loss"] for h in history], color=color, label=f"{name} train")
+        dev = [h["dev_loss"] for h in history if h.get("dev_loss") is not None]
+        if dev:
+            ax.plot(epochs[:len(dev)], dev, color=color, linestyle="--", label=f"{name} dev")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("cross-entropy per token")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

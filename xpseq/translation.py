@@ -1,0 +1,155 @@
+"""Decoding a trained model: greedy or beam search over its ``decode_step``, on any backend.
+
+:func:`search` runs :func:`xpseq.core.decoding.greedy_search` or ``beam_search`` with the
+model's step function; on JAX the whole search is one ``jax.jit`` program (cached per
+configuration, search options and padded source length). It returns NumPy arrays;
+:func:`to_lists` turns them into Python lists with each hypothesis's attention trimmed to
+its own length and its source's length.
+
+The maximum output length is a function of the source length:
+``max_len = ceil(max_len_a * src_len + max_len_b)`` for each sentence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from xpseq.backends import Backend
+from xpseq.core.decoding import Hypotheses, beam_search, greedy_search, tile_beams
+from xpseq.core.layers import _embedding, _linear
+from xpseq.core.masking import _log_softmax
+from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
+from xpseq.models.seq2seq import Seq2SeqConfig, _decoder_step, _encode, check_ids
+
+__all__ = ["SearchOptions", "search", "to_lists", "model_step"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """How to decode. ``k = 1`` with ``method="greedy"`` is greedy search.
+
+    method : {"greedy", "beam"}
+    k : beam size; n_best : hypotheses returned per sentence (``<= k``)
+    length_penalty : {"none", "avg", "gnmt"}; alpha : the GNMT exponent
+    min_len : no ``</s>`` before this many tokens
+    max_len_a, max_len_b : ``max_len = ceil(a · src_len + b)`` per sentence
+    """
+
+    method: str = "greedy"
+    k: int = 1
+    n_best: int = 1
+    length_penalty: str = "none"
+    alpha: float = 0.6
+    min_len: int = 0
+    max_len_a: float = 2.0
+    max_len_b: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.method not in ("greedy", "beam"):
+            raise ValueError(f"method must be 'greedy' or 'beam', got {self.method!r}")
+        if self.method == "greedy" and (self.k != 1 or self.n_best != 1):
+            raise ValueError("greedy search has k = 1 and n_best = 1; use method='beam'")
+        if not (self.max_len_a >= 0 and self.max_len_b >= 1):
+            raise ValueError("max_len_a must be >= 0 and max_len_b >= 1")
+
+
+def model_step(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict, xp: Any):
+    """The model as a step function ``(state, y_prev) -> (log-probs, state, attention)``."""
+
+    def step(state: dict, y: Any) -> tuple:
+        emb = _embedding(y, params["tgt_embed"], xp=xp)
+        state, o, weights = _decoder_step(params, config, emb, state, encoded, None, xp=xp)
+        logits = _linear(o, params["out.W"], params["out.b"], xp=xp)
+        return _log_softmax(logits, axis=-1, xp=xp), state, weights
+
+    return step
+
+
+def _search_arrays(params: Mapping[str, Any], src: Any, src_len: Any, *, config: Seq2SeqConfig,
+                   options: SearchOptions, max_len: int, backend: Backend) -> Hypotheses:
+    xp = backend.xp
+    scan = backend.scan if backend.compiles else None
+    encoded = _encode(params, config, src, src_len, scan=backend.scan, xp=xp)
+    limits = xp.astype(xp.ceil(options.max_len_a * xp.astype(src_len, xp.float64)
+                               + options.max_len_b), xp.int64)
+    batch = src.shape[0]
+    if options.method == "greedy":
+        return greedy_search(model_step(params, config, encoded, xp), encoded["state"],
+                             batch_size=batch, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
+                             max_len=max_len, max_lens=limits, min_len=options.min_len,
+                             scan=scan)
+    tiled = tile_beams(encoded, options.k)
+    return beam_search(model_step(params, config, tiled, xp), tiled["state"], batch_size=batch,
+                       k=options.k, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
+                       max_len=max_len, max_lens=limits, min_len=options.min_len,
+                       length_penalty=options.length_penalty, alpha=options.alpha,
+                       n_best=options.n_best, scan=scan)
+
+
+_PROGRAMS: dict = {}
+
+
+def search(params: Mapping[str, Any], config: Seq2SeqConfig, src: np.ndarray,
+           src_len: np.ndarray, backend: Backend,
+           options: SearchOptions = SearchOptions()) -> Hypotheses:
+    """Decode a batch of sources.
+
+    Parameters
+    ----------
+    params : the model's parameters as arrays of ``backend``
+    src : integer array ``(B, S)``, padded; src_len : ``(B,)`` real lengths
+    options : :class:`SearchOptions`
+
+    Returns
+    -------
+    Hypotheses of NumPy arrays: tokens ``(B, n, L)``, lengths, scores, ranking, attention
+    ``(B, n, L, S)`` (``None`` without attention); ``L = ceil(a · S + b)``.
+    """
+    import array_api_compat.numpy as np_xp
+
+    src_np, len_np = np.asarray(src), np.asarray(src_len)
+    check_ids("search", config, np_xp, src=src_np, src_len=len_np)
+    max_len = math.ceil(options.max_len_a * src_np.shape[1] + options.max_len_b)
+    if options.min_len >= max_len:
+        raise ValueError(f"search: min_len ({options.min_len}) must be below the longest "
+                         f"output ({max_len})")
+    if backend.compiles:
+        key = (config, options, max_len, backend.name)
+        if key not in _PROGRAMS:
+            def program(params, src, src_len):
+                return _search_arrays(params, src, src_len, config=config, options=options,
+                                      max_len=max_len, backend=backend)
+
+            _PROGRAMS[key] = backend.jit(program)
+        hyp = _PROGRAMS[key](params, backend.asarray(src_np), backend.asarray(len_np))
+    else:
+        hyp = _search_arrays(params, backend.asarray(src_np), backend.asarray(len_np),
+                             config=config, options=options, max_len=max_len, backend=backend)
+    return Hypotheses(*(None if x is None else backend.to_numpy(x) for x in hyp))
+
+
+def to_lists(hyp: Hypotheses, src_len: np.ndarray, *, keep_eos: bool = False) -> list[list[dict]]:
+    """Per sentence, per hypothesis: ``{"tokens", "score", "ranking", "attention"}``.
+
+    ``tokens`` excludes ``</s>`` unless ``keep_eos``; ``attention`` is a NumPy array of
+    shape ``(generated tokens including </s>, src_len)`` (or ``None``).
+    """
+    out = []
+    for b in range(hyp.tokens.shape[0]):
+        sentence = []
+        for j in range(hyp.tokens.shape[1]):
+            n = int(hyp.lengths[b, j])
+            ids = [int(t) for t in hyp.tokens[b, j, :n]]
+            if ids and ids[-1] == EOS_ID and not keep_eos:
+                ids = ids[:-1]
+            attention = None
+            if hyp.attention is not None:
+                attention = np.array(hyp.attention[b, j, :n, :int(src_len[b])])
+            sentence.append({"tokens": ids, "score": float(hyp.scores[b, j]),
+                             "ranking": float(hyp.ranking[b, j]), "attention": attention})
+        out.append(sentence)
+    return out
