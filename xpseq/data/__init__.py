@@ -1,9 +1,21 @@
-"""Data: token ids to padded, length-bucketed NumPy batches.
+"""Data: the toy translation task, vocabularies, TSV corpora and padded NumPy batches.
 
-The toy translation language, the CMU dictionary and TSV corpora arrive with issues #4 and
-#7; :mod:`xpseq.data.batching` is what training needs now.
+* :mod:`xpseq.data.toy` — English -> "Zhoric", a made-up SOV language, with a length test
+  (:func:`make_dataset`, :func:`generate_pairs`, :func:`toy_translate`, :class:`ToyDataset`)
+* :mod:`xpseq.data.vocab` — :class:`Vocab`, tokens <-> ids with ``<pad> <s> </s> <unk>``
+  at ids 0-3
+* :mod:`xpseq.data.tsv` — :func:`read_parallel_tsv` / :func:`write_parallel_tsv`
+* :mod:`xpseq.data.batching` — :func:`make_batches`, length-bucketed padded batches
+
+The CMU dictionary is still to come.
 """
 
 from .batching import BOS_ID, EOS_ID, PAD_ID, UNK_ID, make_batches
+from .toy import ToyDataset, generate_pairs, make_dataset
+from .toy import translate as toy_translate
+from .tsv import read_parallel_tsv, write_parallel_tsv
+from .vocab import Vocab
 
-__all__ = ["make_batches", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID"]
+__all__ = ["make_batches", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "make_dataset",
+           "generate_pairs", "toy_translate", "ToyDataset", "Vocab", "read_parallel_tsv",
+           "write_parallel_tsv"]

@@ -1,0 +1,144 @@
+"""Parallel corpora as UTF-8 TSV files: one ``source<TAB>target`` pair per line.
+
+Tokenisation, per side (``tokens="word"``, ``"char"``, or a ``(source, target)`` pair of
+them, e.g. ``("char", "word")`` for spelling -> phonemes):
+
+``"word"``
+    The side split on whitespace: ``"the cat"`` -> ``["the", "cat"]``.
+``"char"``
+    Every non-whitespace character (Unicode code point, no normalisation) of the side, in
+    order; whitespace is dropped, not kept as a token: ``"猫 吃 鱼"`` and ``"猫吃鱼"`` both give
+    ``["猫", "吃", "鱼"]``. This suits scripts written without spaces between words; if word
+    boundaries matter in char mode, mark them in the data with a visible character.
+
+Blank (whitespace-only) lines are skipped; a byte-order mark at the start of the file is
+ignored. Every other line must hold exactly one tab with a non-empty side on either side;
+otherwise reading stops with a ValueError ``"<path>:<line>: <what is wrong>"`` (lines
+counted from 1), e.g. ``corpus.tsv:17: expected source<TAB>target, found 2 tabs``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Iterable, Sequence
+
+__all__ = ["read_parallel_tsv", "write_parallel_tsv"]
+
+Pair = tuple[list[str], list[str]]
+_MODES = ("word", "char")
+
+
+def _modes(tokens, where: str) -> tuple[str, str]:
+    """``tokens`` as a (source mode, target mode) pair."""
+    pair = (tokens, tokens) if isinstance(tokens, str) else tokens
+    if (not isinstance(pair, (tuple, list)) or len(pair) != 2
+            or not all(isinstance(m, str) and m in _MODES for m in pair)):
+        raise ValueError(f"{where}: tokens must be 'word', 'char' or a (source, target) pair "
+                         f"of them, got {tokens!r}")
+    return pair[0], pair[1]
+
+
+def _split(text: str, mode: str) -> list[str]:
+    return text.split() if mode == "word" else [c for c in text if not c.isspace()]
+
+
+def read_parallel_tsv(path: str | os.PathLike, *, tokens="word") -> list[Pair]:
+    """Read a parallel corpus (see the module docstring for the format and tokenisation).
+
+    Parameters
+    ----------
+    path : str or path-like
+    tokens : ``"word"``, ``"char"`` or a ``(source, target)`` pair of them
+
+    Returns
+    -------
+    list of ``(source_tokens, target_tokens)``, each a non-empty list of str, in file order.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist (the message names it).
+    ValueError
+        A bad ``tokens``, or a malformed line: no tab, more than one tab, an empty side,
+        or bytes that are not UTF-8. The message starts with ``"<path>:<line>: "``.
+    """
+    src_mode, tgt_mode = _modes(tokens, "read_parallel_tsv")
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        raise FileNotFoundError(errno.ENOENT, "read_parallel_tsv: no such file", name)
+    pairs: list[Pair] = []
+    with open(name, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{name}:{lineno}: not valid UTF-8 ({e.reason} at byte "
+                                 f"{e.start} of the line)") from None
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            tabs = line.count("\t")
+            if tabs != 1:
+                found = "no tab" if tabs == 0 else f"{tabs} tabs"
+                raise ValueError(f"{name}:{lineno}: expected source<TAB>target, found {found}")
+            source, target = line.split("\t")
+            src, tgt = _split(source, src_mode), _split(target, tgt_mode)
+            for side, toks in (("source", src), ("target", tgt)):
+                if not toks:
+                    raise ValueError(f"{name}:{lineno}: the {side} side is empty")
+            pairs.append((src, tgt))
+    return pairs
+
+
+def _join(toks: Sequence[str], mode: str, where: str) -> str:
+    if isinstance(toks, (str, bytes)):
+        raise TypeError(f"{where} is a string; expected a list of tokens")
+    toks = list(toks)
+    if not toks:
+        raise ValueError(f"{where} is empty (it could not be read back)")
+    for i, t in enumerate(toks):
+        if not isinstance(t, str):
+            raise TypeError(f"{where}: token {i} is {type(t).__name__} {t!r}, not str")
+        if mode == "word" and (not t or any(c.isspace() for c in t)):
+            raise ValueError(f"{where}: token {i} {t!r} is empty or holds whitespace "
+                             "(it would not read back as one word)")
+        if mode == "char" and (len(t) != 1 or t.isspace()):
+            raise ValueError(f"{where}: token {i} {t!r} is not one non-whitespace character")
+    return (" " if mode == "word" else "").join(toks)
+
+
+def write_parallel_tsv(path: str | os.PathLike, pairs: Iterable[tuple[Sequence[str],
+                       Sequence[str]]], *, tokens="word") -> int:
+    """Write ``(source_tokens, target_tokens)`` pairs as a UTF-8 TSV file ("\\n" newlines).
+
+    Word tokens are joined with single spaces, char tokens with nothing, so that
+    :func:`read_parallel_tsv` with the same ``tokens`` gives the pairs back.
+
+    Returns
+    -------
+    int: the number of lines written.
+
+    Raises
+    ------
+    ValueError
+        A bad ``tokens``; an empty side; a word token that is empty or holds whitespace; a
+        char token that is not one non-whitespace character. Nothing is written then.
+    TypeError
+        A pair that is not two token lists, or a non-string token.
+    """
+    src_mode, tgt_mode = _modes(tokens, "write_parallel_tsv")
+    lines = []
+    for i, pair in enumerate(pairs):
+        try:
+            src, tgt = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"write_parallel_tsv: pairs[{i}] is not a (source, target) "
+                            "pair") from None
+        lines.append(_join(src, src_mode, f"write_parallel_tsv: pairs[{i}] source") + "\t"
+                     + _join(tgt, tgt_mode, f"write_parallel_tsv: pairs[{i}] target") + "\n")
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.writelines(lines)
+    return len(lines)
