@@ -15,8 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python scripts/seed_examples.py
-	$(BIN)/python scripts/train_reverse.py
+	$(BIN)/xpseq demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

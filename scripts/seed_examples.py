@@ -1,6 +1,6 @@
 """The seeds' attention examples, computed by the same xpseq code on every installed backend.
 
-Run: ``python scripts/seed_examples.py`` (what ``make demo`` runs until the full demo lands).
+Run: ``python scripts/seed_examples.py`` (a few seconds).
 
 Prints seed 000's worked example (weights, context, difference from a plain-Python scalar
 computation), its rejected empty row and the finite ``-1e6`` sentinel counterexample, then

@@ -1,7 +1,7 @@
 """Train the attention model to reverse sequences, on JAX and PyTorch, from one start.
 
 Run: ``python scripts/train_reverse.py [--epochs N] [--backends jax,torch] [--threads T]``
-(``make demo`` runs it with its defaults, about a minute on 2 cores).
+(about a minute on 2 cores with the defaults).
 
 Both backends start from the same ``init_params`` and see the same batches; dropout
 masks come from each backend's own generator, so the curves are close but not equal. It

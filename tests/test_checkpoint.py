@@ -28,7 +28,7 @@ def saved(tmp_path: pathlib.Path, **overrides) -> tuple[pathlib.Path, dict, dict
     state = {"step": np.asarray(5.0), "m": {k: v * 0.5 for k, v in params.items()},
              "v": {k: v * v for k, v in params.items()}}
     kwargs = dict(config=CONFIG, params=params, opt_state=state, optimizer=opt, vocabs=VOCABS,
-                  train_state=TRAIN_STATE)
+                  train_state=TRAIN_STATE, metadata={"task": "toy", "seed": 4})
     kwargs.update(overrides)
     path = ckpt.save(tmp_path / "model.safetensors", **kwargs)
     return path, params, state
@@ -40,6 +40,7 @@ def test_round_trip_is_exact(tmp_path):
     assert loaded.config == CONFIG
     assert loaded.vocabs == VOCABS
     assert loaded.train_state == TRAIN_STATE
+    assert loaded.metadata == {"task": "toy", "seed": 4}
     assert loaded.optimizer == {"name": "adam",
                                 "hyperparams": {"lr": 0.01, "b1": 0.9, "b2": 0.999, "eps": 1e-8}}
     assert set(loaded.params) == set(params)
@@ -182,7 +183,7 @@ def test_the_file_is_plain_safetensors_without_pickle(tmp_path):
     header = json.loads(data[8:8 + n])                      # a JSON header, then raw arrays
     assert header["params/out.W"]["dtype"] == "F64"
     assert set(json.loads(header["__metadata__"]["xpseq"])) == {
-        "format", "config", "vocabs", "optimizer", "train_state"}
+        "format", "config", "vocabs", "optimizer", "train_state", "metadata"}
     package = pathlib.Path(ckpt.__file__).parent
     for source in package.rglob("*.py"):
         tree = ast.parse(source.read_text())

@@ -51,6 +51,7 @@ class Checkpoint:
     optimizer: dict | None
     vocabs: dict | None
     train_state: dict | None
+    metadata: dict | None = None
 
     def make_optimizer(self) -> Optimizer:
         """The optimiser the checkpoint was trained with (same hyperparameters)."""
@@ -62,7 +63,8 @@ class Checkpoint:
 def save(path: str | os.PathLike, *, config: Seq2SeqConfig, params: Mapping[str, Any],
          opt_state: Mapping[str, Any] | None = None, optimizer: Optimizer | None = None,
          vocabs: Mapping[str, list] | None = None,
-         train_state: Mapping[str, Any] | None = None) -> pathlib.Path:
+         train_state: Mapping[str, Any] | None = None,
+         metadata: Mapping[str, Any] | None = None) -> pathlib.Path:
     """Write a checkpoint atomically (temporary file + rename) and return its path.
 
     Parameters
@@ -74,6 +76,7 @@ def save(path: str | os.PathLike, *, config: Seq2SeqConfig, params: Mapping[str,
     optimizer : the :class:`Optimizer` it belongs to (name and hyperparameters are kept)
     vocabs : e.g. ``{"src": [...tokens], "tgt": [...]}``, optional
     train_state : JSON-serialisable training progress (epoch, step, history ...), optional
+    metadata : anything else JSON-serialisable (e.g. how the task's data was made), optional
     """
     path = pathlib.Path(path)
     if not isinstance(config, Seq2SeqConfig):
@@ -92,6 +95,7 @@ def save(path: str | os.PathLike, *, config: Seq2SeqConfig, params: Mapping[str,
         "optimizer": None if optimizer is None else {"name": optimizer.name,
                                                      "hyperparams": optimizer.hyperparams},
         "train_state": None if train_state is None else dict(train_state),
+        "metadata": None if metadata is None else dict(metadata),
     }
     try:
         meta_json = json.dumps(meta, allow_nan=False)
@@ -169,7 +173,7 @@ def load(path: str | os.PathLike, backend: Any = None) -> Checkpoint:
                                           f"{a.shape}, its parameter {params[name].shape}")
     ckpt = Checkpoint(path=path, config=config, params=params, opt_state=opt_state,
                       optimizer=meta.get("optimizer"), vocabs=meta.get("vocabs"),
-                      train_state=meta.get("train_state"))
+                      train_state=meta.get("train_state"), metadata=meta.get("metadata"))
     if ckpt.optimizer is not None:
         try:
             ckpt.make_optimizer()

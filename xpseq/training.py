@@ -203,7 +203,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         clip_norm: float | None = 5.0, seed: int = 0, max_steps: int | None = None,
         checkpoint: str | pathlib.Path | None = None, checkpoint_every: int | None = None,
         resume: Any = None, vocabs: Mapping[str, list] | None = None,
-        progress: bool = True) -> FitResult:
+        metadata: Mapping[str, Any] | None = None, progress: bool = True) -> FitResult:
     """Train with early stopping on the dev loss.
 
     Parameters
@@ -225,7 +225,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     resume : a :class:`xpseq.checkpoint.Checkpoint` to continue from (its parameters,
         optimiser state, epoch, position in the epoch and history); ``params`` is then
         ignored
-    vocabs : stored in the checkpoints
+    vocabs, metadata : stored in the checkpoints
     progress : show a tqdm progress bar per epoch
 
     Returns
@@ -263,7 +263,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         if checkpoint is not None:
             ckpt.save(checkpoint, config=config, params=to_numpy(backend, params),
                       opt_state=to_numpy(backend, opt_state), optimizer=optimizer,
-                      vocabs=vocabs, train_state=state)
+                      vocabs=vocabs, train_state=state, metadata=metadata)
 
     stopped = "epochs"
     traces_before = epoch_traces = train_step.traces

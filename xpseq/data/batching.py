@@ -6,6 +6,7 @@ A batch is a dict of NumPy arrays::
     src_len  (B,)     real source lengths (>= 1)
     tgt_in   (B, T)   <s> y_1 ... y_n, padded   (the decoder's teacher-forced input)
     tgt_out  (B, T)   y_1 ... y_n </s>, padded  (what it must predict)
+    index    (B,)     the position of each row's pair in the input list
 
 Pairs are sorted by length before they are cut into batches, so sentences of similar
 length share a batch; ``S`` and ``T`` are rounded up to a multiple of ``bucket`` so that
@@ -73,7 +74,8 @@ def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
         batch = {"src": np.full((len(chunk), S), pad_id, dtype=np.int64),
                  "src_len": np.array([len(s) for s, _ in chunk], dtype=np.int64),
                  "tgt_in": np.full((len(chunk), T), pad_id, dtype=np.int64),
-                 "tgt_out": np.full((len(chunk), T), pad_id, dtype=np.int64)}
+                 "tgt_out": np.full((len(chunk), T), pad_id, dtype=np.int64),
+                 "index": np.array(order[start:start + batch_size], dtype=np.int64)}
         for b, (src, tgt) in enumerate(chunk):
             batch["src"][b, :len(src)] = src
             batch["tgt_in"][b, :len(tgt) + 1] = [bos_id, *tgt]

@@ -1,0 +1,357 @@
+"""The ``xpseq`` command: demo, train, translate, evaluate, heatmap.
+
+Every subcommand takes ``--backend`` (numpy, jax, torch, array_api_strict; training needs
+jax or torch), ``--dtype`` (float32 or float64) and ``--seed``. Errors are one line on
+stderr (``xpseq: error: ...``) and a non-zero exit code: 2 for bad arguments, 1 for
+everything else (missing files, damaged checkpoints, a backend that cannot train).
+
+Input text is split on whitespace into tokens, as in training. Words the model never saw
+become ``<unk>`` (listed in a note on stderr); an empty line translates to an empty line;
+a sentence longer than ``--max-tokens`` is cut to that many tokens, with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+from typing import Sequence
+
+from xpseq import backends
+
+__all__ = ["main"]
+
+FASTEST = ("jax", "torch")       # training backends, fastest first (see README)
+
+
+class CommandError(Exception):
+    """A failure to report as one line and exit code 1."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _backend(name: str | None, *, train: bool = False) -> backends.Backend:
+    if name is None:
+        installed = backends.available()
+        choices = [n for n in FASTEST if n in installed] or (["numpy"] if not train else [])
+        if not choices:
+            raise CommandError("training needs jax or torch; install xpseq[jax] or xpseq[torch]")
+        name = choices[0]
+    try:
+        backend = backends.get(name)
+    except (ValueError, ModuleNotFoundError) as err:
+        raise CommandError(str(err)) from None
+    if train and not backend.differentiable:
+        raise CommandError(f"the {name} backend cannot train yet (no gradients); use "
+                           "--backend jax or --backend torch")
+    if name == "torch":
+        import torch
+
+        torch.set_num_threads(1)   # small models: one thread avoids contention on 2 cores
+    return backend
+
+
+def _load(path: str, backend: backends.Backend, dtype: str):
+    from xpseq import checkpoint as ckpt
+    from xpseq.data import Vocab
+
+    try:
+        loaded = ckpt.load(path)
+    except (FileNotFoundError, ckpt.CheckpointError) as err:
+        raise CommandError(str(err)) from None
+    if not loaded.vocabs:
+        raise CommandError(f"{path}: the checkpoint holds no vocabularies; it cannot translate")
+    params = {k: backend.asarray(v.astype(dtype)) for k, v in loaded.params.items()}
+    return (loaded, params, Vocab.from_list(loaded.vocabs["src"]),
+            Vocab.from_list(loaded.vocabs["tgt"]))
+
+
+def _search_options(args: argparse.Namespace):
+    from xpseq.translation import SearchOptions
+
+    if args.beam == 1 and args.n_best == 1:
+        return SearchOptions()
+    return SearchOptions(method="beam", k=args.beam, n_best=args.n_best,
+                         length_penalty=args.length_penalty, alpha=args.alpha)
+
+
+def _read_sentences(args: argparse.Namespace) -> list[list[str]]:
+    lines = args.sentences if args.sentences else sys.stdin.read().splitlines()
+    out = []
+    for i, line in enumerate(lines, 1):
+        tokens = line.split()
+        if len(tokens) > args.max_tokens:
+            print(f"xpseq: note: sentence {i} has {len(tokens)} tokens; cut to the first "
+                  f"{args.max_tokens} (--max-tokens)", file=sys.stderr)
+            tokens = tokens[:args.max_tokens]
+        out.append(tokens)
+    return out
+
+
+def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
+    unknown = sorted({t for s in sentences for t in s if t not in vocab})
+    if unknown:
+        shown = ", ".join(unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+        print(f"xpseq: note: {len(unknown)} unknown source word(s) read as <unk>: {shown}",
+              file=sys.stderr)
+
+
+def _translate_nonempty(params, config, sentences, src_vocab, tgt_vocab, backend, options):
+    from xpseq.experiment import translate
+
+    keep = [i for i, s in enumerate(sentences) if s]
+    done = translate(params, config, [sentences[i] for i in keep], src_vocab, tgt_vocab,
+                     backend, options)
+    out: list[dict | None] = [None] * len(sentences)
+    for i, result in zip(keep, done):
+        out[i] = result
+    return out
+
+
+def _toy_task(metadata: dict | None, quick: bool = False):
+    from xpseq.experiment import toy_task
+
+    spec = dict((metadata or {}).get("data", {}))
+    if not spec:
+        spec = QUICK_DATA if quick else FULL_DATA
+    return toy_task(**spec)
+
+
+FULL_DATA = {"n_train": 12000, "n_dev": 500, "n_test_per_bucket": 300, "seed": 0}
+QUICK_DATA = {"n_train": 1500, "n_dev": 100, "n_test_per_bucket": 40, "seed": 0}
+
+
+# ------------------------------------------------------------------------ commands
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from xpseq.data import read_parallel_tsv
+    from xpseq.experiment import task_from_pairs, train_model
+
+    backend = _backend(args.backend, train=True)
+    if args.task == "toy":
+        spec = dict(QUICK_DATA if args.quick else FULL_DATA, seed=args.seed)
+        task = _toy_task({"data": spec})
+        metadata = {"task": "toy", "data": spec}
+    else:
+        if not args.train_file or not args.dev_file:
+            raise CommandError("--task tsv needs --train FILE and --dev FILE")
+        try:
+            train = read_parallel_tsv(args.train_file, tokens=args.tokens)
+            dev = read_parallel_tsv(args.dev_file, tokens=args.tokens)
+        except (FileNotFoundError, ValueError) as err:
+            raise CommandError(str(err)) from None
+        task = task_from_pairs(train, dev, {})
+        metadata = {"task": "tsv", "tokens": args.tokens}
+    print(f"training on {backend.name} ({args.dtype}): {len(task.train)} sentence pairs, "
+          f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}", file=sys.stderr)
+    _, result = train_model(task, backend, attention=args.attention, style=args.style,
+                            cell=args.cell, embed=args.embed, hidden=args.hidden,
+                            dropout=args.dropout, epochs=args.epochs, lr=args.lr,
+                            batch_size=args.batch_size, dtype=args.dtype, seed=args.seed,
+                            checkpoint=args.out, metadata=metadata,
+                            progress=not args.no_progress)
+    last = result.history[-1]
+    print(f"saved {args.out}: {len(result.history)} epochs, train loss "
+          f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    backend = _backend(args.backend or "numpy")
+    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
+    sentences = _read_sentences(args)
+    _note_unknown(sentences, src_vocab)
+    results = _translate_nonempty(params, loaded.config, sentences, src_vocab, tgt_vocab,
+                                  backend, _search_options(args))
+    for i, result in enumerate(results):
+        if result is None:
+            print("" if args.n_best == 1 else f"{i}\t0\t-\t")
+        elif args.n_best == 1:
+            print(" ".join(result["tokens"]))
+        else:
+            for rank, hyp in enumerate(result["n_best"]):
+                print(f"{i}\t{rank}\t{' '.join(hyp)}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from xpseq.data import read_parallel_tsv
+    from xpseq.evaluation import format_table
+    from xpseq.experiment import Task, bucket_table
+
+    backend = _backend(args.backend)
+    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
+    if args.test_file:
+        try:
+            pairs = read_parallel_tsv(args.test_file, tokens=args.tokens)
+        except (FileNotFoundError, ValueError) as err:
+            raise CommandError(str(err)) from None
+        task = Task([], [], {"test": pairs}, src_vocab, tgt_vocab)
+    else:
+        meta = loaded.metadata or {}
+        if meta.get("task") != "toy":
+            raise CommandError("this checkpoint was not trained on the toy task; pass --test "
+                               "FILE.tsv")
+        toy = _toy_task(meta)
+        task = Task([], [], toy.test, src_vocab, tgt_vocab)
+    name = loaded.config.attention if loaded.config.attention != "none" else "seq2seq"
+    headers, rows, details = bucket_table({name: (params, loaded.config)}, task, backend,
+                                          _search_options(args))
+    print(format_table(headers, rows))
+    first = next(iter(details[name].values()))
+    print(f"\nBLEU: sacrebleu {first['signature']}")
+    return 0
+
+
+def cmd_heatmap(args: argparse.Namespace) -> int:
+    from xpseq.plots import ascii_heatmap, save_heatmap
+
+    backend = _backend(args.backend or "numpy")
+    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
+    if loaded.config.attention == "none":
+        raise CommandError("this model has no attention (attention='none')")
+    tokens = args.sentence.split()
+    if not tokens:
+        raise CommandError("the sentence is empty")
+    _note_unknown([tokens], src_vocab)
+    [result] = _translate_nonempty(params, loaded.config, [tokens], src_vocab, tgt_vocab,
+                                   backend, _search_options(args))
+    source = [t if t in src_vocab else "<unk>" for t in tokens] + ["</s>"]
+    output = result["tokens"] + ["</s>"]
+    print(" ".join(result["tokens"]))
+    print(ascii_heatmap(result["attention"], source, output))
+    if args.png:
+        path = save_heatmap(args.png, result["attention"], source, output,
+                            title=" ".join(tokens))
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from xpseq.demo import run_demo
+
+    backend = _backend(args.backend, train=True)
+    return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,
+                    seed=args.seed, progress=not args.no_progress)
+
+
+# -------------------------------------------------------------------------- parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="xpseq", description="Sequence-to-sequence learning with attention, written once "
+        "for NumPy, JAX and PyTorch.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(p: argparse.ArgumentParser, backend_help: str) -> None:
+        p.add_argument("--backend", choices=backends.NAMES, default=None, help=backend_help)
+        p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                       help="floating dtype of the parameters (default: float32)")
+        p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+    def search(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--beam", type=_positive, default=1, metavar="K",
+                       help="beam size; 1 is greedy search (default: 1)")
+        p.add_argument("--length-penalty", choices=("none", "avg", "gnmt"), default="avg",
+                       help="how beam search ranks hypotheses of different lengths "
+                       "(default: avg)")
+        p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty exponent")
+        p.add_argument("--n-best", type=_positive, default=1, metavar="N",
+                       help="print the N best hypotheses (N <= K)")
+
+    p = sub.add_parser("demo", help="train attention and seq2seq on the toy task and compare",
+                       description="The seeds' experiment end to end: trains the attention "
+                       "model and the plain seq2seq baseline on the toy English->Zhoric task, "
+                       "then prints the table by sentence length, greedy vs beam search, an "
+                       "attention heatmap and teacher forcing vs autoregressive decoding.")
+    common(p, "training backend (default: the fastest installed, jax then torch)")
+    p.add_argument("--quick", action="store_true", help="a small smoke run (under a minute)")
+    p.add_argument("--out", default="out", help="folder for the PNGs (default: out)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("train", help="train a model and save a checkpoint")
+    common(p, "training backend (default: the fastest installed, jax then torch)")
+    p.add_argument("--task", choices=("toy", "tsv"), default="toy",
+                   help="the toy task or your own TSV corpus (default: toy)")
+    p.add_argument("--train", dest="train_file", help="training pairs, source<TAB>target")
+    p.add_argument("--dev", dest="dev_file", help="dev pairs, source<TAB>target")
+    p.add_argument("--tokens", choices=("word", "char"), default="word",
+                   help="how TSV lines are split into tokens (default: word)")
+    p.add_argument("--out", required=True, help="the checkpoint to write (.safetensors)")
+    p.add_argument("--attention", choices=("none", "dot", "general", "additive", "scaled_dot"),
+                   default="general")
+    p.add_argument("--style", choices=("luong", "bahdanau"), default="luong")
+    p.add_argument("--cell", choices=("lstm", "gru"), default="lstm")
+    p.add_argument("--embed", type=_positive, default=32)
+    p.add_argument("--hidden", type=_positive, default=64)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--epochs", type=_positive, default=5)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--batch-size", type=_positive, default=64)
+    p.add_argument("--quick", action="store_true", help="the small toy dataset")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("translate", help="translate sentences with a checkpoint",
+                       description="Translate sentences given as arguments, or one per line "
+                       "on stdin. Unknown words become <unk>; an empty line gives an empty line.")
+    common(p, "backend to decode on (default: numpy)")
+    p.add_argument("checkpoint")
+    p.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
+    p.add_argument("--max-tokens", type=_positive, default=256,
+                   help="cut longer sentences to this many tokens (default: 256)")
+    search(p)
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("evaluate", help="BLEU and exact match by bucket")
+    common(p, "backend to decode on (default: the fastest installed)")
+    p.add_argument("checkpoint")
+    p.add_argument("--test", dest="test_file", help="test pairs as TSV (default: the toy "
+                   "task's test buckets, for a toy checkpoint)")
+    p.add_argument("--tokens", choices=("word", "char"), default="word")
+    search(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("heatmap", help="the attention of one translation, in the terminal "
+                       "and as a PNG")
+    common(p, "backend to decode on (default: numpy)")
+    p.add_argument("checkpoint")
+    p.add_argument("sentence", help="the source sentence (quoted)")
+    p.add_argument("--png", help="also write the heatmap to this PNG")
+    search(p)
+    p.set_defaults(func=cmd_heatmap)
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "n_best", 1) > getattr(args, "beam", 1):
+        parser.error(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
+    try:
+        return args.func(args)
+    except CommandError as err:
+        print(f"xpseq: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("xpseq: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
