@@ -6,8 +6,8 @@ For every case of ``parity_tests/`` it records the worst disagreement with the N
 reference (forward, eager and under ``jax.jit``), between ``jax.grad`` and torch autograd,
 and between each and central finite differences, for the attention core and for the model
 in every configuration, and prints a Markdown table: the numbers quoted in the README.
-Errors are ``max|a - b| / max|b|`` per output (``relative_error``) and the largest elementwise ``|a - b| / |b|`` over entries with ``|b| > 1e-13``. The
-gradient with respect to the key bias ``b_k`` of multi-head attention is zero in theory
+Errors are ``max|a - b| / max|b|`` per output (``relative_error``) and the largest
+elementwise ``|a - b| / |b|`` over entries with ``|b| > 1e-13``. The gradient with respect to the key bias ``b_k`` of multi-head attention is zero in theory
 (it shifts a whole row of scores) and is left out, as in the tests.
 """
 
