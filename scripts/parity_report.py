@@ -7,8 +7,9 @@ reference (forward, eager and under ``jax.jit``), between ``jax.grad`` and torch
 and between each and central finite differences, for the attention core and for the model
 in every configuration, and prints a Markdown table: the numbers quoted in the README.
 Errors are ``max|a - b| / max|b|`` per output (``relative_error``) and the largest
-elementwise ``|a - b| / |b|`` over entries with ``|b| > 1e-13``. The gradient with respect to the key bias ``b_k`` of multi-head attention is zero in theory
-(it shifts a whole row of scores) and is left out, as in the tests.
+elementwise ``|a - b| / |b|`` over entries with ``|b| > 1e-13``. The gradient with respect
+to the key bias ``b_k`` of multi-head attention is zero in theory (it shifts a whole row of
+scores) and is left out, as in the tests.
 """
 
 from __future__ import annotations
