@@ -111,6 +111,7 @@ def save(path: str | os.PathLike, *, config: Seq2SeqConfig, params: Mapping[str,
             f.write(blob)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())     # mkstemp makes 0600; honour the umask instead
         os.replace(tmp, path)
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)
@@ -130,6 +131,8 @@ def load(path: str | os.PathLike, backend: Any = None) -> Checkpoint:
         not match the stored configuration.
     """
     path = pathlib.Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder, not a checkpoint file")
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     from safetensors import SafetensorError, safe_open
@@ -234,6 +237,12 @@ def _unflatten(flat: Mapping[str, Any], prefix: str) -> dict:
 
 def _map(tree: Mapping[str, Any], fn: Any) -> dict:
     return {k: _map(v, fn) if isinstance(v, Mapping) else fn(v) for k, v in tree.items()}
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _digest(tensors: Mapping[str, np.ndarray]) -> str:

@@ -13,6 +13,7 @@ a sentence longer than ``--max-tokens`` is cut to that many tokens, with a note.
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import sys
 from typing import Sequence
@@ -26,6 +27,13 @@ FASTEST = ("jax", "torch")       # training backends, fastest first (see README)
 
 class CommandError(Exception):
     """A failure to report as one line and exit code 1."""
+
+
+def _oserror(err: OSError) -> str:
+    """``"<what>: <file>"`` for an OSError, without the ``[Errno N]`` prefix."""
+    if err.filename is not None:
+        return f"{err.strerror}: {err.filename}"
+    return str(err)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -65,6 +73,19 @@ def _load(path: str, backend: backends.Backend, dtype: str):
     params = {k: backend.asarray(v.astype(dtype)) for k, v in loaded.params.items()}
     return (loaded, params, Vocab.from_list(loaded.vocabs["src"]),
             Vocab.from_list(loaded.vocabs["tgt"]))
+
+
+def _check_writable(path: str) -> None:
+    """Fail before any work if ``path`` cannot be written (a folder, or no such folder)."""
+    target = pathlib.Path(path)
+    if target.is_dir():
+        raise CommandError(f"cannot write {path}: it is a folder")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CommandError(f"cannot write {path}: {err.strerror}") from None
+    if not os.access(target.parent, os.W_OK):
+        raise CommandError(f"cannot write {path}: the folder is not writable")
 
 
 def _search_options(args: argparse.Namespace):
@@ -130,6 +151,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from xpseq.experiment import task_from_pairs, train_model
 
     backend = _backend(args.backend, train=True)
+    _check_writable(args.out)
     if args.task == "toy":
         spec = dict(QUICK_DATA if args.quick else FULL_DATA, seed=args.seed)
         task = _toy_task({"data": spec})
@@ -140,7 +162,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         try:
             train = read_parallel_tsv(args.train_file, tokens=args.tokens)
             dev = read_parallel_tsv(args.dev_file, tokens=args.tokens)
-        except (FileNotFoundError, ValueError) as err:
+        except FileNotFoundError as err:
+            raise CommandError(_oserror(err)) from None
+        except ValueError as err:
             raise CommandError(str(err)) from None
         task = task_from_pairs(train, dev, {})
         metadata = {"task": "tsv", "tokens": args.tokens}
@@ -167,7 +191,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
                                   backend, _search_options(args))
     for i, result in enumerate(results):
         if result is None:
-            print("" if args.n_best == 1 else f"{i}\t0\t-\t")
+            print("" if args.n_best == 1 else f"{i}\t0\t")
         elif args.n_best == 1:
             print(" ".join(result["tokens"]))
         else:
@@ -186,7 +210,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.test_file:
         try:
             pairs = read_parallel_tsv(args.test_file, tokens=args.tokens)
-        except (FileNotFoundError, ValueError) as err:
+        except FileNotFoundError as err:
+            raise CommandError(_oserror(err)) from None
+        except ValueError as err:
             raise CommandError(str(err)) from None
         task = Task([], [], {"test": pairs}, src_vocab, tgt_vocab)
     else:
@@ -219,12 +245,17 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
     [result] = _translate_nonempty(params, loaded.config, [tokens], src_vocab, tgt_vocab,
                                    backend, _search_options(args))
     source = [t if t in src_vocab else "<unk>" for t in tokens] + ["</s>"]
-    output = result["tokens"] + ["</s>"]
+    # A translation cut at its length limit has no </s> row.
+    ended = len(result["attention"]) > len(result["tokens"])
+    output = result["tokens"] + (["</s>"] if ended else [])
     print(" ".join(result["tokens"]))
     print(ascii_heatmap(result["attention"], source, output))
     if args.png:
-        path = save_heatmap(args.png, result["attention"], source, output,
-                            title=" ".join(tokens))
+        try:
+            path = save_heatmap(args.png, result["attention"], source, output,
+                                title=" ".join(tokens))
+        except OSError as err:
+            raise CommandError(f"cannot write {args.png}: {err.strerror or err}") from None
         print(f"wrote {path}")
     return 0
 
@@ -240,8 +271,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------- parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors as one line (no usage dump), pointing at ``--help``; exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="xpseq", description="Sequence-to-sequence learning with attention, written once "
         "for NumPy, JAX and PyTorch.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -271,7 +309,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a small smoke run (under a minute)")
     p.add_argument("--out", default="out", help="folder for the PNGs (default: out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=cmd_demo, parser=p)
 
     p = sub.add_parser("train", help="train a model and save a checkpoint")
     common(p, "training backend (default: the fastest installed, jax then torch)")
@@ -294,7 +332,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, default=64)
     p.add_argument("--quick", action="store_true", help="the small toy dataset")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, parser=p)
 
     p = sub.add_parser("translate", help="translate sentences with a checkpoint",
                        description="Translate sentences given as arguments, or one per line "
@@ -305,25 +343,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=_positive, default=256,
                    help="cut longer sentences to this many tokens (default: 256)")
     search(p)
-    p.set_defaults(func=cmd_translate)
+    p.set_defaults(func=cmd_translate, parser=p)
 
-    p = sub.add_parser("evaluate", help="BLEU and exact match by bucket")
+    p = sub.add_parser("evaluate", help="BLEU and exact match by bucket",
+                       description="Translate a test set with a checkpoint and print corpus "
+                       "BLEU (sacrebleu) and exact match per bucket: the toy task's phrase "
+                       "counts 0-4, or one row for a TSV test file.")
     common(p, "backend to decode on (default: the fastest installed)")
     p.add_argument("checkpoint")
     p.add_argument("--test", dest="test_file", help="test pairs as TSV (default: the toy "
                    "task's test buckets, for a toy checkpoint)")
     p.add_argument("--tokens", choices=("word", "char"), default="word")
     search(p)
-    p.set_defaults(func=cmd_evaluate)
+    p.set_defaults(func=cmd_evaluate, parser=p)
 
     p = sub.add_parser("heatmap", help="the attention of one translation, in the terminal "
-                       "and as a PNG")
+                       "and as a PNG",
+                       description="Translate one sentence and draw its attention weights: "
+                       "rows are the generated words, columns the source words.")
     common(p, "backend to decode on (default: numpy)")
     p.add_argument("checkpoint")
     p.add_argument("sentence", help="the source sentence (quoted)")
     p.add_argument("--png", help="also write the heatmap to this PNG")
     search(p)
-    p.set_defaults(func=cmd_heatmap)
+    p.set_defaults(func=cmd_heatmap, parser=p)
     return parser
 
 
@@ -340,9 +383,17 @@ def _positive(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    command_parser = args.parser
+    if extra:
+        # translate: words after an option are more sentences (argparse does not
+        # intermix positionals and options with subcommands).
+        if args.command == "translate" and not any(e.startswith("-") for e in extra):
+            args.sentences = list(args.sentences) + extra
+        else:
+            command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "n_best", 1) > getattr(args, "beam", 1):
-        parser.error(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
+        command_parser.error(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
     try:
         return args.func(args)
     except CommandError as err:

@@ -95,8 +95,10 @@ def translate(params: dict, config: Seq2SeqConfig, sources: Sequence[Sequence[st
               batch_size: int = 256) -> list[dict]:
     """Translate token lists; results come back in the order of ``sources``.
 
-    Each result: ``tokens`` (the output words), ``score``, ``attention`` ``(len(tokens) + 1,
-    len(source) + 1)`` over the source and its ``</s>`` (rows: the output and its ``</s>``).
+    Each result: ``tokens`` (the output words), ``score``, ``attention`` of shape
+    ``(rows, len(source) + 1)`` over the source and its ``</s>``; the rows are the output
+    words and the ``</s>`` that ended it (``len(tokens) + 1`` rows), or only the words
+    when the output was cut at its length limit without ``</s>``.
     ``params`` are arrays of ``backend``. Unknown source words become ``<unk>``; an empty
     source translates to an empty output.
     """
