@@ -232,6 +232,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_heatmap(args: argparse.Namespace) -> int:
+    from xpseq.experiment import attention_labels
     from xpseq.plots import ascii_heatmap, save_heatmap
 
     backend = _backend(args.backend or "numpy")
@@ -244,10 +245,7 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
     _note_unknown([tokens], src_vocab)
     [result] = _translate_nonempty(params, loaded.config, [tokens], src_vocab, tgt_vocab,
                                    backend, _search_options(args))
-    source = [t if t in src_vocab else "<unk>" for t in tokens] + ["</s>"]
-    # A translation cut at its length limit has no </s> row.
-    ended = len(result["attention"]) > len(result["tokens"])
-    output = result["tokens"] + (["</s>"] if ended else [])
+    source, output = attention_labels(tokens, result, src_vocab)
     print(" ".join(result["tokens"]))
     print(ascii_heatmap(result["attention"], source, output))
     if args.png:

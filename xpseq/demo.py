@@ -35,6 +35,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
              dtype: str = "float32", seed: int = 0, progress: bool = True) -> int:
     from xpseq.evaluation import format_table
     from xpseq.experiment import (
+        attention_labels,
         bucket_table,
         decoder_inputs,
         timed_search_comparison,
@@ -100,7 +101,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
     _title("attention heatmap: rows are generated Zhoric words, columns the English source")
     src, ref = task.test[3][0]
     [result] = translate(params, config, [src], task.src_vocab, task.tgt_vocab, backend)
-    source, output = src + ["</s>"], result["tokens"] + ["</s>"]
+    source, output = attention_labels(src, result, task.src_vocab)
     print(f"  English:   {' '.join(src)}\n  reference: {' '.join(ref)}\n"
           f"  output:    {' '.join(result['tokens'])}\n")
     print(ascii_heatmap(result["attention"], source, output))

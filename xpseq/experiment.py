@@ -22,7 +22,8 @@ from xpseq.models import Seq2SeqConfig, forward, init_params
 from xpseq.training import FitResult, fit
 from xpseq.translation import SearchOptions, search, to_lists
 
-__all__ = ["Task", "toy_task", "task_from_pairs", "train_model", "translate", "score",
+__all__ = ["Task", "toy_task", "task_from_pairs", "train_model", "translate",
+           "attention_labels", "score",
            "bucket_table", "decoder_inputs"]
 
 Pair = tuple[list[str], list[str]]
@@ -112,6 +113,15 @@ def translate(params: dict, config: Seq2SeqConfig, sources: Sequence[Sequence[st
                                "score": top["score"], "attention": top["attention"],
                                "n_best": [tgt_vocab.decode(h["tokens"]) for h in best]}
     return results
+
+
+def attention_labels(source: Sequence[str], result: dict, src_vocab: Vocab) -> tuple[list, list]:
+    """Column and row labels for a translation's attention (see :func:`translate`): the
+    source words (unknown ones as ``<unk>``) and ``</s>``; the output words, and ``</s>``
+    when the output ended with it."""
+    columns = [t if t in src_vocab else "<unk>" for t in source] + ["</s>"]
+    ended = len(result["attention"]) > len(result["tokens"])
+    return columns, list(result["tokens"]) + (["</s>"] if ended else [])
 
 
 def score(hypotheses: Sequence[Sequence[str]], pairs: Sequence[Pair]) -> dict:

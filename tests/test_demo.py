@@ -1,0 +1,38 @@
+"""`xpseq demo` runs every section end to end (tiny sizes on torch: the real numbers come
+from `make demo`, quoted in the README)."""
+
+from __future__ import annotations
+
+import pytest
+
+from xpseq import cli, demo
+
+pytest.importorskip("torch")
+
+TINY = {"data": {"n_train": 120, "n_dev": 20, "n_test_per_bucket": 6},
+        "model": {"embed": 8, "hidden": 8, "bucket": 32}, "epochs": 1, "beam_sentences": 10}
+
+
+def test_demo_runs_every_section(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(demo, "QUICK", TINY)
+    code = cli.main(["demo", "--quick", "--backend", "torch", "--out", str(tmp_path),
+                     "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    for section in ("training the attention model", "training the seq2seq model",
+                    "by source length", "greedy vs beam search", "attention heatmap",
+                    "teacher forcing vs autoregressive decoding", "demo finished"):
+        assert section in out, section
+    assert "| phrases | sentences | seq2seq BLEU" in out
+    assert "tok:none" in out                                   # sacrebleu's signature
+    for row in ("greedy", "beam k=1", "beam k=3", "beam k=5"):
+        assert f"| {row}" in out
+    assert "| teacher-forced input | predicts | autoregressive input | predicts |" in out
+    for name in ("attention_heatmap.png", "loss_curves.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_demo_refuses_a_backend_that_cannot_train(capsys):
+    assert cli.main(["demo", "--backend", "numpy"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot train" in err[0]
