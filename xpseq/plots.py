@@ -42,11 +42,7 @@ def ascii_heatmap(weights: np.ndarray, source: Sequence[str], output: Sequence[s
 def save_heatmap(path: str | pathlib.Path, weights: np.ndarray, source: Sequence[str],
                  output: Sequence[str], *, title: str = "") -> pathlib.Path:
     """A PNG heatmap of attention weights with the tokens as tick labels."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     weights = np.asarray(weights, dtype=float)
     if weights.shape != (len(output), len(source)):
         raise ValueError(f"save_heatmap: weights have shape {weights.shape} but there are "
@@ -60,12 +56,7 @@ def save_heatmap(path: str | pathlib.Path, weights: np.ndarray, source: Sequence
     if title:
         ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.04)
-    fig.tight_layout()
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def save_loss_curves(path: str | pathlib.Path, histories: Mapping[str, Sequence[dict]], *,
@@ -75,11 +66,7 @@ def save_loss_curves(path: str | pathlib.Path, histories: Mapping[str, Sequence[
     ``histories`` maps a run's name to its ``fit`` history (dicts with ``epoch``,
     ``train_loss`` and ``dev_loss``).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, (name, history) in enumerate(histories.items()):
         color = f"C{i}"
@@ -93,6 +80,20 @@ def save_loss_curves(path: str | pathlib.Path, histories: Mapping[str, Sequence[
     ax.set_yscale("log")
     ax.set_title(title)
     ax.legend()
+    return _save(plt, fig, path)
+
+
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no screen needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt, fig, path: str | pathlib.Path) -> pathlib.Path:
     fig.tight_layout()
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
