@@ -130,17 +130,10 @@ def _translate_nonempty(params, config, sentences, src_vocab, tgt_vocab, backend
     return out
 
 
-def _toy_task(metadata: dict | None, quick: bool = False):
+def _toy_task(spec: dict):
     from xpseq.experiment import toy_task
 
-    spec = dict((metadata or {}).get("data", {}))
-    if not spec:
-        spec = QUICK_DATA if quick else FULL_DATA
     return toy_task(**spec)
-
-
-FULL_DATA = {"n_train": 12000, "n_dev": 500, "n_test_per_bucket": 300, "seed": 0}
-QUICK_DATA = {"n_train": 1500, "n_dev": 100, "n_test_per_bucket": 40, "seed": 0}
 
 
 # ------------------------------------------------------------------------ commands
@@ -153,8 +146,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     backend = _backend(args.backend, train=True)
     _check_writable(args.out)
     if args.task == "toy":
-        spec = dict(QUICK_DATA if args.quick else FULL_DATA, seed=args.seed)
-        task = _toy_task({"data": spec})
+        from xpseq.demo import FULL, QUICK
+
+        spec = dict((QUICK if args.quick else FULL)["data"], seed=args.seed)
+        task = _toy_task(spec)
         metadata = {"task": "toy", "data": spec}
     else:
         if not args.train_file or not args.dev_file:
@@ -217,10 +212,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         task = Task([], [], {"test": pairs}, src_vocab, tgt_vocab)
     else:
         meta = loaded.metadata or {}
-        if meta.get("task") != "toy":
+        if meta.get("task") != "toy" or "data" not in meta:
             raise CommandError("this checkpoint was not trained on the toy task; pass --test "
                                "FILE.tsv")
-        toy = _toy_task(meta)
+        toy = _toy_task(meta["data"])
         task = Task([], [], toy.test, src_vocab, tgt_vocab)
     name = loaded.config.attention if loaded.config.attention != "none" else "seq2seq"
     headers, rows, details = bucket_table({name: (params, loaded.config)}, task, backend,

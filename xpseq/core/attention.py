@@ -353,13 +353,6 @@ def _mha_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
     return _linear(_merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp), weights
 
 
-def _multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any, *,
-                          num_heads: int, scale: float, xp: Any) -> tuple[Any, Any]:
-    """The unchecked kernel; ``keep`` has shape ``(..., Q, K)`` or is ``None``."""
-    scores, vh = _mha_scores(p, q, k, v, num_heads=num_heads, scale=scale, xp=xp)
-    return _mha_pool(p, scores, vh, _per_head(keep, scores, xp=xp), xp=xp)
-
-
 # ------------------------------------------------------------------------- helpers
 
 
