@@ -8,7 +8,8 @@ with attention, off without; plus four attention configurations without input fe
   (the reference), jax (under ``jax.jit``, and eagerly for a few configurations), torch and
   array_api_strict to ``FORWARD_RTOL``/``FORWARD_ATOL``; ``encode`` + ``decode_step``
   reproduce ``forward`` step by step;
-* gradients: jax and torch agree to ``GRAD_RTOL``; both match central differences of the
+* gradients: jax, torch and the hand-derived backward pass (``loss_and_grad``, which numpy
+  and array_api_strict use) agree to ``GRAD_RTOL``; all match central differences of the
   NumPy loss (every parameter element for four configurations, at weights large enough for
   differences to resolve, see ``fd_params``; random directions at ``init_params`` for all);
   gradients are finite and exactly zero at embedding rows no real token uses;
@@ -225,9 +226,12 @@ def evaluate(be: backends.Backend, cid: str, *, batch: dict | None = None,
                                 batch["tgt_in"], keep=keep, scan=be.scan)
     value = M.loss(params, config, batch, keep=keep, scan=be.scan)
     g = None
-    if grads:
+    if grads and be.gradients == "hand-derived":
+        value2, g = M.loss_and_grad(params, config, batch, keep=keep)
+    elif grads:
         value2, g = be.value_and_grad(
             lambda p: M.loss(p, config, batch, keep=keep, scan=be.scan))(params)
+    if grads:
         np.testing.assert_allclose(float(be.to_numpy(value2)), float(be.to_numpy(value)),
                                    rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
         g = np_of(be, g)
@@ -396,13 +400,29 @@ def test_jax_and_torch_gradients_agree(cid):
 
 
 @pytest.mark.parametrize("cid", IDS + DROPOUT_IDS)
-def test_gradients_are_finite_zero_at_unused_rows_and_match_directional_fd(grad_backend, cid):
+def test_hand_derived_gradients_match_jax_and_torch(cid):
+    """NumPy's hand-derived backward pass (``loss_and_grad``) against ``jax.grad`` and the
+    torch tape, every configuration, dropout included; its loss is ``loss``'s, exactly."""
+    hand = autodiff("numpy", cid)
+    assert hand.loss == reference(cid).loss
+    compared = 0
+    for name in ("jax", "torch"):
+        if name not in backends.available() or (name == "jax" and cid not in JAX_CONFIGS):
+            continue
+        assert_grads_close(hand.grads, autodiff(name, cid).grads, f"{cid} numpy vs {name}")
+        compared += 1
+    if not compared:
+        pytest.skip("neither jax nor torch is installed")
+
+
+@pytest.mark.parametrize("cid", IDS + DROPOUT_IDS)
+def test_gradients_are_finite_zero_at_unused_rows_and_match_directional_fd(backend, cid):
     """Every configuration: finite gradients; zero exactly at unused embedding rows (and
     nonzero at used ones); gradient . v equals the central difference of the NumPy loss
     along random directions v of all parameters."""
-    if grad_backend.name == "jax":
+    if backend.name == "jax":
         require_jax_config(cid)
-    g = autodiff(grad_backend.name, cid).grads
+    g = autodiff(backend.name, cid).grads
     shapes = M.param_shapes(CONFIGS[cid])
     assert sorted(g) == sorted(shapes)
     for name, shape in shapes.items():
@@ -412,7 +432,7 @@ def test_gradients_are_finite_zero_at_unused_rows_and_match_directional_fd(grad_
     for name, unused in (("src_embed", UNUSED_SRC_ROWS), ("tgt_embed", UNUSED_TGT_ROWS)):
         used = sorted(set(range(shapes[name][0])) - set(unused))
         assert (g[name][unused] == 0.0).all(), \
-            f"{cid} on {grad_backend.name}: nonzero gradient at unused {name} rows {unused}: " \
+            f"{cid} on {backend.name}: nonzero gradient at unused {name} rows {unused}: " \
             f"{g[name][unused]}"
         assert (np.abs(g[name][used]).max(axis=1) > 0).all(), f"{cid}: {name} used rows"
 
@@ -428,21 +448,21 @@ def test_gradients_are_finite_zero_at_unused_rows_and_match_directional_fd(grad_
         exact = sum(float((g[k] * v[k]).sum()) for k in params)
         gnorm = np.sqrt(sum((x * x).sum() for x in g.values()))
         err = abs(fd - exact) / gnorm
-        assert err < FD_REL_ERR, (f"{cid} on {grad_backend.name}: directional derivative "
+        assert err < FD_REL_ERR, (f"{cid} on {backend.name}: directional derivative "
                                   f"{exact!r} vs central difference {fd!r} (error {err:.2e} "
                                   f"of |grad|)")
 
 
 @pytest.mark.parametrize("cid", FD_CONFIGS)
-def test_gradients_match_finite_differences(grad_backend, cid):
+def test_gradients_match_finite_differences(backend, cid):
     """Every parameter element against central differences of the NumPy loss."""
-    g = evaluate(grad_backend, cid, params=fd_params(cid), grads=True).grads
+    g = evaluate(backend, cid, params=fd_params(cid), grads=True).grads
     fd = fd_grads(cid)
     for name, ref in fd.items():
         assert np.abs(ref).max() > FD_RESOLVABLE, \
             f"{cid}: d/d{name} is too small for central differences to check"
         err = relative_error(g[name], ref)
-        assert err < FD_REL_ERR, (f"{cid} on {grad_backend.name}: d/d{name} relative error "
+        assert err < FD_REL_ERR, (f"{cid} on {backend.name}: d/d{name} relative error "
                                   f"{err:.3e} vs central differences (limit {FD_REL_ERR})")
 
 

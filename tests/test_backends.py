@@ -17,6 +17,7 @@ import pytest
 
 from xpseq import backends
 from xpseq.backends import NAMES, Backend
+from xpseq.core.vjp import defvjp
 
 CORE_DIR = pathlib.Path(__file__).resolve().parent.parent / "xpseq" / "core"
 FORBIDDEN_IMPORTS = ("numpy", "jax", "torch", "array_api_strict")
@@ -701,25 +702,49 @@ def test_torch_value_and_grad_rejects_integer_argument():
         vg({"a": tb.asarray([1.0]), "b": tb.asarray([1, 2])})
 
 
-def test_numpy_value_and_grad_not_implemented():
-    nb = backends.get("numpy")
+@pytest.mark.parametrize("name", ["numpy", "array_api_strict"])
+def test_hand_derived_value_and_grad_needs_a_rule(name):
+    be = other_backend(name)
     with pytest.raises(NotImplementedError) as info:
-        nb.value_and_grad(lambda x: np.sum(x))
+        be.value_and_grad(lambda x: x)
     message = str(info.value)
-    assert "hand-derived" in message
-    assert "later release" in message
-    assert nb.differentiable is False
+    assert "no automatic differentiation" in message and "defvjp" in message
+    assert be.differentiable is True and be.gradients == "hand-derived"
 
 
-def test_strict_value_and_grad_not_implemented():
-    sb = other_backend("array_api_strict")
-    with pytest.raises(NotImplementedError, match="forward-only"):
-        sb.value_and_grad(lambda x: x)
-    assert sb.differentiable is False
+@pytest.mark.parametrize("name", ["numpy", "array_api_strict"])
+def test_hand_derived_value_and_grad_uses_the_attached_rule(name):
+    """f(x, y) = sum(x * y) with a hand-written rule: df/dx = y, df/dy = x."""
+    be = other_backend(name)
+    xp = be.xp
+
+    def f(x, y):
+        return xp.sum(x * y)
+
+    def rule(x, y):
+        return f(x, y), lambda d: (d * y, d * x)
+
+    defvjp(f, rule)
+    x, y = be.asarray([1.0, 2.0, 3.0]), be.asarray([4.0, -5.0, 6.0])
+    value, gx = be.value_and_grad(f)(x, y)
+    assert float(value) == 1 * 4 - 2 * 5 + 3 * 6
+    np.testing.assert_array_equal(be.to_numpy(gx), [4.0, -5.0, 6.0])
+    value, (gx, gy) = be.value_and_grad(f, argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(be.to_numpy(gy), [1.0, 2.0, 3.0])
+
+    def g(x, y):
+        return f(x, y), "aux"
+
+    defvjp(g, lambda x, y: ((f(x, y), "aux"), rule(x, y)[1]))
+    (value, aux), gy = be.value_and_grad(g, argnums=1, has_aux=True)(x, y)
+    assert aux == "aux" and float(value) == 12.0
+    np.testing.assert_array_equal(be.to_numpy(gy), [1.0, 2.0, 3.0])
 
 
-def test_differentiable_flags(backend):
-    assert backend.differentiable == (backend.name in ("jax", "torch"))
+def test_gradient_flags(backend):
+    assert backend.differentiable is True
+    expected = "autodiff" if backend.name in ("jax", "torch") else "hand-derived"
+    assert backend.gradients == expected
 
 
 # -------------------------------------------------------- core imports no library

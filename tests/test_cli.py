@@ -357,15 +357,14 @@ def test_heatmap_to_an_unwritable_png_is_a_one_line_error(toy, workdir):
 
 
 def test_train_on_a_tsv_corpus_writes_a_checkpoint_that_translates(workdir):
-    if "torch" not in backends.available():
-        pytest.skip("needs torch")
+    """Trained on numpy (hand-derived gradients), translated on the fastest backend."""
     train, dev = workdir / "train.tsv", workdir / "dev.tsv"
     write_parallel_tsv(train, DATA.train)
     write_parallel_tsv(dev, DATA.dev)
     out = workdir / "tsv" / "model.safetensors"
     done = xpseq("train", "--task", "tsv", "--train", train, "--dev", dev, "--out", out,
                  "--epochs", 1, "--embed", 4, "--hidden", 4, "--attention", "additive",
-                 "--backend", "torch", "--no-progress")
+                 "--backend", "numpy", "--no-progress")
     assert_ok(done)
     assert done.stdout.startswith(f"saved {out}: 1 epochs")
     ckpt = load(out)
@@ -394,7 +393,6 @@ def test_train_errors_are_one_line(workdir):
     runs = xpseq_many({
         "no_train": (["train", "--task", "tsv", "--dev", good, "--out", workdir / "x.st",
                       "--backend", "torch"], None),
-        "numpy": (["train", "--backend", "numpy", "--out", workdir / "x.st"], None),
         "malformed": (["train", "--task", "tsv", "--train", good, "--dev", bad, "--out",
                        workdir / "x.st", "--backend", "torch"], None),
         "missing": (["train", "--task", "tsv", "--train", workdir / "absent.tsv", "--dev",
@@ -404,8 +402,6 @@ def test_train_errors_are_one_line(workdir):
                         "--backend", "torch", "--no-progress"], None),
     })
     assert_one_line_error(runs["no_train"], "--train")
-    line = assert_one_line_error(runs["numpy"], "numpy")
-    assert "cannot train" in line
     assert_one_line_error(runs["malformed"], f"{bad}:2:")
     assert_one_line_error(runs["missing"], "absent.tsv")
     assert_fails_cleanly(runs["unwritable"], str(blocker / "x.st"))

@@ -50,9 +50,6 @@ def _backend(name: str | None, *, train: bool = False) -> backends.Backend:
         backend = backends.get(name)
     except (ValueError, ModuleNotFoundError) as err:
         raise CommandError(str(err)) from None
-    if train and not backend.differentiable:
-        raise CommandError(f"the {name} backend cannot train yet (no gradients); use "
-                           "--backend jax or --backend torch")
     if name == "torch":
         import torch
 

@@ -2,15 +2,16 @@
 
 The step is the same code on every backend::
 
-    loss, grads = backend.value_and_grad(model loss)(params)     # jax.grad / autograd tape
+    loss, grads = backend.value_and_grad(model loss)(params)     # jax.grad / tape / by hand
     grads = clip_by_global_norm(grads, clip_norm)                 # optional
     params, opt_state = optimizer.update(grads, opt_state, params)
 
 On JAX the whole step is ``jax.jit``-compiled and the recurrences run in ``lax.scan``; a new
 batch shape triggers a new trace, so batches are padded to a few bucketed shapes
 (:func:`xpseq.data.batching.make_batches`) and ``TrainStep.traces`` counts the traces. On
-PyTorch the gradients come from the autograd tape. The NumPy backend has no gradients yet
-(hand-derived backward passes arrive with issue #5) and raises ``NotImplementedError``.
+PyTorch the gradients come from the autograd tape. NumPy (and array_api_strict) run the
+hand-derived backward pass (:func:`xpseq.models.loss_and_grad`, built from the rules of
+:mod:`xpseq.core.vjp`), attached to the loss with ``defvjp``.
 
 Dropout masks are drawn from ``(seed, step)`` (see ``Backend.dropout_keep``), and the batch
 order of each epoch from ``(seed, epoch)``, so a run resumed from a checkpoint takes exactly
@@ -31,7 +32,8 @@ import numpy as np
 from xpseq.backends import Backend
 from xpseq.core.losses import _nll_sum
 from xpseq.core.optim import Optimizer, adam, clip_by_global_norm
-from xpseq.models.seq2seq import Seq2SeqConfig, _forward, _loss, check_ids
+from xpseq.core.vjp import defvjp
+from xpseq.models.seq2seq import Seq2SeqConfig, _forward, _loss, _loss_vjp, check_ids
 
 __all__ = ["TrainStep", "make_train_step", "make_eval_loss", "evaluate_loss", "fit", "FitResult",
            "check_batch"]
@@ -74,11 +76,6 @@ def make_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backen
     optimizer : an :class:`xpseq.core.optim.Optimizer` (e.g. ``adam(1e-3)``)
     clip_norm : float, optional
         Clip the gradients to this global norm before the update.
-
-    Raises
-    ------
-    NotImplementedError
-        On backends without gradients (numpy until issue #5, array_api_strict).
     """
     key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
            backend.name)
@@ -94,7 +91,10 @@ def _build_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Back
     def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
         return _loss(params, config, batch, keep, scan=backend.scan, xp=xp)
 
-    grad_fn = backend.value_and_grad(loss_of)   # raises NotImplementedError where there is none
+    # JAX and PyTorch differentiate loss_of themselves; NumPy and array_api_strict run the
+    # hand-derived backward pass attached here.
+    defvjp(loss_of, lambda params, batch, keep: _loss_vjp(params, config, batch, keep, xp=xp))
+    grad_fn = backend.value_and_grad(loss_of)
 
     def step(params: dict, opt_state: dict, batch: Mapping[str, Any], seed: Any) -> tuple:
         train_step.traces += 1

@@ -26,13 +26,18 @@ class Backend:
     xp : module
         The array API namespace of the library.
     differentiable : bool
-        Whether :meth:`value_and_grad` is available.
+        Whether :meth:`value_and_grad` is available (on every backend now).
+    gradients : str
+        How gradients come: ``"autodiff"`` (JAX transforms the function, PyTorch records a
+        tape) or ``"hand-derived"`` (NumPy and array_api_strict run the backward rules of
+        :mod:`xpseq.core.vjp` attached to the function with ``defvjp``).
     compiles : bool
         Whether :meth:`jit` compiles (so that a function is traced once per input shape).
     """
 
     name: str = ""
-    differentiable: bool = False
+    differentiable: bool = True
+    gradients: str = "hand-derived"
     compiles: bool = False
 
     def __init__(self, xp: Any):
@@ -142,8 +147,32 @@ class Backend:
         ``(value, grads)`` (or ``((value, aux), grads)``), ``grads`` having the structure of
         the differentiated argument (an array or a nested dict/list/tuple of arrays), or a
         tuple of such when ``argnums`` is a tuple.
+
+        Here (NumPy, array_api_strict), without automatic differentiation, ``fn`` must
+        carry a hand-derived rule attached with :func:`xpseq.core.vjp.defvjp`:
+        ``fn.vjp(*args)`` returns ``(fn(*args), backprop)``, and the gradient is
+        ``backprop(1)``. The training step's loss has one.
         """
-        raise NotImplementedError(f"the {self.name} backend computes no gradients")
+        rule = getattr(fn, "vjp", None)
+        if rule is None:
+            name = getattr(fn, "__qualname__", type(fn).__name__)
+            raise NotImplementedError(
+                f"the {self.name} backend has no automatic differentiation: "
+                f"value_and_grad(fn) needs fn to carry a hand-derived rule, attached with "
+                f"xpseq.core.vjp.defvjp(fn, rule), and {name} has none. The models' losses "
+                "have one (xpseq.models.loss_and_grad); for any other function use 'jax' or "
+                "'torch', or xpseq.testing.central_difference_grad."
+            )
+        many = isinstance(argnums, tuple)
+
+        def wrapped(*args: Any) -> tuple[Any, Any]:
+            out, backprop = rule(*args)
+            value = out[0] if has_aux else out
+            grads = backprop(self.xp.ones((), dtype=self.xp.asarray(value).dtype))
+            picked = tuple(grads[i] for i in argnums) if many else grads[argnums]
+            return out, picked
+
+        return wrapped
 
     def jit(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
         """Compile ``fn`` where the library can (``jax.jit``); elsewhere ``fn`` itself."""

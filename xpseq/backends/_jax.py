@@ -18,7 +18,7 @@ from ._base import Backend
 
 class JaxBackend(Backend):
     name = "jax"
-    differentiable = True
+    gradients = "autodiff"
     compiles = True
 
     def __init__(self) -> None:

@@ -19,7 +19,7 @@ from ._base import Backend
 
 class TorchBackend(Backend):
     name = "torch"
-    differentiable = True
+    gradients = "autodiff"
 
     def __init__(self) -> None:
         import torch

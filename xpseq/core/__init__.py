@@ -18,7 +18,7 @@ module            contents
 ================  ==========================================================================
 """
 
-from . import attention, decoding, layers, losses, masking, optim, recurrent
+from . import attention, decoding, layers, losses, masking, optim, recurrent, vjp
 from ._scan import scan
 from .attention import (
     additive_scores,
@@ -41,5 +41,5 @@ __all__ = [
     "linear", "embedding", "sigmoid", "dropout",
     "lstm_cell", "gru_cell", "run_sequence",
     "cross_entropy", "scan", "greedy_search", "beam_search", "tile_beams",
-    "attention", "decoding", "layers", "losses", "masking", "optim", "recurrent",
+    "attention", "decoding", "layers", "losses", "masking", "optim", "recurrent", "vjp",
 ]

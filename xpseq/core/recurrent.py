@@ -125,7 +125,10 @@ def run_sequence(params: Mapping[str, Any], xs: Any, lengths: Any, *, cell: str 
 # ------------------------------------------------------------------- private kernels
 
 
-def _lstm_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
+def _lstm_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
+                xp: Any) -> tuple[tuple, tuple]:
+    """One LSTM step: the new state ``(h', c')`` and what its backward pass needs
+    (the gates ``i, f, g, o`` after their nonlinearities and ``tanh(c')``)."""
     h, c = state
     gates = xw + _linear(h, p["W_hh"], p["b_hh"], xp=xp)
     n = h.shape[-1]
@@ -134,17 +137,29 @@ def _lstm_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any
     g = xp.tanh(gates[..., 2 * n:3 * n])
     o = _sigmoid(gates[..., 3 * n:], xp=xp)
     c = f * c + i * g
-    return o * xp.tanh(c), c
+    tanh_c = xp.tanh(c)
+    return (o * tanh_c, c), (i, f, g, o, tanh_c)
 
 
-def _gru_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
+def _gru_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
+               xp: Any) -> tuple[tuple, tuple]:
+    """One GRU step: the new state ``(h',)`` and what its backward pass needs
+    (``r``, ``z``, the candidate ``n`` and the recurrent projection ``W_hh h + b_hh``)."""
     (h,) = state
     hw = _linear(h, p["W_hh"], p["b_hh"], xp=xp)
     n = h.shape[-1]
     r = _sigmoid(xw[..., :n] + hw[..., :n], xp=xp)
     z = _sigmoid(xw[..., n:2 * n] + hw[..., n:2 * n], xp=xp)
     cand = xp.tanh(xw[..., 2 * n:] + r * hw[..., 2 * n:])
-    return ((1.0 - z) * cand + z * h,)
+    return ((1.0 - z) * cand + z * h,), (r, z, cand, hw)
+
+
+def _lstm_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
+    return _lstm_parts(xw, state, p, xp=xp)[0]
+
+
+def _gru_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
+    return _gru_parts(xw, state, p, xp=xp)[0]
 
 
 STEPS = {"lstm": _lstm_step, "gru": _gru_step}
@@ -169,14 +184,19 @@ def _run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
 
     def body(state: tuple, inputs: tuple) -> tuple[tuple, Any]:
         xw_t, valid_t = inputs
-        new = step(xw_t, state, p, xp=xp)
-        new = tuple(xp.where(valid_t, n, o) for n, o in zip(new, state))
-        return new, xp.where(valid_t, new[0], 0.0)
+        return _keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
 
     final, outputs = (scan or python_scan)(body, state0, (xw, valid))
     if reverse:
         outputs = xp.flip(outputs, axis=0)
     return xp.permute_dims(outputs, (1, 0, 2)), final
+
+
+def _keep_valid(new: tuple, old: tuple, valid_t: Any, *, xp: Any) -> tuple[tuple, Any]:
+    """The state after one step of the runner: ``new`` where ``valid_t`` (``(B, 1)`` bool),
+    ``old`` at padded steps; and the step's output, ``h`` or zero at padding."""
+    state = tuple(xp.where(valid_t, n, o) for n, o in zip(new, old))
+    return state, xp.where(valid_t, state[0], 0.0)
 
 
 # ------------------------------------------------------------------------- checks

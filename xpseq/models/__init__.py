@@ -5,7 +5,8 @@
 >>> params = init_params(config, seed=0)       # NumPy float64: the same start everywhere
 
 Convert ``params`` with ``backend.asarray`` and call :func:`loss`, :func:`forward`,
-:func:`encode` or :func:`decode_step` on any backend.
+:func:`encode` or :func:`decode_step` on any backend; :func:`loss_and_grad` gives the
+gradient from the hand-derived backward pass (how NumPy trains).
 """
 
 from .seq2seq import (
@@ -17,8 +18,9 @@ from .seq2seq import (
     forward,
     init_params,
     loss,
+    loss_and_grad,
     param_shapes,
 )
 
 __all__ = ["Seq2SeqConfig", "param_shapes", "init_params", "encode", "decode_step", "forward",
-           "loss", "ATTENTIONS", "STYLES"]
+           "loss", "loss_and_grad", "ATTENTIONS", "STYLES"]

@@ -36,16 +36,15 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from xpseq.core import _checks
+from xpseq.core import _checks, vjp
 from xpseq.core._scan import scan as python_scan
-from xpseq.core.attention import _additive_from_projections, _dot_scores
-from xpseq.core.layers import _dropout, _embedding, _linear
+from xpseq.core.layers import _embedding, _linear
 from xpseq.core.losses import _nll_sum
-from xpseq.core.masking import _masked_softmax, _sequence_mask
-from xpseq.core.recurrent import CELLS, STEPS, _run_sequence, cell_param_shapes, initial_zeros
+from xpseq.core.masking import _sequence_mask
+from xpseq.core.recurrent import CELLS, _run_sequence, cell_param_shapes, initial_zeros
 
 __all__ = ["Seq2SeqConfig", "param_shapes", "init_params", "encode", "decode_step",
-           "forward", "loss", "ATTENTIONS", "STYLES"]
+           "forward", "loss", "loss_and_grad", "ATTENTIONS", "STYLES"]
 
 ATTENTIONS = ("none", "dot", "general", "additive", "scaled_dot")
 STYLES = ("luong", "bahdanau")
@@ -291,18 +290,32 @@ def loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, A
     -------
     0-d array: ``Σ nll(real tokens) / #real tokens``
     """
-    missing = [k for k in ("src", "src_len", "tgt_in", "tgt_out") if k not in batch]
-    if missing:
-        raise ValueError(f"loss: batch is missing {missing}")
-    xp = _check_inputs("loss", params, config, src=batch["src"], src_len=batch["src_len"],
-                       tgt=batch["tgt_in"], tgt_out=batch["tgt_out"])
-    if tuple(batch["tgt_out"].shape) != tuple(batch["tgt_in"].shape):
-        raise ValueError(f"loss: tgt_out has shape {tuple(batch['tgt_out'].shape)} but tgt_in "
-                         f"has {tuple(batch['tgt_in'].shape)}")
-    if _checks.concrete(xp.all(batch["tgt_out"] == config.pad_id)):
-        raise ValueError("loss: every target token is padding; there is nothing to average")
-    _check_keep("loss", config, keep, batch["tgt_in"], xp)
+    xp = _check_loss_inputs("loss", params, config, batch, keep)
     return _loss(params, config, batch, keep, scan=scan, xp=xp)
+
+
+def loss_and_grad(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
+                  *, keep: Any = None) -> tuple[Any, dict]:
+    """:func:`loss` and its gradient from the hand-derived backward pass, on any backend.
+
+    The rules of :mod:`xpseq.core.vjp`, composed through the encoder, every decoder step
+    (backpropagation through time) and the output layer, in plain array API code: this is
+    how the numpy backend trains, and it runs on JAX, PyTorch and array_api_strict arrays
+    too (the parity tests compare it with ``jax.grad`` and ``torch.autograd``).
+
+    Parameters
+    ----------
+    params, config, batch, keep : as in :func:`loss`
+
+    Returns
+    -------
+    loss : 0-d array
+    grads : dict with the names and shapes of ``params``
+    """
+    xp = _check_loss_inputs("loss_and_grad", params, config, batch, keep)
+    value, backprop = _loss_vjp(params, config, batch, keep, xp=xp)
+    grads, _, _ = backprop(xp.ones((), dtype=params["out.W"].dtype))
+    return value, grads
 
 
 # ------------------------------------------------------------------- private kernels
@@ -318,21 +331,12 @@ def _loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, 
 
 def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
             scan: Callable | None, xp: Any) -> dict:
-    x = _embedding(src, params["src_embed"], xp=xp)                        # (B, S, E)
-    zeros = initial_zeros(config.cell, src.shape[0], config.hidden, x, xp=xp)
-    fwd_out, fwd_state = _run_sequence(config.cell, _sub(params, "enc_fwd"), x, src_len, zeros,
-                                       reverse=False, scan=scan, xp=xp)
-    bwd_out, bwd_state = _run_sequence(config.cell, _sub(params, "enc_bwd"), x, src_len, zeros,
-                                       reverse=True, scan=scan, xp=xp)
-    memory = xp.concat([fwd_out, bwd_out], axis=-1)                        # (B, S, 2H)
-    cell_state = tuple(xp.concat([f, b], axis=-1) for f, b in zip(fwd_state, bwd_state))
-    encoded = {"memory": memory, "mask": _sequence_mask(src_len, src.shape[1], xp=xp),
-               "state": _state_dict(config, cell_state, xp=xp)}
-    if config.attention == "general":
-        encoded["keys"] = _linear(memory, params["att.W"], None, xp=xp)     # (B, S, D): W m_j
-    elif config.attention == "additive":
-        encoded["keys"] = _linear(memory, params["att.W_k"], None, xp=xp)   # (B, S, D)
-    return encoded
+    def runner(cell: str, p: dict, x: Any, lengths: Any, state0: tuple, *, reverse: bool,
+               xp: Any) -> tuple:
+        return _run_sequence(cell, p, x, lengths, state0, reverse=reverse, scan=scan,
+                             xp=xp), None
+
+    return _encode_vjp(params, config, src, src_len, runner=runner, xp=xp)[0]
 
 
 def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
@@ -357,50 +361,215 @@ def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len
 def _decoder_step(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any, state: dict,
                   encoded: dict, keep: Any, *, xp: Any) -> tuple[dict, Any, Any]:
     """One step from an embedded input: returns (new state, o_t, attention weights)."""
-    step = STEPS[config.cell]
+    return _decoder_step_vjp(params, config, emb, state, encoded, keep, xp=xp)[0]
+
+
+# ------------------------------------------------- the same kernels with their backprop
+#
+# Each ``*_vjp`` below runs the model's forward computation once, through the
+# (value, backprop) rules of :mod:`xpseq.core.vjp`, and returns its value together with a
+# backprop callback. JAX and PyTorch call them too and drop the callback (``_encode`` and
+# ``_decoder_step`` above), so the model's wiring is written once; only NumPy and
+# array_api_strict ever call the callbacks.
+
+
+class _Grads(dict):
+    """Parameter gradients by name, summed as they arrive from the backprop callbacks."""
+
+    def add(self, name: str, g: Any) -> None:
+        self[name] = g if name not in self else self[name] + g
+
+    def add_all(self, prefix: str, grads: Mapping[str, Any]) -> None:
+        for name, g in grads.items():
+            self.add(f"{prefix}.{name}", g)
+
+
+def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
+              keep: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """:func:`loss` and its backprop: ``backprop(d_loss) -> (grads, None, None)``.
+
+    The decoder runs as a Python loop that keeps every step's backprop (backpropagation
+    through time); the encoder's two directions are :func:`xpseq.core.vjp.run_sequence`.
+    """
+    src, src_len, tgt_in = batch["src"], batch["src_len"], batch["tgt_in"]
+    encoded, encode_bp = _encode_vjp(params, config, src, src_len, runner=vjp.run_sequence,
+                                     xp=xp)
+    emb, emb_bp = vjp.embedding(tgt_in, params["tgt_embed"], xp=xp)           # (B, T, E)
+    state, outputs, tape = encoded["state"], [], []
+    for t in range(tgt_in.shape[1]):
+        keep_t = None if keep is None else keep[:, t, :]
+        (state, o, _), bp = _decoder_step_vjp(params, config, emb[:, t, :], state, encoded,
+                                              keep_t, xp=xp)
+        outputs.append(o)
+        tape.append(bp)
+    logits, out_bp = vjp.linear(xp.stack(outputs, axis=1), params["out.W"], params["out.b"],
+                                xp=xp)
+    (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
+    denom = xp.maximum(count, xp.ones_like(count))
+
+    def backprop(d_loss: Any) -> tuple[dict, None, None]:
+        grads = _Grads()
+        d_logits, _ = nll_bp(d_loss / denom)
+        d_out, grads["out.W"], grads["out.b"] = out_bp(d_logits)
+        d_encoded = {k: xp.zeros_like(encoded[k]) for k in ("memory", "keys") if k in encoded}
+        d_state = {k: xp.zeros_like(v) for k, v in encoded["state"].items()}
+        d_emb = [None] * len(tape)
+        for t in reversed(range(len(tape))):
+            d_emb[t], d_state = tape[t](d_state, d_out[:, t, :], d_encoded, grads)
+        _, grads["tgt_embed"] = emb_bp(xp.stack(d_emb, axis=1))
+        encode_bp(d_encoded, d_state, grads)
+        return {name: grads[name] for name in params}, None, None
+
+    return total / denom, backprop
+
+
+def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
+                runner: Callable, xp: Any) -> tuple[dict, Callable]:
+    """The encoder's value (see :func:`encode`) and
+    ``backprop(d_encoded, d_state, grads)``, which adds the encoder's parameter gradients
+    to ``grads``. ``runner`` runs one direction: :func:`xpseq.core.vjp.run_sequence`, or
+    the ``scan``-based runner (which returns no backprop) on the autodiff backends."""
+    x, emb_bp = vjp.embedding(src, params["src_embed"], xp=xp)             # (B, S, E)
+    zeros = initial_zeros(config.cell, src.shape[0], config.hidden, x, xp=xp)
+    (fwd_out, fwd_state), fwd_bp = runner(config.cell, _sub(params, "enc_fwd"), x, src_len,
+                                          zeros, reverse=False, xp=xp)
+    (bwd_out, bwd_state), bwd_bp = runner(config.cell, _sub(params, "enc_bwd"), x, src_len,
+                                          zeros, reverse=True, xp=xp)
+    memory, memory_bp = vjp.concat([fwd_out, bwd_out], xp=xp)                # (B, S, 2H)
+    joined = [vjp.concat([f, b], xp=xp) for f, b in zip(fwd_state, bwd_state)]
+    encoded = {"memory": memory, "mask": _sequence_mask(src_len, src.shape[1], xp=xp),
+               "state": _state_dict(config, tuple(s for s, _ in joined), xp=xp)}
+    keys_name = {"general": "att.W", "additive": "att.W_k"}.get(config.attention)
+    if keys_name:                                      # (B, S, D): W m_j, once per sentence
+        encoded["keys"], keys_bp = vjp.linear(memory, params[keys_name], None, xp=xp)
+
+    def backprop(d_encoded: dict, d_state: dict, grads: _Grads) -> None:
+        d_memory = d_encoded["memory"]
+        if keys_name:
+            d_keys_memory, d_W, _ = keys_bp(d_encoded["keys"])
+            d_memory = d_memory + d_keys_memory
+            grads.add(keys_name, d_W)
+        d_fwd_out, d_bwd_out = memory_bp(d_memory)
+        names = ("h", "c") if config.cell == "lstm" else ("h",)
+        halves = [bp(d_state[n]) for n, (_, bp) in zip(names, joined)]
+        dx_fwd, _, g = fwd_bp(d_fwd_out, tuple(f for f, _ in halves))
+        grads.add_all("enc_fwd", g)
+        dx_bwd, _, g = bwd_bp(d_bwd_out, tuple(b for _, b in halves))
+        grads.add_all("enc_bwd", g)
+        grads.add("src_embed", emb_bp(dx_fwd + dx_bwd)[1])
+
+    return encoded, backprop
+
+
+def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any, state: dict,
+                      encoded: dict, keep: Any, *, xp: Any) -> tuple[tuple, Callable]:
+    """One decoder step (see the module docstring) and
+    ``backprop(d_state, d_o, d_encoded, grads) -> (d_emb, d_state_prev)``: ``d_state`` is
+    the gradient of the next step's state, ``d_o`` that of this step's ``o_t`` from the
+    output layer; the gradients of the memory and keys are added into ``d_encoded``."""
+    step = vjp.CELL_STEPS[config.cell]
     dec = _sub(params, "dec")
     cell_state = (state["h"], state["c"]) if config.cell == "lstm" else (state["h"],)
     feed = [state["o"]] if config.input_feeding else []
+    kind, luong = config.attention, config.style == "luong"
     weights = None
-    if config.attention == "none":
-        cell_state = step(_linear(emb, dec["W_ih"], dec["b_ih"], xp=xp), cell_state, dec, xp=xp)
+    if kind != "none" and not luong:   # bahdanau: attend with the previous state
+        (context, weights), att_bp = _attention_vjp(params, config, cell_state[0], encoded,
+                                                    xp=xp)
+    x, x_bp = vjp.concat([emb, *([context] if kind != "none" and not luong else []), *feed],
+                         xp=xp)
+    xw, xw_bp = vjp.linear(x, dec["W_ih"], dec["b_ih"], xp=xp)
+    cell_state, cell_bp = step(xw, cell_state, dec, xp=xp)
+    if kind == "none":
         o = cell_state[0]
-    elif config.style == "luong":
-        x = xp.concat([emb, *feed], axis=-1)
-        cell_state = step(_linear(x, dec["W_ih"], dec["b_ih"], xp=xp), cell_state, dec, xp=xp)
-        context, weights = _attention(params, config, cell_state[0], encoded, xp=xp)
-        o = xp.tanh(_linear(xp.concat([context, cell_state[0]], axis=-1), params["out.W_u"], None,
-                            xp=xp))
-    else:  # bahdanau: attend with the previous state, feed the context into the cell
-        context, weights = _attention(params, config, cell_state[0], encoded, xp=xp)
-        x = xp.concat([emb, context, *feed], axis=-1)
-        cell_state = step(_linear(x, dec["W_ih"], dec["b_ih"], xp=xp), cell_state, dec, xp=xp)
-        o = xp.tanh(_linear(xp.concat([context, cell_state[0]], axis=-1), params["out.W_u"], None,
-                            xp=xp))
-    if keep is not None and config.dropout > 0:
-        o = _dropout(o, keep, config.dropout, xp=xp)
+    else:
+        if luong:                      # luong: attend with the new state
+            (context, weights), att_bp = _attention_vjp(params, config, cell_state[0], encoded,
+                                                        xp=xp)
+        u, u_bp = vjp.concat([context, cell_state[0]], xp=xp)
+        pre, pre_bp = vjp.linear(u, params["out.W_u"], None, xp=xp)
+        o, tanh_bp = vjp.tanh(pre, xp=xp)
+    dropped = keep is not None and config.dropout > 0
+    if dropped:
+        o, drop_bp = vjp.dropout(o, keep, config.dropout, xp=xp)
     new_state = _state_dict(config, cell_state, xp=xp, o=o)
-    return new_state, o, weights
+
+    def backprop(d_state: dict, d_o: Any, d_encoded: dict, grads: _Grads) -> tuple[Any, dict]:
+        if config.input_feeding:
+            d_o = d_o + d_state["o"]
+        if dropped:
+            (d_o, _) = drop_bp(d_o)
+        d_cell = [d_state["h"]] + ([d_state["c"]] if config.cell == "lstm" else [])
+        d_context = None
+        if kind == "none":
+            d_cell[0] = d_cell[0] + d_o
+        else:
+            (d_pre,) = tanh_bp(d_o)
+            d_u, d_W_u, _ = pre_bp(d_pre)
+            grads.add("out.W_u", d_W_u)
+            d_context, d_h = u_bp(d_u)
+            d_cell[0] = d_cell[0] + d_h
+            if luong:
+                d_cell[0] = d_cell[0] + att_bp(d_context, d_encoded, grads)
+        d_xw, d_prev, g = cell_bp(*d_cell)
+        grads.add_all("dec", g)
+        d_x, d_W_ih, d_b_ih = xw_bp(d_xw)
+        grads.add("dec.W_ih", d_W_ih)
+        grads.add("dec.b_ih", d_b_ih)
+        parts = list(x_bp(d_x))
+        d_emb = parts.pop(0)
+        d_prev = list(d_prev)
+        if kind != "none" and not luong:
+            d_prev[0] = d_prev[0] + att_bp(d_context + parts.pop(0), d_encoded, grads)
+        d_state_prev = {"h": d_prev[0]}
+        if config.cell == "lstm":
+            d_state_prev["c"] = d_prev[1]
+        if config.input_feeding:
+            d_state_prev["o"] = parts.pop(0)
+        return d_emb, d_state_prev
+
+    return (new_state, o, weights), backprop
 
 
-def _attention(params: Mapping[str, Any], config: Seq2SeqConfig, query: Any, encoded: dict, *,
-               xp: Any) -> tuple[Any, Any]:
-    """Context ``(B, 2H)`` and weights ``(B, S)`` for a query ``(B, D)``."""
+def _attention_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, query: Any, encoded: dict,
+                   *, xp: Any) -> tuple[tuple[Any, Any], Callable]:
+    """Context ``(B, 2H)`` and weights ``(B, S)`` for a query ``(B, D)``, and
+    ``backprop(d_context, d_encoded, grads) -> d_query``."""
     q = xp.expand_dims(query, axis=1)                                      # (B, 1, D)
     memory = encoded["memory"]
     kind = config.attention
-    if kind == "dot":
-        scores = _dot_scores(q, memory, None, xp=xp)
-    elif kind == "scaled_dot":
-        scores = _dot_scores(q, memory, 1.0 / math.sqrt(config.decoder_size), xp=xp)
+    if kind in ("dot", "scaled_dot"):
+        scale = None if kind == "dot" else 1.0 / math.sqrt(config.decoder_size)
+        scores, scores_bp = vjp.dot_scores(q, memory, scale, xp=xp)
     elif kind == "general":
-        scores = _dot_scores(q, encoded["keys"], None, xp=xp)             # sᵀ (W m_j)
+        scores, scores_bp = vjp.dot_scores(q, encoded["keys"], None, xp=xp)  # sᵀ (W m_j)
     else:  # additive
-        pq = _linear(q, params["att.W_q"], None, xp=xp)
-        scores = _additive_from_projections(pq, encoded["keys"], params["att.v"], xp=xp)
-    weights = _masked_softmax(scores, xp.expand_dims(encoded["mask"], axis=1), xp=xp)  # (B,1,S)
-    context = weights @ memory                                             # (B, 1, 2H)
-    return xp.squeeze(context, axis=1), xp.squeeze(weights, axis=1)
+        pq, pq_bp = vjp.linear(q, params["att.W_q"], None, xp=xp)
+        scores, scores_bp = vjp.additive_from_projections(pq, encoded["keys"], params["att.v"],
+                                                          xp=xp)
+    weights, softmax_bp = vjp.masked_softmax(scores, xp.expand_dims(encoded["mask"], axis=1),
+                                             xp=xp)                        # (B, 1, S)
+    context, pool_bp = vjp.weighted_sum(weights, memory, xp=xp)            # (B, 1, 2H)
+
+    def backprop(d_context: Any, d_encoded: dict, grads: _Grads) -> Any:
+        d_weights, d_memory = pool_bp(xp.expand_dims(d_context, axis=1))
+        d_encoded["memory"] = d_encoded["memory"] + d_memory
+        d_scores, _ = softmax_bp(d_weights)
+        if kind in ("dot", "scaled_dot"):
+            d_q, d_memory = scores_bp(d_scores)
+            d_encoded["memory"] = d_encoded["memory"] + d_memory
+        elif kind == "general":
+            d_q, d_keys = scores_bp(d_scores)
+            d_encoded["keys"] = d_encoded["keys"] + d_keys
+        else:
+            d_pq, d_keys, d_v = scores_bp(d_scores)
+            d_encoded["keys"] = d_encoded["keys"] + d_keys
+            grads.add("att.v", d_v)
+            d_q, d_W_q, _ = pq_bp(d_pq)
+            grads.add("att.W_q", d_W_q)
+        return xp.squeeze(d_q, axis=1)
+
+    return (xp.squeeze(context, axis=1), xp.squeeze(weights, axis=1)), backprop
 
 
 def _state_dict(config: Seq2SeqConfig, cell_state: tuple, *, xp: Any, o: Any = None) -> dict:
@@ -479,6 +648,22 @@ def check_ids(fname: str, config: Seq2SeqConfig, xp: Any, **arrays: Any) -> None
         if "tgt" in arrays and arrays["tgt"].shape[0] != src.shape[0]:
             raise ValueError(f"{fname}: tgt_in has batch {arrays['tgt'].shape[0]} but src has "
                              f"{src.shape[0]}")
+
+
+def _check_loss_inputs(fname: str, params: Mapping[str, Any], config: Seq2SeqConfig,
+                       batch: Mapping[str, Any], keep: Any) -> Any:
+    missing = [k for k in ("src", "src_len", "tgt_in", "tgt_out") if k not in batch]
+    if missing:
+        raise ValueError(f"{fname}: batch is missing {missing}")
+    xp = _check_inputs(fname, params, config, src=batch["src"], src_len=batch["src_len"],
+                       tgt=batch["tgt_in"], tgt_out=batch["tgt_out"])
+    if tuple(batch["tgt_out"].shape) != tuple(batch["tgt_in"].shape):
+        raise ValueError(f"{fname}: tgt_out has shape {tuple(batch['tgt_out'].shape)} but "
+                         f"tgt_in has {tuple(batch['tgt_in'].shape)}")
+    if _checks.concrete(xp.all(batch["tgt_out"] == config.pad_id)):
+        raise ValueError(f"{fname}: every target token is padding; there is nothing to average")
+    _check_keep(fname, config, keep, batch["tgt_in"], xp)
+    return xp
 
 
 def _check_keep(fname: str, config: Seq2SeqConfig, keep: Any, tgt_in: Any, xp: Any) -> None:

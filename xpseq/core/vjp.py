@@ -1,0 +1,366 @@
+"""Hand-derived backward passes: how NumPy gets gradients without autodiff.
+
+Every function here runs a core forward kernel (the same one JAX and PyTorch run) and
+returns its output together with a *backprop* callback, in the style of Thinc::
+
+    y, backprop = linear(x, W, b, xp=xp)
+    dx, dW, db = backprop(dy)          # the vector-Jacobian product: dy ↦ dy · ∂y/∂inputs
+
+``backprop`` takes the gradient of a scalar loss with respect to the output (same shape as
+the output) and returns the gradients with respect to the inputs, in the order of the
+arguments (``None`` for integer and boolean inputs such as ids and masks). Each rule's
+derivation is in its docstring; ``⊙`` is the elementwise product and ``Σ_b`` a sum over
+the leading (batch) axes. Everything is written against the array API, so the same rules
+run on NumPy, JAX, PyTorch and ``array_api_strict`` arrays, and the parity tests compare
+them with ``jax.vjp``, ``torch.autograd`` and central finite differences.
+
+:func:`defvjp` attaches a rule to a function; the numpy and array_api_strict backends'
+``value_and_grad`` use that rule (``jax.custom_vjp`` has the same idea). These kernels do
+not validate their inputs: they sit behind the public functions, which do.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .attention import _additive_from_projections, _dot_scores, _general_scores
+from .layers import _dropout, _embedding, _linear, _sigmoid
+from .losses import _nll_sum
+from .masking import _log_softmax, _masked_softmax, _sequence_mask
+from .recurrent import _gru_parts, _keep_valid, _lstm_parts
+
+__all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "concat", "dropout",
+           "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
+           "additive_from_projections", "weighted_sum", "lstm_step", "gru_step",
+           "run_sequence", "CELL_STEPS"]
+
+
+def defvjp(fn: Callable, rule: Callable) -> Callable:
+    """Attach a hand-derived rule to ``fn`` and return ``fn``.
+
+    ``rule(*args)`` must return ``(fn(*args), backprop)`` where ``backprop(cotangent)``
+    returns one gradient per positional argument (``None`` where there is none). The
+    numpy and array_api_strict backends' ``value_and_grad(fn)`` call the rule; JAX and
+    PyTorch ignore it and differentiate ``fn`` themselves.
+    """
+    fn.vjp = rule
+    return fn
+
+
+def _sum_leading(a: Any, ndim: int, *, xp: Any) -> Any:
+    """Sum ``a`` over its leading axes down to its last ``ndim`` axes."""
+    axes = tuple(range(a.ndim - ndim))
+    return xp.sum(a, axis=axes) if axes else a
+
+
+# --------------------------------------------------------------------------- layers
+
+
+def linear(x: Any, W: Any, b: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``y = x Wᵀ + b`` with ``x (..., I)``, ``W (O, I)``, ``b (O,)`` or ``None``.
+
+    ``y_o = Σ_i x_i W_oi + b_o``, so ``∂y_o/∂x_i = W_oi``, ``∂y_o/∂W_oi = x_i``,
+    ``∂y_o/∂b_o = 1``: ``dx = dy W``, ``dW = Σ_b dyᵀ x`` (``dy`` and ``x`` flattened to
+    ``(N, O)`` and ``(N, I)``), ``db = Σ_b dy``.
+    """
+    y = _linear(x, W, b, xp=xp)
+
+    def backprop(dy: Any) -> tuple[Any, Any, Any]:
+        dx = dy @ W
+        dW = xp.matrix_transpose(xp.reshape(dy, (-1, dy.shape[-1]))) \
+            @ xp.reshape(x, (-1, x.shape[-1]))
+        db = None if b is None else _sum_leading(dy, 1, xp=xp)
+        return dx, dW, db
+
+    return y, backprop
+
+
+def embedding(ids: Any, E: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``y[..., :] = E[ids[...], :]`` with ``E (V, E)``.
+
+    Each output row is a copy of one row of ``E``, so ``dE[v] = Σ_{positions with id v} dy``:
+    the rows of ``dy`` scatter-added into ``E``'s shape. The array API has no scatter-add;
+    ``dE = onehot(ids)ᵀ dy`` with ``onehot (N, V)`` is the same sum as one matrix product.
+    """
+    y = _embedding(ids, E, xp=xp)
+
+    def backprop(dy: Any) -> tuple[None, Any]:
+        flat = xp.reshape(ids, (-1, 1))
+        vocab = xp.arange(E.shape[0], dtype=ids.dtype)
+        onehot = xp.astype(flat == vocab, dy.dtype)                     # (N, V)
+        return None, xp.matrix_transpose(onehot) @ xp.reshape(dy, (-1, E.shape[1]))
+
+    return y, backprop
+
+
+def sigmoid(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``y = σ(x) = 1 / (1 + e^{-x})``: ``dy/dx = e^{-x} / (1 + e^{-x})² = y (1 - y)``."""
+    y = _sigmoid(x, xp=xp)
+    return y, lambda dy: (dy * y * (1.0 - y),)
+
+
+def tanh(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``y = tanh x``: ``dy/dx = 1 / cosh² x = 1 - tanh² x = 1 - y²``."""
+    y = xp.tanh(x)
+    return y, lambda dy: (dy * (1.0 - y * y),)
+
+
+def concat(arrays: list[Any], *, axis: int = -1, xp: Any) -> tuple[Any, Callable]:
+    """``y = [a; b; ...]`` along ``axis``: each input gets its own slice of ``dy`` back."""
+    y = xp.concat(arrays, axis=axis)
+    sizes = [a.shape[axis] for a in arrays]
+
+    def backprop(dy: Any) -> tuple:
+        out, start = [], 0
+        ax = axis % dy.ndim
+        for size in sizes:
+            index = tuple(slice(start, start + size) if i == ax else slice(None)
+                          for i in range(dy.ndim))
+            out.append(dy[index])
+            start += size
+        return tuple(out)
+
+    return y, backprop
+
+
+def dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> tuple[Any, Callable]:
+    """Inverted dropout ``y = keep ⊙ x / (1 - rate)``: linear in ``x``, so
+    ``dx = keep ⊙ dy / (1 - rate)`` (the same mask, the same scale)."""
+    y = _dropout(x, keep, rate, xp=xp)
+    return y, lambda dy: (_dropout(dy, keep, rate, xp=xp), None)
+
+
+# ------------------------------------------------------------------------ masking
+
+
+def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``w = softmax(scores)`` over the kept positions of the last axis (zero elsewhere).
+
+    ``∂w_j/∂s_k = w_j (δ_jk - w_k)`` for kept ``j, k``, so
+    ``ds_k = Σ_j dw_j w_j (δ_jk - w_k) = w_k (dw_k - Σ_j w_j dw_j)``.
+    Masked positions have ``w_k = 0`` and get exactly zero; so does every position of a row
+    with nothing kept (its weights are the constant zero).
+    """
+    w = _masked_softmax(scores, keep, xp=xp)
+
+    def backprop(dw: Any) -> tuple[Any, None]:
+        return w * (dw - xp.sum(w * dw, axis=-1, keepdims=True)), None
+
+    return w, backprop
+
+
+def log_softmax(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``y = x - logsumexp(x)`` over the last axis.
+
+    ``∂y_j/∂x_k = δ_jk - softmax(x)_k``, so ``dx = dy - softmax(x) Σ_j dy_j`` with
+    ``softmax(x) = e^y``.
+    """
+    y = _log_softmax(x, axis=-1, xp=xp)
+
+    def backprop(dy: Any) -> tuple[Any]:
+        return (dy - xp.exp(y) * xp.sum(dy, axis=-1, keepdims=True),)
+
+    return y, backprop
+
+
+def nll_sum(logits: Any, targets: Any, pad_id: int | None, *,
+            xp: Any) -> tuple[tuple[Any, Any], Callable]:
+    """``total = -Σ_{real tokens} log softmax(logits)[target]`` and the count of real tokens.
+
+    With ``p = softmax(logits)`` and ``r`` = 1 for real tokens, 0 for ``pad_id``:
+    ``∂total/∂logits_v = r (p_v - [v = target])`` (log-softmax's rule with ``dy`` = minus
+    the one-hot target). ``backprop(d_total)`` returns ``(dlogits, None)``; the count has
+    no gradient.
+    """
+    total, count = _nll_sum(logits, targets, pad_id, xp=xp)
+
+    def backprop(d_total: Any) -> tuple[Any, None]:
+        p = xp.exp(_log_softmax(logits, axis=-1, xp=xp))
+        vocab = xp.arange(logits.shape[-1], dtype=targets.dtype)
+        onehot = xp.astype(xp.expand_dims(targets, axis=-1) == vocab, logits.dtype)
+        real = xp.ones_like(p[..., :1]) if pad_id is None else \
+            xp.astype(xp.expand_dims(targets != pad_id, axis=-1), logits.dtype)
+        return (p - onehot) * (real * d_total), None
+
+    return (total, count), backprop
+
+
+# ---------------------------------------------------------------------- attention
+
+
+def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> tuple[Any, Callable]:
+    """``s = c q kᵀ`` (``q (..., Q, d)``, ``k (..., K, d)``, ``c`` the scale or 1):
+    ``dq = c ds k``, ``dk = c dsᵀ q``."""
+    s = _dot_scores(q, k, scale, xp=xp)
+    c = 1.0 if scale is None else scale
+
+    def backprop(ds: Any) -> tuple[Any, Any]:
+        ds = ds if c == 1.0 else ds * c
+        return ds @ k, xp.matrix_transpose(ds) @ q
+
+    return s, backprop
+
+
+def general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``s = q W kᵀ`` (``W (d_q, d_k)``): with ``u = q W``, ``s = u kᵀ``:
+    ``du = ds k``, ``dk = dsᵀ u``, ``dq = du Wᵀ``, ``dW = Σ_b qᵀ du``."""
+    s = _general_scores(q, k, W, xp=xp)
+
+    def backprop(ds: Any) -> tuple[Any, Any, Any]:
+        u = q @ W
+        du = ds @ k
+        dW = xp.matrix_transpose(xp.reshape(q, (-1, q.shape[-1]))) \
+            @ xp.reshape(du, (-1, du.shape[-1]))
+        return du @ xp.matrix_transpose(W), xp.matrix_transpose(ds) @ u, dW
+
+    return s, backprop
+
+
+def additive_from_projections(pq: Any, pk: Any, v: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``s_ij = vᵀ tanh(pq_i + pk_j)`` (``pq (..., Q, h)``, ``pk (..., K, h)``, ``v (h,)``).
+
+    With ``a_ij = tanh(pq_i + pk_j)``: ``dv = Σ_{b,i,j} ds_ij a_ij``; the pre-activation
+    gets ``g_ij = ds_ij v ⊙ (1 - a_ij²)``, and the sum ``pq_i + pk_j`` hands it to both:
+    ``dpq_i = Σ_j g_ij``, ``dpk_j = Σ_i g_ij``. (The forward's ``(…, Q, K, h)`` tensor is
+    recomputed here rather than kept.)
+    """
+    s = _additive_from_projections(pq, pk, v, xp=xp)
+
+    def backprop(ds: Any) -> tuple[Any, Any, Any]:
+        a = xp.tanh(xp.expand_dims(pq, axis=-2) + xp.expand_dims(pk, axis=-3))  # (..., Q, K, h)
+        dsa = xp.expand_dims(ds, axis=-1)
+        dv = _sum_leading(dsa * a, 1, xp=xp)
+        g = dsa * v * (1.0 - a * a)
+        dpq = xp.sum(g, axis=-2)
+        dpk = xp.sum(g, axis=-3)
+        if pk.ndim < dpk.ndim:       # keys shared across a batch that the queries have
+            dpk = _sum_leading(dpk, pk.ndim, xp=xp)
+        return dpq, dpk, dv
+
+    return s, backprop
+
+
+def weighted_sum(weights: Any, values: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``c = w V`` (``w (..., Q, K)``, ``V (..., K, d)``): attention's pooling.
+    ``dw = dc Vᵀ``, ``dV = wᵀ dc``."""
+    c = weights @ values
+
+    def backprop(dc: Any) -> tuple[Any, Any]:
+        return dc @ xp.matrix_transpose(values), xp.matrix_transpose(weights) @ dc
+
+    return c, backprop
+
+
+# ---------------------------------------------------------------------- recurrent
+
+
+def lstm_step(xw: Any, state: tuple[Any, Any], p: Mapping[str, Any], *,
+              xp: Any) -> tuple[tuple[Any, Any], Callable]:
+    """One LSTM step from ``xw = W_ih x + b_ih`` (``(B, 4H)``) and ``state = (h, c)``.
+
+    Forward: ``[i; f; g; o] = σ, σ, tanh, σ of (xw + W_hh h + b_hh)``,
+    ``c' = f ⊙ c + i ⊙ g``, ``h' = o ⊙ tanh c'``.
+
+    Backward, given ``(dh', dc')``: ``do = dh' ⊙ tanh c'``; ``c'`` collects
+    ``dc̃ = dc' + dh' ⊙ o ⊙ (1 - tanh² c')``; then ``di = dc̃ ⊙ g``, ``df = dc̃ ⊙ c``,
+    ``dg = dc̃ ⊙ i``, ``dc = dc̃ ⊙ f``. Through the nonlinearities (σ' = σ(1-σ),
+    tanh' = 1 - tanh²) to the pre-activation ``da = [di i(1-i); df f(1-f); dg (1-g²);
+    do o(1-o)]``; ``dxw = da``, ``dh = da W_hh``, ``dW_hh = daᵀ h``, ``db_hh = Σ_b da``.
+
+    ``backprop(dh', dc')`` returns ``(dxw, (dh, dc), {"W_hh": ..., "b_hh": ...})``.
+    """
+    h, c = state
+    (h_new, c_new), (i, f, g, o, tanh_c) = _lstm_parts(xw, state, p, xp=xp)
+
+    def backprop(dh_new: Any, dc_new: Any) -> tuple:
+        do = dh_new * tanh_c
+        dc_total = dc_new + dh_new * o * (1.0 - tanh_c * tanh_c)
+        da = xp.concat([dc_total * g * i * (1.0 - i), dc_total * c * f * (1.0 - f),
+                        dc_total * i * (1.0 - g * g), do * o * (1.0 - o)], axis=-1)
+        grads = {"W_hh": xp.matrix_transpose(da) @ h, "b_hh": xp.sum(da, axis=0)}
+        return da, (da @ p["W_hh"], dc_total * f), grads
+
+    return (h_new, c_new), backprop
+
+
+def gru_step(xw: Any, state: tuple[Any], p: Mapping[str, Any], *,
+             xp: Any) -> tuple[tuple[Any], Callable]:
+    """One GRU step from ``xw = W_ih x + b_ih`` (``(B, 3H)``) and ``state = (h,)``.
+
+    Forward, with ``hw = W_hh h + b_hh`` split into ``hw_r, hw_z, hw_n``:
+    ``r = σ(xw_r + hw_r)``, ``z = σ(xw_z + hw_z)``, ``n = tanh(xw_n + r ⊙ hw_n)``,
+    ``h' = (1 - z) ⊙ n + z ⊙ h``.
+
+    Backward, given ``dh'``: ``dn = dh' ⊙ (1 - z)``, ``dz = dh' ⊙ (h - n)``, and ``h``
+    gets ``dh' ⊙ z`` directly. Pre-activations: ``a_n = dn (1 - n²)``,
+    ``a_z = dz z (1 - z)``, ``a_r = (a_n ⊙ hw_n) r (1 - r)``. Then
+    ``dxw = [a_r; a_z; a_n]`` and ``dhw = [a_r; a_z; a_n ⊙ r]`` (``r`` gates only the
+    recurrent half of ``n``), so ``dh += dhw W_hh``, ``dW_hh = dhwᵀ h``, ``db_hh = Σ_b dhw``.
+
+    ``backprop(dh')`` returns ``(dxw, (dh,), {"W_hh": ..., "b_hh": ...})``.
+    """
+    (h,) = state
+    (h_new,), (r, z, n, hw) = _gru_parts(xw, state, p, xp=xp)
+    size = h.shape[-1]
+
+    def backprop(dh_new: Any) -> tuple:
+        dn = dh_new * (1.0 - z)
+        a_n = dn * (1.0 - n * n)
+        a_z = dh_new * (h - n) * z * (1.0 - z)
+        a_r = a_n * hw[..., 2 * size:] * r * (1.0 - r)
+        dxw = xp.concat([a_r, a_z, a_n], axis=-1)
+        dhw = xp.concat([a_r, a_z, a_n * r], axis=-1)
+        grads = {"W_hh": xp.matrix_transpose(dhw) @ h, "b_hh": xp.sum(dhw, axis=0)}
+        return dxw, (dh_new * z + dhw @ p["W_hh"],), grads
+
+    return (h_new,), backprop
+
+
+CELL_STEPS = {"lstm": lstm_step, "gru": gru_step}
+
+
+def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
+                 state0: tuple[Any, ...], *, reverse: bool,
+                 xp: Any) -> tuple[tuple[Any, tuple], Callable]:
+    """Backpropagation through time for :func:`xpseq.core.recurrent.run_sequence`.
+
+    The forward loop is the runner's (``_keep_valid`` after every cell step); each step
+    keeps its cell's backprop. Backward walks the steps in the opposite order. A step
+    ``s_t = valid ? cell(s_{t-1}) : s_{t-1}`` routes ``ds_t`` into the cell where the step
+    is real and straight through to ``s_{t-1}`` where it is padding; the output ``h`` of a
+    real step adds its ``d_outputs`` to ``dh``. The input projection ``xw = xs W_ihᵀ + b_ih``
+    of all steps is one :func:`linear`, and so is its backward.
+
+    Returns ``((outputs (B, T, H), final_state), backprop)`` with
+    ``backprop(d_outputs, d_final) -> (dxs, d_state0, {"W_ih", "b_ih", "W_hh", "b_hh"})``.
+    """
+    step = CELL_STEPS[cell]
+    steps = xs.shape[1]
+    xw, linear_bp = linear(xs, p["W_ih"], p["b_ih"], xp=xp)               # (B, T, G H)
+    valid = xp.expand_dims(_sequence_mask(lengths, steps, xp=xp), axis=-1)  # (B, T, 1)
+    order = list(range(steps))[::-1] if reverse else list(range(steps))
+    state, outputs, tape = tuple(state0), [None] * steps, []
+    for t in order:
+        new, bp = step(xw[:, t, :], state, p, xp=xp)
+        state, outputs[t] = _keep_valid(new, state, valid[:, t, :], xp=xp)
+        tape.append((t, bp))
+    out = xp.stack(outputs, axis=1) if steps else xp.zeros(
+        (xs.shape[0], 0, state0[0].shape[-1]), dtype=xs.dtype)
+
+    def backprop(d_outputs: Any, d_final: tuple) -> tuple:
+        d_state = tuple(d_final)
+        d_xw: list = [None] * steps
+        grads = {"W_hh": xp.zeros_like(p["W_hh"]), "b_hh": xp.zeros_like(p["b_hh"])}
+        for t, bp in reversed(tape):
+            v = valid[:, t, :]
+            d_state = (d_state[0] + xp.where(v, d_outputs[:, t, :], 0.0), *d_state[1:])
+            d_cell = tuple(xp.where(v, d, 0.0) for d in d_state)
+            d_xw[t], d_prev, step_grads = bp(*d_cell)
+            d_state = tuple(xp.where(v, dp, d) for dp, d in zip(d_prev, d_state))
+            for name, g in step_grads.items():
+                grads[name] = grads[name] + g
+        dxw = xp.stack(d_xw, axis=1) if steps else xp.zeros_like(xw)
+        dxs, grads["W_ih"], grads["b_ih"] = linear_bp(dxw)
+        return dxs, d_state, grads
+
+    return (out, state), backprop
