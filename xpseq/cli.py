@@ -1,9 +1,10 @@
-"""The ``xpseq`` command: demo, train, translate, evaluate, heatmap.
+"""The ``xpseq`` command: demo, train, translate, evaluate, heatmap, tour.
 
-Every subcommand takes ``--backend`` (numpy, jax, torch, array_api_strict; training needs
-jax or torch), ``--dtype`` (float32 or float64) and ``--seed``. Errors are one line on
-stderr (``xpseq: error: ...``) and a non-zero exit code: 2 for bad arguments, 1 for
-everything else (missing files, damaged checkpoints, a backend that cannot train).
+Every model subcommand takes ``--backend`` (numpy, jax, torch, array_api_strict; all of
+them train, numpy and array_api_strict with hand-derived gradients, slowly), ``--dtype``
+(float32 or float64) and ``--seed``. Errors are one line on stderr (``xpseq: error: ...``)
+and a non-zero exit code: 2 for bad arguments, 1 for everything else (missing files,
+damaged checkpoints).
 
 Input text is split on whitespace into tokens, as in training. Words the model never saw
 become ``<unk>`` (listed in a note on stderr); an empty line translates to an empty line;
@@ -39,13 +40,10 @@ def _oserror(err: OSError) -> str:
 # --------------------------------------------------------------------------- helpers
 
 
-def _backend(name: str | None, *, train: bool = False) -> backends.Backend:
+def _backend(name: str | None) -> backends.Backend:
     if name is None:
         installed = backends.available()
-        choices = [n for n in FASTEST if n in installed] or (["numpy"] if not train else [])
-        if not choices:
-            raise CommandError("training needs jax or torch; install xpseq[jax] or xpseq[torch]")
-        name = choices[0]
+        name = ([n for n in FASTEST if n in installed] or ["numpy"])[0]
     try:
         backend = backends.get(name)
     except (ValueError, ModuleNotFoundError) as err:
@@ -140,7 +138,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from xpseq.data import read_parallel_tsv
     from xpseq.experiment import task_from_pairs, train_model
 
-    backend = _backend(args.backend, train=True)
+    backend = _backend(args.backend)
     _check_writable(args.out)
     if args.task == "toy":
         from xpseq.demo import FULL, QUICK
@@ -253,9 +251,17 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from xpseq.demo import run_demo
 
-    backend = _backend(args.backend, train=True)
+    backend = _backend(args.backend)
     return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,
                     seed=args.seed, progress=not args.no_progress)
+
+
+def cmd_tour(args: argparse.Namespace) -> int:
+    from xpseq.tour import main as tour
+
+    argv = (["--lesson", str(args.lesson)] if args.lesson else []) + \
+        (["--list"] if args.list else [])
+    return tour(argv)
 
 
 # -------------------------------------------------------------------------- parser
@@ -357,6 +363,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--png", help="also write the heatmap to this PNG")
     search(p)
     p.set_defaults(func=cmd_heatmap, parser=p)
+
+    p = sub.add_parser("tour", help="the autodiff tour: numpy by hand, jax, torch side by side",
+                       description="Lessons on how automatic differentiation differs between "
+                       "JAX (function transforms), PyTorch (a tape) and NumPy (gradients "
+                       "derived by hand), each measured at run time on the installed versions.")
+    p.add_argument("--lesson", type=_positive, metavar="N", help="run lesson N only")
+    p.add_argument("--list", action="store_true", help="list the lessons")
+    p.set_defaults(func=cmd_tour, parser=p)
     return parser
 
 
