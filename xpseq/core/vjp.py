@@ -53,6 +53,15 @@ def _sum_leading(a: Any, ndim: int, *, xp: Any) -> Any:
     return xp.sum(a, axis=axes) if axes else a
 
 
+def _unbroadcast(g: Any, shape: tuple[int, ...], *, xp: Any) -> Any:
+    """The gradient of an input of ``shape`` that broadcasting stretched to ``g.shape``:
+    a broadcast copies the input, so its gradient sums over the copies (the leading axes
+    it lacked and the axes where it had size 1)."""
+    g = _sum_leading(g, len(shape), xp=xp)
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return xp.sum(g, axis=axes, keepdims=True) if axes else g
+
+
 # --------------------------------------------------------------------------- layers
 
 
@@ -190,13 +199,15 @@ def nll_sum(logits: Any, targets: Any, pad_id: int | None, *,
 
 def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> tuple[Any, Callable]:
     """``s = c q kᵀ`` (``q (..., Q, d)``, ``k (..., K, d)``, ``c`` the scale or 1):
-    ``dq = c ds k``, ``dk = c dsᵀ q``."""
+    ``dq = c ds k``, ``dk = c dsᵀ q``. Leading axes broadcast as in ``matmul``; an input
+    that was broadcast gets its gradient summed over the copies."""
     s = _dot_scores(q, k, scale, xp=xp)
     c = 1.0 if scale is None else scale
 
     def backprop(ds: Any) -> tuple[Any, Any]:
         ds = ds if c == 1.0 else ds * c
-        return ds @ k, xp.matrix_transpose(ds) @ q
+        return (_unbroadcast(ds @ k, q.shape, xp=xp),
+                _unbroadcast(xp.matrix_transpose(ds) @ q, k.shape, xp=xp))
 
     return s, backprop
 
@@ -208,10 +219,11 @@ def general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> tuple[Any, Callable]:
 
     def backprop(ds: Any) -> tuple[Any, Any, Any]:
         u = q @ W
-        du = ds @ k
+        du = _unbroadcast(ds @ k, u.shape, xp=xp)
         dW = xp.matrix_transpose(xp.reshape(q, (-1, q.shape[-1]))) \
             @ xp.reshape(du, (-1, du.shape[-1]))
-        return du @ xp.matrix_transpose(W), xp.matrix_transpose(ds) @ u, dW
+        return (du @ xp.matrix_transpose(W),
+                _unbroadcast(xp.matrix_transpose(ds) @ u, k.shape, xp=xp), dW)
 
     return s, backprop
 
@@ -231,10 +243,8 @@ def additive_from_projections(pq: Any, pk: Any, v: Any, *, xp: Any) -> tuple[Any
         dsa = xp.expand_dims(ds, axis=-1)
         dv = _sum_leading(dsa * a, 1, xp=xp)
         g = dsa * v * (1.0 - a * a)
-        dpq = xp.sum(g, axis=-2)
-        dpk = xp.sum(g, axis=-3)
-        if pk.ndim < dpk.ndim:       # keys shared across a batch that the queries have
-            dpk = _sum_leading(dpk, pk.ndim, xp=xp)
+        dpq = _unbroadcast(xp.sum(g, axis=-2), pq.shape, xp=xp)
+        dpk = _unbroadcast(xp.sum(g, axis=-3), pk.shape, xp=xp)
         return dpq, dpk, dv
 
     return s, backprop
@@ -246,7 +256,8 @@ def weighted_sum(weights: Any, values: Any, *, xp: Any) -> tuple[Any, Callable]:
     c = weights @ values
 
     def backprop(dc: Any) -> tuple[Any, Any]:
-        return dc @ xp.matrix_transpose(values), xp.matrix_transpose(weights) @ dc
+        return (_unbroadcast(dc @ xp.matrix_transpose(values), weights.shape, xp=xp),
+                _unbroadcast(xp.matrix_transpose(weights) @ dc, values.shape, xp=xp))
 
     return c, backprop
 

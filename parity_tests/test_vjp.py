@@ -1,0 +1,951 @@
+"""The hand-derived backward rules of :mod:`xpseq.core.vjp` against autodiff and finite
+differences.
+
+Every rule is run as a *case*: float64 inputs (the differentiated ones in ``inputs``, ids,
+masks, lengths and flags in ``consts``), an adapter that calls the rule and names its
+gradients, and a *reference forward* written with the public xpseq functions (or the private
+kernels where there is no public one) that knows nothing about the rule. With a fixed random
+cotangent for every output:
+
+* the rule's output equals the reference forward on NumPy (within 1e-15), its gradients
+  have the inputs' shapes, and it leaves its inputs untouched;
+* its NumPy gradients equal ``jax.vjp`` and ``torch.autograd.grad`` of the reference
+  forward (``GRAD_RTOL``);
+* and central differences of the NumPy reference forward (``FD_REL_ERR``);
+* the same rule run on jax, torch and array_api_strict arrays gives the NumPy numbers
+  (rtol 1e-12) in that library's arrays.
+
+Then the special cases the rules promise (fully masked softmax rows, repeated and unused
+embedding ids, padding in the loss, dropout's scale, zero-length sequences and zero steps)
+and :func:`xpseq.core.vjp.defvjp` with the backends' ``value_and_grad``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import array_api_compat
+import numpy as np
+import pytest
+from parity_helpers import to_backend
+
+import xpseq.core as C
+from xpseq import backends
+from xpseq.core import vjp
+from xpseq.core.attention import _additive_from_projections
+from xpseq.core.losses import _nll_sum
+from xpseq.core.recurrent import _gru_step, _lstm_step, _run_sequence
+from xpseq.testing import (
+    FD_REL_ERR,
+    GRAD_ATOL,
+    GRAD_RTOL,
+    assert_matches,
+    central_difference_grad,
+    relative_error,
+)
+
+NP = backends.get("numpy")
+
+FORWARD_TOL = 1e-15      # the rule's forward against the plain kernel, NumPy
+CROSS_RTOL = 1e-12       # the same rule on another array library against NumPy
+CROSS_ATOL = 1e-14
+RULE_BACKENDS = ("jax", "torch", "array_api_strict")
+
+# Sizes: batch, steps, input, hidden, vocabulary.
+B, T, D_IN, H, V = 3, 4, 2, 3, 7
+
+
+def rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(4242 + seed)
+
+
+def seed_of(text: str) -> int:
+    return sum((i + 1) * ord(ch) for i, ch in enumerate(text))
+
+
+# ------------------------------------------------------------------------------ cases
+
+
+@dataclass
+class Case:
+    """``rule(xp, inputs, consts) -> (outputs, back)`` with ``back(cotangents) -> {name:
+    gradient}`` for every name of ``inputs``; ``forward(xp, inputs, consts) -> outputs``
+    is the reference math (public functions or private kernels, never the rule)."""
+
+    id: str
+    inputs: dict[str, np.ndarray]
+    consts: dict[str, Any]
+    rule: Callable[..., tuple[tuple, Callable]]
+    forward: Callable[..., tuple]
+    cots: tuple = ()
+
+
+def assert_no_gradient(value: Any) -> None:
+    assert value is None, f"expected no gradient (None) for an id/mask argument, got {value!r}"
+
+
+# Adapters: call one rule, check its gradient structure, name the gradients.
+
+def linear_rule(xp, a, c):
+    y, bp = vjp.linear(a["x"], a["W"], a.get("b"), xp=xp)
+
+    def back(cots):
+        dx, dW, db = bp(cots[0])
+        grads = {"x": dx, "W": dW}
+        if "b" in a:
+            grads["b"] = db
+        else:
+            assert_no_gradient(db)
+        return grads
+
+    return (y,), back
+
+
+def linear_ref(xp, a, c):
+    return (C.linear(a["x"], a["W"], a.get("b")),)
+
+
+def embedding_rule(xp, a, c):
+    y, bp = vjp.embedding(c["ids"], a["E"], xp=xp)
+
+    def back(cots):
+        d_ids, dE = bp(cots[0])
+        assert_no_gradient(d_ids)
+        return {"E": dE}
+
+    return (y,), back
+
+
+def embedding_ref(xp, a, c):
+    return (C.embedding(c["ids"], a["E"]),)
+
+
+def unary_rule(name):
+    def rule(xp, a, c):
+        y, bp = getattr(vjp, name)(a["x"], xp=xp)
+
+        def back(cots):
+            (dx,) = bp(cots[0])
+            return {"x": dx}
+
+        return (y,), back
+
+    return rule
+
+
+def sigmoid_ref(xp, a, c):
+    return (C.sigmoid(a["x"]),)
+
+
+def tanh_ref(xp, a, c):
+    return (xp.tanh(a["x"]),)
+
+
+def concat_rule(xp, a, c):
+    names = list(a)
+    y, bp = vjp.concat([a[n] for n in names], axis=c["axis"], xp=xp)
+
+    def back(cots):
+        pieces = bp(cots[0])
+        assert isinstance(pieces, tuple) and len(pieces) == len(names)
+        return dict(zip(names, pieces))
+
+    return (y,), back
+
+
+def concat_ref(xp, a, c):
+    return (xp.concat(list(a.values()), axis=c["axis"]),)
+
+
+def dropout_rule(xp, a, c):
+    y, bp = vjp.dropout(a["x"], c["keep"], c["rate"], xp=xp)
+
+    def back(cots):
+        dx, d_keep = bp(cots[0])
+        assert_no_gradient(d_keep)
+        return {"x": dx}
+
+    return (y,), back
+
+
+def dropout_ref(xp, a, c):
+    return (C.dropout(a["x"], c["keep"], c["rate"]),)
+
+
+def masked_softmax_rule(xp, a, c):
+    w, bp = vjp.masked_softmax(a["scores"], c["keep"], xp=xp)
+
+    def back(cots):
+        ds, d_keep = bp(cots[0])
+        assert_no_gradient(d_keep)
+        return {"scores": ds}
+
+    return (w,), back
+
+
+def masked_softmax_ref(xp, a, c):
+    if c["keep"] is None:
+        return (C.masked_softmax(a["scores"]),)
+    return (C.masked_softmax(a["scores"], mask=c["keep"], empty="zero"),)
+
+
+def log_softmax_rule(xp, a, c):
+    y, bp = vjp.log_softmax(a["x"], xp=xp)
+
+    def back(cots):
+        (dx,) = bp(cots[0])
+        return {"x": dx}
+
+    return (y,), back
+
+
+def log_softmax_ref(xp, a, c):
+    return (C.log_softmax(a["x"]),)
+
+
+def nll_rule(xp, a, c):
+    out, bp = vjp.nll_sum(a["logits"], c["targets"], c["pad_id"], xp=xp)
+    assert isinstance(out, tuple) and len(out) == 2
+    total, _count = out
+
+    def back(cots):
+        dlogits, d_targets = bp(cots[0])
+        assert_no_gradient(d_targets)
+        return {"logits": dlogits}
+
+    return (total,), back
+
+
+def nll_ref(xp, a, c):
+    # cross_entropy is the mean over real tokens; times their (constant) number, the sum.
+    return (C.cross_entropy(a["logits"], c["targets"], pad_id=c["pad_id"]) * c["count"],)
+
+
+def dot_rule(xp, a, c):
+    s, bp = vjp.dot_scores(a["q"], a["k"], c["scale"], xp=xp)
+
+    def back(cots):
+        dq, dk = bp(cots[0])
+        return {"q": dq, "k": dk}
+
+    return (s,), back
+
+
+def dot_ref(xp, a, c):
+    return (C.dot_scores(a["q"], a["k"], c["scale"]),)
+
+
+def general_rule(xp, a, c):
+    s, bp = vjp.general_scores(a["q"], a["k"], a["W"], xp=xp)
+
+    def back(cots):
+        dq, dk, dW = bp(cots[0])
+        return {"q": dq, "k": dk, "W": dW}
+
+    return (s,), back
+
+
+def general_ref(xp, a, c):
+    return (C.general_scores(a["q"], a["k"], a["W"]),)
+
+
+def additive_rule(xp, a, c):
+    s, bp = vjp.additive_from_projections(a["pq"], a["pk"], a["v"], xp=xp)
+
+    def back(cots):
+        dpq, dpk, dv = bp(cots[0])
+        return {"pq": dpq, "pk": dpk, "v": dv}
+
+    return (s,), back
+
+
+def additive_ref(xp, a, c):
+    return (_additive_from_projections(a["pq"], a["pk"], a["v"], xp=xp),)
+
+
+def weighted_sum_rule(xp, a, c):
+    out, bp = vjp.weighted_sum(a["w"], a["values"], xp=xp)
+
+    def back(cots):
+        dw, dvalues = bp(cots[0])
+        return {"w": dw, "values": dvalues}
+
+    return (out,), back
+
+
+def weighted_sum_ref(xp, a, c):
+    return (xp.matmul(a["w"], a["values"]),)
+
+
+def lstm_step_rule(xp, a, c):
+    p = {"W_hh": a["W_hh"], "b_hh": a["b_hh"]}
+    (h1, c1), bp = vjp.lstm_step(a["xw"], (a["h"], a["c"]), p, xp=xp)
+
+    def back(cots):
+        dxw, d_state, grads = bp(cots[0], cots[1])
+        assert isinstance(d_state, tuple) and len(d_state) == 2
+        assert sorted(grads) == ["W_hh", "b_hh"]
+        return {"xw": dxw, "h": d_state[0], "c": d_state[1], **grads}
+
+    return (h1, c1), back
+
+
+def lstm_step_ref(xp, a, c):
+    return tuple(_lstm_step(a["xw"], (a["h"], a["c"]),
+                            {"W_hh": a["W_hh"], "b_hh": a["b_hh"]}, xp=xp))
+
+
+def gru_step_rule(xp, a, c):
+    p = {"W_hh": a["W_hh"], "b_hh": a["b_hh"]}
+    (h1,), bp = vjp.gru_step(a["xw"], (a["h"],), p, xp=xp)
+
+    def back(cots):
+        dxw, d_state, grads = bp(cots[0])
+        assert isinstance(d_state, tuple) and len(d_state) == 1
+        assert sorted(grads) == ["W_hh", "b_hh"]
+        return {"xw": dxw, "h": d_state[0], **grads}
+
+    return (h1,), back
+
+
+def gru_step_ref(xp, a, c):
+    return tuple(_gru_step(a["xw"], (a["h"],), {"W_hh": a["W_hh"], "b_hh": a["b_hh"]}, xp=xp))
+
+
+PARAMS = ("W_ih", "W_hh", "b_ih", "b_hh")
+
+
+def state_names(cell: str) -> tuple[str, ...]:
+    return ("h0", "c0") if cell == "lstm" else ("h0",)
+
+
+def run_sequence_rule(xp, a, c):
+    cell = c["cell"]
+    p = {n: a[n] for n in PARAMS}
+    s0 = tuple(a[n] for n in state_names(cell))
+    (out, final), bp = vjp.run_sequence(cell, p, a["xs"], c["lengths"], s0,
+                                        reverse=c["reverse"], xp=xp)
+    assert isinstance(final, tuple) and len(final) == len(s0)
+
+    def back(cots):
+        dxs, d_state0, grads = bp(cots[0], tuple(cots[1:]))
+        assert isinstance(d_state0, tuple) and len(d_state0) == len(s0)
+        assert sorted(grads) == sorted(PARAMS)
+        return {"xs": dxs, **dict(zip(state_names(cell), d_state0)), **grads}
+
+    return (out, *final), back
+
+
+def run_sequence_ref(xp, a, c):
+    cell = c["cell"]
+    out, final = C.run_sequence({n: a[n] for n in PARAMS}, a["xs"], c["lengths"], cell=cell,
+                                initial_state=tuple(a[n] for n in state_names(cell)),
+                                reverse=c["reverse"])
+    return (out, *final)
+
+
+def seq_inputs(r: np.random.Generator, cell: str, steps: int) -> dict[str, np.ndarray]:
+    gates = C.recurrent.CELLS[cell] * H
+    a = {"xs": r.standard_normal((B, steps, D_IN)),
+         "W_ih": r.standard_normal((gates, D_IN)) * 0.6,
+         "W_hh": r.standard_normal((gates, H)) * 0.6,
+         "b_ih": r.standard_normal(gates) * 0.3,
+         "b_hh": r.standard_normal(gates) * 0.3}
+    for name in state_names(cell):
+        a[name] = r.standard_normal((B, H)) * 0.8
+    return a
+
+
+SEQ_LENGTHS = {
+    "mixed": (T, [0, 1, T]),      # one empty, one of length 1, one full
+    "partial": (T, [2, T, 3]),
+    "full": (T, [T, T, T]),
+    "empty": (T, [0, 0, 0]),
+    "nosteps": (0, [0, 0, 0]),    # T = 0
+}
+
+
+def build_cases() -> list[Case]:
+    cases: list[Case] = []
+
+    def add(id_, inputs, consts, rule, forward):
+        cases.append(Case(id_, inputs, consts, rule, forward))
+
+    r = rng(1)
+    add("linear-2d", {"x": r.standard_normal((B, 4)), "W": r.standard_normal((5, 4)),
+                      "b": r.standard_normal(5)}, {}, linear_rule, linear_ref)
+    add("linear-3d", {"x": r.standard_normal((2, B, 4)), "W": r.standard_normal((5, 4)),
+                      "b": r.standard_normal(5)}, {}, linear_rule, linear_ref)
+    add("linear-4d-nobias", {"x": r.standard_normal((2, 2, B, 4)),
+                             "W": r.standard_normal((5, 4))}, {}, linear_rule, linear_ref)
+
+    # ids 2, 4 and 5 never occur; 1 and 3 repeat.
+    ids = np.array([[1, 3, 3, 0], [6, 1, 1, 1], [3, 0, 6, 1]], dtype=np.int64)
+    add("embedding-2d", {"E": r.standard_normal((V, 3))}, {"ids": ids},
+        embedding_rule, embedding_ref)
+    add("embedding-1d", {"E": r.standard_normal((V, 2))},
+        {"ids": np.array([5, 5, 0, 5, 2], dtype=np.int64)}, embedding_rule, embedding_ref)
+
+    x = r.standard_normal((B, 5)) * 3.0
+    x[0, :3] = [-12.0, 12.0, 0.0]                   # both branches of the stable sigmoid
+    add("sigmoid", {"x": x}, {}, unary_rule("sigmoid"), sigmoid_ref)
+    add("tanh", {"x": r.standard_normal((2, B, 4)) * 1.5}, {}, unary_rule("tanh"), tanh_ref)
+
+    add("concat-last", {"a0": r.standard_normal((2, B, 1)), "a1": r.standard_normal((2, B, 2)),
+                        "a2": r.standard_normal((2, B, 4))}, {"axis": -1},
+        concat_rule, concat_ref)
+    add("concat-axis1", {"a0": r.standard_normal((2, 1, 3)), "a1": r.standard_normal((2, 3, 3))},
+        {"axis": 1}, concat_rule, concat_ref)
+    add("concat-axis0", {"a0": r.standard_normal((2, 3)), "a1": r.standard_normal((1, 3)),
+                         "a2": r.standard_normal((B, 3))}, {"axis": 0}, concat_rule, concat_ref)
+
+    keep = r.random((B, 5)) >= 0.5
+    keep[0, 0], keep[0, 1] = True, False
+    add("dropout-0.5", {"x": r.standard_normal((B, 5))}, {"keep": keep, "rate": 0.5},
+        dropout_rule, dropout_ref)
+    add("dropout-0.2", {"x": r.standard_normal((B, 5))},
+        {"keep": r.random((B, 5)) >= 0.2, "rate": 0.2}, dropout_rule, dropout_ref)
+    add("dropout-0.3-broadcast-keep", {"x": r.standard_normal((2, B, 5))},
+        {"keep": np.array([[True, False, True, True, False]]), "rate": 0.3},
+        dropout_rule, dropout_ref)
+    add("dropout-0", {"x": r.standard_normal((B, 5))},
+        {"keep": np.ones((B, 5), dtype=bool), "rate": 0.0}, dropout_rule, dropout_ref)
+
+    add("masked_softmax-nomask", {"scores": r.standard_normal((2, B, 5)) * 2.0},
+        {"keep": None}, masked_softmax_rule, masked_softmax_ref)
+    keep = r.random((2, B, 5)) >= 0.4
+    keep[..., 0] = True
+    add("masked_softmax-mask", {"scores": r.standard_normal((2, B, 5)) * 2.0},
+        {"keep": keep}, masked_softmax_rule, masked_softmax_ref)
+    keep = r.random((2, 2, B, 4)) >= 0.3
+    keep[0, 1, 2, :] = False                         # rows with no kept key
+    keep[1, 0, 0, :] = False
+    keep[1, 1, 1, :] = [False, False, True, False]   # a single kept key
+    add("masked_softmax-empty-rows-4d", {"scores": r.standard_normal((2, 2, B, 4)) * 2.0},
+        {"keep": keep}, masked_softmax_rule, masked_softmax_ref)
+
+    add("log_softmax-2d", {"x": r.standard_normal((B, 6)) * 2.0}, {},
+        log_softmax_rule, log_softmax_ref)
+    add("log_softmax-3d", {"x": r.standard_normal((2, B, 4)) * 3.0}, {},
+        log_softmax_rule, log_softmax_ref)
+
+    targets = np.array([[3, 1, 0, 0], [6, 0, 5, 0], [2, 2, 4, 1]], dtype=np.int64)
+    add("nll_sum-pad0", {"logits": r.standard_normal((B, 4, V)) * 2.0},
+        {"targets": targets, "pad_id": 0, "count": float(np.sum(targets != 0))},
+        nll_rule, nll_ref)
+    add("nll_sum-pad6", {"logits": r.standard_normal((B, 4, V)) * 2.0},
+        {"targets": targets, "pad_id": 6, "count": float(np.sum(targets != 6))},
+        nll_rule, nll_ref)
+    add("nll_sum-nopad", {"logits": r.standard_normal((B, 4, V)) * 2.0},
+        {"targets": targets, "pad_id": None, "count": float(targets.size)}, nll_rule, nll_ref)
+    add("nll_sum-1d-nopad", {"logits": r.standard_normal((5, V))},
+        {"targets": np.array([0, 6, 6, 2, 3], dtype=np.int64), "pad_id": None, "count": 5.0},
+        nll_rule, nll_ref)
+
+    add("dot_scores-dot", {"q": r.standard_normal((2, B, 4)), "k": r.standard_normal((2, 5, 4))},
+        {"scale": None}, dot_rule, dot_ref)
+    add("dot_scores-scaled", {"q": r.standard_normal((2, B, 3)),
+                              "k": r.standard_normal((2, 5, 3))},
+        {"scale": 1.0 / math.sqrt(3)}, dot_rule, dot_ref)
+    add("dot_scores-scaled-4d", {"q": r.standard_normal((2, 2, B, 4)),
+                                 "k": r.standard_normal((2, 2, 5, 4))},
+        {"scale": 1.0 / math.sqrt(4)}, dot_rule, dot_ref)
+
+    add("general_scores", {"q": r.standard_normal((2, B, 4)), "k": r.standard_normal((2, 5, 3)),
+                           "W": r.standard_normal((4, 3)) * 0.5}, {}, general_rule, general_ref)
+    add("general_scores-4d", {"q": r.standard_normal((2, 2, B, 4)),
+                              "k": r.standard_normal((2, 2, 5, 3)),
+                              "W": r.standard_normal((4, 3)) * 0.5}, {},
+        general_rule, general_ref)
+
+    add("additive", {"pq": r.standard_normal((2, B, 4)), "pk": r.standard_normal((2, 5, 4)),
+                     "v": r.standard_normal(4)}, {}, additive_rule, additive_ref)
+    add("additive-shared-keys", {"pq": r.standard_normal((2, B, 4)),
+                                 "pk": r.standard_normal((5, 4)), "v": r.standard_normal(4)},
+        {}, additive_rule, additive_ref)
+    add("additive-one-query", {"pq": r.standard_normal((B, 1, 4)),
+                               "pk": r.standard_normal((B, 5, 4)), "v": r.standard_normal(4)},
+        {}, additive_rule, additive_ref)
+
+    add("weighted_sum", {"w": r.random((2, B, 5)), "values": r.standard_normal((2, 5, 4))}, {},
+        weighted_sum_rule, weighted_sum_ref)
+
+    # Broadcast leading axes (as matmul): a shared input's gradient sums over its copies.
+    add("dot_scores-shared-keys", {"q": r.standard_normal((2, B, 4)),
+                                   "k": r.standard_normal((5, 4))},
+        {"scale": 0.5}, dot_rule, dot_ref)
+    add("dot_scores-size1-batch", {"q": r.standard_normal((1, B, 4)),
+                                   "k": r.standard_normal((2, 5, 4))},
+        {"scale": None}, dot_rule, dot_ref)
+    add("general_scores-shared-keys", {"q": r.standard_normal((2, B, 4)),
+                                       "k": r.standard_normal((5, 3)),
+                                       "W": r.standard_normal((4, 3)) * 0.5}, {},
+        general_rule, general_ref)
+    add("additive-shared-queries", {"pq": r.standard_normal((B, 4)),
+                                    "pk": r.standard_normal((2, 5, 4)),
+                                    "v": r.standard_normal(4)}, {}, additive_rule, additive_ref)
+    add("weighted_sum-shared-values", {"w": r.random((2, B, 5)),
+                                       "values": r.standard_normal((5, 4))}, {},
+        weighted_sum_rule, weighted_sum_ref)
+    add("weighted_sum-4d", {"w": r.random((2, 2, B, 5)),
+                            "values": r.standard_normal((2, 2, 5, 3))}, {},
+        weighted_sum_rule, weighted_sum_ref)
+
+    add("lstm_step", {"xw": r.standard_normal((B, 4 * H)), "h": r.standard_normal((B, H)),
+                      "c": r.standard_normal((B, H)),
+                      "W_hh": r.standard_normal((4 * H, H)) * 0.6,
+                      "b_hh": r.standard_normal(4 * H) * 0.3}, {}, lstm_step_rule, lstm_step_ref)
+    add("gru_step", {"xw": r.standard_normal((B, 3 * H)), "h": r.standard_normal((B, H)),
+                     "W_hh": r.standard_normal((3 * H, H)) * 0.6,
+                     "b_hh": r.standard_normal(3 * H) * 0.3}, {}, gru_step_rule, gru_step_ref)
+
+    for cell in ("lstm", "gru"):
+        for reverse in (False, True):
+            for label, (steps, lengths) in SEQ_LENGTHS.items():
+                id_ = f"run_sequence-{cell}-{'reverse' if reverse else 'forward'}-{label}"
+                add(id_, seq_inputs(rng(seed_of(id_)), cell, steps),
+                    {"cell": cell, "reverse": reverse,
+                     "lengths": np.array(lengths, dtype=np.int64)},
+                    run_sequence_rule, run_sequence_ref)
+
+    for case in cases:   # one fixed random cotangent per output
+        outs = case.forward(NP.xp, case.inputs, case.consts)
+        r = rng(seed_of(case.id))
+        case.cots = tuple(np.asarray(r.standard_normal(np.shape(o))) for o in outs)
+    return cases
+
+
+CASES = build_cases()
+IDS = [case.id for case in CASES]
+BY_ID = {case.id: case for case in CASES}
+
+
+@functools.lru_cache(maxsize=None)
+def numpy_rule(case_id: str) -> tuple[tuple[np.ndarray, ...], dict[str, np.ndarray]]:
+    """The rule's outputs and gradients on NumPy (float64 arrays)."""
+    case = BY_ID[case_id]
+    outs, back = case.rule(NP.xp, case.inputs, case.consts)
+    grads = back(case.cots)
+    return tuple(np.asarray(o) for o in outs), {n: np.asarray(g) for n, g in grads.items()}
+
+
+def check_grads(got: dict, reference: dict, *, what: str) -> None:
+    assert set(got) == set(reference)
+    for name, ref in reference.items():
+        assert got[name].shape == ref.shape, f"{what}: d{name} shape"
+        np.testing.assert_allclose(got[name], ref, rtol=GRAD_RTOL, atol=GRAD_ATOL,
+                                   err_msg=f"{what}: d{name}")
+
+
+# --------------------------------------------------------------- every rule, every check
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_forward_equals_kernel(case: Case) -> None:
+    before = {n: v.copy() for n, v in case.inputs.items()}
+    outs, back = case.rule(NP.xp, case.inputs, case.consts)
+    ref = case.forward(NP.xp, case.inputs, case.consts)
+    assert len(outs) == len(ref)
+    for o, r in zip(outs, ref):
+        assert np.shape(o) == np.shape(r)
+        np.testing.assert_allclose(o, r, rtol=FORWARD_TOL, atol=FORWARD_TOL)
+    grads = back(case.cots)
+    assert set(grads) == set(case.inputs)
+    for name, g in grads.items():
+        g = np.asarray(g)
+        assert g.shape == case.inputs[name].shape, name
+        assert g.dtype == np.float64, name
+        assert np.all(np.isfinite(g)), name
+    for name, v in before.items():
+        np.testing.assert_array_equal(case.inputs[name], v, err_msg=f"{name} was modified")
+
+
+@functools.lru_cache(maxsize=None)
+def jax_results(case_id: str) -> tuple[dict, tuple, dict]:
+    """``jax.vjp`` of the reference forward, and the rule's outputs and gradients on JAX
+    arrays, from one function: jitted (one compilation per case instead of one per
+    primitive), except for the recurrences, whose unrolled loops compile slowly and run
+    eagerly on primitives cached across cases."""
+    import jax
+
+    case = BY_ID[case_id]
+    be = backends.get("jax")
+    consts = to_backend(be, case.consts)
+
+    def run(inputs: dict, cots: tuple) -> tuple[dict, tuple, dict]:
+        _, pullback = jax.vjp(lambda a: tuple(case.forward(be.xp, a, consts)), inputs)
+        (ref,) = pullback(cots)
+        outs, back = case.rule(be.xp, inputs, consts)
+        return ref, tuple(outs), back(cots)
+
+    if not case_id.startswith("run_sequence"):
+        run = jax.jit(run)
+    return run(to_backend(be, case.inputs), tuple(be.asarray(t) for t in case.cots))
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_vjp_matches_jax(case: Case) -> None:
+    pytest.importorskip("jax")
+    be = backends.get("jax")
+    ref = jax_results(case.id)[0]
+    check_grads(numpy_rule(case.id)[1], {n: be.to_numpy(g) for n, g in ref.items()},
+                what=f"{case.id} vs jax.vjp")
+
+
+def torch_vjp(case: Case) -> dict[str, np.ndarray]:
+    torch = pytest.importorskip("torch")
+    be = backends.get("torch")
+    inputs = {n: be.asarray(v).requires_grad_(True) for n, v in case.inputs.items()}
+    outs = case.forward(be.xp, inputs, to_backend(be, case.consts))
+    pairs = [(o, be.asarray(t)) for o, t in zip(outs, case.cots) if o.requires_grad]
+    names = list(inputs)
+    grads = torch.autograd.grad([o for o, _ in pairs], [inputs[n] for n in names],
+                                grad_outputs=[t for _, t in pairs], allow_unused=True) \
+        if pairs else [None] * len(names)
+    return {n: np.zeros_like(case.inputs[n]) if g is None else be.to_numpy(g)
+            for n, g in zip(names, grads)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_vjp_matches_torch_autograd(case: Case) -> None:
+    check_grads(numpy_rule(case.id)[1], torch_vjp(case), what=f"{case.id} vs torch")
+
+
+def fd_grads(case: Case) -> dict[str, np.ndarray]:
+    """Central differences of ``L = Σ_i sum(out_i * cot_i)`` of the NumPy reference forward."""
+    grads = {}
+    for name in case.inputs:
+        def loss(x, name=name):
+            a = dict(case.inputs)
+            a[name] = x
+            outs = case.forward(NP.xp, a, case.consts)
+            return sum(float(np.sum(np.asarray(o) * t)) for o, t in zip(outs, case.cots))
+
+        grads[name] = central_difference_grad(loss, case.inputs[name])
+    return grads
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_vjp_matches_finite_differences(case: Case) -> None:
+    got = numpy_rule(case.id)[1]
+    for name, fd in fd_grads(case).items():
+        err = relative_error(got[name], fd)
+        assert err <= FD_REL_ERR, f"{case.id}: d{name} relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("name", RULE_BACKENDS)
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_rule_on_other_array_libraries(case: Case, name: str) -> None:
+    pytest.importorskip(name)
+    be = backends.get(name)
+    if name == "jax":
+        _, outs, grads = jax_results(case.id)
+    else:
+        outs, back = case.rule(be.xp, to_backend(be, case.inputs), to_backend(be, case.consts))
+        grads = back(tuple(be.asarray(t) for t in case.cots))
+    np_outs, np_grads = numpy_rule(case.id)
+    assert len(outs) == len(np_outs)
+    for i, (o, r) in enumerate(zip(outs, np_outs)):
+        assert_matches(be, o, r, rtol=CROSS_RTOL, atol=CROSS_ATOL, err_msg=f"output {i}")
+    assert set(grads) == set(np_grads)
+    for n, g in grads.items():
+        assert_matches(be, g, np_grads[n], rtol=CROSS_RTOL, atol=CROSS_ATOL, err_msg=f"d{n}")
+
+
+def test_case_list_covers_every_rule() -> None:
+    """Every public rule of xpseq.core.vjp has a case above (defvjp is tested below)."""
+    covered = {case.id.split("-")[0] for case in CASES}
+    covered = {"additive_from_projections" if c == "additive" else c for c in covered}
+    rules = set(vjp.__all__) - {"defvjp", "CELL_STEPS"}
+    assert rules <= covered, sorted(rules - covered)
+    assert vjp.CELL_STEPS == {"lstm": vjp.lstm_step, "gru": vjp.gru_step}
+
+
+# ------------------------------------------------------------------------ special cases
+
+
+def test_masked_softmax_empty_rows_give_zero_gradient() -> None:
+    r = rng(11)
+    scores = r.standard_normal((2, B, 5))
+    keep = r.random((2, B, 5)) >= 0.5
+    keep[:, :, 1] = True
+    keep[0, 1, :] = False
+    keep[1, 2, :] = False
+    # Masked scores are ignored, even infinite or NaN ones.
+    scores[0, 1, 0], scores[0, 1, 3], scores[1, 0, :] = np.inf, np.nan, \
+        np.where(keep[1, 0], scores[1, 0], -np.inf)
+    w, bp = vjp.masked_softmax(scores, keep, xp=NP.xp)
+    dw = r.standard_normal(w.shape)
+    ds, none = bp(dw)
+    assert none is None
+    assert np.all(np.isfinite(w)) and np.all(np.isfinite(ds))
+    assert np.all(w[0, 1] == 0.0) and np.all(w[1, 2] == 0.0)
+    assert np.all(ds[0, 1] == 0.0) and np.all(ds[1, 2] == 0.0)
+    assert np.all(ds[~keep] == 0.0)
+    assert np.all(ds[keep] != 0.0)
+    # Kept rows: the rows of ds sum to zero (softmax is shift invariant).
+    np.testing.assert_allclose(np.sum(ds, axis=-1), 0.0, atol=1e-15)
+    # The same as the reference on the finite scores, where only kept positions matter.
+    clean = np.where(keep, scores, 0.0)
+    case = Case("empty", {"scores": clean}, {"keep": keep}, masked_softmax_rule,
+                masked_softmax_ref, (dw,))
+    np.testing.assert_array_equal(w, masked_softmax_ref(NP.xp, case.inputs, case.consts)[0])
+    np.testing.assert_allclose(ds, torch_vjp(case)["scores"], rtol=GRAD_RTOL, atol=GRAD_ATOL)
+
+
+def test_masked_softmax_single_kept_key_has_zero_gradient() -> None:
+    """A row with one kept key has the constant weight 1, so no gradient."""
+    scores = rng(12).standard_normal((2, 4))
+    keep = np.array([[False, True, False, False], [True, True, True, True]])
+    w, bp = vjp.masked_softmax(scores, keep, xp=NP.xp)
+    ds, _ = bp(np.ones_like(w) + np.arange(4.0))
+    np.testing.assert_array_equal(w[0], [0.0, 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(ds[0], 0.0, atol=1e-16)
+    assert np.all(np.abs(ds[1]) > 1e-3)
+
+
+def test_embedding_accumulates_repeated_ids_and_leaves_unused_rows_zero() -> None:
+    r = rng(13)
+    ids = np.array([[1, 3, 3, 0], [6, 1, 1, 1], [3, 0, 6, 1]], dtype=np.int64)
+    E = r.standard_normal((V, 3))
+    y, bp = vjp.embedding(ids, E, xp=NP.xp)
+    np.testing.assert_array_equal(y, E[ids])
+    dy = r.standard_normal(y.shape)
+    none, dE = bp(dy)
+    assert none is None
+    expected = np.zeros_like(E)
+    np.add.at(expected, ids.reshape(-1), dy.reshape(-1, 3))
+    np.testing.assert_allclose(dE, expected, rtol=1e-14, atol=1e-15)
+    for v in (2, 4, 5):
+        assert np.all(dE[v] == 0.0)
+    np.testing.assert_allclose(dE[1], dy[0, 0] + dy[1, 1] + dy[1, 2] + dy[1, 3] + dy[2, 3],
+                               rtol=1e-14)
+
+
+def log_softmax_np(x: np.ndarray) -> np.ndarray:
+    m = np.max(x, axis=-1, keepdims=True)
+    return x - m - np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True))
+
+
+@pytest.mark.parametrize("pad_id", [0, None])
+def test_nll_sum_padding_and_count(pad_id: int | None) -> None:
+    r = rng(14)
+    logits = r.standard_normal((B, 4, V)) * 2.0
+    targets = np.array([[3, 1, 0, 0], [6, 0, 5, 0], [2, 2, 4, 1]], dtype=np.int64)
+    (total, count), bp = vjp.nll_sum(logits, targets, pad_id, xp=NP.xp)
+    real = np.ones(targets.shape, bool) if pad_id is None else targets != pad_id
+    picked = np.take_along_axis(log_softmax_np(logits), targets[..., None], axis=-1)[..., 0]
+    np.testing.assert_allclose(total, -np.sum(picked[real]), rtol=1e-14)
+    assert float(count) == float(np.sum(real))
+    kernel_total, kernel_count = _nll_sum(logits, targets, pad_id, xp=NP.xp)
+    assert float(total) == float(kernel_total) and float(count) == float(kernel_count)
+    dlogits, none = bp(np.asarray(1.0))
+    assert none is None
+    expected = np.exp(log_softmax_np(logits)) - np.eye(V)[targets]
+    expected[~real] = 0.0
+    np.testing.assert_allclose(dlogits, expected, rtol=1e-13, atol=1e-15)
+    assert np.all(dlogits[~real] == 0.0)
+    assert np.all(dlogits[real] != 0.0)
+    np.testing.assert_allclose(np.sum(dlogits, axis=-1), 0.0, atol=1e-15)
+    # Linear in the cotangent.
+    scaled, _ = bp(np.asarray(-2.5))
+    np.testing.assert_allclose(scaled, -2.5 * dlogits, rtol=1e-15, atol=1e-16)
+
+
+def test_dropout_half_rate_doubles_kept_entries() -> None:
+    r = rng(15)
+    x, dy = r.standard_normal((B, 6)), r.standard_normal((B, 6))
+    keep = r.random((B, 6)) >= 0.5
+    keep[0, :2] = [True, False]
+    y, bp = vjp.dropout(x, keep, 0.5, xp=NP.xp)
+    np.testing.assert_array_equal(y, np.where(keep, 2.0 * x, 0.0))
+    dx, none = bp(dy)
+    assert none is None
+    np.testing.assert_array_equal(dx, np.where(keep, 2.0 * dy, 0.0))
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_run_sequence_padding_and_empty_rows(cell: str, reverse: bool) -> None:
+    lengths = np.array([0, 2, T], dtype=np.int64)
+    r = rng(16)
+    a = seq_inputs(r, cell, T)
+    p = {n: a[n] for n in PARAMS}
+    s0 = tuple(a[n] for n in state_names(cell))
+    (out, final), bp = vjp.run_sequence(cell, p, a["xs"], lengths, s0, reverse=reverse,
+                                        xp=NP.xp)
+    ref_out, ref_final = _run_sequence(cell, p, a["xs"], lengths, s0, reverse=reverse,
+                                       scan=None, xp=NP.xp)
+    np.testing.assert_allclose(out, ref_out, rtol=FORWARD_TOL, atol=FORWARD_TOL)
+    for f, rf in zip(final, ref_final):
+        np.testing.assert_allclose(f, rf, rtol=FORWARD_TOL, atol=FORWARD_TOL)
+    pad = np.arange(T)[None, :] >= lengths[:, None]                 # (B, T)
+    assert np.all(out[pad] == 0.0)
+    # The empty row keeps its initial state; the others end at their last real step
+    # (their first, in reverse).
+    for f, s in zip(final, s0):
+        np.testing.assert_array_equal(f[0], s[0])
+    for b in (1, 2):
+        last = 0 if reverse else lengths[b] - 1
+        np.testing.assert_array_equal(final[0][b], out[b, last])
+
+    d_out = r.standard_normal(out.shape)
+    d_final = tuple(r.standard_normal(f.shape) for f in final)
+    dxs, d_state0, grads = bp(d_out, d_final)
+    # Padding (and every step of the empty row) gets no gradient; the empty row hands
+    # its final-state cotangent straight to the initial state.
+    assert np.all(dxs[pad] == 0.0)
+    assert np.all(dxs[~pad] != 0.0)
+    for ds, df in zip(d_state0, d_final):
+        np.testing.assert_array_equal(ds[0], df[0])
+        assert not np.allclose(ds[1:], df[1:])
+    # d_outputs at padded positions is ignored.
+    d_out_noise = np.where(pad[..., None], 1e3, d_out)
+    dxs2, d_state02, grads2 = bp(d_out_noise, d_final)
+    np.testing.assert_array_equal(dxs2, dxs)
+    for g2, g in zip(d_state02, d_state0):
+        np.testing.assert_array_equal(g2, g)
+    for n in PARAMS:
+        np.testing.assert_array_equal(grads2[n], grads[n])
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_run_sequence_all_empty_passes_state_gradient_through(cell: str) -> None:
+    for steps in (T, 0):
+        r = rng(17 + steps)
+        a = seq_inputs(r, cell, steps)
+        p = {n: a[n] for n in PARAMS}
+        s0 = tuple(a[n] for n in state_names(cell))
+        lengths = np.zeros(B, dtype=np.int64)
+        (out, final), bp = vjp.run_sequence(cell, p, a["xs"], lengths, s0, reverse=False,
+                                            xp=NP.xp)
+        assert out.shape == (B, steps, H)
+        assert np.all(out == 0.0)
+        for f, s in zip(final, s0):
+            np.testing.assert_array_equal(f, s)
+        d_final = tuple(r.standard_normal((B, H)) for _ in s0)
+        dxs, d_state0, grads = bp(r.standard_normal(out.shape), d_final)
+        assert dxs.shape == (B, steps, D_IN)
+        assert np.all(dxs == 0.0)
+        for ds, df in zip(d_state0, d_final):
+            np.testing.assert_array_equal(ds, df)
+        for n in PARAMS:
+            assert grads[n].shape == p[n].shape
+            assert np.all(grads[n] == 0.0), n
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_cell_steps_match_public_cells(cell: str) -> None:
+    """The step rules from ``xw = x W_ihᵀ + b_ih`` are the public cells."""
+    r = rng(18)
+    a = seq_inputs(r, cell, 1)
+    x = a["xs"][:, 0, :]
+    p = {n: a[n] for n in PARAMS}
+    xw, _ = vjp.linear(x, p["W_ih"], p["b_ih"], xp=NP.xp)
+    if cell == "lstm":
+        (h, c), _ = vjp.lstm_step(xw, (a["h0"], a["c0"]), p, xp=NP.xp)
+        ref_h, ref_c = C.lstm_cell(p, x, (a["h0"], a["c0"]))
+        np.testing.assert_allclose(c, ref_c, rtol=FORWARD_TOL, atol=FORWARD_TOL)
+    else:
+        (h,), _ = vjp.gru_step(xw, (a["h0"],), p, xp=NP.xp)
+        ref_h = C.gru_cell(p, x, a["h0"])
+    np.testing.assert_allclose(h, ref_h, rtol=FORWARD_TOL, atol=FORWARD_TOL)
+
+
+# ------------------------------------------------------------- defvjp and value_and_grad
+
+
+def make_loss(*, aux: bool = False, scale_grads: float = 1.0, with_rule: bool = True):
+    """``L(x, W, b, R) = sum(linear(x, W, b) * R)`` (and ``y`` as aux), a fresh function
+    with (optionally) a rule whose gradients are multiplied by ``scale_grads``."""
+
+    def loss(x, W, b, R):
+        y = C.linear(x, W, b)
+        value = array_api_compat.array_namespace(y).sum(y * R)
+        return (value, y) if aux else value
+
+    def rule(x, W, b, R):
+        xp = array_api_compat.array_namespace(x)
+        y, bp = vjp.linear(x, W, b, xp=xp)
+        value = xp.sum(y * R)
+
+        def backprop(g):
+            dx, dW, db = bp(g * R)
+            return dx * scale_grads, dW * scale_grads, db * scale_grads, None
+
+        return ((value, y) if aux else value), backprop
+
+    if with_rule:
+        assert vjp.defvjp(loss, rule) is loss
+        assert loss.vjp is rule
+    return loss
+
+
+def linear_loss_args() -> tuple[np.ndarray, ...]:
+    r = rng(19)
+    return (r.standard_normal((2, B, 4)), r.standard_normal((5, 4)), r.standard_normal(5),
+            r.standard_normal((2, B, 5)))
+
+
+def linear_loss_expected() -> tuple[float, tuple[np.ndarray, ...], np.ndarray]:
+    x, W, b, R = linear_loss_args()
+    y = x @ W.T + b
+    grads = (R @ W, R.reshape(-1, 5).T @ x.reshape(-1, 4), R.sum(axis=(0, 1)))
+    return float(np.sum(y * R)), grads, y
+
+
+HAND_DERIVED = ("numpy", "array_api_strict")
+
+
+@pytest.mark.parametrize("name", HAND_DERIVED)
+def test_value_and_grad_uses_the_rule(name: str) -> None:
+    pytest.importorskip(name)
+    be = backends.get(name)
+    args = to_backend(be, linear_loss_args())
+    value0, grads0, y0 = linear_loss_expected()
+
+    value, grads = be.value_and_grad(make_loss(), argnums=(0, 1, 2))(*args)
+    assert_matches(be, value, np.asarray(value0), rtol=1e-14, atol=0.0)
+    assert isinstance(grads, tuple) and len(grads) == 3
+    for g, ref in zip(grads, grads0):
+        assert_matches(be, g, ref, rtol=1e-13, atol=1e-14)
+
+    value, g1 = be.value_and_grad(make_loss(), argnums=1)(*args)
+    assert_matches(be, g1, grads0[1], rtol=1e-13, atol=1e-14)
+    value, (g2, g0) = be.value_and_grad(make_loss(), argnums=(2, 0))(*args)
+    assert_matches(be, g2, grads0[2], rtol=1e-13, atol=1e-14)
+    assert_matches(be, g0, grads0[0], rtol=1e-13, atol=1e-14)
+
+    (value, aux), g0 = be.value_and_grad(make_loss(aux=True), has_aux=True)(*args)
+    assert_matches(be, value, np.asarray(value0), rtol=1e-14, atol=0.0)
+    assert_matches(be, aux, y0, rtol=1e-14, atol=1e-15)
+    assert_matches(be, g0, grads0[0], rtol=1e-13, atol=1e-14)
+
+    # The gradient is the rule's, whatever it says (here: twice the truth).
+    _, (gx,) = be.value_and_grad(make_loss(scale_grads=2.0), argnums=(0,))(*args)
+    assert_matches(be, gx, 2.0 * grads0[0], rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", HAND_DERIVED)
+def test_value_and_grad_without_rule_names_defvjp(name: str) -> None:
+    pytest.importorskip(name)
+    be = backends.get(name)
+    loss = make_loss(with_rule=False)
+    assert not hasattr(loss, "vjp")
+    with pytest.raises(NotImplementedError, match="defvjp"):
+        be.value_and_grad(loss)(*to_backend(be, linear_loss_args()))
+
+
+@pytest.mark.parametrize("name", ["jax", "torch"])
+def test_autodiff_backends_ignore_the_rule(name: str) -> None:
+    pytest.importorskip(name)
+    be = backends.get(name)
+    args = to_backend(be, linear_loss_args())
+    value0, grads0, _ = linear_loss_expected()
+    value, grads = be.value_and_grad(make_loss(scale_grads=2.0), argnums=(0, 1, 2))(*args)
+    np.testing.assert_allclose(be.to_numpy(value), value0, rtol=1e-14)
+    for g, ref in zip(grads, grads0):
+        np.testing.assert_allclose(be.to_numpy(g), ref, rtol=GRAD_RTOL, atol=GRAD_ATOL)
