@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/xpseq demo
 
+# Two workers (pytest-xdist): most tests are single-threaded JAX compilations.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
