@@ -5,7 +5,9 @@ Run: ``python scripts/parity_report.py`` (about two minutes on 2 cores).
 For every case of ``parity_tests/`` it records the worst disagreement with the NumPy float64
 reference (forward, eager and under ``jax.jit``), between ``jax.grad`` and torch autograd,
 and between each and central finite differences, for the attention core and for the model
-in every configuration, and prints a Markdown table: the numbers quoted in the README.
+in every configuration; and the hand-derived backward passes (``xpseq.core.vjp`` and the
+model's ``loss_and_grad``, what NumPy trains with) against ``jax.vjp``, torch autograd and
+central differences. It prints a Markdown table: the numbers quoted in the README.
 Errors are ``max|a - b| / max|b|`` per output (``relative_error``) and the largest
 elementwise ``|a - b| / |b|`` over entries with ``|b| > 1e-13``. The gradient with respect
 to the key bias ``b_k`` of multi-head attention is zero in theory (it shifts a whole row of
@@ -24,6 +26,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "parity_tes
 import test_forward as F  # noqa: E402
 import test_gradients as G  # noqa: E402
 import test_models as MT  # noqa: E402
+import test_vjp as V  # noqa: E402
 
 from xpseq import backends  # noqa: E402
 from xpseq.testing import relative_error  # noqa: E402
@@ -108,6 +111,36 @@ def main() -> int:
                 pair.add(gj[key], gt[key], f"{cid}: {key}")
         rows.append(pair.row(f"model gradients, jax vs torch ({len(model_ids)} configs)",
                              "rtol 1e-10"))
+    if {"jax", "torch"} <= set(names):
+        worst = {"jax.vjp": Worst(), "torch autograd": Worst(), "central differences": Worst()}
+        for case in V.CASES:
+            _, hand = V.numpy_rule(case.id)
+            jax_ref = {k: np.asarray(v) for k, v in V.jax_results(case.id)[0].items()}
+            refs = {"jax.vjp": jax_ref, "torch autograd": V.torch_vjp(case),
+                    "central differences": V.fd_grads(case)}
+            for label, ref in refs.items():
+                for key in hand:
+                    worst[label].add(hand[key], np.asarray(ref[key]), f"{case.id}: {key}")
+        for label, w in worst.items():
+            fd = label == "central differences"
+            rows.append(w.row(f"op rules by hand (numpy) vs {label} ({len(V.CASES)} cases)",
+                              "relative error 1e-7" if fd else "rtol 1e-10", elementwise=not fd))
+        for name in ("jax", "torch"):
+            w = Worst()
+            for cid in model_ids:
+                hand, auto = MT.autodiff("numpy", cid).grads, MT.autodiff(name, cid).grads
+                for key in hand:
+                    w.add(hand[key], auto[key], f"{cid}: {key}")
+            rows.append(w.row(f"model gradients by hand (numpy) vs {name} "
+                              f"({len(model_ids)} configs)", "rtol 1e-10"))
+        w = Worst()
+        for cid in MT.FD_CONFIGS:
+            hand = MT.evaluate(MT.NP, cid, params=MT.fd_params(cid), grads=True).grads
+            for key, ref in MT.fd_grads(cid).items():
+                w.add(hand[key], ref, f"{cid}: {key}")
+        rows.append(w.row(f"model gradients by hand vs central differences "
+                          f"({len(MT.FD_CONFIGS)} configs, every element)", "relative error 1e-7",
+                          elementwise=False))
     print("| comparison | worst relative error | worst elementwise | contract | worst case |")
     print("| --- | --- | --- | --- | --- |")
     print("\n".join(rows))
