@@ -192,6 +192,23 @@ def masked_softmax_ref(xp, a, c):
     return (C.masked_softmax(a["scores"], mask=c["keep"], empty="zero"),)
 
 
+def attend_rule(xp, a, c):
+    (context, w), bp = vjp.attend(a["scores"], a["values"], c["keep"], xp=xp)
+
+    def back(cots):
+        ds, dvalues, d_keep = bp(cots[0], cots[1])
+        assert_no_gradient(d_keep)
+        return {"scores": ds, "values": dvalues}
+
+    return (context, w), back
+
+
+def attend_ref(xp, a, c):
+    if c["keep"] is None:
+        return C.attend(a["scores"], a["values"])
+    return C.attend(a["scores"], a["values"], mask=c["keep"], empty="zero")
+
+
 def log_softmax_rule(xp, a, c):
     y, bp = vjp.log_softmax(a["x"], xp=xp)
 
@@ -426,6 +443,15 @@ def build_cases() -> list[Case]:
     keep[1, 1, 1, :] = [False, False, True, False]   # a single kept key
     add("masked_softmax-empty-rows-4d", {"scores": r.standard_normal((2, 2, B, 4)) * 2.0},
         {"keep": keep}, masked_softmax_rule, masked_softmax_ref)
+
+    keep = r.random((2, B, 5)) >= 0.4
+    keep[0, 1, :] = False                            # a query with no kept key
+    add("attend-mask", {"scores": r.standard_normal((2, B, 5)),
+                        "values": r.standard_normal((2, 5, 3))}, {"keep": keep},
+        attend_rule, attend_ref)
+    add("attend-shared-values", {"scores": r.standard_normal((2, B, 5)),
+                                 "values": r.standard_normal((5, 3))}, {"keep": None},
+        attend_rule, attend_ref)
 
     add("log_softmax-2d", {"x": r.standard_normal((B, 6)) * 2.0}, {},
         log_softmax_rule, log_softmax_ref)

@@ -31,7 +31,7 @@ from .recurrent import _gru_parts, _keep_valid, _lstm_parts
 
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "concat", "dropout",
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
-           "additive_from_projections", "weighted_sum", "lstm_step", "gru_step",
+           "additive_from_projections", "weighted_sum", "attend", "lstm_step", "gru_step",
            "run_sequence", "CELL_STEPS"]
 
 
@@ -260,6 +260,24 @@ def weighted_sum(weights: Any, values: Any, *, xp: Any) -> tuple[Any, Callable]:
                 _unbroadcast(xp.matrix_transpose(weights) @ dc, values.shape, xp=xp))
 
     return c, backprop
+
+
+def attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[tuple[Any, Any], Callable]:
+    """``w = masked_softmax(scores)``, ``c = w V``: :func:`xpseq.core.attend`.
+
+    The chain of the two rules above: ``backprop(dc, dw=None)`` takes the gradient of the
+    context and, optionally, of the weights (which the context's adds to), and returns
+    ``(dscores, dvalues, None)``.
+    """
+    w, softmax_bp = masked_softmax(scores, keep, xp=xp)
+    c, pool_bp = weighted_sum(w, values, xp=xp)
+
+    def backprop(dc: Any, dw: Any = None) -> tuple[Any, Any, None]:
+        dw_pool, dvalues = pool_bp(dc)
+        dscores, _ = softmax_bp(dw_pool if dw is None else dw_pool + dw)
+        return dscores, dvalues, None
+
+    return (c, w), backprop
 
 
 # ---------------------------------------------------------------------- recurrent
