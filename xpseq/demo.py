@@ -96,7 +96,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
                      f"{r['seconds']:.2f} s"])
     print(format_table(["search", "BLEU", "exact", "time"], rows))
     print("(beam search ranks hypotheses by mean log-probability per token; times are for a "
-          "second run, after JAX compiled)")
+          "second run" + (", after JAX compiled)" if backend.compiles else ")"))
 
     _title("attention heatmap: rows are generated Zhoric words, columns the English source")
     src, ref = task.test[3][0]
