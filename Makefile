@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: demo test clean
+.PHONY: demo test bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ demo: $(STAMP)
 # Two workers (pytest-xdist): most tests are single-threaded JAX compilations.
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2
+
+# Benchmarks: ratios against native PyTorch and the peers, measured in one run (~2 min).
+bench: $(STAMP)
+	$(BIN)/python scripts/bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

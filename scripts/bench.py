@@ -1,0 +1,840 @@
+"""Benchmarks of xpseq: every figure a ratio to a reference measured in the same run.
+
+Run: ``python scripts/bench.py`` (or ``make bench``), about 2 minutes on 2 cores with the
+defaults; ``--only train,beam,sdpa,flops,compile`` picks sections, ``--threads`` sets
+``torch.set_num_threads`` (default 1), ``--help`` lists the sizes. Writes
+``<out>/bench.md`` (the table, with the command that made it) and ``<out>/bench.json``
+(``--out``, default ``out/bench``). Each timing is the median of ``--repeats`` repeats;
+the implementations compared take turns within each repeat, so that the load of a shared
+machine falls on all of them alike.
+
+Sections (targets are the project's; the script reports whether each is met):
+
+``train``
+    Training throughput (target tokens per second) on the toy task, float32, Adam, no
+    dropout, no clipping, the same bucketed batches and the same initial parameters:
+    xpseq on JAX (jitted step) and on PyTorch (eager) against ``scripts/native_torch.py``,
+    the same model written in plain PyTorch (packed ``nn.LSTM(bidirectional=True)``,
+    ``nn.LSTMCell`` decoder loop, ``torch.optim.Adam``). Before timing, the native loss must
+    equal ``xpseq.models.loss`` in float64 to 1e-10. Targets: JAX >= 3x, torch >= 1x.
+``beam``
+    Beam search (k = 5, length penalty ``avg``) of ``--beam-sentences`` test sentences
+    with a model trained ``--beam-train-steps`` steps: xpseq's batched search
+    (``xpseq.experiment.translate``) on PyTorch and on JAX against the per-sentence beam
+    loop of ``native_torch.beam_search_one`` (one decoder call per hypothesis), in
+    sentences per second, and the number of sentences whose translations differ.
+    Target: torch batched >= 30x the loop, 0 differing sentences.
+``sdpa``
+    ``xpseq.core.scaled_dot_product_attention`` against
+    ``torch.nn.functional.scaled_dot_product_attention`` (eager) and
+    ``jax.jit(jax.nn.dot_product_attention)`` (xpseq jitted too), float32, batch 32,
+    8 heads, length 128, depth 64, without a mask and with a key-padding mask; the ratio
+    is reference time / xpseq time, and the outputs must agree to 1e-5.
+``flops``
+    Achieved GFLOP/s of each training step (FLOPs counted below, over the timed batches,
+    divided by the ``train`` timings) as a fraction of the float32 matmul GFLOP/s measured
+    with ``torch.mm`` of two ``--matmul`` square matrices on ``--threads`` threads (NumPy's
+    and JAX's matmul are printed beside it). Target: >= 50 % for xpseq.
+``compile``
+    xpseq's jitted JAX training step over two epochs of bucketed batches: the compile
+    time (first call on a shape minus that shape's steady step time, median over the
+    shapes; also the XLA compile alone, ``.lower().compile()``), the traces in the first
+    epoch (one per batch shape) and in the second (retraces). Targets: <= 3 s, 0 retraces.
+
+FLOPs of one training step on a padded batch (B sentences, S source and T target
+positions, embed E, H units per encoder direction, D = 2H, vocabulary V; a matmul of
+(m, k) by (k, n) counts 2·m·k·n; element-wise work is not counted)::
+
+    encoder    2 directions · (2·B·S·E·4H + 2·B·S·H·4H)       input and recurrent projections
+    keys       2·B·S·2H·D                                     W m_j, once per sentence
+    decoder    T · (2·B·(E + D)·4D + 2·B·D·4D)                 LSTMCell with input feeding
+    attention  T · (2·B·S·D + 2·B·S·2H)                       scores and context
+    combine    T · 2·B·(2H + D)·D                              o = tanh(W_u [a; s])
+    output     2·B·T·D·V                                       logits
+    step       3 · forward                                     backward ≈ 2 · forward
+
+The padded shapes are counted for every implementation (the native encoder skips the
+padding of packed sequences, so its figure is slightly generous to it).
+
+Threads: the process is pinned to ``--threads`` CPUs (every thread, BLAS and XLA pools
+included; ``--no-pin`` to leave it), because XLA has no exact thread-count setting and
+otherwise runs a large matmul on every core. The ``compile`` section alone runs on all the
+process's CPUs, as XLA compiles in parallel. PyTorch uses ``--threads`` intra-op threads;
+for ``--threads 1`` the script also adds ``--xla_cpu_multi_thread_eigen=false`` to
+``XLA_FLAGS`` (unless ``XLA_FLAGS`` mentions it already) before JAX starts.
+``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` are printed, not
+changed (set them before starting Python); ``OPENBLAS_CORETYPE`` is never touched. The
+``train`` rows give each implementation's CPU seconds per wall second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import pathlib
+import platform
+import shlex
+import statistics
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+SECTIONS = ("compile", "train", "flops", "beam", "sdpa")       # the order they run in
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+               "OPENBLAS_CORETYPE", "XLA_FLAGS")
+KEYS = ("src", "src_len", "tgt_in", "tgt_out")
+
+# ------------------------------------------------------------------------- results
+
+
+@dataclasses.dataclass
+class Row:
+    """One line of the results table."""
+
+    section: str
+    measure: str
+    value: float | int | str
+    unit: str = ""
+    ratio: float | None = None
+    target: str = "—"
+    met: bool | None = None
+    detail: str = ""
+
+    def cells(self) -> list[str]:
+        ratio = "—" if self.ratio is None else f"{self.ratio:.3g}x"
+        met = {None: "—", True: "yes", False: "**no**"}[self.met]
+        cells = [self.section, self.measure, f"{_fmt(self.value)} {self.unit}".strip(), ratio,
+                 self.target, met, self.detail]
+        return [c.replace("|", "\\|") for c in cells]          # Markdown cell separators
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value == 0 or 1e-3 <= abs(value) < 1e6:
+            return f"{value:.4g}" if abs(value) < 100 else f"{value:,.0f}"
+        return f"{value:.2e}"
+    return str(value)
+
+
+def at_least(value: float, bound: float) -> tuple[str, bool]:
+    return f">= {bound:g}x", value >= bound
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    header = ["section", "measurement", "value", "ratio", "target", "met", "detail"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------- set-up
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--only", default=",".join(SECTIONS),
+                   help="comma-separated sections: " + ",".join(SECTIONS))
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument("--no-pin", dest="pin", action="store_false",
+                   help="leave the process on all its CPUs instead of pinning it to "
+                        "--threads CPUs (pinned unless given: %(default)s)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats (median reported)")
+    p.add_argument("--out", default="out/bench", help="folder for bench.md and bench.json")
+    g = p.add_argument_group("model and data")
+    g.add_argument("--embed", type=int, default=32)
+    g.add_argument("--hidden", type=int, default=64, help="units per encoder direction")
+    g.add_argument("--batch", type=int, default=64)
+    g.add_argument("--pairs", type=int, default=2000, help="toy training pairs (one epoch)")
+    g.add_argument("--bucket", type=int, default=8, help="pad lengths to multiples of this")
+    g.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
+    g.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("sections")
+    g.add_argument("--steps", type=int, default=20, help="training steps per timed repeat")
+    g.add_argument("--beam-sentences", type=int, default=300)
+    g.add_argument("--beam-k", type=int, default=5)
+    g.add_argument("--length-penalty", choices=("none", "avg"), default="avg")
+    g.add_argument("--beam-train-steps", type=int, default=300,
+                   help="xpseq-JAX training steps before the beam search")
+    g.add_argument("--sdpa", default="32,8,128,64", help="batch,heads,length,depth")
+    g.add_argument("--sdpa-iters", type=int, default=10, help="calls per timed repeat")
+    g.add_argument("--matmul", type=int, default=1024, help="square matmul size")
+    args = p.parse_args(argv)
+    args.sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = sorted(set(args.sections) - set(SECTIONS))
+    if unknown:
+        p.error(f"unknown sections {unknown}; choose from {list(SECTIONS)}")
+    for name in ("threads", "repeats", "embed", "hidden", "batch", "pairs", "bucket", "steps",
+                 "beam_sentences", "beam_k", "sdpa_iters", "matmul"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.beam_train_steps < 0:
+        p.error("--beam-train-steps must be >= 0")
+    try:
+        args.sdpa_shape = tuple(int(x) for x in args.sdpa.split(","))
+    except ValueError:
+        args.sdpa_shape = ()
+    if len(args.sdpa_shape) != 4 or min(args.sdpa_shape) < 1:
+        p.error("--sdpa must be four positive ints: batch,heads,length,depth")
+    return args
+
+
+class Affinity:
+    """Pins every thread of the process (BLAS and XLA pools included) to ``threads`` CPUs,
+    or gives them all of the process's CPUs back."""
+
+    def __init__(self, threads: int, enabled: bool):
+        usable = hasattr(os, "sched_setaffinity") and os.path.isdir("/proc/self/task")
+        self.all = sorted(os.sched_getaffinity(0)) if usable else []
+        self.pinned = self.all[:threads] if enabled and usable else None
+
+    def _apply(self, cpus: list[int]) -> None:
+        for task in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(task), cpus)
+            except OSError:                               # the thread has ended
+                pass
+
+    def pin(self) -> None:
+        if self.pinned:
+            self._apply(self.pinned)
+
+    def release(self) -> None:
+        if self.pinned:
+            self._apply(self.all)
+
+
+def configure_threads(threads: int, pin: bool) -> Affinity:
+    """Pin the process to ``threads`` CPUs (XLA has no thread-count setting, so this is
+    what keeps JAX on as many cores as PyTorch); before JAX starts, turn XLA's Eigen
+    thread pool off for one thread; then ``torch.set_num_threads``."""
+    affinity = Affinity(threads, pin)
+    affinity.pin()
+    flags = os.environ.get("XLA_FLAGS", "")
+    if threads == 1 and "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
+    import torch
+
+    torch.set_num_threads(threads)
+    return affinity
+
+
+def environment() -> dict:
+    import jax
+    import jaxlib
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "env": {name: os.environ.get(name, "unset") for name in THREAD_VARS},
+        "python": platform.python_version(), "numpy": np.__version__,
+        "torch": torch.__version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+        "cpu": cpu, "cpu_count": os.cpu_count(), "cpus_usable": cpus_now(),
+        "platform": platform.platform(),
+    }
+
+
+def cpus_now() -> int | None:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def import_native() -> Any:
+    sys.path.insert(0, str(HERE))
+    import native_torch
+
+    return native_torch
+
+
+# -------------------------------------------------------------------- shared state
+
+
+class Bench:
+    """The task, config, batches and trained parameters shared by the sections."""
+
+    def __init__(self, args: argparse.Namespace):
+        from xpseq import backends
+        from xpseq.core.optim import adam
+        from xpseq.experiment import toy_task
+        from xpseq.models import Seq2SeqConfig, init_params
+
+        self.args = args
+        self.native = import_native()
+        self.jax = backends.get("jax")
+        self.torch = backends.get("torch")
+        per_bucket = max(1, math.ceil(args.beam_sentences / 5))
+        self.task = toy_task(n_train=args.pairs, n_dev=8, n_test_per_bucket=per_bucket,
+                             seed=args.seed)
+        self.config = Seq2SeqConfig(len(self.task.src_vocab), len(self.task.tgt_vocab),
+                                    embed=args.embed, hidden=args.hidden, dropout=0.0)
+        self.init64 = init_params(self.config, seed=args.seed)
+        self.init32 = {k: v.astype(np.float32) for k, v in self.init64.items()}
+        self.epoch = self.task.batches(self.task.train, args.batch, args.bucket)
+        order = np.random.default_rng([args.seed, 1]).permutation(len(self.epoch))
+        self.timed = [self.epoch[order[i % len(order)]] for i in range(args.steps)]
+        self.optimizer = adam(args.lr)
+        self.train_result: dict | None = None
+        self.flops: dict | None = None
+        self.beam: dict | None = None
+        self.trained_loss: float | None = None
+        self._trained: dict | None = None
+
+    def jax_step(self) -> Any:
+        from xpseq.training import make_train_step
+
+        return make_train_step(self.config, self.optimizer, self.jax, clip_norm=None)
+
+    def torch_step(self) -> Any:
+        from xpseq.training import make_train_step
+
+        return make_train_step(self.config, self.optimizer, self.torch, clip_norm=None)
+
+    def tokens(self, batches: Sequence[dict]) -> int:
+        return int(sum(np.sum(b["tgt_out"] != self.config.pad_id) for b in batches))
+
+    def trained_params(self) -> dict:
+        """NumPy float32 parameters after ``--beam-train-steps`` xpseq-JAX steps (the same
+        compiled step as the other sections)."""
+        if self._trained is None:
+            be, step = self.jax, self.jax_step()
+            params = {k: be.asarray(v, dtype="float32") for k, v in self.init32.items()}
+            opt_state = self.optimizer.init(params)
+            rng = np.random.default_rng([self.args.seed, 2])
+            order: list[int] = []
+            loss = None
+            for _ in range(self.args.beam_train_steps):
+                if not order:
+                    order = list(rng.permutation(len(self.epoch)))
+                batch = to_backend(be, self.epoch[order.pop()])
+                params, opt_state, loss = step(params, opt_state, batch)
+            self.trained_loss = None if loss is None else float(be.to_numpy(loss))
+            self._trained = {k: be.to_numpy(v) for k, v in params.items()}
+        return self._trained
+
+
+def to_backend(be: Any, batch: dict) -> dict:
+    return {k: be.asarray(batch[k]) for k in KEYS}
+
+
+def to_torch(batch: dict) -> dict:
+    import torch
+
+    return {k: torch.as_tensor(batch[k]) for k in KEYS}
+
+
+def median_seconds(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times
+
+
+def take_turns(fns: dict[str, Callable[[], Any]], repeats: int,
+               cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Wall seconds of each function, ``repeats`` times, rotating which goes first in each
+    round; the process's CPU seconds go into ``cpu`` if given."""
+    names = list(fns)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(repeats):
+        for i in range(len(names)):
+            name = names[(r + i) % len(names)]
+            cpu_start, start = time.process_time(), time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - start)
+            if cpu is not None:
+                cpu.setdefault(name, []).append(time.process_time() - cpu_start)
+    return times
+
+
+# ------------------------------------------------------------------------ sections
+
+
+def run_compile(bench: Bench) -> list[Row]:
+    """Compile time and traces of xpseq's jitted step over two epochs."""
+    import jax
+
+    be, step = bench.jax, bench.jax_step()
+    params = {k: be.asarray(v, dtype="float32") for k, v in bench.init32.items()}
+    opt_state = bench.optimizer.init(params)
+    batches = [to_backend(be, b) for b in bench.epoch]
+    shapes = [(b["src"].shape, b["tgt_in"].shape) for b in bench.epoch]
+    already = step.traces
+    epochs: list[list[tuple[float, bool]]] = []
+    for _ in range(2):
+        calls = []
+        for batch in batches:
+            before = step.traces
+            start = time.perf_counter()
+            params, opt_state, loss = step(params, opt_state, batch)
+            float(be.to_numpy(loss))
+            calls.append((time.perf_counter() - start, step.traces > before))
+        epochs.append(calls)
+    traces = [sum(traced for _, traced in calls) for calls in epochs]
+    steady: dict[Any, float] = {}
+    for shape in set(shapes):
+        steady[shape] = statistics.median(t for (t, _), s in zip(epochs[1], shapes) if s == shape)
+    compiles = [t - steady[s] for (t, traced), s in zip(epochs[0], shapes) if traced]
+    rows = []
+    if compiles:
+        compile_s = statistics.median(compiles)
+        typical = statistics.median(steady.values())
+        rows.append(Row("compile", "JAX training-step compile (first call − steady step)",
+                        compile_s, "s", None, "<= 3 s", compile_s <= 3.0,
+                        f"median of {len(compiles)} shapes (max {max(compiles):.2f} s) on "
+                        f"{cpus_now()} CPUs; "
+                        f"{compile_s / typical:.0f} steady steps of {1e3 * typical:.1f} ms"))
+    else:
+        rows.append(Row("compile", "JAX training-step compile", "not measured", detail=(
+            f"every shape was compiled before this section ({already} traces)")))
+    # The XLA compilation alone, ahead of time, for the first batch's shape.
+    outer = jax.jit(lambda p, o, b: step(p, o, b))
+    start = time.perf_counter()
+    lowered = outer.lower(params, opt_state, batches[0])
+    lower_s = time.perf_counter() - start
+    start = time.perf_counter()
+    lowered.compile()
+    xla_s = time.perf_counter() - start
+    rows.append(Row("compile", "XLA compile alone (.lower().compile())", xla_s, "s",
+                    detail=f"lowering {lower_s:.2f} s; shape src {shapes[0][0]}, "
+                           f"tgt {shapes[0][1]}"))
+    rows.append(Row("compile", "traces in epoch 1", traces[0], "",
+                    detail=f"{len(batches)} batches, {len(set(shapes))} shapes, "
+                           f"bucket {bench.args.bucket}"))
+    rows.append(Row("compile", "retraces in epoch 2", traces[1], "", None, "0",
+                    traces[1] == 0))
+    return rows
+
+
+def check_native_loss(bench: Bench) -> tuple[float, float]:
+    """|native − xpseq| loss in float64 on the first timed batch, and one Adam step's
+    largest parameter difference (native torch.optim.Adam vs xpseq-torch)."""
+    import torch
+
+    from xpseq.models import loss
+    from xpseq.training import make_train_step
+
+    native = bench.native
+    batch = bench.timed[0]
+    model = native.NativeSeq2Seq.from_xpseq(bench.init64, bench.config, torch.float64)
+    reference = float(loss(bench.init64, bench.config, {k: batch[k] for k in KEYS}))
+    loss_diff = abs(float(model.loss(to_torch(batch)).detach()) - reference)
+    # One step each from the same float64 parameters.
+    native.make_native_step(model, bench.args.lr)(to_torch(batch))
+    be = bench.torch
+    params = {k: be.asarray(v) for k, v in bench.init64.items()}
+    step = make_train_step(bench.config, bench.optimizer, be, clip_norm=None)
+    params, _, _ = step(params, bench.optimizer.init(params), to_backend(be, batch))
+    step_diff = max(float((p.detach() - params[name]).abs().max())
+                    for name, p in model.xpseq_parameters().items())
+    return loss_diff, step_diff
+
+
+def train_timings(bench: Bench) -> dict:
+    """Seconds per repeat of ``--steps`` steps for xpseq-JAX, xpseq-torch and native."""
+    if bench.train_result is not None:
+        return bench.train_result
+    native = bench.native
+    args = bench.args
+    loss_diff, step_diff = check_native_loss(bench)
+    if not loss_diff <= 1e-10:
+        raise SystemExit(f"the native model's float64 loss differs from xpseq's by "
+                         f"{loss_diff:.3g} (> 1e-10): it is not the same model")
+    impls: dict[str, Callable[[], Any]] = {}
+    first_losses: dict[str, float] = {}
+    for name, be, step in (("xpseq-jax", bench.jax, bench.jax_step()),
+                           ("xpseq-torch", bench.torch, bench.torch_step())):
+        state = {"params": {k: be.asarray(v, dtype="float32") for k, v in bench.init32.items()}}
+        state["opt"] = bench.optimizer.init(state["params"])
+        batches = [to_backend(be, b) for b in bench.timed]
+        seen: set = set()
+        for b in batches:                              # compile every shape (JAX), warm up
+            key = (tuple(b["src"].shape), tuple(b["tgt_in"].shape))
+            if key not in seen:
+                seen.add(key)
+                step(state["params"], state["opt"], b)
+        first_losses[name] = float(be.to_numpy(step(state["params"], state["opt"],
+                                                    batches[0])[2]))
+
+        def run(be: Any = be, step: Any = step, state: dict = state,
+                batches: list = batches) -> None:
+            loss = None
+            for b in batches:
+                state["params"], state["opt"], loss = step(state["params"], state["opt"], b)
+            float(be.to_numpy(loss))                   # wait for JAX's asynchronous steps
+
+        impls[name] = run
+    import torch
+
+    model = native.NativeSeq2Seq.from_xpseq(bench.init32, bench.config, torch.float32)
+    native_step = native.make_native_step(model, args.lr)
+    torch_batches = [to_torch(b) for b in bench.timed]
+    with torch.no_grad():
+        first_losses["native-torch"] = float(model.loss(torch_batches[0]))
+    native_step(torch_batches[0])                      # warm up (one step)
+
+    def run_native() -> None:
+        loss = None
+        for b in torch_batches:
+            loss = native_step(b)
+        float(loss)
+
+    impls["native-torch"] = run_native
+    cpu: dict[str, list[float]] = {}
+    times = take_turns(impls, args.repeats, cpu)
+    tokens = bench.tokens(bench.timed)
+    bench.train_result = {
+        "times": times, "tokens": tokens, "loss_diff": loss_diff, "step_diff": step_diff,
+        "cores_used": {n: sum(cpu[n]) / sum(t) for n, t in times.items()},
+        "first_losses": first_losses,
+        "tokens_per_s": {n: tokens / statistics.median(t) for n, t in times.items()},
+        "seconds_per_step": {n: statistics.median(t) / len(bench.timed)
+                             for n, t in times.items()},
+    }
+    return bench.train_result
+
+
+def run_train(bench: Bench) -> list[Row]:
+    r = train_timings(bench)
+    tps = r["tokens_per_s"]
+    native = tps["native-torch"]
+    spread = {n: f"fastest/slowest repeat {min(t) / max(t):.2f}, CPU/wall "
+                 f"{r['cores_used'][n]:.2f}" for n, t in r["times"].items()}
+    detail = f"{bench.args.steps} steps, {r['tokens']} target tokens per repeat; {{}}"
+    rows = [Row("train", "native loss check (float64, |native − xpseq.models.loss|)",
+                r["loss_diff"], "", None, "<= 1e-10", r["loss_diff"] <= 1e-10,
+                f"one Adam step: largest parameter difference {r['step_diff']:.1e}"),
+            Row("train", "native PyTorch throughput", native, "tok/s",
+                detail=detail.format(spread["native-torch"]))]
+    for name, bound in (("xpseq-jax", 3.0), ("xpseq-torch", 1.0)):
+        target, met = at_least(tps[name] / native, bound)
+        rows.append(Row("train", f"{name} throughput vs native", tps[name], "tok/s",
+                        tps[name] / native, target, met, detail.format(spread[name])))
+    return rows
+
+
+def step_flops(config: Any, batch: int, src: int, tgt: int) -> int:
+    """FLOPs of one training step on a padded (batch, src) -> (batch, tgt) batch (see the
+    module docstring)."""
+    B, S, T = batch, src, tgt
+    E, H, V = config.embed, config.hidden, config.tgt_vocab
+    D, M = 2 * H, 2 * H
+    encoder = 2 * (2 * B * S * E * 4 * H + 2 * B * S * H * 4 * H)
+    keys = 2 * B * S * M * D
+    decoder = T * (2 * B * (E + D) * 4 * D + 2 * B * D * 4 * D)
+    attention = T * (2 * B * S * D + 2 * B * S * M)
+    combine = T * 2 * B * (M + D) * D
+    output = 2 * B * T * D * V
+    return 3 * (encoder + keys + decoder + attention + combine + output)
+
+
+def matmul_gflops(n: int, repeats: int) -> dict[str, float]:
+    """Float32 ``n × n`` matmul GFLOP/s (median) with torch, NumPy and jitted JAX."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    reps = max(1, int(2e10 // (2 * n ** 3)))          # about 20 GFLOP per repeat
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    ja, jb = jnp.asarray(a), jnp.asarray(b)
+    jmm = jax.jit(jnp.matmul)
+    jmm(ja, jb).block_until_ready()
+
+    def run_torch() -> None:
+        for _ in range(reps):
+            torch.mm(ta, tb)
+
+    def run_numpy() -> None:
+        for _ in range(reps):
+            a @ b
+
+    def run_jax() -> None:
+        for _ in range(reps):
+            jmm(ja, jb).block_until_ready()
+
+    run_torch()
+    run_numpy()
+    times = take_turns({"torch": run_torch, "numpy": run_numpy, "jax": run_jax},
+                       max(repeats, 3))
+    return {k: reps * 2 * n ** 3 / statistics.median(t) / 1e9 for k, t in times.items()}
+
+
+def run_flops(bench: Bench) -> list[Row]:
+    r = train_timings(bench)
+    flops = sum(step_flops(bench.config, b["src"].shape[0], b["src"].shape[1],
+                           b["tgt_in"].shape[1]) for b in bench.timed)
+    peak = matmul_gflops(bench.args.matmul, bench.args.repeats)
+    n = bench.args.matmul
+    rows = [Row("flops", f"float32 matmul {n}×{n}, torch.mm", peak["torch"], "GFLOP/s",
+                detail=f"{bench.args.threads} torch thread(s); numpy {peak['numpy']:.1f}, "
+                       f"jax {peak['jax']:.1f} GFLOP/s"),
+            Row("flops", "training step FLOPs (mean over the timed batches)",
+                flops / len(bench.timed) / 1e6, "MFLOP", detail="3 × forward, padded shapes")]
+    for name in ("xpseq-jax", "xpseq-torch", "native-torch"):
+        achieved = flops / statistics.median(r["times"][name]) / 1e9
+        fraction = achieved / peak["torch"]
+        target, met = ("—", None) if name == "native-torch" else (">= 0.5x", fraction >= 0.5)
+        rows.append(Row("flops", f"{name} training step", achieved, "GFLOP/s", fraction,
+                        target, met, "ratio = fraction of torch.mm GFLOP/s"))
+    bench.flops = {"step_flops_total": flops, "matmul_gflops": peak}
+    return rows
+
+
+def beam_sources(bench: Bench) -> list[tuple[list[str], list[str]]]:
+    """``--beam-sentences`` test pairs, taken from the length buckets in turn."""
+    buckets = [list(pairs) for pairs in bench.task.test.values()]
+    out = []
+    while len(out) < bench.args.beam_sentences and any(buckets):
+        for pairs in buckets:
+            if pairs and len(out) < bench.args.beam_sentences:
+                out.append(pairs.pop(0))
+    return out
+
+
+def run_beam(bench: Bench) -> list[Row]:
+    import torch
+
+    from xpseq.evaluation import exact_match
+    from xpseq.experiment import translate
+    from xpseq.translation import SearchOptions
+
+    args, task = bench.args, bench.task
+    params = bench.trained_params()
+    pairs = beam_sources(bench)
+    sources = [s for s, _ in pairs]
+    options = SearchOptions(method="beam", k=args.beam_k, length_penalty=args.length_penalty)
+    model = bench.native.NativeSeq2Seq.from_xpseq(params, bench.config, torch.float32)
+    src_ids = [task.src_vocab.encode(s, add_eos=True) for s in sources]
+    outputs: dict[str, list] = {}
+    on = {"xpseq-torch": (bench.torch, {k: bench.torch.asarray(v) for k, v in params.items()}),
+          "xpseq-jax": (bench.jax, {k: bench.jax.asarray(v) for k, v in params.items()})}
+
+    def batched(name: str) -> Callable[[], None]:
+        be, p = on[name]
+
+        def run() -> None:
+            outputs[name] = translate(p, bench.config, sources, task.src_vocab,
+                                      task.tgt_vocab, be, options)
+        return run
+
+    def loop() -> None:
+        outputs["loop"] = [bench.native.beam_search_one(
+            model, ids, k=args.beam_k, length_penalty=args.length_penalty) for ids in src_ids]
+
+    fns = {"loop": loop, "xpseq-torch": batched("xpseq-torch"),
+           "xpseq-jax": batched("xpseq-jax")}
+    start = time.perf_counter()
+    fns["xpseq-jax"]()                                 # compile the jitted searches
+    jax_first = time.perf_counter() - start
+    fns["xpseq-torch"]()
+    times = take_turns(fns, args.repeats)
+    rate = {n: len(sources) / statistics.median(t) for n, t in times.items()}
+    differ = {n: [i for i, (o, ref) in enumerate(zip(outputs[n], outputs["loop"]))
+                  if list(o["ids"]) != list(ref["ids"])] for n in ("xpseq-torch", "xpseq-jax")}
+    score_gap = max(abs(o["score"] - ref["score"]) for o, ref in
+                    zip(outputs["xpseq-torch"], outputs["loop"]))
+    exact = exact_match([task.tgt_vocab.decode(o["ids"]) for o in outputs["loop"]],
+                        [t for _, t in pairs])
+    bench.beam = {"differ": differ, "score_gap_torch": score_gap, "exact_match": exact,
+                  "jax_first_call_s": jax_first, "train_loss": bench.trained_loss}
+    setting = (f"k={args.beam_k}, {args.length_penalty} penalty, {len(sources)} sentences, "
+               f"model after {args.beam_train_steps} steps (exact match {100 * exact:.0f}%)")
+    t_target, t_met = at_least(rate["xpseq-torch"] / rate["loop"], 30)
+    return [
+        Row("beam", "per-sentence beam loop (native PyTorch)", rate["loop"], "sent/s",
+            detail=setting),
+        Row("beam", "xpseq-torch batched beam vs loop", rate["xpseq-torch"], "sent/s",
+            rate["xpseq-torch"] / rate["loop"], t_target, t_met),
+        Row("beam", "xpseq-jax batched beam vs loop", rate["xpseq-jax"], "sent/s",
+            rate["xpseq-jax"] / rate["loop"],
+            detail=f"jitted; first call with compilation {jax_first:.1f} s"),
+        Row("beam", "sentences differing, xpseq-torch vs loop", len(differ["xpseq-torch"]),
+            "", None, "0", not differ["xpseq-torch"],
+            f"largest score difference {score_gap:.1e}"),
+        Row("beam", "sentences differing, xpseq-jax vs loop", len(differ["xpseq-jax"]), "",
+            detail="float32 on another library: a near-tie may break differently"),
+    ]
+
+
+def run_sdpa(bench: Bench) -> list[Row]:
+    import jax
+    import jax.numpy as jnp
+    import torch
+    import torch.nn.functional as F
+
+    from xpseq.core import scaled_dot_product_attention as sdpa
+
+    args = bench.args
+    B, heads, L, d = args.sdpa_shape
+    rng = np.random.default_rng(args.seed)
+    q, k, v = (rng.standard_normal((B, heads, L, d)).astype(np.float32) for _ in range(3))
+    lens = rng.integers(max(1, L // 2), L + 1, size=B)
+    keep = np.arange(L)[None, :] < lens[:, None]                   # (B, L) key padding
+    iters = args.sdpa_iters
+
+    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+    t_lens, t_mask = torch.from_numpy(lens), torch.from_numpy(keep[:, None, None, :])
+    jq, jk, jv = (jnp.asarray(x) for x in (q, k, v))
+    jq_t, jk_t, jv_t = (jnp.asarray(x.transpose(0, 2, 1, 3)) for x in (q, k, v))  # (B,L,N,d)
+    j_lens, j_mask = jnp.asarray(lens), jnp.asarray(keep[:, None, None, :])
+    x_plain = jax.jit(lambda q, k, v: sdpa(q, k, v)[0])
+    x_masked = jax.jit(lambda q, k, v, n: sdpa(q, k, v, valid_lens=n)[0])
+    r_plain = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(q, k, v))
+    r_masked = jax.jit(lambda q, k, v, m: jax.nn.dot_product_attention(q, k, v, mask=m))
+
+    def torch_pair(masked: bool) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        def ours() -> Any:
+            return sdpa(tq, tk, tv, valid_lens=t_lens if masked else None)[0]
+
+        def ref() -> Any:
+            return F.scaled_dot_product_attention(tq, tk, tv,
+                                                  attn_mask=t_mask if masked else None)
+        return ours, ref
+
+    def jax_pair(masked: bool) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        def ours() -> Any:
+            out = x_masked(jq, jk, jv, j_lens) if masked else x_plain(jq, jk, jv)
+            return out.block_until_ready()
+
+        def ref() -> Any:
+            out = r_masked(jq_t, jk_t, jv_t, j_mask) if masked else r_plain(jq_t, jk_t, jv_t)
+            return out.block_until_ready().transpose(0, 2, 1, 3)
+        return ours, ref
+
+    rows, worst = [], 0.0
+    for lib, pair in (("torch", torch_pair), ("jax", jax_pair)):
+        for masked in (False, True):
+            ours, ref = pair(masked)
+            a, b = np.asarray(ours()), np.asarray(ref())               # also warms up / jits
+            diff = float(np.max(np.abs(a - b)))
+            worst = max(worst, diff)
+
+            def repeat(fn: Callable[[], Any]) -> Callable[[], None]:
+                return lambda: [fn() for _ in range(iters)]
+
+            times = take_turns({"xpseq": repeat(ours), "ref": repeat(ref)}, args.repeats)
+            ms = {n: 1e3 * statistics.median(t) / iters for n, t in times.items()}
+            ref_name = "F.scaled_dot_product_attention" if lib == "torch" else \
+                "jax.nn.dot_product_attention (jit)"
+            rows.append(Row("sdpa", f"{lib}, {'key-padding mask' if masked else 'no mask'}: "
+                                    f"xpseq vs {ref_name}", ms["xpseq"], "ms",
+                            ms["ref"] / ms["xpseq"],
+                            detail=f"reference {ms['ref']:.2f} ms; max |Δ| {diff:.1e}; "
+                                   "ratio = reference time / xpseq time"))
+    rows.append(Row("sdpa", "outputs agree (max |Δ| over the four comparisons)", worst, "",
+                    None, "<= 1e-5", worst <= 1e-5,
+                    f"float32, batch {B}, {heads} heads, length {L}, depth {d}"))
+    return rows
+
+
+RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
+    "compile": run_compile, "train": run_train, "flops": run_flops, "beam": run_beam,
+    "sdpa": run_sdpa,
+}
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    affinity = configure_threads(args.threads, args.pin)
+    pinned = affinity.pinned
+    command = "python scripts/bench.py" + "".join(
+        " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    started = time.perf_counter()
+    env = environment()
+    env["load_average_start"] = load_average()
+    env["pinned_cpus"] = pinned
+    env["cpus_usable"] = len(affinity.all) or env["cpus_usable"]
+    print(f"xpseq benchmarks: {command}")
+    print(f"threads: torch {env['torch_threads']} intra-op ({env['torch_interop_threads']} "
+          f"inter-op); process pinned to CPUs {pinned}; "
+          + ", ".join(f"{k}={v}" for k, v in env["env"].items()))
+    print(f"versions: python {env['python']}, numpy {env['numpy']}, torch {env['torch']}, "
+          f"jax {env['jax']} (jaxlib {env['jaxlib']}); CPU: {env['cpu']}, "
+          f"{env['cpu_count']} cores ({env['cpus_usable']} usable); "
+          f"load average {env['load_average_start']}")
+    bench = Bench(args)
+    print(f"model: embed {args.embed}, hidden {args.hidden} per direction, vocab "
+          f"{bench.config.src_vocab}/{bench.config.tgt_vocab}, batch {args.batch}, "
+          f"float32; {len(bench.epoch)} batches per epoch; repeats {args.repeats}")
+    rows: list[Row] = []
+    seconds: dict[str, float] = {}
+    for name in SECTIONS:
+        if name not in args.sections:
+            continue
+        start = time.perf_counter()
+        if name == "compile":          # XLA compiles on every core it may use
+            affinity.release()
+        new = RUNNERS[name](bench)
+        affinity.pin()
+        seconds[name] = time.perf_counter() - start
+        print(f"\n[{name}] {seconds[name]:.1f} s")
+        print(markdown_table(new))
+        rows += new
+    total = time.perf_counter() - started
+    env["load_average_end"] = load_average()
+    table = markdown_table(rows)
+    judged = [r for r in rows if r.met is not None]
+    print(f"\nall sections, {total:.0f} s (load average at the end "
+          f"{env['load_average_end']}); {sum(r.met for r in judged)} of {len(judged)} "
+          f"targets met:\n\n{table}")
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    today = datetime.date.today().isoformat()
+    threads = (f"torch threads {env['torch_threads']}, pinned to CPUs {pinned}; "
+               + ", ".join(f"{k}={v}" for k, v in env["env"].items()))
+    (out / "bench.md").write_text(
+        f"Made by `{command}` on {today} in {total:.0f} s: {env['cpu']}, "
+        f"{env['cpu_count']} cores, load average {env['load_average_start']} at the start; "
+        f"{threads}; torch {env['torch']}, jax {env['jax']}, numpy {env['numpy']}.\n"
+        f"Ratios are xpseq / reference (higher is better); each time is the median of "
+        f"{args.repeats} repeats.\n\n{table}\n")
+    details = {"train": bench.train_result, "beam": bench.beam, "flops": bench.flops}
+    (out / "bench.json").write_text(json.dumps(
+        {"command": command, "date": today, "seconds": total, "section_seconds": seconds,
+         "args": {k: v for k, v in vars(args).items() if k != "sdpa_shape"},
+         "environment": env, "rows": [dataclasses.asdict(r) for r in rows],
+         "details": details}, indent=2, default=_json_default) + "\n")
+    print(f"\nwrote {out / 'bench.md'} and {out / 'bench.json'}")
+    return 0
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (np.integer, np.floating, np.bool_)):
+        return obj.item()
+    if isinstance(obj, tuple):
+        return list(obj)
+    return str(obj)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
