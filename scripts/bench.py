@@ -629,7 +629,9 @@ def run_beam(bench: Bench) -> list[Row]:
     params = bench.trained_params()
     pairs = beam_sources(bench)
     sources = [s for s, _ in pairs]
-    options = SearchOptions(method="beam", k=args.beam_k, length_penalty=args.length_penalty)
+    # Translations only, as the loop gives: no attention weights kept per hypothesis.
+    options = SearchOptions(method="beam", k=args.beam_k, length_penalty=args.length_penalty,
+                            attention=False)
     model = bench.native.NativeSeq2Seq.from_xpseq(params, bench.config, torch.float32)
     src_ids = [task.src_vocab.encode(s, add_eos=True) for s in sources]
     outputs: dict[str, list] = {}

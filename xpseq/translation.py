@@ -37,6 +37,8 @@ class SearchOptions:
     length_penalty : {"none", "avg", "gnmt"}; alpha : the GNMT exponent
     min_len : no ``</s>`` before this many tokens
     max_len_a, max_len_b : ``max_len = ceil(a · src_len + b)`` per sentence
+    attention : return each hypothesis's attention weights (``False`` skips keeping them:
+        beam search then moves no ``(B, k, L, S)`` buffers, which is most of its work)
     """
 
     method: str = "greedy"
@@ -47,6 +49,7 @@ class SearchOptions:
     min_len: int = 0
     max_len_a: float = 2.0
     max_len_b: float = 5.0
+    attention: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in ("greedy", "beam"):
@@ -57,14 +60,16 @@ class SearchOptions:
             raise ValueError("max_len_a must be >= 0 and max_len_b >= 1")
 
 
-def model_step(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict, xp: Any):
-    """The model as a step function ``(state, y_prev) -> (log-probs, state, attention)``."""
+def model_step(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict, xp: Any, *,
+               attention: bool = True):
+    """The model as a step function ``(state, y_prev) -> (log-probs, state, attention)``
+    (attention ``None`` when not asked for, or without attention)."""
 
     def step(state: dict, y: Any) -> tuple:
         emb = _embedding(y, params["tgt_embed"], xp=xp)
         state, o, weights = _decoder_step(params, config, emb, state, encoded, None, xp=xp)
         logits = _linear(o, params["out.W"], params["out.b"], xp=xp)
-        return _log_softmax(logits, axis=-1, xp=xp), state, weights
+        return _log_softmax(logits, axis=-1, xp=xp), state, weights if attention else None
 
     return step
 
@@ -78,12 +83,14 @@ def _search_arrays(params: Mapping[str, Any], src: Any, src_len: Any, *, config:
                                + options.max_len_b), xp.int64)
     batch = src.shape[0]
     if options.method == "greedy":
-        return greedy_search(model_step(params, config, encoded, xp), encoded["state"],
+        return greedy_search(model_step(params, config, encoded, xp,
+                                        attention=options.attention), encoded["state"],
                              batch_size=batch, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
                              max_len=max_len, max_lens=limits, min_len=options.min_len,
                              scan=scan)
     tiled = tile_beams(encoded, options.k)
-    return beam_search(model_step(params, config, tiled, xp), tiled["state"], batch_size=batch,
+    return beam_search(model_step(params, config, tiled, xp, attention=options.attention),
+                       tiled["state"], batch_size=batch,
                        k=options.k, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
                        max_len=max_len, max_lens=limits, min_len=options.min_len,
                        length_penalty=options.length_penalty, alpha=options.alpha,
