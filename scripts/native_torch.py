@@ -97,7 +97,7 @@ class NativeSeq2Seq(nn.Module):
             raise ValueError(f"parameter names differ from xpseq's: {missing}")
         with torch.no_grad():
             for name, tensor in targets.items():
-                value = torch.as_tensor(np.asarray(params[name]))
+                value = torch.as_tensor(np.array(params[name]))
                 if tuple(value.shape) != tuple(tensor.shape):
                     raise ValueError(f"{name}: shape {tuple(value.shape)} != "
                                      f"{tuple(tensor.shape)}")
