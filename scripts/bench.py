@@ -231,15 +231,9 @@ def environment() -> dict:
     import jax
     import jaxlib
     import torch
+    from machine import cpu_name  # scripts/machine.py, next to this script
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return {
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),

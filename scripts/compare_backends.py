@@ -323,14 +323,9 @@ def environment(names: Sequence[str],
         import jax
 
         threads["jax.devices"] = [str(d) for d in jax.devices()]
-    cpu = platform.processor() or None
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from machine import cpu_name  # scripts/machine.py, next to this script
+
+    cpu = cpu_name()
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {"versions": versions, "threads": threads, "cpu_count": os.cpu_count(),
             "cpus_usable": affinity, "cpu": cpu, "platform": platform.platform(),
