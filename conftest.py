@@ -1,7 +1,8 @@
 """Backend selection shared by tests/ and parity_tests/.
 
 Every test that takes the ``backend`` fixture runs once per selected backend; tests that
-take ``grad_backend`` run on the selected backends that compute gradients (jax, torch).
+take ``grad_backend`` run on the selected backends with automatic differentiation (jax,
+torch); numpy and array_api_strict differentiate only functions with a hand-derived rule.
 Select backends with ``pytest --backend jax --backend torch`` (or ``--backend jax,torch``)
 or the environment variable ``XPSEQ_BACKENDS=jax,torch``; the default is all four. A
 selected backend whose library is not installed is skipped, and ``-ra`` lists the skips.

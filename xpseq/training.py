@@ -212,7 +212,8 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     train_batches, dev_batches : lists of NumPy batches (``src``, ``src_len``, ``tgt_in``,
         ``tgt_out``); every epoch visits the train batches in an order drawn from
         ``(seed, epoch)``
-    backend : the backend to train on (``jax`` or ``torch``)
+    backend : the backend to train on (any: numpy and array_api_strict by hand-derived
+        gradients)
     optimizer : defaults to ``adam(1e-3)``
     epochs : the most epochs to run
     patience, min_delta : stop after ``patience`` epochs in a row whose dev loss did not

@@ -12,10 +12,10 @@ Each backend has ``name``, ``xp`` (the array namespace), ``asarray``, ``to_numpy
 ============  ==========================  ==================  ============  ============
 backend       xp                          value_and_grad      jit           scan
 ============  ==========================  ==================  ============  ============
-numpy         array_api_compat.numpy      not yet (#5)        identity      Python loop
+numpy         array_api_compat.numpy      hand-derived rules  identity      Python loop
 jax           jax.numpy (x64 enabled)     jax.value_and_grad  jax.jit       lax.scan
 torch         array_api_compat.torch      autograd tape       identity      Python loop
-strict        array_api_strict            forward-only        identity      Python loop
+strict        array_api_strict            hand-derived rules  identity      Python loop
 ============  ==========================  ==================  ============  ============
 
 Libraries are imported only when their backend is first asked for.
