@@ -61,6 +61,13 @@ def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None) -> An
 
 def _nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any) -> tuple[Any, Any]:
     """Summed negative log-likelihood of the real tokens, and their number (as a float)."""
+    return _nll_parts(logits, targets, pad_id, xp=xp)[0]
+
+
+def _nll_parts(logits: Any, targets: Any, pad_id: int | None, *,
+               xp: Any) -> tuple[tuple[Any, Any], Any]:
+    """``_nll_sum``'s ``(total, count)`` and the log-probabilities, which its backward
+    pass needs."""
     logp = _log_softmax(logits, axis=-1, xp=xp)
     picked = xp.squeeze(xp.take_along_axis(logp, xp.expand_dims(targets, axis=-1), axis=-1),
                         axis=-1)
@@ -68,4 +75,4 @@ def _nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any) -> tuple
         real = xp.ones_like(picked)
     else:
         real = xp.astype(targets != pad_id, logits.dtype)
-    return -xp.sum(picked * real), xp.sum(real)
+    return (-xp.sum(picked * real), xp.sum(real)), logp

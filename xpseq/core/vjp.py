@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 from .attention import _additive_from_projections, _dot_scores, _general_scores
 from .layers import _dropout, _embedding, _linear, _sigmoid
-from .losses import _nll_sum
+from .losses import _nll_parts
 from .masking import _log_softmax, _masked_softmax, _sequence_mask
 from .recurrent import _gru_parts, _keep_valid, _lstm_parts
 
@@ -181,10 +181,10 @@ def nll_sum(logits: Any, targets: Any, pad_id: int | None, *,
     the one-hot target). ``backprop(d_total)`` returns ``(dlogits, None)``; the count has
     no gradient.
     """
-    total, count = _nll_sum(logits, targets, pad_id, xp=xp)
+    (total, count), logp = _nll_parts(logits, targets, pad_id, xp=xp)
 
     def backprop(d_total: Any) -> tuple[Any, None]:
-        p = xp.exp(_log_softmax(logits, axis=-1, xp=xp))
+        p = xp.exp(logp)
         vocab = xp.arange(logits.shape[-1], dtype=targets.dtype)
         onehot = xp.astype(xp.expand_dims(targets, axis=-1) == vocab, logits.dtype)
         real = xp.ones_like(p[..., :1]) if pad_id is None else \
