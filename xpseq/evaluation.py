@@ -1,15 +1,21 @@
-"""Scoring translations: corpus BLEU (sacrebleu), exact match, and tables by length bucket.
+"""Scoring translations: corpus BLEU (sacrebleu), exact match, and tables by length bucket;
+scoring grapheme-to-phoneme output: edit distance, phone and word error rates.
 
 BLEU comes from sacrebleu with ``tokenize='none'``: the tokens are already words, so
 sacrebleu only joins and splits them on spaces. Every score comes with sacrebleu's signature
 (settings and version), to print beside it so a reader can reproduce it.
+
+G2P (:func:`g2p_scores`) is scored as Sequitur and the G2P papers score it, against every
+reference pronunciation of a word: a word is right if it equals any of them (WER), and its
+phone errors are the edit distance to the closest one (PER).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-__all__ = ["Bleu", "corpus_bleu", "exact_match", "format_table"]
+__all__ = ["Bleu", "corpus_bleu", "exact_match", "format_table", "edit_distance",
+           "G2PScores", "g2p_scores"]
 
 Tokens = Sequence[str]
 
@@ -64,3 +70,147 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     body = ["| " + " | ".join(c.rjust(w) if c[:1].isdigit() or c[:1] == "-" else c.ljust(w)
                               for c, w in zip(r, widths)) + " |" for r in cells]
     return "\n".join([line, rule, *body])
+
+
+def _token_list(x: object, where: str) -> list:
+    """``x`` as a list of tokens; a string or a non-sequence is a TypeError naming ``where``."""
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{where} is a string; expected a list of tokens (e.g. phones)")
+    if not isinstance(x, Sequence):
+        raise TypeError(f"{where} is {type(x).__name__}; expected a list of tokens")
+    return list(x)
+
+
+def edit_distance(a: Sequence[str], b: Sequence[str]) -> int:
+    """Levenshtein distance between two token sequences: the fewest insertions, deletions
+    and substitutions (each costing 1) that turn ``a`` into ``b``.
+
+    Parameters
+    ----------
+    a, b : sequence of str (lengths m, n)
+        Tokens compared with ``==``, e.g. phones ``["K", "AE", "T"]``. A plain string is
+        refused, so that ``"K AE T"`` is not scored character by character.
+
+    Returns
+    -------
+    int in ``[|m - n|, max(m, n)]``; 0 iff the sequences are equal. Symmetric. Time
+    O(m n), memory O(n) (two rows of the dynamic programme).
+
+    Raises
+    ------
+    TypeError
+        ``a`` or ``b`` is a string or not a sequence.
+    """
+    a = _token_list(a, "edit_distance: a")
+    b = _token_list(b, "edit_distance: b")
+    previous = list(range(len(b) + 1))              # distances from a[:0] to b[:j]
+    for i, x in enumerate(a, start=1):
+        current = [i]                               # a[:i] to b[:0]: i deletions
+        for j, y in enumerate(b, start=1):
+            current.append(min(previous[j] + 1,             # delete x
+                               current[j - 1] + 1,          # insert y
+                               previous[j - 1] + (x != y)))  # substitute (or match)
+        previous = current
+    return previous[-1]
+
+
+class G2PScores(NamedTuple):
+    """Grapheme-to-phoneme scores (see :func:`g2p_scores`).
+
+    Attributes
+    ----------
+    per : float
+        Phone error rate in percent: ``100 * phone_errors / reference_phones`` (can exceed
+        100 when predictions insert many phones).
+    wer : float
+        Word error rate in percent: the share of words whose prediction equals none of
+        their references.
+    words : int
+        The number of words scored.
+    phone_errors : int
+        The summed edit distance of each prediction to its closest reference.
+    reference_phones : int
+        The summed length of those closest references.
+    """
+
+    per: float
+    wer: float
+    words: int
+    phone_errors: int
+    reference_phones: int
+
+
+def g2p_scores(predictions: Sequence[Sequence[str]],
+               references: Sequence[Sequence[Sequence[str]]]) -> G2PScores:
+    """Phone and word error rates of predicted pronunciations against all references.
+
+    For each word the closest reference is the one at the smallest :func:`edit_distance`
+    from the prediction; on a tie, the one that comes first in the word's reference list
+    (this decides the PER denominator when tied references differ in length). Then
+
+    * ``wer = 100 * (words whose prediction equals none of their references) / words``
+    * ``per = 100 * sum(distance to the closest reference) / sum(len(closest reference))``
+
+    as Sequitur (Bisani & Ney 2008) and the G2P papers score it: a word with several
+    correct pronunciations is not penalised for producing any one of them.
+
+    Parameters
+    ----------
+    predictions : sequence of sequence of str, length W
+        One predicted phone list per word (may be empty: then every reference phone of
+        the closest (shortest) reference is an error).
+    references : sequence of sequence of sequence of str, length W
+        For each word, a non-empty list of reference pronunciations, each a non-empty list
+        of phones (e.g. :meth:`xpseq.data.cmudict.G2PSplit.references`).
+
+    Returns
+    -------
+    :class:`G2PScores`.
+
+    Raises
+    ------
+    TypeError
+        ``predictions`` or ``references`` (or an entry of them) is a string or not a
+        sequence.
+    ValueError
+        Different numbers of predictions and references, no words, a word without
+        references, or an empty reference pronunciation. Messages name the argument and
+        index, e.g. ``references[3]``.
+    """
+    for name, arg in (("predictions", predictions), ("references", references)):
+        if isinstance(arg, (str, bytes)) or not isinstance(arg, Sequence):
+            raise TypeError(f"g2p_scores: {name} must be a list (one entry per word), got "
+                            f"{type(arg).__name__}")
+    if len(predictions) != len(references):
+        raise ValueError(f"g2p_scores: {len(predictions)} predictions but {len(references)} "
+                         "references (one entry per word in each)")
+    if not predictions:
+        raise ValueError("g2p_scores: no words to score (predictions and references are "
+                         "empty)")
+    word_errors = phone_errors = reference_phones = 0
+    for i, (prediction, refs) in enumerate(zip(predictions, references)):
+        prediction = _token_list(prediction, f"g2p_scores: predictions[{i}]")
+        if isinstance(refs, (str, bytes)) or not isinstance(refs, Sequence):
+            raise TypeError(f"g2p_scores: references[{i}] must be a list of reference "
+                            f"pronunciations, got {type(refs).__name__}")
+        if not refs:
+            raise ValueError(f"g2p_scores: references[{i}] is empty; every word needs at "
+                             "least one reference pronunciation")
+        best = None                                 # (distance, length) of the closest
+        exact = False
+        for j, ref in enumerate(refs):
+            ref = _token_list(ref, f"g2p_scores: references[{i}][{j}]")
+            if not ref:
+                raise ValueError(f"g2p_scores: references[{i}][{j}] is an empty "
+                                 "pronunciation")
+            distance = edit_distance(prediction, ref)
+            exact = exact or distance == 0
+            if best is None or distance < best[0]:  # strict: a tie keeps the earlier one
+                best = (distance, len(ref))
+        word_errors += not exact
+        phone_errors += best[0]
+        reference_phones += best[1]
+    words = len(predictions)
+    return G2PScores(per=100.0 * phone_errors / reference_phones,
+                     wer=100.0 * word_errors / words, words=words,
+                     phone_errors=phone_errors, reference_phones=reference_phones)

