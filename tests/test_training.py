@@ -152,7 +152,7 @@ def test_resumed_run_equals_uninterrupted_run(name, tmp_path):
         np.testing.assert_allclose(second.params[key], whole.params[key], rtol=1e-13, atol=0,
                                    err_msg=key)
     def without_traces(history):                   # trace counts and timings differ by design
-        return [{k: v for k, v in h.items() if k not in ("traces", "seconds")} for h in history]
+        return [{k: v for k, v in h.items() if k not in ("traces", "seconds", "elapsed")} for h in history]
 
     assert without_traces(second.history) == without_traces(whole.history)  # dev loss too
     assert second.train_state["step"] == 8
@@ -177,3 +177,68 @@ def test_bad_batches_are_refused_before_training():
         check_batch(CONFIG, empty)
     with pytest.raises(ValueError, match="missing"):
         check_batch(CONFIG, {"src": BATCHES[0]["src"]})
+
+
+def test_restore_best_returns_the_best_dev_epoch(tmp_path):
+    # A step size this large makes the dev loss go up and down, so the best epoch is
+    # not the last; its parameters must equal a run stopped after that epoch.
+    options = dict(epochs=5, optimizer=adam(0.3), clip_norm=None, patience=5)
+    path = tmp_path / "best.safetensors"
+    result = run("numpy", restore_best=True, checkpoint=path, **options)
+    dev = [h["dev_loss"] for h in result.history]
+    best = int(np.argmin(dev)) + 1
+    assert result.best_epoch == best and best < len(dev)
+    options["epochs"] = best
+    stopped_there = run("numpy", **options)
+    last = run("numpy", **dict(options, epochs=5))
+    for key, value in stopped_there.params.items():
+        assert np.array_equal(result.params[key], value), key
+    assert not np.array_equal(result.params["out.W"], last.params["out.W"])
+    saved = ckpt.load(path)
+    assert saved.opt_state is None                    # a finished model, not a resumable state
+    assert np.array_equal(saved.params["out.W"], stopped_there.params["out.W"])
+    assert saved.train_state["best_epoch"] == best
+    with pytest.raises(ValueError, match="restore_best=True needs dev_batches"):
+        run("numpy", dev_batches=(), restore_best=True)
+
+
+def test_time_limit_stops_after_the_step_that_crosses_it():
+    result = run("numpy", epochs=3, time_limit=1e-9)
+    assert result.stopped == "time_limit"
+    assert len(result.history) == 1 and result.history[0]["steps"] == 1
+    assert result.history[0]["dev_loss"] is not None     # the partial epoch is evaluated
+    for bad in (0, -1.0, True, "10"):
+        with pytest.raises(ValueError, match="time_limit must be a positive number"):
+            run("numpy", time_limit=bad)
+
+
+def test_on_epoch_adds_to_the_history():
+    seen = []
+
+    def on_epoch(record, params):
+        seen.append((record["epoch"], float(np.sum(np.asarray(params["out.b"])))))
+        return {"probe": record["epoch"] * 10}
+
+    result = run("numpy", epochs=2, on_epoch=on_epoch)
+    assert [h["probe"] for h in result.history] == [10, 20]
+    assert [e for e, _ in seen] == [1, 2]
+    assert seen[1][1] == pytest.approx(float(np.sum(result.params["out.b"])), rel=1e-12)
+
+
+def test_lr_decay_halves_the_step_size_when_the_dev_loss_stalls():
+    # min_delta this large makes every epoch after the first (which sets the best) a stall;
+    # each stall lowers the scale for the epochs after it.
+    result = run("numpy", epochs=4, patience=5, min_delta=1e9, lr_decay=0.5)
+    assert [h["lr_scale"] for h in result.history] == [1.0, 1.0, 0.5, 0.25]
+    # The scale multiplies the learning rate: one step with lr_scale 0.5 is adam(lr / 2)'s.
+    params = {k: v for k, v in init_params(CONFIG, seed=0).items()}
+    grads = {k: np.full_like(v, 0.3) for k, v in params.items()}
+    state = adam(1e-2).init(params)
+    halved, new_state = adam(1e-2).update(grads, dict(state, lr_scale=np.float64(0.5)), params)
+    reference, _ = adam(5e-3).update(grads, state, params)
+    for key in params:
+        np.testing.assert_allclose(halved[key], reference[key], rtol=1e-15, atol=0)
+    assert new_state["lr_scale"] == 0.5
+    for bad in (0, 1, 1.5, True):
+        with pytest.raises(ValueError, match="lr_decay must be a number in"):
+            run("numpy", lr_decay=bad)

@@ -184,9 +184,13 @@ class FitResult:
     token), ``dev_loss`` (or ``None``), ``steps`` (total so far) and ``traces`` (how many
     times the training step was traced in that epoch: JAX compilations, 0 once every
     batch shape has been seen; ``None`` on backends that do not compile) and ``seconds``
-    (wall time of the epoch, compilation and dev evaluation included). ``stopped`` says
-    why the loop ended: ``"epochs"``, ``"early_stop"`` or ``"max_steps"``. ``traces`` is
-    the total over this call.
+    (wall time of the epoch, compilation and dev evaluation included), ``elapsed``
+    (seconds since the call began, at the epoch's end), and what ``on_epoch`` added.
+    ``stopped`` says
+    why the loop ended: ``"epochs"``, ``"early_stop"``, ``"max_steps"`` or
+    ``"time_limit"``. ``traces`` is the total over this call. ``best_epoch`` is the epoch
+    with the lowest dev loss (``None`` without dev batches); with ``restore_best`` the
+    returned ``params`` are that epoch's.
     """
 
     params: dict
@@ -195,6 +199,7 @@ class FitResult:
     stopped: str
     traces: int | None
     train_state: dict
+    best_epoch: int | None = None
 
 
 def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: Sequence[Batch],
@@ -203,7 +208,10 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         clip_norm: float | None = 5.0, seed: int = 0, max_steps: int | None = None,
         checkpoint: str | pathlib.Path | None = None, checkpoint_every: int | None = None,
         resume: Any = None, vocabs: Mapping[str, list] | None = None,
-        metadata: Mapping[str, Any] | None = None, progress: bool = True) -> FitResult:
+        metadata: Mapping[str, Any] | None = None, progress: bool = True,
+        restore_best: bool = False, time_limit: float | None = None,
+        lr_decay: float | None = None,
+        on_epoch: Callable[[dict, dict], Mapping[str, Any] | None] | None = None) -> FitResult:
     """Train with early stopping on the dev loss.
 
     Parameters
@@ -228,6 +236,22 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         ignored
     vocabs, metadata : stored in the checkpoints
     progress : show a tqdm progress bar per epoch
+    restore_best : return the parameters of the epoch with the lowest dev loss instead of
+        the last epoch's (needs ``dev_batches``). The checkpoint written at the end then
+        holds those parameters and no optimiser state: a finished model, not a state to
+        resume (the per-epoch checkpoints before it can be resumed).
+    time_limit : stop after this many seconds of this call (checked after every step);
+        the unfinished epoch is then evaluated on the dev set and recorded, and
+        ``stopped`` is ``"time_limit"``
+    lr_decay : after an epoch whose dev loss did not improve on the best by more than
+        ``min_delta``, multiply the learning rate by this factor in ``(0, 1)`` (as
+        ``ReduceLROnPlateau`` with no patience; early stopping still counts the epoch).
+        The factor lives in the optimiser state as ``lr_scale``, so nothing recompiles;
+        the history records each epoch's ``lr_scale``.
+    on_epoch : ``on_epoch(record, params)``, called after each epoch's dev evaluation with
+        the epoch's history record and the parameters (arrays of ``backend``); a mapping
+        it returns is added to the record (e.g. a dev error rate for the learning curve).
+        Its time is not counted in the record's ``seconds``.
 
     Returns
     -------
@@ -240,6 +264,20 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     optimizer = optimizer or adam(1e-3)
     if not train_batches:
         raise ValueError("fit: train_batches is empty")
+    if restore_best and not dev_batches:
+        raise ValueError("fit: restore_best=True needs dev_batches to choose the best epoch")
+    if time_limit is not None and (isinstance(time_limit, bool) or
+                                   not isinstance(time_limit, (int, float)) or
+                                   not time_limit > 0):
+        raise ValueError(f"fit: time_limit must be a positive number of seconds, got "
+                         f"{time_limit!r}")
+    if lr_decay is not None and (isinstance(lr_decay, bool) or
+                                 not isinstance(lr_decay, (int, float)) or
+                                 not 0 < lr_decay < 1):
+        raise ValueError(f"fit: lr_decay must be a number in (0, 1), got {lr_decay!r}")
+    if lr_decay is not None and not dev_batches:
+        raise ValueError("fit: lr_decay needs dev_batches (it acts when the dev loss stalls)")
+    started = time.perf_counter()
     for batch in list(train_batches) + list(dev_batches):
         check_batch(config, batch)
     if resume is not None:
@@ -257,6 +295,8 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     params = to_backend(backend, dict(params))
     if opt_state is None:
         opt_state = optimizer.init(params)
+    if lr_decay is not None and "lr_scale" not in opt_state:
+        opt_state = dict(opt_state, lr_scale=backend.xp.ones_like(opt_state["step"]))
     train_step = make_train_step(config, optimizer, backend, clip_norm=clip_norm)
     eval_loss = make_eval_loss(config, backend)
 
@@ -267,6 +307,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
                       vocabs=vocabs, train_state=state, metadata=metadata)
 
     stopped = "epochs"
+    best_params = None
     traces_before = epoch_traces = train_step.traces
     while state["epoch"] < epochs:
         epoch_start = time.perf_counter()
@@ -293,6 +334,9 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
                 break
             if checkpoint_every and state["step"] % checkpoint_every == 0:
                 save()
+            if time_limit is not None and time.perf_counter() - started > time_limit:
+                stopped = "time_limit"
+                break
         bar.close()
         if stopped == "max_steps":
             save()
@@ -302,24 +346,46 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
                   "train_loss": state["epoch_nll"] / state["epoch_tokens"],
                   "dev_loss": dev, "steps": state["step"],
                   "traces": (train_step.traces - epoch_traces) if backend.compiles else None,
+                  "lr_scale": (float(backend.to_numpy(opt_state["lr_scale"]))
+                               if "lr_scale" in opt_state else 1.0),
                   "seconds": time.perf_counter() - epoch_start}
         epoch_traces = train_step.traces
+        extra = dict(on_epoch(dict(record), params) or {}) if on_epoch is not None else {}
+        record.update(extra)
+        record["elapsed"] = time.perf_counter() - started
         state["history"].append(record)
         if progress:
             dev_text = "" if dev is None else f", dev loss {dev:.4f}"
+            extra_text = "".join(f", {k} {v:.4g}" if isinstance(v, float) else f", {k} {v}"
+                                 for k, v in extra.items())
             tqdm.write(f"epoch {record['epoch']}: train loss {record['train_loss']:.4f}"
-                       f"{dev_text} ({backend.name})")
+                       f"{dev_text}{extra_text} ({backend.name}, {record['seconds']:.0f} s)")
         state.update(epoch=state["epoch"] + 1, batch=0, epoch_nll=0.0, epoch_tokens=0.0)
         if dev is not None:
             if state["best_dev"] is None or dev < state["best_dev"] - min_delta:
                 state["best_dev"], state["bad_epochs"] = dev, 0
             else:
                 state["bad_epochs"] += 1
+                if lr_decay is not None:
+                    opt_state = dict(opt_state, lr_scale=opt_state["lr_scale"] * lr_decay)
+            if state.get("best_epoch_dev") is None or dev < state["best_epoch_dev"]:
+                state["best_epoch_dev"], state["best_epoch"] = dev, record["epoch"]
+                if restore_best:
+                    best_params = to_numpy(backend, params)
         save()
+        if stopped == "time_limit":
+            break
         if dev is not None and state["bad_epochs"] >= patience:
             stopped = "early_stop"
             break
-    return FitResult(params=to_numpy(backend, params), opt_state=to_numpy(backend, opt_state),
+    final_params = to_numpy(backend, params)
+    if restore_best and best_params is not None:
+        final_params = best_params
+        if checkpoint is not None:
+            ckpt.save(checkpoint, config=config, params=best_params, opt_state=None,
+                      optimizer=optimizer, vocabs=vocabs, train_state=state,
+                      metadata=metadata)
+    return FitResult(params=final_params, opt_state=to_numpy(backend, opt_state),
                      history=list(state["history"]), stopped=stopped,
                      traces=(train_step.traces - traces_before) if backend.compiles else None,
-                     train_state=dict(state))
+                     train_state=dict(state), best_epoch=state.get("best_epoch"))

@@ -41,7 +41,9 @@ def adam(lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
     ``m ← b1 m + (1 − b1) g``, ``v ← b2 v + (1 − b2) g²``, and
     ``p ← p − (lr / (1 − b1ᵗ)) · m / (sqrt(v) / sqrt(1 − b2ᵗ) + eps)``.
 
-    State: ``{"step": 0-d array, "m": {name: array}, "v": {name: array}}``.
+    State: ``{"step": 0-d array, "m": {name: array}, "v": {name: array}}``, and optionally
+    ``"lr_scale"``, a 0-d array that multiplies ``lr`` (what :func:`xpseq.training.fit`'s
+    ``lr_decay`` lowers; an array, so a jitted step does not recompile when it changes).
     """
     for name, value, low, high in (("lr", lr, 0, math.inf), ("b1", b1, 0, 1), ("b2", b2, 0, 1),
                                    ("eps", eps, 0, math.inf)):
@@ -57,7 +59,7 @@ def adam(lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
     def update(grads: Params, state: dict, params: Params) -> tuple[dict, dict]:
         xp = compat.array_namespace(_first(params))
         step = state["step"] + 1.0
-        step_size = lr / (1.0 - b1 ** step)
+        step_size = _scaled(lr, state) / (1.0 - b1 ** step)
         root_bc2 = xp.sqrt(1.0 - b2 ** step)
         new_params, m_new, v_new = {}, {}, {}
         for k, p in params.items():
@@ -66,7 +68,7 @@ def adam(lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
             v = b2 * state["v"][k] + (1.0 - b2) * (g * g)
             new_params[k] = p - step_size * (m / (xp.sqrt(v) / root_bc2 + eps))
             m_new[k], v_new[k] = m, v
-        return new_params, {"step": step, "m": m_new, "v": v_new}
+        return new_params, _keep_scale({"step": step, "m": m_new, "v": v_new}, state)
 
     return Optimizer("adam", {"lr": lr, "b1": b1, "b2": b2, "eps": eps}, init, update)
 
@@ -76,7 +78,8 @@ def sgd(lr: float = 0.1, momentum: float = 0.0) -> Optimizer:
 
     ``b ← momentum · b + g`` (``b = g`` on the first step), ``p ← p − lr · b``.
 
-    State: ``{"step": 0-d array, "momentum": {name: array}}``.
+    State: ``{"step": 0-d array, "momentum": {name: array}}``, and optionally
+    ``"lr_scale"`` (see :func:`adam`).
     """
     _check_hyper("sgd", "lr", lr, 0, math.inf)
     _check_hyper("sgd", "momentum", momentum, 0, 1)
@@ -91,14 +94,26 @@ def sgd(lr: float = 0.1, momentum: float = 0.0) -> Optimizer:
         xp = compat.array_namespace(_first(params))
         first_step = state["step"] == 0
         new_params, bufs = {}, {}
+        step_size = _scaled(lr, state)
         for k, p in params.items():
             g = grads[k]
             buf = xp.where(first_step, g, momentum * state["momentum"][k] + g) if momentum else g
-            new_params[k] = p - lr * buf
+            new_params[k] = p - step_size * buf
             bufs[k] = buf
-        return new_params, {"step": state["step"] + 1.0, "momentum": bufs}
+        return new_params, _keep_scale({"step": state["step"] + 1.0, "momentum": bufs}, state)
 
     return Optimizer("sgd", {"lr": lr, "momentum": momentum}, init, update)
+
+
+def _scaled(lr: float, state: Mapping[str, Any]) -> Any:
+    """``lr`` times the state's ``lr_scale`` when it has one."""
+    return lr * state["lr_scale"] if "lr_scale" in state else lr
+
+
+def _keep_scale(new_state: dict, state: Mapping[str, Any]) -> dict:
+    if "lr_scale" in state:
+        new_state["lr_scale"] = state["lr_scale"]
+    return new_state
 
 
 def from_spec(name: str, hyperparams: Mapping[str, Any]) -> Optimizer:
