@@ -46,7 +46,8 @@ PUBLISHED = [
     ("CMUSphinx g2p-seq2seq, Transformer", "", "30.2", "current dictionary, its own split"),
     ("Phonetisaurus", "", "33.9", "current dictionary, its own split"),
 ]
-RECIPE_OPTIONS = ("epochs", "hidden", "embed", "dropout", "lr", "batch_size")
+SIZES = ("epochs", "hidden", "embed", "dropout", "lr", "batch_size")
+RECIPE_OPTIONS = SIZES + ("monitor",)
 
 
 def positive(kind: type, zero: bool = False):
@@ -73,13 +74,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--time-limit", type=positive(float),
                    default=g2p.RECIPE["time_limit_minutes"],
                    metavar="MINUTES", help="training time per variant (default: %(default)s)")
-    for name in RECIPE_OPTIONS:
+    for name in SIZES:
         kind = int if isinstance(g2p.RECIPE[name], int) else float
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                        help=f"recipe option (default: {g2p.RECIPE[name]})")
     p.add_argument("--beam", type=int, default=5, help="beam size (default: 5)")
-    p.add_argument("--curve-words", type=positive(int, zero=True), default=1000,
-                   help="dev words scored (greedy) after every epoch for the learning curve")
+    p.add_argument("--dev-words", type=positive(int), default=1000,
+                   help="dev words scored with greedy search after every epoch: the "
+                   "learning curve, and what --monitor dev_wer watches (default: "
+                   "%(default)s)")
+    p.add_argument("--monitor", choices=("dev_loss", "dev_wer"), default=None,
+                   help="what early stopping, the step-size decay and the choice of the "
+                   f"best epoch watch (default: {g2p.RECIPE['monitor']})")
     p.add_argument("--train-words", type=positive(int), default=None,
                    help="train on the first N training words only (quick checks)")
     p.add_argument("--test-words", type=positive(int), default=None,
@@ -115,7 +121,7 @@ def run_variant(name: str, args: argparse.Namespace, backend) -> dict:
     start = time.perf_counter()
     config, result, task = g2p.train(split, backend, checkpoint=str(out / f"{name}.safetensors"),
                                      seed=args.seed, progress=not args.no_progress,
-                                     curve_words=args.curve_words, **overrides)
+                                     dev_words=args.dev_words, **overrides)
     train_minutes = (time.perf_counter() - start) / 60
     params = {k: backend.asarray(v) for k, v in result.params.items()}
     searches = [("greedy", SearchOptions()),
@@ -130,6 +136,7 @@ def run_variant(name: str, args: argparse.Namespace, backend) -> dict:
             "recipe": {**g2p.RECIPE, **overrides}, "parameters": int(sum(
                 v.size for v in result.params.values())),
             "train_pairs": len(task.train), "train_minutes": train_minutes,
+            "dev_words": min(args.dev_words, len(split.dev)),
             "epochs": len(result.history), "best_epoch": result.best_epoch,
             "stopped": result.stopped, "history": result.history,
             "scores": [{k: r[k] for k in ("search", "per", "wer", "words", "seconds")}
@@ -151,7 +158,8 @@ def markdown(results: list[dict], command: str) -> str:
     lines += [format_table(headers, rows), ""]
     for res in results:
         lines += [f"Learning curve, {res['variant']} ({res['parameters']:,} parameters, "
-                  f"stopped: {res['stopped']}; dev WER/PER: greedy on the first dev words):",
+                  f"stopped: {res['stopped']}; dev WER/PER: greedy search on "
+                  f"{res['dev_words']} dev words):",
                   ""]
         curve = [[h["epoch"], f"{h['minutes']:.1f}", h["train_loss"], h["dev_loss"],
                   h.get("dev_per", ""), h.get("dev_wer", "")] for h in res["history"]]

@@ -223,7 +223,8 @@ def trained(tmp_path_factory):
     path = tmp_path_factory.mktemp("g2p") / "model.safetensors"
     be = backends.get("numpy")
     config, result, task = g2p.train(
-        split, be, checkpoint=str(path), seed=0, progress=False, curve_words=20,
+        split, be, checkpoint=str(path), seed=0, progress=False, dev_words=20,
+        monitor="dev_loss",
         embed=8, hidden=8, epochs=2, lr=1e-2, batch_size=64, time_limit_minutes=None)
     return split, path, config, result, task
 
@@ -342,8 +343,11 @@ def test_predict_reads_words_as_lower_cased_characters(trained):
 def test_train_refuses_unknown_recipe_options(small):
     with pytest.raises(ValueError, match=r"\['foo', 'hiden'\]"):
         g2p.train(small, backends.get("numpy"), progress=False, hiden=8, foo=1)
-    with pytest.raises(ValueError, match="curve_words must be an int >= 0"):
-        g2p.train(small, backends.get("numpy"), progress=False, curve_words=-1)
+    with pytest.raises(ValueError, match="dev_words must be an int >= 0"):
+        g2p.train(small, backends.get("numpy"), progress=False, dev_words=-1)
+    with pytest.raises(ValueError, match="monitor='dev_wer' needs dev words to score"):
+        g2p.train(small, backends.get("numpy"), progress=False, dev_words=0,
+                  monitor="dev_wer")
 
 
 def test_evaluate_refuses_a_bad_limit(trained):
@@ -500,7 +504,7 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
     script = load_script("g2p_recipe")
     out = tmp_path / "out"
     code = script.main(["--variants", "nostress", "--backend", "numpy", "--train-words", "200",
-                        "--test-words", "30", "--curve-words", "10", "--hidden", "8",
+                        "--test-words", "30", "--dev-words", "10", "--hidden", "8",
                         "--embed", "8", "--epochs", "1", "--time-limit", "1",
                         "--no-progress", "--out", str(out)])
     assert code == 0
@@ -541,7 +545,7 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
 @pytest.mark.parametrize("argv", [["--variants", "foo"], ["--variants", ","],
                                   ["--beam", "1"], ["--backend", "foo"],
                                   ["--time-limit", "0"], ["--test-words", "-1"],
-                                  ["--curve-words", "-1"]])
+                                  ["--dev-words", "0"]])
 def test_recipe_script_bad_arguments_exit(argv, capsys):
     script = load_script("g2p_recipe")
     with pytest.raises(SystemExit) as info:

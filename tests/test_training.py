@@ -242,3 +242,20 @@ def test_lr_decay_halves_the_step_size_when_the_dev_loss_stalls():
     for bad in (0, 1, 1.5, True):
         with pytest.raises(ValueError, match="lr_decay must be a number in"):
             run("numpy", lr_decay=bad)
+
+
+def test_monitor_watches_an_on_epoch_metric():
+    # A made-up dev metric per epoch: best at epoch 2, then three stalls -> early stop at
+    # epoch 5 (patience 3), one halving of the step size per stall, epoch 2's parameters.
+    metric = {1: 3.0, 2: 1.0, 3: 2.0, 4: 1.0, 5: 5.0, 6: 0.0}
+    result = run("numpy", epochs=6, patience=3, lr_decay=0.5, restore_best=True,
+                 monitor="dev_metric", on_epoch=lambda record, _: {
+                     "dev_metric": metric[record["epoch"]]})
+    assert result.stopped == "early_stop" and len(result.history) == 5
+    assert result.best_epoch == 2
+    assert [h["lr_scale"] for h in result.history] == [1.0, 1.0, 1.0, 0.5, 0.25]
+    at_two = run("numpy", epochs=2)
+    for key, value in at_two.params.items():
+        assert np.array_equal(result.params[key], value), key
+    with pytest.raises(ValueError, match="monitor='dev_wer' is not in the epoch's record"):
+        run("numpy", monitor="dev_wer")

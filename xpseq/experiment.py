@@ -73,12 +73,13 @@ def train_model(task: Task, backend: Backend, *, attention: str = "general",
                 patience: int = 3, progress: bool = True, checkpoint: str | None = None,
                 metadata: dict | None = None, restore_best: bool = False,
                 time_limit: float | None = None, lr_decay: float | None = None,
+                monitor: str = "dev_loss",
                 on_epoch: Any = None) -> tuple[Seq2SeqConfig, FitResult]:
     """Train one model on ``task`` (Adam, clipping at 5, early stopping on the dev loss).
 
     Batches are padded to multiples of ``bucket`` tokens: fewer distinct shapes (fewer JAX
     compilations) for a larger bucket, less padding for a smaller one. ``restore_best``,
-    ``time_limit`` (seconds), ``lr_decay`` and ``on_epoch`` go to
+    ``time_limit`` (seconds), ``lr_decay``, ``monitor`` and ``on_epoch`` go to
     :func:`xpseq.training.fit`.
     """
     config = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), embed=embed,
@@ -91,7 +92,7 @@ def train_model(task: Task, backend: Backend, *, attention: str = "general",
                  patience=patience, seed=seed, progress=progress, checkpoint=checkpoint,
                  vocabs={"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()},
                  metadata=metadata, restore_best=restore_best, time_limit=time_limit,
-                 lr_decay=lr_decay, on_epoch=on_epoch)
+                 lr_decay=lr_decay, monitor=monitor, on_epoch=on_epoch)
     return config, result
 
 

@@ -30,11 +30,12 @@ __all__ = ["RECIPE", "SEARCHES", "word_tokens", "g2p_task", "train", "predict", 
 #: The defaults of ``xpseq train --task g2p``: a bi-LSTM encoder and a Luong (general)
 #: attention decoder with input feeding, Adam whose step size halves whenever the dev loss
 #: stalls, length-bucketed batches, early stopping on the dev loss (the best dev epoch is
-#: kept) and a wall-clock limit in minutes.
+#: kept) and a wall-clock limit in minutes. ``monitor="dev_wer"`` watches the dev WER of
+#: greedy search instead (see :func:`train`'s ``dev_words``).
 RECIPE: dict[str, Any] = {
     "embed": 64, "hidden": 128, "attention": "general", "style": "luong", "cell": "lstm",
     "dropout": 0.1, "lr": 2e-3, "lr_decay": 0.5, "batch_size": 128, "bucket": 4,
-    "epochs": 40, "patience": 3, "time_limit_minutes": 45.0,
+    "epochs": 40, "patience": 3, "monitor": "dev_loss", "time_limit_minutes": 45.0,
 }
 
 #: The searches :func:`evaluate` scores by default: greedy, and beam search with k = 5.
@@ -60,7 +61,7 @@ def g2p_task(split: Any) -> Task:
 
 
 def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: int = 0,
-          dtype: str = "float32", progress: bool = True, curve_words: int = 0,
+          dtype: str = "float32", progress: bool = True, dev_words: int | None = None,
           **overrides: Any) -> tuple[Seq2SeqConfig, FitResult, Task]:
     """Train a G2P model on ``split`` with :data:`RECIPE`, changed by ``overrides``.
 
@@ -70,8 +71,10 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     backend : the training backend (``jax`` is the fastest on CPU)
     checkpoint : path of the checkpoint (written after every epoch; at the end it holds
         the best dev epoch's parameters)
-    curve_words : after every epoch, also score greedy search on the first this many dev
-        words (``dev_wer``, ``dev_per`` in the history: the learning curve); 0 for none
+    dev_words : after every epoch, score greedy search on the first this many dev words
+        (``dev_wer``, ``dev_per`` in the history: the learning curve, and what
+        ``monitor="dev_wer"`` watches); ``None`` for all of them, 0 for none (then the
+        recipe must monitor ``"dev_loss"``)
     overrides : any key of :data:`RECIPE`, e.g. ``hidden=64, time_limit_minutes=5``;
         ``time_limit_minutes=None`` for no limit
 
@@ -79,7 +82,8 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     -------
     (config, fit result, task)
     """
-    _check_count("train", "curve_words", curve_words, allow_zero=True)
+    if dev_words is not None:
+        _check_count("train", "dev_words", dev_words, allow_zero=True)
     unknown = sorted(set(overrides) - set(RECIPE))
     if unknown:
         raise ValueError(f"train: unknown recipe options {unknown}; the recipe has "
@@ -89,13 +93,16 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     minutes = recipe.pop("time_limit_minutes")
     metadata = {"task": "g2p", "stress": bool(split.stress), "split_seed": int(split.seed),
                 "recipe": {**recipe, "time_limit_minutes": minutes}}
+    if dev_words == 0 and recipe["monitor"] != "dev_loss":
+        raise ValueError(f"train: monitor={recipe['monitor']!r} needs dev words to score; "
+                         "dev_words=0 scores none (monitor='dev_loss' does not need them)")
     on_epoch = None
-    if curve_words:
+    if dev_words != 0:
         def on_epoch(record: dict, params: dict) -> dict:
             config = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab),
                                    **_model_options(recipe))
             [row] = evaluate(params, config, split, task.src_vocab, task.tgt_vocab, backend,
-                             part="dev", searches=SEARCHES[:1], limit=curve_words)
+                             part="dev", searches=SEARCHES[:1], limit=dev_words)
             return {"dev_wer": row["wer"], "dev_per": row["per"]}
 
     config, result = train_model(

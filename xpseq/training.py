@@ -189,8 +189,8 @@ class FitResult:
     ``stopped`` says
     why the loop ended: ``"epochs"``, ``"early_stop"``, ``"max_steps"`` or
     ``"time_limit"``. ``traces`` is the total over this call. ``best_epoch`` is the epoch
-    with the lowest dev loss (``None`` without dev batches); with ``restore_best`` the
-    returned ``params`` are that epoch's.
+    with the lowest dev loss, or the lowest value of ``fit``'s ``monitor`` (``None``
+    without dev batches); with ``restore_best`` the returned ``params`` are that epoch's.
     """
 
     params: dict
@@ -210,7 +210,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         resume: Any = None, vocabs: Mapping[str, list] | None = None,
         metadata: Mapping[str, Any] | None = None, progress: bool = True,
         restore_best: bool = False, time_limit: float | None = None,
-        lr_decay: float | None = None,
+        lr_decay: float | None = None, monitor: str = "dev_loss",
         on_epoch: Callable[[dict, dict], Mapping[str, Any] | None] | None = None) -> FitResult:
     """Train with early stopping on the dev loss.
 
@@ -226,6 +226,9 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     epochs : the most epochs to run
     patience, min_delta : stop after ``patience`` epochs in a row whose dev loss did not
         fall below the best by more than ``min_delta``
+    monitor : the history entry (lower is better) that early stopping, ``lr_decay`` and
+        ``restore_best`` watch: ``"dev_loss"``, or one that ``on_epoch`` returns, e.g. a
+        dev error rate
     clip_norm : global-norm gradient clipping (``None`` for none)
     seed : seeds the batch order and the dropout masks
     max_steps : stop after this many steps in total (a checkpoint is written then)
@@ -236,15 +239,15 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         ignored
     vocabs, metadata : stored in the checkpoints
     progress : show a tqdm progress bar per epoch
-    restore_best : return the parameters of the epoch with the lowest dev loss instead of
-        the last epoch's (needs ``dev_batches``). The checkpoint written at the end then
-        holds those parameters and no optimiser state: a finished model, not a state to
-        resume (the per-epoch checkpoints before it can be resumed).
+    restore_best : return the parameters of the epoch with the lowest dev loss (or
+        ``monitor``) instead of the last epoch's (needs ``dev_batches``). The checkpoint
+        written at the end then holds those parameters and no optimiser state: a finished
+        model, not a state to resume (the per-epoch checkpoints before it can be resumed).
     time_limit : stop after this many seconds of this call (checked after every step);
         the unfinished epoch is then evaluated on the dev set and recorded, and
         ``stopped`` is ``"time_limit"``
-    lr_decay : after an epoch whose dev loss did not improve on the best by more than
-        ``min_delta``, multiply the learning rate by this factor in ``(0, 1)`` (as
+    lr_decay : after an epoch whose dev loss (or ``monitor``) did not improve on the best
+        by more than ``min_delta``, multiply the learning rate by this factor in ``(0, 1)`` (as
         ``ReduceLROnPlateau`` with no patience; early stopping still counts the epoch).
         The factor lives in the optimiser state as ``lr_scale``, so nothing recompiles;
         the history records each epoch's ``lr_scale``.
@@ -275,6 +278,9 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
                                  not isinstance(lr_decay, (int, float)) or
                                  not 0 < lr_decay < 1):
         raise ValueError(f"fit: lr_decay must be a number in (0, 1), got {lr_decay!r}")
+    if not isinstance(monitor, str):
+        raise TypeError(f"fit: monitor must be the name of a history entry, got "
+                        f"{type(monitor).__name__}")
     if lr_decay is not None and not dev_batches:
         raise ValueError("fit: lr_decay needs dev_batches (it acts when the dev loss stalls)")
     started = time.perf_counter()
@@ -361,21 +367,25 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
             tqdm.write(f"epoch {record['epoch']}: train loss {record['train_loss']:.4f}"
                        f"{dev_text}{extra_text} ({backend.name}, {record['seconds']:.0f} s)")
         state.update(epoch=state["epoch"] + 1, batch=0, epoch_nll=0.0, epoch_tokens=0.0)
-        if dev is not None:
-            if state["best_dev"] is None or dev < state["best_dev"] - min_delta:
-                state["best_dev"], state["bad_epochs"] = dev, 0
+        watched = record.get(monitor) if dev is not None else None
+        if dev is not None and watched is None:
+            raise ValueError(f"fit: monitor={monitor!r} is not in the epoch's record "
+                             f"{sorted(record)}; on_epoch must return it")
+        if watched is not None:
+            if state["best_dev"] is None or watched < state["best_dev"] - min_delta:
+                state["best_dev"], state["bad_epochs"] = watched, 0
             else:
                 state["bad_epochs"] += 1
                 if lr_decay is not None:
                     opt_state = dict(opt_state, lr_scale=opt_state["lr_scale"] * lr_decay)
-            if state.get("best_epoch_dev") is None or dev < state["best_epoch_dev"]:
-                state["best_epoch_dev"], state["best_epoch"] = dev, record["epoch"]
+            if state.get("best_epoch_dev") is None or watched < state["best_epoch_dev"]:
+                state["best_epoch_dev"], state["best_epoch"] = watched, record["epoch"]
                 if restore_best:
                     best_params = to_numpy(backend, params)
         save()
         if stopped == "time_limit":
             break
-        if dev is not None and state["bad_epochs"] >= patience:
+        if watched is not None and state["bad_epochs"] >= patience:
             stopped = "early_stop"
             break
     final_params = to_numpy(backend, params)
