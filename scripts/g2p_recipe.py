@@ -161,10 +161,13 @@ def markdown(results: list[dict], command: str) -> str:
                   f"stopped: {res['stopped']}; dev WER/PER: greedy search on "
                   f"{res['dev_words']} dev words):",
                   ""]
-        curve = [[h["epoch"], f"{h['minutes']:.1f}", h["train_loss"], h["dev_loss"],
-                  h.get("dev_per", ""), h.get("dev_wer", "")] for h in res["history"]]
+        best = res["best_epoch"]
+        curve = [[f"{h['epoch']}{' (best)' if h['epoch'] == best else ''}",
+                  f"{h['minutes']:.1f}", f"{h['train_loss']:.4f}", f"{h['dev_loss']:.4f}",
+                  h.get("dev_per", ""), h.get("dev_wer", ""), f"{h.get('lr_scale', 1):g}"]
+                 for h in res["history"]]
         lines += [format_table(["epoch", "minutes", "train loss", "dev loss", "dev PER %",
-                                "dev WER %"], curve), ""]
+                                "dev WER %", "lr scale"], curve), ""]
     lines += ["Published results, for context only (older dictionary, other splits):", "",
               format_table(["system", "PER %", "WER %", "data"], PUBLISHED), ""]
     return "\n".join(lines)
