@@ -22,7 +22,7 @@ from xpseq.models import Seq2SeqConfig, forward, init_params
 from xpseq.training import FitResult, fit
 from xpseq.translation import SearchOptions, search, to_lists
 
-__all__ = ["Task", "toy_task", "task_from_pairs", "train_model", "translate",
+__all__ = ["Task", "toy_task", "task_from_pairs", "model_config", "train_model", "translate",
            "attention_labels", "score",
            "bucket_table", "decoder_inputs"]
 
@@ -66,6 +66,16 @@ def toy_task(*, n_train: int = 12000, n_dev: int = 500, n_test_per_bucket: int =
     return task_from_pairs(data.train, data.dev, data.test)
 
 
+def model_config(task: Task, *, attention: str = "general", style: str = "luong",
+                 cell: str = "lstm", embed: int = 32, hidden: int = 64,
+                 dropout: float = 0.1) -> Seq2SeqConfig:
+    """The model :func:`train_model` trains on ``task``: vocabulary sizes from the task,
+    input feeding whenever there is attention."""
+    return Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), embed=embed, hidden=hidden,
+                         cell=cell, attention=attention, style=style,
+                         input_feeding=attention != "none", dropout=dropout)
+
+
 def train_model(task: Task, backend: Backend, *, attention: str = "general",
                 style: str = "luong", cell: str = "lstm", embed: int = 32, hidden: int = 64,
                 dropout: float = 0.1, epochs: int = 5, lr: float = 3e-3,
@@ -82,9 +92,8 @@ def train_model(task: Task, backend: Backend, *, attention: str = "general",
     ``time_limit`` (seconds), ``lr_decay``, ``monitor`` and ``on_epoch`` go to
     :func:`xpseq.training.fit`.
     """
-    config = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), embed=embed,
-                           hidden=hidden, cell=cell, attention=attention, style=style,
-                           input_feeding=attention != "none", dropout=dropout)
+    config = model_config(task, attention=attention, style=style, cell=cell, embed=embed,
+                          hidden=hidden, dropout=dropout)
     params = {k: v.astype(dtype) for k, v in init_params(config, seed=seed).items()}
     result = fit(config, params, task.batches(task.train, batch_size, bucket), backend,
                  dev_batches=task.batches(task.dev, 256, bucket), optimizer=adam(lr),

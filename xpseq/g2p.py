@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from xpseq.backends import Backend
 from xpseq.data import Vocab
-from xpseq.experiment import Task, task_from_pairs, train_model, translate
+from xpseq.experiment import Task, model_config, task_from_pairs, train_model, translate
 from xpseq.models import Seq2SeqConfig
 from xpseq.training import FitResult
 from xpseq.translation import SearchOptions
@@ -37,6 +37,9 @@ RECIPE: dict[str, Any] = {
     "dropout": 0.1, "lr": 2e-3, "lr_decay": 0.5, "batch_size": 128, "bucket": 4,
     "epochs": 40, "patience": 3, "monitor": "dev_loss", "time_limit_minutes": 45.0,
 }
+
+#: The keys of :data:`RECIPE` that shape the model (:func:`xpseq.experiment.model_config`).
+MODEL_KEYS = ("attention", "style", "cell", "embed", "hidden", "dropout")
 
 #: The searches :func:`evaluate` scores by default: greedy, and beam search with k = 5.
 SEARCHES: tuple[tuple[str, SearchOptions], ...] = (
@@ -98,9 +101,9 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
                          "dev_words=0 scores none (monitor='dev_loss' does not need them)")
     on_epoch = None
     if dev_words != 0:
+        config = model_config(task, **{k: recipe[k] for k in MODEL_KEYS})
+
         def on_epoch(record: dict, params: dict) -> dict:
-            config = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab),
-                                   **_model_options(recipe))
             [row] = evaluate(params, config, split, task.src_vocab, task.tgt_vocab, backend,
                              part="dev", searches=SEARCHES[:1], limit=dev_words)
             return {"dev_wer": row["wer"], "dev_per": row["per"]}
@@ -110,13 +113,6 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
         metadata=metadata, restore_best=True,
         time_limit=None if minutes is None else 60.0 * minutes, on_epoch=on_epoch, **recipe)
     return config, result, task
-
-
-def _model_options(recipe: dict) -> dict:
-    """The :class:`Seq2SeqConfig` fields of a recipe (as :func:`train_model` builds it)."""
-    return {"embed": recipe["embed"], "hidden": recipe["hidden"], "cell": recipe["cell"],
-            "attention": recipe["attention"], "style": recipe["style"],
-            "input_feeding": recipe["attention"] != "none", "dropout": recipe["dropout"]}
 
 
 def predict(params: dict, config: Seq2SeqConfig, words: Sequence[str], src_vocab: Vocab,
