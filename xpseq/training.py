@@ -186,8 +186,7 @@ class FitResult:
     batch shape has been seen; ``None`` on backends that do not compile) and ``seconds``
     (wall time of the epoch, compilation and dev evaluation included), ``elapsed``
     (seconds since the call began, at the epoch's end), and what ``on_epoch`` added.
-    ``stopped`` says
-    why the loop ended: ``"epochs"``, ``"early_stop"``, ``"max_steps"`` or
+    ``stopped`` says why the loop ended: ``"epochs"``, ``"early_stop"``, ``"max_steps"`` or
     ``"time_limit"``. ``traces`` is the total over this call. ``best_epoch`` is the epoch
     with the lowest dev loss, or the lowest value of ``fit``'s ``monitor`` (``None``
     without dev batches); with ``restore_best`` the returned ``params`` are that epoch's.
@@ -200,6 +199,12 @@ class FitResult:
     traces: int | None
     train_state: dict
     best_epoch: int | None = None
+
+
+def _is_number(value: Any, low: float, high: float) -> bool:
+    """A real number (not a bool) strictly between ``low`` and ``high``."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and low < value < high)
 
 
 def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: Sequence[Batch],
@@ -269,14 +274,10 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         raise ValueError("fit: train_batches is empty")
     if restore_best and not dev_batches:
         raise ValueError("fit: restore_best=True needs dev_batches to choose the best epoch")
-    if time_limit is not None and (isinstance(time_limit, bool) or
-                                   not isinstance(time_limit, (int, float)) or
-                                   not time_limit > 0):
+    if time_limit is not None and not _is_number(time_limit, 0, math.inf):
         raise ValueError(f"fit: time_limit must be a positive number of seconds, got "
                          f"{time_limit!r}")
-    if lr_decay is not None and (isinstance(lr_decay, bool) or
-                                 not isinstance(lr_decay, (int, float)) or
-                                 not 0 < lr_decay < 1):
+    if lr_decay is not None and not _is_number(lr_decay, 0, 1):
         raise ValueError(f"fit: lr_decay must be a number in (0, 1), got {lr_decay!r}")
     if not isinstance(monitor, str):
         raise TypeError(f"fit: monitor must be the name of a history entry, got "
