@@ -380,12 +380,13 @@ def cli_checkpoint(tmp_path_factory, full):
     """``xpseq train --task g2p`` on the whole dictionary, stopped after 0.02 minutes."""
     path = tmp_path_factory.mktemp("g2p_cli") / "g2p.safetensors"
     done = xpseq("train", "--task", "g2p", "--backend", "numpy", "--hidden", 8, "--embed", 8,
-                 "--epochs", 1, "--lr", 0.01, "--time-limit", 0.02, "--no-progress",
-                 "--out", path)
+                 "--epochs", 1, "--lr", 0.01, "--time-limit", 0.02, "--monitor", "dev_wer",
+                 "--no-progress", "--out", path)
     assert_ok(done)
     assert path.is_file()
     assert re.match(rf"saved {re.escape(str(path))}: the best of 1 epochs \(epoch 1, dev "
-                    r"loss \d+\.\d{4}; time_limit\)", done.stdout), show(done)
+                    r"loss \d+\.\d{4}, dev WER \d+\.\d{2} %; time_limit\)", done.stdout), \
+        show(done)
     assert (f"{WORDS['train']} train / {WORDS['dev']} dev / {WORDS['test']} test words"
             in done.stderr), show(done)
     return path
@@ -396,6 +397,7 @@ def test_cli_train_writes_a_g2p_checkpoint(cli_checkpoint, full):
     assert loaded.metadata["task"] == "g2p"
     assert loaded.metadata["stress"] is False and loaded.metadata["split_seed"] == 0
     assert loaded.metadata["recipe"]["time_limit_minutes"] == 0.02
+    assert loaded.metadata["recipe"]["monitor"] == "dev_wer"
     assert (loaded.config.embed, loaded.config.hidden) == (8, 8)
     assert loaded.train_state["history"][0]["epoch"] == 1
     # The vocabularies are the characters and phones of the whole training part.
@@ -485,6 +487,10 @@ def test_cli_g2p_errors(tmp_path):
                 vocabs={"src": vocab, "tgt": vocab}, metadata={"task": "toy"})
     done = xpseq("evaluate", path, "--task", "g2p", "--backend", "numpy")
     assert_one_error(done, "was not trained with --task g2p")
+
+    done = xpseq("train", "--task", "toy", "--monitor", "dev_wer", "--backend", "numpy",
+                 "--out", tmp_path / "m.safetensors")
+    assert_one_error(done, "--stress, --time-limit and --monitor are options of --task g2p")
 
     done = xpseq("data", "g2p", "--export", tmp_path / "d", "--seed", "-1")
     assert_one_error(done, "seed must be >= 0")

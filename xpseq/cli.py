@@ -162,8 +162,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     _check_writable(args.out)
     if args.task == "g2p":
         return _train_g2p(args, backend)
-    if args.stress or args.time_limit is not None:
-        raise CommandError("--stress and --time-limit are options of --task g2p")
+    if args.stress or args.time_limit is not None or args.monitor is not None:
+        raise CommandError("--stress, --time-limit and --monitor are options of --task g2p")
     if args.task == "toy":
         from xpseq.demo import FULL, QUICK
 
@@ -205,6 +205,8 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
     overrides = {k: getattr(args, k) for k in MODEL_OPTIONS if getattr(args, k) is not None}
     if args.time_limit is not None:
         overrides["time_limit_minutes"] = args.time_limit
+    if args.monitor is not None:
+        overrides["monitor"] = args.monitor
     recipe = {**g2p.RECIPE, **overrides}
     print(f"training G2P on {backend.name} ({args.dtype}): CMU dictionary, stress "
           f"{'kept' if args.stress else 'removed'}, {len(split.train)} train / "
@@ -215,8 +217,9 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
     _, result, _ = g2p.train(split, backend, checkpoint=args.out, seed=args.seed,
                              dtype=args.dtype, progress=not args.no_progress, **overrides)
     best = result.history[result.best_epoch - 1]
+    wer = f", dev WER {best['dev_wer']:.2f} %" if "dev_wer" in best else ""
     print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "
-          f"{result.best_epoch}, dev loss {best['dev_loss']:.4f}; {result.stopped}) in "
+          f"{result.best_epoch}, dev loss {best['dev_loss']:.4f}{wer}; {result.stopped}) in "
           f"{(time.perf_counter() - start) / 60:.1f} min")
     return 0
 
@@ -430,6 +433,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="g2p: keep the stress marks (AH0, AH1, ...; default: removed)")
     p.add_argument("--time-limit", type=_positive_float, default=None, metavar="MINUTES",
                    help="g2p: stop training after this many minutes (default: 45)")
+    p.add_argument("--monitor", choices=("dev_loss", "dev_wer"), default=None,
+                   help="g2p: what early stopping, the step-size decay and the kept epoch "
+                   "watch: the dev loss (default) or the greedy WER on the dev words")
     p.add_argument("--quick", action="store_true", help="the small toy dataset")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train, parser=p)
