@@ -30,6 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xpseq import backends, g2p  # noqa: E402
+from xpseq.cli import positive  # noqa: E402
 from xpseq.data.cmudict import G2PSplit, load_g2p  # noqa: E402
 from xpseq.evaluation import format_table  # noqa: E402
 from xpseq.translation import SearchOptions  # noqa: E402
@@ -48,20 +49,6 @@ PUBLISHED = [
 ]
 SIZES = ("epochs", "hidden", "embed", "dropout", "lr", "batch_size")
 RECIPE_OPTIONS = SIZES + ("monitor",)
-
-
-def positive(kind: type, zero: bool = False):
-    """An argparse type: a number of ``kind`` above zero (or at least zero)."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not (value >= 0 if zero else value > 0) or value == float("inf"):
-            raise argparse.ArgumentTypeError(
-                f"expected a number {'>= 0' if zero else '> 0'}, got {text}")
-        return value
-    return parse
 
 
 def parse_args(argv=None) -> argparse.Namespace:

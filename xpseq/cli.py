@@ -18,7 +18,7 @@ import os
 import pathlib
 import sys
 import time
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from xpseq import backends
 
@@ -503,24 +503,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def positive(kind: type = int) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` (``int`` or ``float``) above zero, or an error
+    ``expected a positive integer / number`` (also used by the scripts)."""
+    what = "a positive integer" if kind is int else "a positive number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
+_positive, _positive_float = positive(int), positive(float)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
