@@ -13,7 +13,9 @@ Sections (targets are the project's; the script reports whether each is met):
 ``train``
     Training throughput (target tokens per second) on the toy task, float32, Adam, no
     dropout, no clipping, the same bucketed batches and the same initial parameters:
-    xpseq on JAX (jitted step) and on PyTorch (eager) against ``scripts/native_torch.py``,
+    xpseq on JAX (jitted step) and on PyTorch (eager; with autograd, and with the
+    hand-derived backward of ``xpseq.core.vjp``, which records no tape) against
+    ``scripts/native_torch.py``,
     the same model written in plain PyTorch (packed ``nn.LSTM(bidirectional=True)``,
     ``nn.LSTMCell`` decoder loop, ``torch.optim.Adam``). Before timing, the native loss must
     equal ``xpseq.models.loss`` in float64 to 1e-10. Targets: JAX >= 3x, torch >= 1x.
@@ -91,6 +93,9 @@ SECTIONS = ("compile", "train", "flops", "beam", "sdpa")       # the order they 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "OPENBLAS_CORETYPE", "XLA_FLAGS")
 KEYS = ("src", "src_len", "tgt_in", "tgt_out")
+#: xpseq on PyTorch with the hand-derived backward of xpseq.core.vjp instead of autograd
+#: (``make_train_step(..., gradients="hand-derived")``).
+HAND = "xpseq-torch, hand-derived backward"
 
 # ------------------------------------------------------------------------- results
 
@@ -301,10 +306,11 @@ class Bench:
 
         return make_train_step(self.config, self.optimizer, self.jax, clip_norm=None)
 
-    def torch_step(self) -> Any:
+    def torch_step(self, gradients: str | None = None) -> Any:
         from xpseq.training import make_train_step
 
-        return make_train_step(self.config, self.optimizer, self.torch, clip_norm=None)
+        return make_train_step(self.config, self.optimizer, self.torch, clip_norm=None,
+                               gradients=gradients)
 
     def tokens(self, batches: Sequence[dict]) -> int:
         return int(sum(np.sum(b["tgt_out"] != self.config.pad_id) for b in batches))
@@ -461,7 +467,8 @@ def train_timings(bench: Bench) -> dict:
     impls: dict[str, Callable[[], Any]] = {}
     first_losses: dict[str, float] = {}
     for name, be, step in (("xpseq-jax", bench.jax, bench.jax_step()),
-                           ("xpseq-torch", bench.torch, bench.torch_step())):
+                           ("xpseq-torch", bench.torch, bench.torch_step()),
+                           (HAND, bench.torch, bench.torch_step("hand-derived"))):
         state = {"params": {k: be.asarray(v, dtype="float32") for k, v in bench.init32.items()}}
         state["opt"] = bench.optimizer.init(state["params"])
         batches = [to_backend(be, b) for b in bench.timed]
@@ -524,7 +531,7 @@ def run_train(bench: Bench) -> list[Row]:
                 f"one Adam step: largest parameter difference {r['step_diff']:.1e}"),
             Row("train", "native PyTorch throughput", native, "tok/s",
                 detail=detail.format(spread["native-torch"]))]
-    for name, bound in (("xpseq-jax", 3.0), ("xpseq-torch", 1.0)):
+    for name, bound in (("xpseq-jax", 3.0), ("xpseq-torch", 1.0), (HAND, 1.0)):
         target, met = at_least(tps[name] / native, bound)
         rows.append(Row("train", f"{name} throughput vs native", tps[name], "tok/s",
                         tps[name] / native, target, met, detail.format(spread[name])))
@@ -591,7 +598,7 @@ def run_flops(bench: Bench) -> list[Row]:
                        f"jax {peak['jax']:.1f} GFLOP/s"),
             Row("flops", "training step FLOPs (mean over the timed batches)",
                 flops / len(bench.timed) / 1e6, "MFLOP", detail="3 × forward, padded shapes")]
-    for name in ("xpseq-jax", "xpseq-torch", "native-torch"):
+    for name in ("xpseq-jax", "xpseq-torch", HAND, "native-torch"):
         achieved = flops / statistics.median(r["times"][name]) / 1e9
         fraction = achieved / peak["torch"]
         target, met = ("—", None) if name == "native-torch" else (">= 0.5x", fraction >= 0.5)

@@ -3,6 +3,8 @@ dropout is seeded, early stopping works, and a resumed run equals the uninterrup
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 
@@ -60,10 +62,11 @@ def test_batches_are_padded_bucketed_and_shifted():
         make_batches([([4], [5])], batch_size=0)
 
 
-def run_steps(name: str, config: Seq2SeqConfig, steps: int) -> tuple[list[float], dict]:
+def run_steps(name: str, config: Seq2SeqConfig, steps: int,
+              gradients: str | None = None) -> tuple[list[float], dict]:
     """``steps`` training steps (Adam, clipping at 5) on the same batches, cycling."""
     be = backends.get(name)
-    step = make_train_step(config, adam(3e-2), be, clip_norm=5.0)
+    step = make_train_step(config, adam(3e-2), be, clip_norm=5.0, gradients=gradients)
     params = {k: be.asarray(v) for k, v in init_params(config, seed=3).items()}
     opt_state = adam(3e-2).init(params)
     losses = []
@@ -99,6 +102,54 @@ def test_strict_trains_like_numpy():
     strict_losses, _ = run_steps("array_api_strict", CONFIG, 3)
     np_losses, _ = run_steps("numpy", CONFIG, 3)
     np.testing.assert_allclose(strict_losses, np_losses, rtol=1e-12)
+
+
+DROPOUT_CONFIG = Seq2SeqConfig(VOCAB, VOCAB, embed=4, hidden=4, attention="general",
+                               dropout=0.3)
+
+
+def test_torch_hand_derived_steps_follow_autograd():
+    """``gradients="hand-derived"`` on PyTorch: the rules of xpseq.core.vjp instead of the
+    tape give the same float64 training run (dropout included), and since they record no
+    tape they never call ``torch.autograd.grad`` (the autograd step does)."""
+    torch = pytest.importorskip("torch")
+    hand_losses, hand_params = run_steps("torch", DROPOUT_CONFIG, 8, "hand-derived")
+    auto_losses, auto_params = run_steps("torch", DROPOUT_CONFIG, 8)
+    np.testing.assert_allclose(hand_losses, auto_losses, rtol=1e-10)
+    assert hand_losses[-1] < hand_losses[0]
+    for name in hand_params:
+        np.testing.assert_allclose(hand_params[name], auto_params[name], rtol=1e-10,
+                                   atol=1e-12, err_msg=name)
+    with mock.patch.object(torch.autograd, "grad", side_effect=AssertionError("tape")):
+        tapeless, _ = run_steps("torch", DROPOUT_CONFIG, 2, "hand-derived")
+        with pytest.raises(AssertionError, match="tape"):
+            run_steps("torch", DROPOUT_CONFIG, 1, "autodiff")
+    assert tapeless == hand_losses[:2]
+
+
+def test_fit_takes_the_gradients_option():
+    pytest.importorskip("torch")
+    hand = run("torch", epochs=1, gradients="hand-derived")
+    auto = run("torch", epochs=1)
+    np.testing.assert_allclose(hand.history[0]["train_loss"], auto.history[0]["train_loss"],
+                               rtol=1e-10)
+    np.testing.assert_allclose(hand.params["out.W"], auto.params["out.W"], rtol=1e-10)
+
+
+@pytest.mark.parametrize("name, gradients, message", [
+    ("numpy", "foo", r"gradients must be None or one of \['autodiff', 'hand-derived'\], "
+                     "got 'foo'"),
+    ("numpy", "autodiff", "gradients='autodiff' needs a backend with automatic "
+                          "differentiation"),
+    ("jax", "hand-derived", "gradients='hand-derived' is not offered on jax"),
+])
+def test_bad_gradients_option_is_refused(name, gradients, message):
+    pytest.importorskip(name)
+    be = backends.get(name)
+    with pytest.raises(ValueError, match=message):
+        make_train_step(CONFIG, adam(1e-2), be, gradients=gradients)
+    with pytest.raises(ValueError, match=message):
+        run(name, gradients=gradients)
 
 
 @pytest.mark.parametrize("name", ["jax", "torch"])

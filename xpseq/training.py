@@ -64,37 +64,70 @@ class TrainStep:
 _STEPS: dict = {}
 
 
+GRADIENTS = ("autodiff", "hand-derived")
+
+
 def make_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backend, *,
-                    clip_norm: float | None = None) -> TrainStep:
+                    clip_norm: float | None = None,
+                    gradients: str | None = None) -> TrainStep:
     """The training step of ``config`` for ``backend`` (built once, then cached).
 
-    Steps are cached by config, optimiser name and hyperparameters, ``clip_norm`` and
-    backend, so calling :func:`fit` again reuses JAX's compilations.
+    Steps are cached by config, optimiser name and hyperparameters, ``clip_norm``,
+    ``gradients`` and backend, so calling :func:`fit` again reuses JAX's compilations.
 
     Parameters
     ----------
     optimizer : an :class:`xpseq.core.optim.Optimizer` (e.g. ``adam(1e-3)``)
     clip_norm : float, optional
         Clip the gradients to this global norm before the update.
+    gradients : ``None`` (the backend's own: ``backend.gradients``), ``"autodiff"`` or
+        ``"hand-derived"``
+        ``"hand-derived"`` runs the backward pass of :mod:`xpseq.core.vjp` (what NumPy
+        always does) on the backend's arrays; on PyTorch that means no autograd tape is
+        recorded, and the step is faster (``scripts/bench.py`` measures it). JAX refuses
+        it: ``jax.jit`` would unroll the rules' Python loops over the time steps.
+        ``"autodiff"`` needs JAX or PyTorch.
     """
+    gradients = _check_gradients(backend, gradients)
     key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
-           backend.name)
+           backend.name, gradients)
     if key not in _STEPS:
-        _STEPS[key] = _build_train_step(config, optimizer, backend, clip_norm)
+        _STEPS[key] = _build_train_step(config, optimizer, backend, clip_norm, gradients)
     return _STEPS[key]
 
 
+def _check_gradients(backend: Backend, gradients: str | None) -> str:
+    if gradients is None:
+        return backend.gradients
+    if gradients not in GRADIENTS:
+        raise ValueError(f"gradients must be None or one of {list(GRADIENTS)}, "
+                         f"got {gradients!r}")
+    if gradients == "autodiff" and backend.gradients != "autodiff":
+        raise ValueError(f"gradients='autodiff' needs a backend with automatic "
+                         f"differentiation (jax or torch); {backend.name} has hand-derived "
+                         "gradients only")
+    if gradients == "hand-derived" and backend.compiles:
+        raise ValueError(f"gradients='hand-derived' is not offered on {backend.name}: its "
+                         "jit would unroll the hand-derived rules' loops over the time steps; "
+                         "use its autodiff")
+    return gradients
+
+
 def _build_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backend,
-                      clip_norm: float | None) -> TrainStep:
+                      clip_norm: float | None, gradients: str) -> TrainStep:
     xp = backend.xp
 
     def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
         return _loss(params, config, batch, keep, scan=backend.scan, xp=xp)
 
-    # JAX and PyTorch differentiate loss_of themselves; NumPy and array_api_strict run the
-    # hand-derived backward pass attached here.
+    # JAX and PyTorch differentiate loss_of themselves; NumPy and array_api_strict (and any
+    # backend asked for gradients="hand-derived") run the hand-derived backward pass
+    # attached here.
     defvjp(loss_of, lambda params, batch, keep: _loss_vjp(params, config, batch, keep, xp=xp))
-    grad_fn = backend.value_and_grad(loss_of)
+    if gradients == "hand-derived":
+        grad_fn = Backend.value_and_grad(backend, loss_of)
+    else:
+        grad_fn = backend.value_and_grad(loss_of)
 
     def step(params: dict, opt_state: dict, batch: Mapping[str, Any], seed: Any) -> tuple:
         train_step.traces += 1
@@ -216,7 +249,8 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         metadata: Mapping[str, Any] | None = None, progress: bool = True,
         restore_best: bool = False, time_limit: float | None = None,
         lr_decay: float | None = None, monitor: str = "dev_loss",
-        on_epoch: Callable[[dict, dict], Mapping[str, Any] | None] | None = None) -> FitResult:
+        on_epoch: Callable[[dict, dict], Mapping[str, Any] | None] | None = None,
+        gradients: str | None = None) -> FitResult:
     """Train with early stopping on the dev loss.
 
     Parameters
@@ -260,6 +294,8 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         the epoch's history record and the parameters (arrays of ``backend``); a mapping
         it returns is added to the record (e.g. a dev error rate for the learning curve).
         Its time is not counted in the record's ``seconds``.
+    gradients : ``None`` (the backend's own), ``"autodiff"`` or ``"hand-derived"``, as in
+        :func:`make_train_step` (e.g. PyTorch without its autograd tape)
 
     Returns
     -------
@@ -282,6 +318,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     if not isinstance(monitor, str):
         raise TypeError(f"fit: monitor must be the name of a history entry, got "
                         f"{type(monitor).__name__}")
+    _check_gradients(backend, gradients)
     if lr_decay is not None and not dev_batches:
         raise ValueError("fit: lr_decay needs dev_batches (it acts when the dev loss stalls)")
     started = time.perf_counter()
@@ -304,7 +341,8 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
         opt_state = optimizer.init(params)
     if lr_decay is not None and "lr_scale" not in opt_state:
         opt_state = dict(opt_state, lr_scale=backend.xp.ones_like(opt_state["step"]))
-    train_step = make_train_step(config, optimizer, backend, clip_norm=clip_norm)
+    train_step = make_train_step(config, optimizer, backend, clip_norm=clip_norm,
+                                 gradients=gradients)
     eval_loss = make_eval_loss(config, backend)
 
     def save() -> None:
