@@ -2,8 +2,9 @@
 
 Run: ``python scripts/g2p_recipe.py`` (needs ``pip install "xpseq[g2p]"``; ``make test``'s
 set-up installs it). For each variant (stress removed, stress kept) it trains the model of
-``xpseq.g2p.RECIPE`` on the seeded split with early stopping on the dev loss and the
-recipe's wall-clock limit (45 minutes each by default), keeps the best dev epoch, then
+``xpseq.g2p.RECIPE`` on the seeded split with early stopping on the dev WER of greedy
+search (all dev words, scored after every epoch) and the recipe's wall-clock limit
+(45 minutes each by default), keeps the best dev epoch, then
 scores the test words with greedy search and beam search (k = 5). Writes
 ``<out>/results.md`` (the table, the learning curves, the published numbers for context
 and the command that made it), ``<out>/results.json`` and one checkpoint per variant
@@ -66,10 +67,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                        help=f"recipe option (default: {g2p.RECIPE[name]})")
     p.add_argument("--beam", type=int, default=5, help="beam size (default: 5)")
-    p.add_argument("--dev-words", type=positive(int), default=1000,
+    p.add_argument("--dev-words", type=positive(int), default=None,
                    help="dev words scored with greedy search after every epoch: the "
-                   "learning curve, and what --monitor dev_wer watches (default: "
-                   "%(default)s)")
+                   "learning curve, and what --monitor dev_wer watches (default: all)")
     p.add_argument("--monitor", choices=("dev_loss", "dev_wer"), default=None,
                    help="what early stopping, the step-size decay and the choice of the "
                    f"best epoch watch (default: {g2p.RECIPE['monitor']})")
@@ -123,7 +123,8 @@ def run_variant(name: str, args: argparse.Namespace, backend) -> dict:
             "recipe": {**g2p.RECIPE, **overrides}, "parameters": int(sum(
                 v.size for v in result.params.values())),
             "train_pairs": len(task.train), "train_minutes": train_minutes,
-            "dev_words": min(args.dev_words, len(split.dev)),
+            "dev_words": len(split.dev) if args.dev_words is None
+            else min(args.dev_words, len(split.dev)),
             "epochs": len(result.history), "best_epoch": result.best_epoch,
             "stopped": result.stopped, "history": result.history,
             "scores": [{k: r[k] for k in ("search", "per", "wer", "words", "seconds")}

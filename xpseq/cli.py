@@ -435,7 +435,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="g2p: stop training after this many minutes (default: 45)")
     p.add_argument("--monitor", choices=("dev_loss", "dev_wer"), default=None,
                    help="g2p: what early stopping, the step-size decay and the kept epoch "
-                   "watch: the dev loss (default) or the greedy WER on the dev words")
+                   "watch: the greedy WER on the dev words (default) or the dev loss")
     p.add_argument("--quick", action="store_true", help="the small toy dataset")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train, parser=p)
