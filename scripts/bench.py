@@ -42,6 +42,12 @@ Sections (targets are the project's; the script reports whether each is met):
     time (first call on a shape minus that shape's steady step time, median over the
     shapes; also the XLA compile alone, ``.lower().compile()``), the traces in the first
     epoch (one per batch shape) and in the second (retraces). Targets: <= 3 s, 0 retraces.
+``profile`` (only with ``--only profile``)
+    Where the time goes: ``torch.profiler`` over the ``train`` steps of xpseq-torch
+    (autograd and hand-derived) and native PyTorch, and over one batched beam search (the
+    matrix products' share of the ATen operators' self time, ATen calls per step, the
+    largest other operators); JAX's jitted gradient against its jitted loss, and native PyTorch's step
+    against its forward pass, per batch.
 
 FLOPs of one training step on a padded batch (B sentences, S source and T target
 positions, embed E, H units per encoder direction, D = 2H, vocabulary V; a matmul of
@@ -90,6 +96,8 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa")       # the order they run in
+#: Sections run only when ``--only`` names them.
+EXTRA_SECTIONS = ("profile",)
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "OPENBLAS_CORETYPE", "XLA_FLAGS")
 KEYS = ("src", "src_len", "tgt_in", "tgt_out")
@@ -147,7 +155,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--only", default=",".join(SECTIONS),
-                   help="comma-separated sections: " + ",".join(SECTIONS))
+                   help="comma-separated sections: " + ",".join(SECTIONS + EXTRA_SECTIONS)
+                   + " (profile only when named)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--no-pin", dest="pin", action="store_false",
                    help="leave the process on all its CPUs instead of pinning it to "
@@ -174,9 +183,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--matmul", type=int, default=1024, help="square matmul size")
     args = p.parse_args(argv)
     args.sections = [s.strip() for s in args.only.split(",") if s.strip()]
-    unknown = sorted(set(args.sections) - set(SECTIONS))
+    unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))
     if unknown:
-        p.error(f"unknown sections {unknown}; choose from {list(SECTIONS)}")
+        p.error(f"unknown sections {unknown}; choose from {list(SECTIONS + EXTRA_SECTIONS)}")
     for name in ("threads", "repeats", "embed", "hidden", "batch", "pairs", "bucket", "steps",
                  "beam_sentences", "beam_k", "sdpa_iters", "matmul"):
         if getattr(args, name) < 1:
@@ -297,6 +306,7 @@ class Bench:
         self.optimizer = adam(args.lr)
         self.train_result: dict | None = None
         self.flops: dict | None = None
+        self.profile: dict | None = None
         self.beam: dict | None = None
         self.trained_loss: float | None = None
         self._trained: dict | None = None
@@ -757,9 +767,131 @@ def run_sdpa(bench: Bench) -> list[Row]:
     return rows
 
 
+# ------------------------------------------------------------------------ profile
+
+#: The ATen operators that are matrix products (self time; the rest is element-wise work,
+#: copies, reductions and the per-call overhead of an eager library).
+MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm",
+           "aten::mv", "aten::addmv", "aten::dot")
+
+
+def torch_profile(fn: Callable[[], Any], calls: int) -> dict:
+    """``fn`` once under ``torch.profiler``: the matrix products' share of the ATen
+    operators' self CPU time, the ATen calls (nested ones included) per call of the
+    profiled unit (``calls`` of them in ``fn``) and the largest other operators' shares."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+    total = sum(e.self_cpu_time_total for e in events) or 1.0
+    matmul = sum(e.self_cpu_time_total for e in events if e.key in MATMULS)
+    others = sorted((e for e in events if e.key not in MATMULS),
+                    key=lambda e: -e.self_cpu_time_total)[:4]
+    return {"matmul_share": matmul / total,
+            "aten_calls_per_call": sum(e.count for e in events) / calls,
+            "top_others": [(e.key[6:], e.self_cpu_time_total / total) for e in others]}
+
+
+def run_profile(bench: Bench) -> list[Row]:
+    """Where the time goes, for the closing notes' "what limits it": torch.profiler over
+    the eager training steps and the batched beam search, and JAX's gradient against its
+    forward pass (jitted, same batches)."""
+    import jax
+    import torch
+
+    from xpseq.models import loss as xpseq_loss
+
+    args = bench.args
+    train_timings(bench)                      # warms every implementation up
+    rows = []
+    impls = {}
+    for name, gradients in (("xpseq-torch", None), (HAND, "hand-derived")):
+        be, step = bench.torch, bench.torch_step(gradients)
+        state = {"params": {k: be.asarray(v, dtype="float32") for k, v in bench.init32.items()}}
+        state["opt"] = bench.optimizer.init(state["params"])
+        batches = [to_backend(be, b) for b in bench.timed]
+
+        def run(step: Any = step, state: dict = state, batches: list = batches) -> None:
+            for b in batches:
+                state["params"], state["opt"], _ = step(state["params"], state["opt"], b)
+        impls[name] = run
+    model = bench.native.NativeSeq2Seq.from_xpseq(bench.init32, bench.config, torch.float32)
+    native_step = bench.native.make_native_step(model, args.lr)
+    torch_batches = [to_torch(b) for b in bench.timed]
+
+    def run_native() -> None:
+        for b in torch_batches:
+            native_step(b)
+    impls["native-torch"] = run_native
+    profiles = {}
+    for name, fn in impls.items():
+        fn()
+        p = profiles[name] = torch_profile(fn, len(bench.timed))
+        others = ", ".join(f"{k} {100 * v:.0f} %" for k, v in p["top_others"])
+        rows.append(Row("profile", f"{name} step: matrix products' share of ATen time",
+                        100 * p["matmul_share"], "%",
+                        detail=f"{p['aten_calls_per_call']:,.0f} ATen calls per step; then "
+                               f"{others}"))
+    # JAX: the jitted loss against its jitted gradient; native's forward against its step.
+    be = bench.jax
+    params = {k: be.asarray(v, dtype="float32") for k, v in bench.init32.items()}
+    batches = [to_backend(be, b) for b in bench.timed]
+
+    def loss_of(p: dict, b: dict) -> Any:
+        return xpseq_loss(p, bench.config, b, scan=be.scan)
+    forward, gradient = jax.jit(loss_of), jax.jit(jax.value_and_grad(loss_of))
+
+    def run_jax(fn: Any) -> Callable[[], None]:
+        def run() -> None:
+            jax.block_until_ready([fn(params, b) for b in batches])
+        return run
+
+    def native_forward() -> None:
+        with torch.no_grad():
+            for b in torch_batches:
+                model.loss(b)
+    fns = {"jax forward": run_jax(forward), "jax gradient": run_jax(gradient),
+           "native forward": native_forward, "native step": run_native}
+    for fn in fns.values():                  # compile every shape, warm up
+        fn()
+    times = {n: statistics.median(t) / len(bench.timed) * 1e3
+             for n, t in take_turns(fns, args.repeats).items()}
+    rows.append(Row("profile", "xpseq-jax gradient (jitted value_and_grad) vs its forward",
+                    times["jax gradient"], "ms", times["jax gradient"] / times["jax forward"],
+                    detail=f"forward {times['jax forward']:.2f} ms per batch; ratio = "
+                           "gradient / forward"))
+    rows.append(Row("profile", "native-torch step (forward, backward, Adam) vs its forward",
+                    times["native step"], "ms", times["native step"] / times["native forward"],
+                    detail=f"forward {times['native forward']:.2f} ms per batch; ratio = "
+                           "step / forward"))
+    # The batched beam search on PyTorch.
+    from xpseq.experiment import translate
+    from xpseq.translation import SearchOptions
+
+    params = bench.trained_params()
+    sources = [s for s, _ in beam_sources(bench)]
+    options = SearchOptions(method="beam", k=args.beam_k, length_penalty=args.length_penalty,
+                            attention=False)
+    tparams = {k: bench.torch.asarray(v) for k, v in params.items()}
+
+    def search() -> None:
+        translate(tparams, bench.config, sources, bench.task.src_vocab, bench.task.tgt_vocab,
+                  bench.torch, options)
+    search()
+    p = torch_profile(search, 1)
+    others = ", ".join(f"{k} {100 * v:.0f} %" for k, v in p["top_others"])
+    rows.append(Row("profile", "xpseq-torch batched beam: matrix products' share",
+                    100 * p["matmul_share"], "%",
+                    detail=f"{len(sources)} sentences, {p['aten_calls_per_call']:,.0f} ATen "
+                           f"calls; then {others}"))
+    bench.profile = {"torch": profiles, "ms_per_batch": times, "beam": p}
+    return rows
+
+
 RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "compile": run_compile, "train": run_train, "flops": run_flops, "beam": run_beam,
-    "sdpa": run_sdpa,
+    "sdpa": run_sdpa, "profile": run_profile,
 }
 
 
@@ -791,7 +923,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"float32; {len(bench.epoch)} batches per epoch; repeats {args.repeats}")
     rows: list[Row] = []
     seconds: dict[str, float] = {}
-    for name in SECTIONS:
+    for name in SECTIONS + EXTRA_SECTIONS:
         if name not in args.sections:
             continue
         start = time.perf_counter()
@@ -821,7 +953,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{threads}; torch {env['torch']}, jax {env['jax']}, numpy {env['numpy']}.\n"
         f"Ratios are xpseq / reference (higher is better); each time is the median of "
         f"{args.repeats} repeats.\n\n{table}\n")
-    details = {"train": bench.train_result, "beam": bench.beam, "flops": bench.flops}
+    details = {"train": bench.train_result, "beam": bench.beam, "flops": bench.flops,
+               "profile": bench.profile}
     (out / "bench.json").write_text(json.dumps(
         {"command": command, "date": today, "seconds": total, "section_seconds": seconds,
          "args": {k: v for k, v in vars(args).items() if k != "sdpa_shape"},

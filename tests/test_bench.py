@@ -95,6 +95,7 @@ def test_bench_script_reports_every_section(tmp_path):
     pytest.importorskip("jax")
     out = tmp_path / "bench"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,
+                           "--only", "compile,train,flops,beam,sdpa,profile",
                            "--out", str(out)], capture_output=True, text=True, timeout=300,
                           cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -102,7 +103,11 @@ def test_bench_script_reports_every_section(tmp_path):
     report = json.loads((out / "bench.json").read_text())
     rows = {r["measure"]: r for r in report["rows"]}
     assert {r["section"] for r in report["rows"]} == {"compile", "train", "flops", "beam",
-                                                      "sdpa"}
+                                                      "sdpa", "profile"}
+    shares = [r["value"] for r in report["rows"] if r["measure"].endswith("share of ATen time")
+              or r["measure"].endswith("matrix products' share")]
+    assert len(shares) == 4 and all(0 < v < 100 for v in shares)
+    assert report["details"]["profile"]["ms_per_batch"]["jax gradient"] > 0
     ratios = [name for name, r in rows.items() if r["ratio"] is not None]
     for wanted in ("xpseq-jax throughput vs native", "xpseq-torch throughput vs native",
                    "xpseq-torch batched beam vs loop", "xpseq-jax batched beam vs loop",
