@@ -621,6 +621,54 @@ def test_vjp_matches_jax(case: Case) -> None:
                 what=f"{case.id} vs jax.vjp")
 
 
+SEQUENCE_CASES = [c for c in CASES if c.id.startswith("run_sequence")]
+
+
+@pytest.mark.parametrize("case", SEQUENCE_CASES, ids=[c.id for c in SEQUENCE_CASES])
+def test_jax_rule_scan_recurrence_matches_the_numpy_rule(case: Case) -> None:
+    """``run_sequence(..., scan=jax_backend.rule_scan)``: the JAX recurrence whose
+    ``custom_vjp`` runs the hand-derived step rules in a reverse ``lax.scan``, jitted, gives
+    the NumPy rule's outputs and gradients (padding, empty rows and zero steps included)."""
+    jax = pytest.importorskip("jax")
+    be = backends.get("jax")
+    consts = to_backend(be, case.consts)
+    cell = case.consts["cell"]
+
+    @jax.jit
+    def run(inputs: dict, cots: tuple) -> tuple:
+        def forward(a: dict) -> tuple:
+            out, final = C.run_sequence(
+                {n: a[n] for n in PARAMS}, a["xs"], consts["lengths"], cell=cell,
+                initial_state=tuple(a[n] for n in state_names(cell)),
+                reverse=case.consts["reverse"], scan=be.rule_scan)
+            return (out, *final)
+        outs, pullback = jax.vjp(forward, inputs)
+        return outs, pullback(cots)[0]
+
+    outs, grads = run(to_backend(be, case.inputs), tuple(be.asarray(t) for t in case.cots))
+    ref_outs, ref_grads = numpy_rule(case.id)
+    for o, r in zip(outs, ref_outs):
+        np.testing.assert_allclose(be.to_numpy(o), r, rtol=FORWARD_TOL, atol=FORWARD_TOL)
+    check_grads({n: be.to_numpy(g) for n, g in grads.items()}, ref_grads,
+                what=f"{case.id}: rule_scan vs the numpy rule")
+
+
+def test_jax_rule_scan_has_no_forward_mode() -> None:
+    """What the docstring says: the custom VJP has no JVP, so ``jax.jvp`` refuses."""
+    jax = pytest.importorskip("jax")
+    be = backends.get("jax")
+    case = BY_ID["run_sequence-lstm-forward-mixed"]
+    a = to_backend(be, case.inputs)
+    lengths = be.asarray(case.consts["lengths"])
+
+    def f(xs):
+        return C.run_sequence({n: a[n] for n in PARAMS}, xs, lengths, scan=be.rule_scan)[0]
+    with pytest.raises(TypeError, match="custom_vjp"):
+        jax.jvp(f, (a["xs"],), (a["xs"],))
+    jax.jvp(lambda xs: C.run_sequence({n: a[n] for n in PARAMS}, xs, lengths,
+                                      scan=be.scan)[0], (a["xs"],), (a["xs"],))
+
+
 def torch_vjp(case: Case) -> dict[str, np.ndarray]:
     torch = pytest.importorskip("torch")
     be = backends.get("torch")

@@ -113,7 +113,8 @@ def test_bench_script_reports_every_section(tmp_path):
                    "xpseq-torch batched beam vs loop", "xpseq-jax batched beam vs loop",
                    "xpseq-jax training step", "xpseq-torch training step",
                    "xpseq-torch, hand-derived backward throughput vs native",
-                   "xpseq-torch, hand-derived backward training step"):
+                   "xpseq-torch, hand-derived backward training step",
+                   "xpseq-jax, hand-derived recurrences throughput vs native"):
         assert wanted in ratios, wanted
     compile_row = rows["JAX training-step compile (first call − steady step)"]
     assert isinstance(compile_row["value"], float) and compile_row["target"] == "<= 3 s"

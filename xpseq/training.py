@@ -84,8 +84,11 @@ def make_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backen
         ``"hand-derived"``
         ``"hand-derived"`` runs the backward pass of :mod:`xpseq.core.vjp` (what NumPy
         always does) on the backend's arrays; on PyTorch that means no autograd tape is
-        recorded, and the step is faster (``scripts/bench.py`` measures it). JAX refuses
-        it: ``jax.jit`` would unroll the rules' Python loops over the time steps.
+        recorded, and the step is faster (``scripts/bench.py`` measures it). On JAX, whose
+        ``jit`` would unroll the whole pass's Python loops over the time steps, it means
+        the encoder's recurrences: their backward is the hand-derived step rules in a
+        reverse ``lax.scan`` (a ``jax.custom_vjp``, see
+        :class:`xpseq.backends._jax.RuleScan`), the rest is ``jax.grad``.
         ``"autodiff"`` needs JAX or PyTorch.
     """
     gradients = _check_gradients(backend, gradients)
@@ -106,25 +109,25 @@ def _check_gradients(backend: Backend, gradients: str | None) -> str:
         raise ValueError(f"gradients='autodiff' needs a backend with automatic "
                          f"differentiation (jax or torch); {backend.name} has hand-derived "
                          "gradients only")
-    if gradients == "hand-derived" and backend.compiles:
-        raise ValueError(f"gradients='hand-derived' is not offered on {backend.name}: its "
-                         "jit would unroll the hand-derived rules' loops over the time steps; "
-                         "use its autodiff")
     return gradients
 
 
 def _build_train_step(config: Seq2SeqConfig, optimizer: Optimizer, backend: Backend,
                       clip_norm: float | None, gradients: str) -> TrainStep:
     xp = backend.xp
+    # A compiling backend asked for hand-derived gradients differentiates the loss itself
+    # but runs the encoder's recurrences with their hand-derived custom VJP.
+    rules_inside = gradients == "hand-derived" and backend.compiles
+    scan = backend.rule_scan if rules_inside else backend.scan
 
     def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
-        return _loss(params, config, batch, keep, scan=backend.scan, xp=xp)
+        return _loss(params, config, batch, keep, scan=scan, xp=xp)
 
-    # JAX and PyTorch differentiate loss_of themselves; NumPy and array_api_strict (and any
-    # backend asked for gradients="hand-derived") run the hand-derived backward pass
+    # JAX and PyTorch differentiate loss_of themselves; NumPy and array_api_strict (and
+    # PyTorch asked for gradients="hand-derived") run the hand-derived backward pass
     # attached here.
     defvjp(loss_of, lambda params, batch, keep: _loss_vjp(params, config, batch, keep, xp=xp))
-    if gradients == "hand-derived":
+    if gradients == "hand-derived" and not rules_inside:
         grad_fn = Backend.value_and_grad(backend, loss_of)
     else:
         grad_fn = backend.value_and_grad(loss_of)

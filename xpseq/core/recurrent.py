@@ -184,11 +184,17 @@ def _run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     if reverse:
         xw, valid = xp.flip(xw, axis=0), xp.flip(valid, axis=0)
 
-    def body(state: tuple, inputs: tuple) -> tuple[tuple, Any]:
-        xw_t, valid_t = inputs
-        return _keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
+    # A loop that knows a better way to differentiate the whole recurrence (the JAX
+    # backend's scan with hand-derived rules, see xpseq.backends) runs it instead.
+    recurrence = getattr(scan, "recurrence", None)
+    if recurrence is not None:
+        outputs, final = recurrence(cell, p["W_hh"], p["b_hh"], xw, valid, tuple(state0))
+    else:
+        def body(state: tuple, inputs: tuple) -> tuple[tuple, Any]:
+            xw_t, valid_t = inputs
+            return _keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
 
-    final, outputs = (scan or python_scan)(body, state0, (xw, valid))
+        final, outputs = (scan or python_scan)(body, state0, (xw, valid))
     if reverse:
         outputs = xp.flip(outputs, axis=0)
     return xp.permute_dims(outputs, (1, 0, 2)), final
