@@ -141,7 +141,12 @@ def _custom_vjp_recurrence(jax: Any) -> Callable:
         p = {"W_hh": W_hh, "b_hh": b_hh}
         rule = vjp.CELL_STEPS[cell]
 
-        # The backward of vjp.run_sequence's loop, one step per scan iteration.
+        # The backward of vjp.run_sequence's loop, one step per scan iteration. For an
+        # LSTM the gradient of the gates' pre-activation is d_xw itself, so W_hh's and
+        # b_hh's gradients are one product and one sum over all steps after the loop
+        # (sum_t d_xw_tᵀ h_{t-1}); a GRU's differ from d_xw and are summed step by step.
+        after = cell == "lstm"
+
         def body(carry: tuple, inputs: tuple) -> tuple:
             d_state, d_W, d_b = carry
             xw_t, v, state, d_out = inputs
@@ -150,11 +155,16 @@ def _custom_vjp_recurrence(jax: Any) -> Callable:
             _, backprop = rule(xw_t, state, p, xp=jnp)
             d_xw, d_prev, grads = backprop(*d_cell)
             d_state = tuple(jnp.where(v, dp, d) for dp, d in zip(d_prev, d_state))
-            return (d_state, d_W + grads["W_hh"], d_b + grads["b_hh"]), d_xw
+            if not after:
+                d_W, d_b = d_W + grads["W_hh"], d_b + grads["b_hh"]
+            return (d_state, d_W, d_b), d_xw
 
         start = (tuple(d_final), jnp.zeros_like(W_hh), jnp.zeros_like(b_hh))
         (d_state0, d_W, d_b), d_xw = lax.scan(body, start, (xw, valid, states, d_outputs),
                                               reverse=True)
+        if after:
+            d_W = jnp.einsum("tbg,tbh->gh", d_xw, states[0])
+            d_b = jnp.sum(d_xw, axis=(0, 1))
         return d_W, d_b, d_xw, None, d_state0
 
     recurrence.defvjp(recurrence_fwd, recurrence_bwd)
