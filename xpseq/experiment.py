@@ -83,14 +83,14 @@ def train_model(task: Task, backend: Backend, *, attention: str = "general",
                 patience: int = 3, progress: bool = True, checkpoint: str | None = None,
                 metadata: dict | None = None, restore_best: bool = False,
                 time_limit: float | None = None, lr_decay: float | None = None,
-                monitor: str = "dev_loss",
-                on_epoch: Any = None) -> tuple[Seq2SeqConfig, FitResult]:
+                monitor: str = "dev_loss", on_epoch: Any = None,
+                gradients: str | None = None) -> tuple[Seq2SeqConfig, FitResult]:
     """Train one model on ``task`` (Adam, clipping at 5, early stopping on the dev loss).
 
     Batches are padded to multiples of ``bucket`` tokens: fewer distinct shapes (fewer JAX
     compilations) for a larger bucket, less padding for a smaller one. ``restore_best``,
-    ``time_limit`` (seconds), ``lr_decay``, ``monitor`` and ``on_epoch`` go to
-    :func:`xpseq.training.fit`.
+    ``time_limit`` (seconds), ``lr_decay``, ``monitor``, ``on_epoch`` and ``gradients`` go
+    to :func:`xpseq.training.fit`.
     """
     config = model_config(task, attention=attention, style=style, cell=cell, embed=embed,
                           hidden=hidden, dropout=dropout)
@@ -101,7 +101,7 @@ def train_model(task: Task, backend: Backend, *, attention: str = "general",
                  patience=patience, seed=seed, progress=progress, checkpoint=checkpoint,
                  vocabs={"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()},
                  metadata=metadata, restore_best=restore_best, time_limit=time_limit,
-                 lr_decay=lr_decay, monitor=monitor, on_epoch=on_epoch)
+                 lr_decay=lr_decay, monitor=monitor, on_epoch=on_epoch, gradients=gradients)
     return config, result
 
 

@@ -32,11 +32,14 @@ __all__ = ["RECIPE", "SEARCHES", "word_tokens", "g2p_task", "train", "predict", 
 #: the dev WER of greedy search stalls, length-bucketed batches, early stopping on that WER
 #: (the best dev epoch is kept) and a wall-clock limit in minutes.
 #: ``monitor="dev_loss"`` watches the dev loss instead, which needs no decoding (see
-#: :func:`train`'s ``dev_words``).
+#: :func:`train`'s ``dev_words``). ``gradients="hand-derived"``: the fastest way each
+#: backend has (on JAX the encoder's recurrences differentiate by xpseq's rules, see
+#: :func:`xpseq.training.make_train_step`; ``None`` for the backend's own).
 RECIPE: dict[str, Any] = {
     "embed": 64, "hidden": 128, "attention": "general", "style": "luong", "cell": "lstm",
     "dropout": 0.2, "lr": 2e-3, "lr_decay": 0.5, "batch_size": 128, "bucket": 4,
     "epochs": 40, "patience": 3, "monitor": "dev_wer", "time_limit_minutes": 45.0,
+    "gradients": "hand-derived",
 }
 
 #: The keys of :data:`RECIPE` that shape the model (:func:`xpseq.experiment.model_config`).
