@@ -18,6 +18,10 @@ torch         array_api_compat.torch      autograd tape       identity      Pyth
 strict        array_api_strict            hand-derived rules  identity      Python loop
 ============  ==========================  ==================  ============  ============
 
+The JAX backend also has ``rule_scan``: ``lax.scan`` carrying the encoder recurrence whose
+backward pass is the hand-derived step rules (a ``jax.custom_vjp``), which
+``make_train_step(..., gradients="hand-derived")`` uses on JAX.
+
 Libraries are imported only when their backend is first asked for.
 """
 
