@@ -29,6 +29,9 @@ class JaxBackend(Backend):
 
         self._jax = jax
         super().__init__(jnp)
+        #: :meth:`scan`, carrying a ``recurrence`` whose gradient is hand-derived (see
+        #: :class:`RuleScan`); what ``make_train_step(..., gradients="hand-derived")`` uses.
+        self.rule_scan = RuleScan(jax)
         # jnp.float64 is a scalar type; arrays carry NumPy dtypes, so compare with those.
         self._dtypes = {n: np.dtype(n) for n in self._dtypes}
 
@@ -65,16 +68,6 @@ class JaxBackend(Backend):
     def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
              length: int | None = None) -> tuple[Any, Any]:
         return self._jax.lax.scan(fn, carry, xs, length=length)
-
-    @property
-    def rule_scan(self) -> "RuleScan":
-        """:meth:`scan`, carrying a ``recurrence`` whose gradient is hand-derived (see
-        :class:`RuleScan`); what ``make_train_step(..., gradients="hand-derived")`` uses."""
-        if self._rule_scan is None:
-            self._rule_scan = RuleScan(self._jax)
-        return self._rule_scan
-
-    _rule_scan = None
 
 
 class RuleScan:
