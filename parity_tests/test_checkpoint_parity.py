@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from xpseq import backends
-from xpseq import checkpoint as ckpt
+from xpseq.train import checkpoint as ckpt
 from xpseq.core.optim import adam
 from xpseq.data import EOS_ID, make_batches
 from xpseq.models import Seq2SeqConfig, forward, init_params
 from xpseq.testing import assert_matches
-from xpseq.training import fit
+from xpseq.train import fit
 
 pytest.importorskip("jax")
 

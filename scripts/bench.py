@@ -24,7 +24,7 @@ Sections (targets are the project's; the script reports whether each is met):
 ``beam``
     Beam search (k = 5, length penalty ``avg``) of ``--beam-sentences`` test sentences
     with a model trained ``--beam-train-steps`` steps: xpseq's batched search
-    (``xpseq.experiment.translate``) on PyTorch and on JAX against the per-sentence beam
+    (``xpseq.tasks.translate``) on PyTorch and on JAX against the per-sentence beam
     loop of ``native_torch.beam_search_one`` (one decoder call per hypothesis), in
     sentences per second, and the number of sentences whose translations differ.
     Target: torch batched >= 30x the loop, 0 differing sentences.
@@ -291,7 +291,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace):
         from xpseq import backends
         from xpseq.core.optim import adam
-        from xpseq.experiment import toy_task
+        from xpseq.tasks import toy_task
         from xpseq.models import Seq2SeqConfig, init_params
 
         self.args = args
@@ -317,13 +317,13 @@ class Bench:
         self._trained: dict | None = None
 
     def jax_step(self, gradients: str | None = None) -> Any:
-        from xpseq.training import make_train_step
+        from xpseq.train import make_train_step
 
         return make_train_step(self.config, self.optimizer, self.jax, clip_norm=None,
                                gradients=gradients)
 
     def torch_step(self, gradients: str | None = None) -> Any:
-        from xpseq.training import make_train_step
+        from xpseq.train import make_train_step
 
         return make_train_step(self.config, self.optimizer, self.torch, clip_norm=None,
                                gradients=gradients)
@@ -454,7 +454,7 @@ def check_native_loss(bench: Bench) -> tuple[float, float]:
     import torch
 
     from xpseq.models import loss
-    from xpseq.training import make_train_step
+    from xpseq.train import make_train_step
 
     native = bench.native
     batch = bench.timed[0]
@@ -642,9 +642,9 @@ def beam_sources(bench: Bench) -> list[tuple[list[str], list[str]]]:
 def run_beam(bench: Bench) -> list[Row]:
     import torch
 
-    from xpseq.evaluation import exact_match
-    from xpseq.experiment import translate
-    from xpseq.translation import SearchOptions
+    from xpseq.tasks.metrics import exact_match
+    from xpseq.tasks import translate
+    from xpseq.search import SearchOptions
 
     args, task = bench.args, bench.task
     params = bench.trained_params()
@@ -876,8 +876,8 @@ def run_profile(bench: Bench) -> list[Row]:
                     detail=f"forward {times['native forward']:.2f} ms per batch; ratio = "
                            "step / forward"))
     # The batched beam search on PyTorch.
-    from xpseq.experiment import translate
-    from xpseq.translation import SearchOptions
+    from xpseq.tasks import translate
+    from xpseq.search import SearchOptions
 
     params = bench.trained_params()
     sources = [s for s, _ in beam_sources(bench)]

@@ -220,8 +220,8 @@ def measure(backend: Backend, dtype: str, config: Seq2SeqConfig,
     """One row: timings, compile times, differences from the reference and training."""
     from xpseq.core.optim import adam
     from xpseq.models.seq2seq import forward
-    from xpseq.training import make_train_step
-    from xpseq.translation import SearchOptions, search
+    from xpseq.train import make_train_step
+    from xpseq.search import SearchOptions, search
 
     started = time.perf_counter()
     be, sync = backend, make_sync(backend)
@@ -452,9 +452,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_here = configure_threads(args.threads)
 
     from xpseq import backends
-    from xpseq.experiment import toy_task
+    from xpseq.tasks import toy_task
     from xpseq.models.seq2seq import Seq2SeqConfig, init_params
-    from xpseq.translation import SearchOptions, search
+    from xpseq.search import SearchOptions, search
 
     installed = backends.available()
     if args.backends is None:

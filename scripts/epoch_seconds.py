@@ -18,7 +18,7 @@ import statistics
 import sys
 
 from xpseq import backends
-from xpseq.experiment import toy_task, train_model
+from xpseq.tasks import toy_task, train_model
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 Run: ``python scripts/g2p_recipe.py`` (needs ``pip install "xpseq[g2p]"``; ``make test``'s
 set-up installs it). For each variant (stress removed, stress kept) it trains the model of
-``xpseq.g2p.RECIPE`` on the seeded split with early stopping on the dev WER of greedy
+``xpseq.tasks.g2p.RECIPE`` on the seeded split with early stopping on the dev WER of greedy
 search (all dev words, scored after every epoch) and the recipe's wall-clock limit
 (45 minutes each by default), keeps the best dev epoch, then
 scores the test words with greedy search and beam search (k = 5). Writes
@@ -30,11 +30,12 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xpseq import backends, g2p  # noqa: E402
-from xpseq.cli import positive  # noqa: E402
+from xpseq import backends
+from xpseq.tasks import g2p  # noqa: E402
+from xpseq.app.cli import positive  # noqa: E402
 from xpseq.data.cmudict import G2PSplit, load_g2p  # noqa: E402
-from xpseq.evaluation import format_table  # noqa: E402
-from xpseq.translation import SearchOptions  # noqa: E402
+from xpseq.tasks.metrics import format_table  # noqa: E402
+from xpseq.search import SearchOptions  # noqa: E402
 
 VARIANTS = {"nostress": False, "stress": True}
 

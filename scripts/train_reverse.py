@@ -23,11 +23,11 @@ import time
 import numpy as np
 
 from xpseq import backends
-from xpseq import checkpoint as ckpt
+from xpseq.train import checkpoint as ckpt
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, make_batches
 from xpseq.models import Seq2SeqConfig, decode_step, encode, forward, init_params
-from xpseq.training import fit
+from xpseq.train import fit
 
 VOCAB = 16            # ids 4..15 are symbols; 0-3 are <pad>, <s>, </s>, <unk>
 

@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 
 from xpseq import backends  # noqa: E402
 from xpseq.models import Seq2SeqConfig, init_params, loss_and_grad  # noqa: E402
-from xpseq.testing import load_script  # noqa: E402
-from xpseq.translation import SearchOptions, search, to_lists  # noqa: E402
+from helpers import load_script  # noqa: E402
+from xpseq.search import SearchOptions, search, to_lists  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "2", "--repeats", "1",

@@ -11,7 +11,7 @@ import struct
 import numpy as np
 import pytest
 
-from xpseq import checkpoint as ckpt
+from xpseq.train import checkpoint as ckpt
 from xpseq.core.optim import adam, sgd
 from xpseq.models import Seq2SeqConfig, init_params
 

@@ -16,10 +16,10 @@ import sys
 import pytest
 
 from xpseq import backends
-from xpseq.checkpoint import load, save
+from xpseq.train.checkpoint import load, save
 from xpseq.data import EOS_ID, make_dataset, write_parallel_tsv
 from xpseq.models import init_params
-from xpseq.testing import assert_ok, show
+from helpers import assert_ok, show
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT = 180

@@ -3,7 +3,7 @@ hand-derived gradients: the real numbers come from `make demo`, quoted in the RE
 
 from __future__ import annotations
 
-from xpseq import cli, demo
+from xpseq.app import cli, demo
 
 TINY = {"data": {"n_train": 120, "n_dev": 20, "n_test_per_bucket": 6},
         "model": {"embed": 8, "hidden": 8, "bucket": 32}, "epochs": 1, "beam_sentences": 10}

@@ -31,7 +31,7 @@ RECIPE = {"embed": 32, "hidden": 48, "bucket": 32, "lr": 5e-3, "batch_size": 64,
 def measure() -> dict:
     """Train both models and measure: exact match and BLEU per bucket, greedy vs beam."""
     from xpseq import backends
-    from xpseq.experiment import bucket_table, timed_search_comparison, toy_task, train_model
+    from xpseq.tasks import bucket_table, timed_search_comparison, toy_task, train_model
 
     be = backends.get("jax")
     task = toy_task(**DATA, seed=0)

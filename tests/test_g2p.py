@@ -1,4 +1,4 @@
-"""The G2P recipe (``xpseq.g2p``): word tokens, the task, training on every backend,
+"""The G2P recipe (``xpseq.tasks.g2p``): word tokens, the task, training on every backend,
 ``train`` / ``predict`` / ``evaluate`` on a small slice of the CMU dictionary, the command
 line (``train --task g2p``, ``evaluate``, ``translate``, ``data g2p``) and
 ``scripts/g2p_recipe.py``.
@@ -7,7 +7,7 @@ The full dictionary has 113k training words, so everything in-process trains on 
 hundred of them; the command-line runs are the few that are cheap on the full data (a
 model of 8 units stopped after 0.02 minutes, ``evaluate --limit 30``, the export).
 Scores are checked against an independent recomputation: ``predict`` then
-:func:`xpseq.evaluation.g2p_scores`, and the word error rate counted by hand.
+:func:`xpseq.tasks.metrics.g2p_scores`, and the word error rate counted by hand.
 
 The reader, the split and the export are tested in test_cmudict.py, the metrics in
 test_g2p_metrics.py.
@@ -27,15 +27,16 @@ import sys
 import numpy as np
 import pytest
 
-from xpseq import backends, g2p
-from xpseq.checkpoint import load, save
+from xpseq import backends
+from xpseq.tasks import g2p
+from xpseq.train.checkpoint import load, save
 from xpseq.core.optim import adam
 from xpseq.data import Vocab
-from xpseq.evaluation import g2p_scores
+from xpseq.tasks.metrics import g2p_scores
 from xpseq.models import Seq2SeqConfig, forward, init_params
-from xpseq.testing import assert_ok, load_script, show
-from xpseq.training import make_train_step
-from xpseq.translation import SearchOptions
+from helpers import assert_ok, load_script, show
+from xpseq.train import make_train_step
+from xpseq.search import SearchOptions
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT = 180
@@ -318,7 +319,7 @@ def test_evaluate_counts_a_word_right_when_any_reference_matches(trained):
     assert row["predictions"] == greedy
     assert row["wer"] == 50.0
     # Phone errors come only from the odd words, each against its closest reference.
-    from xpseq.evaluation import edit_distance
+    from xpseq.tasks.metrics import edit_distance
 
     errors = total = 0
     for i in range(1, len(words), 2):

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from xpseq.evaluation import G2PScores, edit_distance, g2p_scores
+from xpseq.tasks.metrics import G2PScores, edit_distance, g2p_scores
 
 
 def reference_distance(a, b) -> int:

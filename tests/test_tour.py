@@ -114,7 +114,7 @@ def test_main_rejects_an_unknown_lesson(capsys):
 
 
 def test_xpseq_tour_is_the_same_command(capsys):
-    from xpseq import cli
+    from xpseq.app import cli
 
     assert cli.main(["tour", "--list"]) == 0
     listed = capsys.readouterr().out.strip().splitlines()

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from xpseq import backends
-from xpseq import checkpoint as ckpt
+from xpseq.train import checkpoint as ckpt
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, PAD_ID, make_batches
 from xpseq.models import Seq2SeqConfig, init_params
-from xpseq.training import check_batch, fit, make_train_step
+from xpseq.train import check_batch, fit, make_train_step
 
 VOCAB = 12
 

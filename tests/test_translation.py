@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from xpseq import backends, translation
+from xpseq import backends
+from xpseq.search import decode as translation
 from xpseq.core.decoding import Hypotheses
 from xpseq.data import EOS_ID, PAD_ID, Vocab
-from xpseq.evaluation import Bleu, corpus_bleu, exact_match, format_table
-from xpseq.experiment import translate
+from xpseq.tasks.metrics import Bleu, corpus_bleu, exact_match, format_table
+from xpseq.tasks import translate
 from xpseq.models import Seq2SeqConfig, init_params
-from xpseq.plots import ascii_heatmap, save_heatmap, save_loss_curves
-from xpseq.translation import SearchOptions, search, to_lists
+from xpseq.app.plots import ascii_heatmap, save_heatmap, save_loss_curves
+from xpseq.search import SearchOptions, search, to_lists
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 V = 12                                  # 4 reserved ids + 8 words on either side

@@ -2,6 +2,6 @@
 
 import sys
 
-from xpseq.cli import main
+from xpseq.app.cli import main
 
 sys.exit(main())

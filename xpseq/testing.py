@@ -12,10 +12,6 @@ Agreement is never bitwise: backends sum in different orders.
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import subprocess
-import types
 from typing import Any, Callable
 
 import numpy as np
@@ -32,9 +28,6 @@ __all__ = [
     "assert_matches",
     "central_difference_grad",
     "relative_error",
-    "load_script",
-    "show",
-    "assert_ok",
 ]
 
 FORWARD_RTOL = 1e-12
@@ -85,28 +78,3 @@ def relative_error(actual: Any, desired: Any) -> float:
     scale = float(np.max(np.abs(desired))) if desired.size else 0.0
     err = float(np.max(np.abs(actual - desired))) if desired.size else 0.0
     return err / scale if scale > 0 else err
-
-
-# ------------------------------------------------------- scripts and subprocesses in tests
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def load_script(name: str) -> types.ModuleType:
-    """Import ``scripts/<name>.py`` of the source tree as a module (scripts are not a
-    package), without running its ``main``."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def show(done: subprocess.CompletedProcess) -> str:
-    """A finished command's exit code, stdout and stderr, for an assertion message."""
-    return f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
-
-
-def assert_ok(done: subprocess.CompletedProcess) -> None:
-    """The command exited 0 without a traceback."""
-    assert done.returncode == 0, show(done)
-    assert "Traceback" not in done.stderr, show(done)

@@ -302,7 +302,7 @@ class G2PSplit:
         -------
         ``(words, references)``: ``words[i]`` is ``list(word)``; ``references[i]`` the
         word's pronunciations, each a list of phones (as
-        :func:`xpseq.evaluation.g2p_scores` takes them).
+        :func:`xpseq.tasks.metrics.g2p_scores` takes them).
         """
         lexicon = self._part(part, "references")
         return ([list(word) for word in lexicon],

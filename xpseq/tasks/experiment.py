@@ -17,10 +17,10 @@ import numpy as np
 from xpseq.backends import Backend
 from xpseq.core.optim import adam
 from xpseq.data import EOS_ID, Vocab, make_batches, make_dataset
-from xpseq.evaluation import corpus_bleu, exact_match
+from xpseq.tasks.metrics import corpus_bleu, exact_match
 from xpseq.models import Seq2SeqConfig, forward, init_params
-from xpseq.training import FitResult, fit
-from xpseq.translation import SearchOptions, search, to_lists
+from xpseq.train.loop import FitResult, fit
+from xpseq.search.decode import SearchOptions, search, to_lists
 
 __all__ = ["Task", "toy_task", "task_from_pairs", "model_config", "train_model", "translate",
            "attention_labels", "score",
@@ -90,7 +90,7 @@ def train_model(task: Task, backend: Backend, *, attention: str = "general",
     Batches are padded to multiples of ``bucket`` tokens: fewer distinct shapes (fewer JAX
     compilations) for a larger bucket, less padding for a smaller one. ``restore_best``,
     ``time_limit`` (seconds), ``lr_decay``, ``monitor``, ``on_epoch`` and ``gradients`` go
-    to :func:`xpseq.training.fit`.
+    to :func:`xpseq.train.fit`.
     """
     config = model_config(task, attention=attention, style=style, cell=cell, embed=embed,
                           hidden=hidden, dropout=dropout)

@@ -57,7 +57,7 @@ def _backend(name: str | None) -> backends.Backend:
 
 
 def _load(path: str, backend: backends.Backend, dtype: str):
-    from xpseq import checkpoint as ckpt
+    from xpseq.train import checkpoint as ckpt
     from xpseq.data import Vocab
 
     try:
@@ -85,7 +85,7 @@ def _check_writable(path: str) -> None:
 
 
 def _search_options(args: argparse.Namespace):
-    from xpseq.translation import SearchOptions
+    from xpseq.search import SearchOptions
 
     if args.beam == 1 and args.n_best == 1:
         return SearchOptions()
@@ -96,7 +96,7 @@ def _search_options(args: argparse.Namespace):
 def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[str]]:
     """Token lists from the arguments or stdin: words split on whitespace, or, for a G2P
     checkpoint, one word per argument or line read as its (lower-cased) characters."""
-    from xpseq.g2p import word_tokens
+    from xpseq.tasks.g2p import word_tokens
 
     lines = args.sentences if args.sentences else sys.stdin.read().splitlines()
     out = []
@@ -119,7 +119,7 @@ def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
 
 
 def _translate_nonempty(params, config, sentences, src_vocab, tgt_vocab, backend, options):
-    from xpseq.experiment import translate
+    from xpseq.tasks import translate
 
     keep = [i for i, s in enumerate(sentences) if s]
     done = translate(params, config, [sentences[i] for i in keep], src_vocab, tgt_vocab,
@@ -131,7 +131,7 @@ def _translate_nonempty(params, config, sentences, src_vocab, tgt_vocab, backend
 
 
 def _toy_task(spec: dict):
-    from xpseq.experiment import toy_task
+    from xpseq.tasks import toy_task
 
     return toy_task(**spec)
 
@@ -156,7 +156,7 @@ def _load_g2p(stress: bool, seed: int = 0):
 
 def cmd_train(args: argparse.Namespace) -> int:
     from xpseq.data import read_parallel_tsv
-    from xpseq.experiment import task_from_pairs, train_model
+    from xpseq.tasks import task_from_pairs, train_model
 
     backend = _backend(args.backend)
     _check_writable(args.out)
@@ -165,7 +165,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.stress or args.time_limit is not None or args.monitor is not None:
         raise CommandError("--stress, --time-limit and --monitor are options of --task g2p")
     if args.task == "toy":
-        from xpseq.demo import FULL, QUICK
+        from xpseq.app.demo import FULL, QUICK
 
         spec = dict((QUICK if args.quick else FULL)["data"], seed=args.seed)
         task = _toy_task(spec)
@@ -196,7 +196,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
-    from xpseq import g2p
+    from xpseq.tasks import g2p
 
     if args.train_file or args.dev_file or args.quick:
         raise CommandError("--task g2p reads the CMU dictionary; --train, --dev and --quick "
@@ -244,8 +244,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from xpseq.data import read_parallel_tsv
-    from xpseq.evaluation import format_table
-    from xpseq.experiment import Task, bucket_table
+    from xpseq.tasks.metrics import format_table
+    from xpseq.tasks import Task, bucket_table
 
     backend = _backend(args.backend)
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
@@ -282,9 +282,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _evaluate_g2p(args, loaded, params, src_vocab, tgt_vocab, backend) -> int:
-    from xpseq import g2p
-    from xpseq.evaluation import format_table
-    from xpseq.translation import SearchOptions
+    from xpseq.tasks import g2p
+    from xpseq.tasks.metrics import format_table
+    from xpseq.search import SearchOptions
 
     meta = loaded.metadata
     split = _load_g2p(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
@@ -319,8 +319,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_heatmap(args: argparse.Namespace) -> int:
-    from xpseq.experiment import attention_labels
-    from xpseq.plots import ascii_heatmap, save_heatmap
+    from xpseq.tasks import attention_labels
+    from xpseq.app.plots import ascii_heatmap, save_heatmap
 
     backend = _backend(args.backend or "numpy")
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
@@ -346,7 +346,7 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from xpseq.demo import run_demo
+    from xpseq.app.demo import run_demo
 
     backend = _backend(args.backend)
     return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,
@@ -423,7 +423,7 @@ def _parser() -> argparse.ArgumentParser:
                                                                                 "style", "cell"))
     p.add_argument("--embed", type=_positive, default=None,
                    help=f"model and training options; defaults for toy and tsv: {sizes}; "
-                   "for g2p: xpseq.g2p.RECIPE")
+                   "for g2p: xpseq.tasks.g2p.RECIPE")
     p.add_argument("--hidden", type=_positive, default=None)
     p.add_argument("--dropout", type=float, default=None)
     p.add_argument("--epochs", type=_positive, default=None)

@@ -276,7 +276,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     max_steps : stop after this many steps in total (a checkpoint is written then)
     checkpoint : path of a checkpoint written after every epoch (and at ``max_steps``)
     checkpoint_every : also write it every this many steps
-    resume : a :class:`xpseq.checkpoint.Checkpoint` to continue from (its parameters,
+    resume : a :class:`xpseq.train.checkpoint.Checkpoint` to continue from (its parameters,
         optimiser state, epoch, position in the epoch and history); ``params`` is then
         ignored
     vocabs, metadata : stored in the checkpoints
@@ -306,7 +306,7 @@ def fit(config: Seq2SeqConfig, params: Mapping[str, np.ndarray], train_batches: 
     """
     from tqdm.auto import tqdm
 
-    from xpseq import checkpoint as ckpt
+    from xpseq.train import checkpoint as ckpt
 
     optimizer = optimizer or adam(1e-3)
     if not train_batches:

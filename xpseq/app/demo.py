@@ -33,8 +33,8 @@ def _title(text: str) -> None:
 
 def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathlib.Path("out"),
              dtype: str = "float32", seed: int = 0, progress: bool = True) -> int:
-    from xpseq.evaluation import format_table
-    from xpseq.experiment import (
+    from xpseq.tasks.metrics import format_table
+    from xpseq.tasks import (
         attention_labels,
         bucket_table,
         decoder_inputs,
@@ -43,7 +43,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
         train_model,
         translate,
     )
-    from xpseq.plots import ascii_heatmap, save_heatmap, save_loss_curves
+    from xpseq.app.plots import ascii_heatmap, save_heatmap, save_loss_curves
 
     started = time.perf_counter()
     setup = QUICK if quick else FULL

@@ -1,7 +1,7 @@
 """Grapheme-to-phoneme conversion (G2P) on the CMU Pronouncing Dictionary: the recipe.
 
 The dictionary, its seeded split and the TSV export are :mod:`xpseq.data.cmudict`; word
-and phone error rates are :func:`xpseq.evaluation.g2p_scores`. This module joins them to
+and phone error rates are :func:`xpseq.tasks.metrics.g2p_scores`. This module joins them to
 the training and search code of the toy task: a word is read as its characters
 (``"xpseq"`` -> ``x p s e q``) and a pronunciation is its ARPAbet phones; a word with
 several pronunciations gives one training pair per pronunciation, and a prediction is
@@ -20,10 +20,10 @@ from typing import Any, Sequence
 
 from xpseq.backends import Backend
 from xpseq.data import Vocab
-from xpseq.experiment import Task, model_config, task_from_pairs, train_model, translate
+from xpseq.tasks.experiment import Task, model_config, task_from_pairs, train_model, translate
 from xpseq.models import Seq2SeqConfig
-from xpseq.training import FitResult
-from xpseq.translation import SearchOptions
+from xpseq.train.loop import FitResult
+from xpseq.search.decode import SearchOptions
 
 __all__ = ["RECIPE", "SEARCHES", "word_tokens", "g2p_task", "train", "predict", "evaluate"]
 
@@ -34,7 +34,7 @@ __all__ = ["RECIPE", "SEARCHES", "word_tokens", "g2p_task", "train", "predict", 
 #: ``monitor="dev_loss"`` watches the dev loss instead, which needs no decoding (see
 #: :func:`train`'s ``dev_words``). ``gradients="hand-derived"``: the fastest way each
 #: backend has (on JAX the encoder's recurrences differentiate by xpseq's rules, see
-#: :func:`xpseq.training.make_train_step`; ``None`` for the backend's own).
+#: :func:`xpseq.train.make_train_step`; ``None`` for the backend's own).
 RECIPE: dict[str, Any] = {
     "embed": 64, "hidden": 128, "attention": "general", "style": "luong", "cell": "lstm",
     "dropout": 0.2, "lr": 2e-3, "lr_decay": 0.5, "batch_size": 128, "bucket": 4,
@@ -42,7 +42,7 @@ RECIPE: dict[str, Any] = {
     "gradients": "hand-derived",
 }
 
-#: The keys of :data:`RECIPE` that shape the model (:func:`xpseq.experiment.model_config`).
+#: The keys of :data:`RECIPE` that shape the model (:func:`xpseq.tasks.model_config`).
 MODEL_KEYS = ("attention", "style", "cell", "embed", "hidden", "dropout")
 
 #: The searches :func:`evaluate` scores by default: greedy, and beam search with k = 5.
@@ -62,7 +62,7 @@ def word_tokens(word: str) -> list[str]:
 
 def g2p_task(split: Any) -> Task:
     """The training and dev pairs of a :class:`xpseq.data.cmudict.G2PSplit` as a
-    :class:`xpseq.experiment.Task`, with the vocabularies of its training pairs
+    :class:`xpseq.tasks.Task`, with the vocabularies of its training pairs
     (characters; phones). The test words are scored by :func:`evaluate`, not kept here."""
     return task_from_pairs(split.pairs("train"), split.pairs("dev"), {})
 
@@ -133,14 +133,14 @@ def evaluate(params: dict, config: Seq2SeqConfig, split: Any, src_vocab: Vocab,
              tgt_vocab: Vocab, backend: Backend, *, part: str = "test",
              searches: Sequence[tuple[str, SearchOptions]] = SEARCHES,
              limit: int | None = None) -> list[dict]:
-    """PER and WER (:func:`xpseq.evaluation.g2p_scores`) of the words of ``split``'s
+    """PER and WER (:func:`xpseq.tasks.metrics.g2p_scores`) of the words of ``split``'s
     ``part`` for each named search.
 
     ``limit`` scores only the first ``limit`` words (for quick checks). Returns one dict
     per search: ``search``, ``per``, ``wer`` (percent), ``words``, ``seconds`` (decoding
     time, JAX compilation included) and ``predictions``.
     """
-    from xpseq.evaluation import g2p_scores
+    from xpseq.tasks.metrics import g2p_scores
 
     if limit is not None:
         _check_count("evaluate", "limit", limit, allow_zero=False)

@@ -1,0 +1,10 @@
+"""Decoding a trained model: greedy and beam search over its step function, on any backend.
+
+The search loops themselves are core math (:mod:`xpseq.core.decoding`); this package runs
+them over a model: :func:`search` decodes a batch of sources, :func:`to_lists` trims the
+result per sentence.
+"""
+
+from .decode import SearchOptions, model_step, search, to_lists
+
+__all__ = ["SearchOptions", "search", "to_lists", "model_step"]
