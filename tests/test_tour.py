@@ -222,10 +222,10 @@ def test_lesson3_one_where_gives_nan_the_double_where_repairs_it():
 
 def test_lesson4_row_classifier():
     values = np.array([[1.0, 2.0], [3.0, 6.0]])
-    assert tour._describe_row(np.zeros(2), values) == "zeros"
-    assert tour._describe_row(np.full(2, np.nan), values) == "NaN"
-    assert tour._describe_row(np.array([2.0, 4.0]), values) == "mean of values"
-    assert tour._describe_row(np.array([1.0, 2.0]), values) == "other"
+    assert tour.describe_row(np.zeros(2), values) == "zeros"
+    assert tour.describe_row(np.full(2, np.nan), values) == "NaN"
+    assert tour.describe_row(np.array([2.0, 4.0]), values) == "mean of values"
+    assert tour.describe_row(np.array([1.0, 2.0]), values) == "other"
 
 
 def test_lesson4_xpseq_policy_on_every_backend():

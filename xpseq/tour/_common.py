@@ -1,0 +1,175 @@
+"""What the lessons of the autodiff tour share.
+
+The :class:`Lesson` record and the registry (:data:`LESSONS`, filled by :func:`_lesson` as
+each lesson module is imported), the table a lesson fills (:func:`_columns` runs each
+library's part, :func:`_table` lays the rows out), how numbers are written in it, and the
+small helpers that import jax and torch only when a lesson needs them.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from xpseq import backends
+
+FRAMEWORKS = ("numpy", "jax", "torch")
+HEADERS = ("what", "numpy (xpseq by hand)", "jax", "torch")
+NOT_INSTALLED = "not installed"
+NONE = "-"
+
+Row = tuple[str, str, str, str]
+Cells = dict[str, str]                       # row key -> what one library's column shows
+Part = Callable[[dict[str, Any]], Cells]     # fills facts, returns its column
+
+_PACKAGE = __name__.rpartition(".")[0]     # "xpseq.tour"
+
+
+@dataclass
+class Lesson:
+    """One lesson's results.
+
+    Attributes
+    ----------
+    number, title : int, str
+        Where it stands in the tour and what it is about.
+    explanation : str
+        One sentence; any value in it is formatted from :attr:`facts`.
+    rows : list of (label, numpy, jax, torch) strings
+        The side-by-side table.
+    facts : dict
+        The measured values, keyed ``"<library>_<what>"`` (or without a prefix when shared).
+    """
+
+    number: int
+    title: str
+    explanation: str
+    rows: list[Row]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+LessonFn = Callable[[], Lesson]
+LESSONS: list[LessonFn] = []
+
+
+def _lesson(number: int, title: str) -> Callable[[Callable[[], tuple]], LessonFn]:
+    """Register a lesson body returning ``(explanation, rows, facts)`` as lesson ``number``."""
+
+    def register(body: Callable[[], tuple[str, list[Row], dict[str, Any]]]) -> LessonFn:
+        @functools.wraps(body, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+        def run() -> Lesson:
+            explanation, rows, facts = body()
+            return Lesson(number, title, explanation, rows, facts)
+
+        run.number = number      # type: ignore[attr-defined]
+        run.title = title        # type: ignore[attr-defined]
+        LESSONS.append(run)
+        return run
+
+    return register
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def installed(name: str) -> bool:
+    """Whether the library ``name`` can be imported."""
+    return importlib.util.find_spec(name) is not None
+
+
+def _installed(name: str) -> bool:
+    """:func:`installed`, looked up on the :mod:`xpseq.tour` package when called.
+
+    Replacing ``xpseq.tour.installed`` (as ``tests/test_tour.py`` does to run the tour as if
+    jax and torch were missing) then reaches every lesson and :func:`~xpseq.tour.main`.
+    """
+    return importlib.import_module(_PACKAGE).installed(name)
+
+
+def _jax() -> tuple[Any, Any]:
+    """``jax`` and ``jax.numpy``, with 64-bit mode on (through xpseq's jax backend)."""
+    backends.get("jax")
+    import jax
+    import jax.numpy as jnp
+
+    return jax, jnp
+
+
+def _torch() -> Any:
+    """``torch``, imported when a lesson first needs it."""
+    import torch
+
+    return torch
+
+
+def _columns(facts: dict[str, Any], **parts: Part) -> dict[str, Cells | None]:
+    """Run each library's part (numpy first); ``None`` for a library that is not installed."""
+    out: dict[str, Cells | None] = {}
+    for name in FRAMEWORKS:
+        part = parts.get(name)
+        if part is None:
+            out[name] = {}
+        elif not _installed(name):
+            out[name] = None
+        else:
+            out[name] = part(facts)
+    return out
+
+
+def _table(columns: dict[str, Cells | None], spec: Sequence[tuple[str, str]]) -> list[Row]:
+    """Rows ``(label, numpy, jax, torch)`` for the ``(key, label)`` pairs of ``spec``."""
+    rows = []
+    for key, label in spec:
+        cells = [NOT_INSTALLED if columns[name] is None else columns[name].get(key, NONE)
+                 for name in FRAMEWORKS]
+        rows.append((label, cells[0], cells[1], cells[2]))
+    return rows
+
+
+def _num(x: Any, digits: int = 4) -> str:
+    """A number for the table: ``digits`` significant digits, ``nan``/``inf`` as such."""
+    x = float(x)
+    if x == 0:
+        return "0"
+    return f"{x:.{digits}g}"
+
+
+def _err(x: Any) -> str:
+    """An error or a difference, in scientific notation."""
+    return f"{float(x):.1e}"
+
+
+def _vec(values: Any, digits: int = 4) -> str:
+    """``[a, b, c]`` for a flat sequence of numbers."""
+    return "[" + ", ".join(_num(v, digits) for v in np.ravel(np.asarray(values))) + "]"
+
+
+def _floats(values: Any) -> list[float]:
+    """A flat list of Python floats (what facts hold)."""
+    return [float(v) for v in np.ravel(np.asarray(values, dtype=np.float64))]
+
+
+def _fact(facts: dict[str, Any], key: str, fmt: Callable[[Any], str] = str) -> str:
+    """A fact formatted for an explanation, or ``n/a`` when its library is missing."""
+    return fmt(facts[key]) if key in facts else "n/a"
+
+
+def _short(err: BaseException, limit: int = 60) -> str:
+    """The first clause of an exception message, at most ``limit`` characters."""
+    text = str(err).split("\n")[0].split(" (")[0].split(". ")[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _data(seed: int, *shape: int) -> np.ndarray:
+    """Reproducible float64 normal samples of ``shape``."""
+    return np.random.default_rng(seed).normal(size=shape)
+
+
+def _xp_numpy() -> Any:
+    """The array namespace of xpseq's numpy backend."""
+    return backends.get("numpy").xp

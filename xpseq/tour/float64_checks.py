@@ -1,0 +1,109 @@
+"""Lesson 7: why gradient checks need float64.
+
+The error of a central difference against its step size, in float32 and float64, next to
+the error of the gradient itself.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+from array_api_compat import array_namespace
+
+from xpseq.tour._common import Cells, Row, _columns, _err, _fact, _jax, _lesson, _table, _torch
+
+__all__ = ["STEPS", "lesson_float64_checks"]
+
+
+STEPS = tuple(10.0 ** -e for e in range(1, 11))
+_FD_POINT = 0.7
+
+
+def _sin_exp(x: Any) -> Any:
+    """``f(x) = sin(x) e^x``, written once."""
+    xp = array_namespace(x)
+    return xp.sin(x) * xp.exp(x)
+
+
+def _sin_exp_derivative(x: float) -> float:
+    """``f'(x) = e^x (sin x + cos x)`` in float64 (the exact reference)."""
+    return math.exp(x) * (math.sin(x) + math.cos(x))
+
+
+def _central_difference(x: Any, step: Any) -> Any:
+    """``(f(x + h) - f(x - h)) / 2h`` for ``f = _sin_exp``, in the dtype of ``x``."""
+    return (_sin_exp(x + step) - _sin_exp(x - step)) / (2 * step)
+
+
+def _fd_cells(name: str, asarray: Callable[[float, str], Any], grad: Callable[[Any], float],
+              facts: dict[str, Any], quotient: Callable = _central_difference) -> Cells:
+    """Central-difference and autodiff errors of ``f'(0.7)`` in float32 and float64."""
+    cells: dict[str, list[str]] = {}
+    for dtype in ("float32", "float64"):
+        x = asarray(_FD_POINT, dtype)
+        exact = _sin_exp_derivative(float(x))         # at the point the dtype can hold
+        errors = []
+        for h in STEPS:
+            step = asarray(h, dtype)
+            errors.append(abs(float(quotient(x, step)) - exact))
+        best = int(np.argmin(errors))
+        facts.update({f"{name}_errors_{dtype}": errors, f"{name}_best_h_{dtype}": STEPS[best],
+                      f"{name}_best_err_{dtype}": errors[best],
+                      f"{name}_autodiff_err_{dtype}": abs(grad(x) - exact)})
+        for i, e in enumerate(errors):
+            cells.setdefault(f"h{i}", []).append(_err(e))
+        cells.setdefault("best_h", []).append(_err(STEPS[best]))
+        cells.setdefault("best_err", []).append(_err(errors[best]))
+        cells.setdefault("autodiff", []).append(_err(facts[f"{name}_autodiff_err_{dtype}"]))
+    return {k: " / ".join(v) for k, v in cells.items()}
+
+
+@_lesson(7, "Why gradient checks need float64: finite-difference error against step size")
+def lesson_float64_checks() -> tuple[str, list[Row], dict[str, Any]]:
+    """Central-difference error against step size in float32 and float64."""
+    facts: dict[str, Any] = {"steps": list(STEPS), "point": _FD_POINT}
+
+    def numpy_part(facts: dict[str, Any]) -> Cells:
+        def grad(x: Any) -> float:               # the derivative by hand, in x's dtype
+            return float(np.exp(x) * (np.sin(x) + np.cos(x)))
+
+        return _fd_cells("numpy", lambda v, d: np.asarray(v, dtype=d), grad, facts)
+
+    def jax_part(facts: dict[str, Any]) -> Cells:
+        jax, jnp = _jax()
+        return _fd_cells("jax", lambda v, d: jnp.asarray(v, dtype=d),
+                         lambda x: float(jax.jit(jax.grad(_sin_exp))(x)), facts,
+                         # Eager: under jit, XLA may fuse and reorder the quotient's float32
+                         # arithmetic (it does at its default optimisation level).
+                         quotient=_central_difference)
+
+    def torch_part(facts: dict[str, Any]) -> Cells:
+        torch = _torch()
+
+        def grad(x: Any) -> float:
+            x = x.clone().requires_grad_(True)
+            _sin_exp(x).backward()
+            return float(x.grad)
+
+        return _fd_cells("torch", lambda v, d: torch.tensor(v, dtype=getattr(torch, d)), grad,
+                         facts)
+
+    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    spec = [(f"h{i}", f"|central difference − f'|, h = {h:.0e} (float32 / float64)")
+            for i, h in enumerate(STEPS)]
+    spec += [("best_h", "best h (float32 / float64)"),
+             ("best_err", "best error (float32 / float64)"),
+             ("autodiff", "error of the gradient itself (numpy: by hand; float32 / float64)")]
+    rows = _table(columns, spec)
+    explanation = (
+        f"A central difference trades truncation error (h²) against rounding error (eps/h), "
+        f"so for f(x) = sin(x)·eˣ at {_FD_POINT} its best error is "
+        f"{_fact(facts, 'numpy_best_err_float32', _err)} in float32 (at h = "
+        f"{_fact(facts, 'numpy_best_h_float32', _err)}) but "
+        f"{_fact(facts, 'numpy_best_err_float64', _err)} in float64 (at h = "
+        f"{_fact(facts, 'numpy_best_h_float64', _err)}), far too coarse in float32 to tell a "
+        f"right gradient from a slightly wrong one."
+    )
+    return explanation, rows, facts

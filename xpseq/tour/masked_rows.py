@@ -1,0 +1,132 @@
+"""Lesson 4: a fully masked attention row, native APIs vs xpseq's explicit policy.
+
+Attention for a query whose keys are all masked: torch's SDPA, ``nn.MultiheadAttention``
+and ``jax.nn.dot_product_attention`` each pick a silent answer, while xpseq's
+``empty="zero"``/``empty="error"`` makes it a choice. :func:`describe_row` names what an
+output row is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import xpseq.core as C
+from xpseq import backends
+from xpseq.tour._common import (
+    Cells,
+    Row,
+    _columns,
+    _data,
+    _err,
+    _fact,
+    _floats,
+    _jax,
+    _lesson,
+    _table,
+    _torch,
+)
+
+__all__ = ["describe_row", "lesson_masked_rows"]
+
+
+def describe_row(row: np.ndarray, values: np.ndarray) -> str:
+    """What an attention output row is: ``NaN``, ``zeros``, ``mean of values`` or ``other``."""
+    row = np.asarray(row, dtype=np.float64)
+    if np.isnan(row).any():
+        return "NaN" if np.isnan(row).all() else "partly NaN"
+    if np.all(row == 0):
+        return "zeros"
+    if np.allclose(row, np.mean(values, axis=0), rtol=0, atol=1e-6):
+        return "mean of values"
+    return "other"
+
+
+def _xpseq_attention_cells(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                           mask: np.ndarray, facts: dict[str, Any]) -> Cells:
+    """xpseq's scaled dot-product attention on backend ``name``, both ``empty`` policies."""
+    be = backends.get(name)
+    args = [be.asarray(a) for a in (q, k, v)]
+    context, weights = C.scaled_dot_product_attention(*args, mask=be.asarray(mask),
+                                                      empty="zero")
+    context, weights = be.to_numpy(context), be.to_numpy(weights)
+    try:
+        C.scaled_dot_product_attention(*args, mask=be.asarray(mask), empty="error")
+        error = "none"
+    except ValueError as err:
+        error = type(err).__name__
+        facts[f"{name}_xpseq_error_message"] = str(err)
+    facts.update({f"{name}_xpseq_zero": describe_row(context[0, 1], v[0]),
+                  f"{name}_xpseq_zero_weights": describe_row(weights[0, 1], v[0]),
+                  f"{name}_xpseq_valid_row": _floats(context[0, 0]),
+                  f"{name}_xpseq_error": error})
+    return {"zero": f"{facts[f'{name}_xpseq_zero']} (weights "
+                    f"{facts[f'{name}_xpseq_zero_weights']})",
+            "error": f"{error}: no valid key" if error == "ValueError" else error}
+
+
+@_lesson(4, "A fully masked attention row: native APIs vs xpseq's explicit policy")
+def lesson_masked_rows() -> tuple[str, list[Row], dict[str, Any]]:
+    """Attention for a query whose keys are all masked, natively and in xpseq."""
+    q, k, v = _data(41, 1, 2, 4), _data(42, 1, 3, 4), _data(43, 1, 3, 4)
+    mask = np.array([[[True, True, False], [False, False, False]]])   # query 1: no valid key
+    facts: dict[str, Any] = {"q": q.tolist(), "k": k.tolist(), "v": v.tolist(),
+                             "mask": mask.tolist()}
+
+    def numpy_part(facts: dict[str, Any]) -> Cells:
+        return _xpseq_attention_cells("numpy", q, k, v, mask, facts)
+
+    def jax_part(facts: dict[str, Any]) -> Cells:
+        jax, jnp = _jax()
+        cells = _xpseq_attention_cells("jax", q, k, v, mask, facts)
+        heads = lambda a: jnp.asarray(a[:, :, None, :])      # noqa: E731  (B, T, N=1, H)
+        attention = jax.jit(jax.nn.dot_product_attention)
+        out = np.asarray(attention(heads(q), heads(k), heads(v), mask=jnp.asarray(mask[:, None])))
+        empty_row, valid_row = out[0, 1, 0], out[0, 0, 0]
+        mean_diff = float(np.max(np.abs(empty_row - v[0].mean(axis=0))))
+        valid_diff = float(np.max(np.abs(valid_row - np.asarray(facts["jax_xpseq_valid_row"]))))
+        facts.update(jax_dpa_empty_row=describe_row(empty_row, v[0]),
+                     jax_dpa_mean_diff=mean_diff, jax_dpa_valid_diff=valid_diff)
+        cells.update(sdpa=f"{facts['jax_dpa_empty_row']} (|Δ| {_err(mean_diff)})",
+                     valid=_err(valid_diff))
+        return cells
+
+    def torch_part(facts: dict[str, Any]) -> Cells:
+        torch = _torch()
+        cells = _xpseq_attention_cells("torch", q, k, v, mask, facts)
+        tq, tk, tv = (torch.tensor(a) for a in (q, k, v))
+        out = torch.nn.functional.scaled_dot_product_attention(
+            tq, tk, tv, attn_mask=torch.tensor(mask)).numpy()
+        valid_diff = float(np.max(np.abs(out[0, 0] - np.asarray(facts["torch_xpseq_valid_row"]))))
+        with torch.random.fork_rng(devices=[]):         # the layer's init draws from it
+            torch.manual_seed(0)
+            mha = torch.nn.MultiheadAttention(4, 1, batch_first=True, dtype=torch.float64)
+        with torch.no_grad():
+            mha_out, mha_weights = mha(tq, tk, tv,
+                                       key_padding_mask=torch.ones(1, 3, dtype=torch.bool))
+        facts.update(torch_sdpa_empty_row=describe_row(out[0, 1], v[0]),
+                     torch_sdpa_valid_diff=valid_diff,
+                     torch_mha_out=describe_row(mha_out.numpy()[0, 1], v[0]),
+                     torch_mha_weights=describe_row(mha_weights.numpy()[0, 1], v[0]))
+        cells.update(sdpa=facts["torch_sdpa_empty_row"], valid=_err(valid_diff),
+                     mha=f"out {facts['torch_mha_out']}, weights {facts['torch_mha_weights']}")
+        return cells
+
+    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = _table(columns, [
+        ("sdpa", "native SDPA, query with no valid key (NumPy has no attention API)"),
+        ("valid", "native SDPA, valid query: max |Δ| vs xpseq (float64 inputs)"),
+        ("mha", "nn.MultiheadAttention, all keys padding (torch only)"),
+        ("zero", "xpseq empty='zero', query with no valid key"),
+        ("error", "xpseq empty='error' (the default)"),
+    ])
+    explanation = (
+        f"Native attention APIs each pick a silent answer for a query with no valid key "
+        f"(torch SDPA: {_fact(facts, 'torch_sdpa_empty_row')}, nn.MultiheadAttention: "
+        f"{_fact(facts, 'torch_mha_out')}, jax.nn.dot_product_attention: "
+        f"{_fact(facts, 'jax_dpa_empty_row')}), while xpseq makes it a choice: "
+        f"empty='zero' gives {_fact(facts, 'numpy_xpseq_zero')} and empty='error' raises "
+        f"{_fact(facts, 'numpy_xpseq_error')}."
+    )
+    return explanation, rows, facts

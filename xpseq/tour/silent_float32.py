@@ -1,0 +1,101 @@
+"""Lesson 6: JAX's silent float32 without x64.
+
+What dtype a float64 input becomes in each library; JAX without ``jax_enable_x64`` runs in
+a subprocess, so the flag is never toggled in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+
+from xpseq.tour._common import NONE, Cells, Row, _columns, _fact, _jax, _lesson, _table, _torch
+
+__all__ = ["lesson_silent_float32"]
+
+
+_X64_PROBE = """
+import json, warnings
+import numpy as np
+import jax, jax.numpy as jnp
+makers = {"from_numpy": lambda: jnp.asarray(np.ones(2, dtype=np.float64)),
+          "python_float": lambda: jnp.asarray(1.0),
+          "explicit": lambda: jnp.array(1.0, dtype=jnp.float64)}
+found = {"x64": bool(jax.config.jax_enable_x64)}
+for name, make in makers.items():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found[name] = str(make().dtype)
+    found[name + "_warnings"] = [str(w.message) for w in caught]
+print(json.dumps(found))
+"""
+
+
+def _jax_without_x64() -> dict[str, Any]:
+    """Run :data:`_X64_PROBE` in a fresh interpreter with ``JAX_ENABLE_X64=0``."""
+    env = dict(os.environ, JAX_ENABLE_X64="0", JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", _X64_PROBE], capture_output=True, text=True,
+                          env=env, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"the JAX float32 probe failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@_lesson(6, "JAX's silent float32 without x64")
+def lesson_silent_float32() -> tuple[str, list[Row], dict[str, Any]]:
+    """What dtype a float64 input becomes, with and without JAX's x64 mode."""
+    host = np.ones(2, dtype=np.float64)
+    facts: dict[str, Any] = {}
+
+    def numpy_part(facts: dict[str, Any]) -> Cells:
+        found = {"from_numpy": np.asarray(host).dtype, "python_float": np.asarray(1.0).dtype,
+                 "explicit": np.asarray(1.0, dtype=np.float64).dtype}
+        facts.update({f"numpy_{k}": str(v) for k, v in found.items()})
+        return {k: str(v) for k, v in found.items()} | {"x64": NONE}
+
+    def jax_part(facts: dict[str, Any]) -> Cells:
+        probe = _jax_without_x64()
+        _, jnp = _jax()
+        with_x64 = str(jnp.asarray(host).dtype)
+        facts.update(jax_x64_flag_in_probe=probe["x64"], jax_from_numpy_with_x64=with_x64)
+        cells = {"x64": with_x64}
+        for key in ("from_numpy", "python_float", "explicit"):
+            warning = probe[f"{key}_warnings"][0] if probe[f"{key}_warnings"] else ""
+            facts[f"jax_{key}"] = probe[key]
+            facts[f"jax_{key}_warning"] = warning
+            cells[key] = probe[key] + (f" + warning: {warning[:45]}..." if warning
+                                       else ", no warning")
+        return cells
+
+    def torch_part(facts: dict[str, Any]) -> Cells:
+        torch = _torch()
+        found = {"from_numpy": torch.as_tensor(host).dtype,
+                 "python_float": torch.tensor(1.0).dtype,
+                 "explicit": torch.tensor(1.0, dtype=torch.float64).dtype}
+        facts.update({f"torch_{k}": str(v).replace("torch.", "") for k, v in found.items()})
+        return {k: str(v).replace("torch.", "") for k, v in found.items()} | {"x64": NONE}
+
+    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = _table(columns, [
+        ("from_numpy", "array from a float64 NumPy array (jax: x64 off, in a subprocess)"),
+        ("python_float", "array from the Python float 1.0"),
+        ("explicit", "array(1.0, dtype=float64)"),
+        ("x64", "from the float64 NumPy array with x64 on (xpseq's jax backend; "
+                "numpy, torch: no such flag)"),
+    ])
+    def warned(key: str) -> str:
+        return "with a warning" if facts.get(f"jax_{key}_warning") else "silently"
+
+    explanation = (
+        f"Without jax_enable_x64, JAX turns a float64 NumPy array into "
+        f"{_fact(facts, 'jax_from_numpy')} {warned('from_numpy')} and even an explicit "
+        f"dtype=float64 into {_fact(facts, 'jax_explicit')} {warned('explicit')}, so xpseq's jax "
+        f"backend turns x64 on ({_fact(facts, 'jax_from_numpy_with_x64')}); torch keeps "
+        f"float64 arrays but makes Python floats {_fact(facts, 'torch_python_float')}."
+    )
+    return explanation, rows, facts

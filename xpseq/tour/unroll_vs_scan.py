@@ -1,0 +1,118 @@
+"""Lesson 10: an unrolled Python loop vs ``lax.scan``, trace size and compile time.
+
+The program size and compile time of an RNN loop grow with the sequence length when the
+loop is unrolled, and stay flat under ``lax.scan``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from array_api_compat import array_namespace
+
+from xpseq import backends
+from xpseq.tour._common import (
+    Cells,
+    Part,
+    Row,
+    _columns,
+    _data,
+    _fact,
+    _floats,
+    _jax,
+    _lesson,
+    _table,
+)
+
+__all__ = ["LENGTHS", "lesson_unroll_vs_scan"]
+
+
+LENGTHS = (4, 8, 16, 32)
+_HIDDEN = 4
+
+
+def _rnn_step(W: Any, h: Any, x_t: Any) -> Any:
+    """``h' = tanh(W h + x_t)``, written once."""
+    xp = array_namespace(W, h, x_t)
+    return xp.tanh(W @ h + x_t)
+
+
+@_lesson(10, "An unrolled Python loop vs lax.scan: trace size and compile time")
+def lesson_unroll_vs_scan() -> tuple[str, list[Row], dict[str, Any]]:
+    """Program size and compile time of an RNN loop, unrolled vs lax.scan."""
+    W = 0.5 * _data(101, _HIDDEN, _HIDDEN)
+    xs_all = _data(102, max(LENGTHS), _HIDDEN)
+    facts: dict[str, Any] = {"lengths": list(LENGTHS), "W": W.tolist(),
+                             "xs": xs_all.tolist()}
+
+    def eager(name: str) -> Part:
+        def part(facts: dict[str, Any]) -> Cells:
+            be = backends.get(name)
+            Wb, h0 = be.asarray(W), be.asarray(np.zeros(_HIDDEN))
+            cells, times, finals = {}, [], []
+            for T in LENGTHS:
+                xs = be.asarray(xs_all[:T])
+                start = time.perf_counter()
+                h, _ = be.scan(lambda h, x_t: (_rnn_step(Wb, h, x_t), None), h0, xs)
+                times.append(1e3 * (time.perf_counter() - start))
+                finals.append(_floats(be.to_numpy(h)))
+                cells[f"T{T}"] = f"eager loop {times[-1]:.2f} ms"
+            facts[f"{name}_eager_ms"] = times
+            facts[f"{name}_final_h"] = finals
+            return cells
+        return part
+
+    def jax_part(facts: dict[str, Any]) -> Cells:
+        jax, jnp = _jax()
+        Wj = jnp.asarray(W)
+
+        # W is an argument, not a captured constant: array_api_compat looks up the namespace
+        # of a concrete jax array by creating one, which a trace would record as an equation.
+        def unrolled(W: Any, xs: Any) -> Any:
+            h = jnp.zeros(_HIDDEN, dtype=xs.dtype)
+            for t in range(xs.shape[0]):          # Python loop: T copies of the step
+                h = _rnn_step(W, h, xs[t])
+            return h
+
+        def scanned(W: Any, xs: Any) -> Any:
+            return jax.lax.scan(lambda h, x_t: (_rnn_step(W, h, x_t), None),
+                                jnp.zeros(_HIDDEN, dtype=xs.dtype), xs)[0]
+
+        record: dict[str, list] = {k: [] for k in ("unrolled_eqns", "scan_eqns",
+                                                   "unrolled_compile_ms", "scan_compile_ms",
+                                                   "final_diff")}
+        cells = {}
+        for T in LENGTHS:
+            xs = jnp.asarray(xs_all[:T])
+            results = []
+            for kind, f in (("unrolled", unrolled), ("scan", scanned)):
+                record[f"{kind}_eqns"].append(len(jax.make_jaxpr(f)(Wj, xs).jaxpr.eqns))
+                start = time.perf_counter()
+                compiled = jax.jit(f).lower(Wj, xs).compile()
+                record[f"{kind}_compile_ms"].append(1e3 * (time.perf_counter() - start))
+                results.append(np.asarray(compiled(Wj, xs)))
+            record["final_diff"].append(float(np.max(np.abs(results[0] - results[1]))))
+            facts.setdefault("jax_final_h", []).append(_floats(results[1]))
+            cells[f"T{T}"] = (f"{record['unrolled_eqns'][-1]} / {record['scan_eqns'][-1]} eqns, "
+                              f"{record['unrolled_compile_ms'][-1]:.0f} / "
+                              f"{record['scan_compile_ms'][-1]:.0f} ms")
+        facts.update({f"jax_{k}": v for k, v in record.items()})
+        return cells
+
+    columns = _columns(facts, numpy=eager("numpy"), jax=jax_part, torch=eager("torch"))
+    rows = _table(columns, [(f"T{T}", f"T = {T}" + (": jaxpr eqns and compile time, unrolled / "
+                                                    "scan (numpy, torch: no compiler)"
+                                                    if T == LENGTHS[0] else ""))
+                            for T in LENGTHS])
+    explanation = (
+        f"Tracing an unrolled Python loop copies the step into the program once per time "
+        f"step ({_fact(facts, 'jax_unrolled_eqns')} equations for T = {list(LENGTHS)}), so "
+        f"compile time grows with the sequence "
+        f"({_fact(facts, 'jax_unrolled_compile_ms', lambda v: f'{v[0]:.0f} → {v[-1]:.0f} ms')}),"
+        f" while lax.scan traces the step once "
+        f"({_fact(facts, 'jax_scan_eqns')} equations, "
+        f"{_fact(facts, 'jax_scan_compile_ms', lambda v: f'{v[0]:.0f} → {v[-1]:.0f} ms')})."
+    )
+    return explanation, rows, facts
