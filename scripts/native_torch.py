@@ -1,6 +1,6 @@
 """The benchmark's reference: xpseq's attention model written as plain PyTorch.
 
-The model of :mod:`xpseq.models.seq2seq` (LSTM cells, Luong ``general`` attention with
+The model of :mod:`xpseq.models.rnn` (LSTM cells, Luong ``general`` attention with
 input feeding) in the way a PyTorch user writes it, as seed 003 does:
 ``nn.Embedding``, an ``nn.LSTM(bidirectional=True)`` over ``pack_padded_sequence``, an
 ``nn.LSTMCell`` decoder run by a Python loop over the target positions, and
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from xpseq.models import Seq2SeqConfig
+from xpseq.models.rnn import Seq2SeqConfig
 
 __all__ = ["NativeSeq2Seq", "check_supported", "make_native_step", "beam_search_one"]
 

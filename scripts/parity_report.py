@@ -1,6 +1,6 @@
 """How closely the backends agree: the parity suite's cases, measured instead of asserted.
 
-Run: ``python scripts/parity_report.py`` (about two minutes on 2 cores).
+Run: ``python scripts/parity_report.py`` (about two minutes on 2 cores; no options).
 
 For every case of ``parity_tests/`` it records the worst disagreement with the NumPy float64
 reference (forward, eager and under ``jax.jit``), between ``jax.grad`` and torch autograd,
@@ -31,6 +31,9 @@ import test_vjp as V  # noqa: E402
 from xpseq import backends  # noqa: E402
 from xpseq.testing import relative_error  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
+import _common as common  # noqa: E402
+
 
 def elementwise(actual: np.ndarray, desired: np.ndarray) -> float:
     actual, desired = np.asarray(actual, float), np.asarray(desired, float)
@@ -56,10 +59,11 @@ class Worst:
 
     def row(self, label: str, tolerance: str, elementwise: bool = True) -> str:
         elem = f"{self.elem:.1e}" if elementwise else "-"
-        return f"| {label} | {self.rel:.1e} | {elem} | {tolerance} | {self.where} |"
+        return common.markdown_row([label, f"{self.rel:.1e}", elem, tolerance, self.where])
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    common.script_parser(__doc__).parse_args(argv)           # --help; there are no options
     names = [n for n in ("jax", "torch", "array_api_strict") if n in backends.available()]
     rows = []
     for name in names + (["jax.jit"] if "jax" in names else []):
@@ -141,8 +145,8 @@ def main() -> int:
         rows.append(w.row(f"model gradients by hand vs central differences "
                           f"({len(MT.FD_CONFIGS)} configs, every element)", "relative error 1e-7",
                           elementwise=False))
-    print("| comparison | worst relative error | worst elementwise | contract | worst case |")
-    print("| --- | --- | --- | --- | --- |")
+    print(common.markdown_table(["comparison", "worst relative error", "worst elementwise",
+                                 "contract", "worst case"]))
     print("\n".join(rows))
     return 0
 

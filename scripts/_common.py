@@ -1,0 +1,292 @@
+"""What the scripts in ``scripts/`` share: their command lines, the machine and thread
+settings they report, timing, and the Markdown and JSON files they write.
+
+How a script imports it (the one way, used by every script that needs it)::
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
+    import _common as common  # noqa: E402
+
+``python scripts/NAME.py`` puts ``scripts/`` on ``sys.path`` by itself, but importing a
+script by its file location (``importlib.util.spec_from_file_location``, as
+``tests/helpers.py:load_script`` does) does not; the ``sys.path`` line makes both work.
+
+This module imports the standard library only, at import time and in every helper that a
+script calls before its own imports: ``compare_backends.py`` sets the BLAS thread variables
+before NumPy is first loaded, so neither NumPy nor xpseq may be imported here. (PyTorch is
+imported by :func:`set_torch_threads` and :func:`pin_threads`, when they are called.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import shlex
+import sys
+import time
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
+
+#: The thread-count variables of OpenMP and the BLAS libraries NumPy and PyTorch use; they
+#: act only when set before the library loads.
+BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: The arrays of a training batch (what the batches of ``Task.batches`` hold besides
+#: ``index``).
+BATCH_KEYS = ("src", "src_len", "tgt_in", "tgt_out")
+
+# ---------------------------------------------------------------------- command line
+
+
+def script_parser(doc: str, *, show_defaults: bool = False) -> argparse.ArgumentParser:
+    """A script's argument parser, described by the first line of its docstring ``doc``;
+    with ``show_defaults`` every option's help ends with its default."""
+    formatter = (argparse.ArgumentDefaultsHelpFormatter if show_defaults
+                 else argparse.HelpFormatter)
+    return argparse.ArgumentParser(description=doc.splitlines()[0],
+                                   formatter_class=formatter)
+
+
+def add_threads_option(parser: argparse.ArgumentParser | Any,
+                       help: str = "torch intra-op threads") -> None:
+    """``--threads`` (an int, default 1), on ``parser`` or an argument group of it."""
+    parser.add_argument("--threads", type=int, default=1, help=help)
+
+
+def require_at_least(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     names: Iterable[str], minimum: int = 1, reason: str = "") -> None:
+    """Exit through ``parser.error`` (status 2) unless each option in ``names`` (attribute
+    names, ``beam_k`` for ``--beam-k``) is at least ``minimum``; ``reason`` is added in
+    parentheses."""
+    for name in names:
+        if getattr(args, name) < minimum:
+            why = f" ({reason})" if reason else ""
+            parser.error(f"--{name.replace('_', '-')} must be at least {minimum}{why}")
+
+
+def comma_list(text: str) -> list[str]:
+    """The non-empty, stripped items of a comma-separated option value."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def command_line(script: str, argv: Sequence[str] | None) -> str:
+    """How to run this again: ``python scripts/<script> <arguments>``, the arguments quoted
+    for a shell (``sys.argv[1:]`` when ``argv`` is None)."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", f"scripts/{script}", *(shlex.quote(a) for a in args)])
+
+
+# ------------------------------------------------------------- machine and threads
+
+
+def cpu_name() -> str | None:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else what ``platform`` knows."""
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or None
+
+
+def usable_cpus() -> int | None:
+    """How many CPUs this process may run on now (its affinity), None where unknown."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def load_average(ndigits: int | None = None) -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (rounded to ``ndigits`` if given), None where
+    the system has none."""
+    try:
+        values = os.getloadavg()
+    except (AttributeError, OSError):
+        return None
+    return [x if ndigits is None else round(x, ndigits) for x in values]
+
+
+def machine() -> dict[str, Any]:
+    """The machine the numbers were measured on: ``cpu`` (its name), ``cpu_count``,
+    ``cpus_usable`` (see :func:`usable_cpus`) and ``platform``."""
+    return {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "cpus_usable": usable_cpus(),
+            "platform": platform.platform()}
+
+
+def package_versions(packages: Iterable[str]) -> dict[str, str | None]:
+    """``python`` and each installed distribution's version (None where not installed),
+    read from the package metadata without importing the packages."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for package in packages:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def versions_text(versions: Mapping[str, str | None]) -> str:
+    """``python 3.12.3, numpy 2.1.0, ...``: the installed ones of ``versions``."""
+    return ", ".join(f"{name} {version}" for name, version in versions.items() if version)
+
+
+def env_vars(names: Iterable[str], missing: str | None = None) -> dict[str, str | None]:
+    """Each environment variable of ``names``, ``missing`` for the unset ones."""
+    return {name: os.environ.get(name, missing) for name in names}
+
+
+def settings_text(settings: Mapping[str, Any]) -> str:
+    """``NAME=value, ...`` (None shown as ``unset``): how the thread settings are printed."""
+    return ", ".join(f"{name}={'unset' if value is None else value}"
+                     for name, value in settings.items())
+
+
+def set_blas_threads(threads: int, names: Sequence[str] = BLAS_THREAD_VARS) -> dict[str, str]:
+    """Set the thread variables ``names`` to ``threads`` where the environment leaves them
+    unset; returns those set here. They act only on libraries not loaded yet (NumPy)."""
+    set_here = {}
+    for var in names:
+        if var not in os.environ:
+            os.environ[var] = set_here[var] = str(threads)
+    return set_here
+
+
+def set_torch_threads(threads: int, backends: Collection[str] | None = None) -> None:
+    """``torch.set_num_threads(threads)``: always, or only if ``backends`` names torch."""
+    if backends is None or "torch" in backends:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+class Affinity:
+    """Pins every thread of the process (BLAS and XLA pools included) to ``threads`` CPUs,
+    or gives them all of the process's CPUs back."""
+
+    def __init__(self, threads: int, enabled: bool):
+        usable = hasattr(os, "sched_setaffinity") and os.path.isdir("/proc/self/task")
+        self.all = sorted(os.sched_getaffinity(0)) if usable else []
+        self.pinned = self.all[:threads] if enabled and usable else None
+
+    def _apply(self, cpus: list[int]) -> None:
+        for task in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(task), cpus)
+            except OSError:                               # the thread has ended
+                pass
+
+    def pin(self) -> None:
+        """Every thread onto the pinned CPUs (nothing if pinning is off)."""
+        if self.pinned:
+            self._apply(self.pinned)
+
+    def release(self) -> None:
+        """Every thread back onto all of the process's CPUs (nothing if not pinned)."""
+        if self.pinned:
+            self._apply(self.all)
+
+
+def pin_threads(threads: int, pin: bool) -> Affinity:
+    """Pin the process to ``threads`` CPUs (XLA has no thread-count setting, so this is
+    what keeps JAX on as many cores as PyTorch); before JAX starts, turn XLA's Eigen
+    thread pool off for one thread; then ``torch.set_num_threads``."""
+    affinity = Affinity(threads, pin)
+    affinity.pin()
+    flags = os.environ.get("XLA_FLAGS", "")
+    if threads == 1 and "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
+    set_torch_threads(threads)
+    return affinity
+
+
+# ---------------------------------------------------------------------------- timing
+
+
+def time_calls(fn: Callable[[], Any], repeats: int,
+               sync: Callable[[Any], Any] | None = None) -> tuple[float, list[float], Any]:
+    """Call ``fn`` once (warm-up: compilation on JAX), then ``repeats`` times, passing each
+    output through ``sync`` (e.g. ``jax.block_until_ready``) before the clock stops.
+
+    Returns the first call's seconds, the later calls' seconds and the last output.
+    """
+    def call() -> tuple[float, Any]:
+        start = time.perf_counter()
+        out = fn() if sync is None else sync(fn())
+        return time.perf_counter() - start, out
+
+    first, out = call()
+    times = []
+    for _ in range(repeats):
+        seconds, out = call()
+        times.append(seconds)
+    return first, times, out
+
+
+def take_turns(fns: dict[str, Callable[[], Any]], repeats: int,
+               cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Wall seconds of each function, ``repeats`` times, rotating which goes first in each
+    round (so that the load of a shared machine falls on all alike); the process's CPU
+    seconds go into ``cpu`` if given."""
+    names = list(fns)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(repeats):
+        for i in range(len(names)):
+            name = names[(r + i) % len(names)]
+            cpu_start, start = time.process_time(), time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - start)
+            if cpu is not None:
+                cpu.setdefault(name, []).append(time.process_time() - cpu_start)
+    return times
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def markdown_row(cells: Iterable[Any]) -> str:
+    """``| a | b |``, with any ``|`` inside a cell escaped."""
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def markdown_table(headers: Sequence[Any], rows: Iterable[Iterable[Any]] = (), *,
+                   rule: str = " --- ") -> str:
+    """A Markdown table: the header row, the separator (``| --- | --- |``; ``rule="---"``
+    gives ``|---|---|``) and the ``rows``."""
+    lines = [markdown_row(headers), "|" + "|".join(rule for _ in headers) + "|"]
+    lines += [markdown_row(row) for row in rows]
+    return "\n".join(lines)
+
+
+def made_by(command: str) -> str:
+    """``Made by `<command>` on <today>``: how a report opens."""
+    return f"Made by `{command}` on {datetime.date.today().isoformat()}"
+
+
+def output_dir(path: str | os.PathLike) -> pathlib.Path:
+    """The ``--out`` folder, made if missing."""
+    out = pathlib.Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def json_default(obj: Any) -> Any:
+    """For ``json.dumps``: NumPy scalars as Python numbers, tuples as lists, anything else
+    as its ``str``."""
+    numpy = sys.modules.get("numpy")       # a NumPy scalar implies NumPy is loaded
+    if numpy is not None and isinstance(obj, (numpy.integer, numpy.floating, numpy.bool_)):
+        return obj.item()
+    if isinstance(obj, tuple):
+        return list(obj)
+    return str(obj)
+
+
+def write_report(out: pathlib.Path, stem: str, markdown: str, data: Any, *,
+                 indent: int = 1) -> tuple[pathlib.Path, pathlib.Path]:
+    """Write ``<out>/<stem>.md`` (``markdown`` as it is) and ``<out>/<stem>.json`` (``data``,
+    see :func:`json_default`, and a final newline); returns the two paths."""
+    md, js = out / f"{stem}.md", out / f"{stem}.json"
+    md.write_text(markdown, encoding="utf-8")
+    js.write_text(json.dumps(data, indent=indent, default=json_default) + "\n",
+                  encoding="utf-8")
+    return md, js
