@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 
 from xpseq import backends
-from xpseq.train import checkpoint as ckpt
 from xpseq.core.optim import adam
 from xpseq.data import EOS_ID, make_batches
-from xpseq.models import Seq2SeqConfig, forward, init_params
+from xpseq.models.rnn import Seq2SeqConfig, forward, init_params
 from xpseq.testing import assert_matches
-from xpseq.train import fit
+from xpseq.train import TrainConfig, fit
+from xpseq.train import checkpoint as ckpt
+from xpseq.train.callbacks import Checkpoint
 
 pytest.importorskip("jax")
 
@@ -27,7 +28,8 @@ def trained(tmp_path_factory):
                            cell="gru", dropout=0.1)
     path = tmp_path_factory.mktemp("ckpt") / "jax.safetensors"
     result = fit(config, init_params(config, seed=1), batches, backends.get("jax"),
-                 optimizer=adam(1e-2), epochs=1, max_steps=3, checkpoint=path, progress=False)
+                 train=TrainConfig(epochs=1, optimizer=adam(1e-2), max_steps=3, progress=False),
+                 callbacks=[Checkpoint(path)])
     return path, batches[-1], result
 
 

@@ -44,7 +44,7 @@ from parity_helpers import to_backend
 from xpseq import backends
 from xpseq.core import optim
 from xpseq.core.recurrent import gru_cell, lstm_cell
-from xpseq.models import seq2seq as M
+from xpseq.models import rnn as M
 from xpseq.testing import (
     FD_REL_ERR,
     FORWARD_ATOL,

@@ -34,10 +34,7 @@ from parity_helpers import to_backend
 
 import xpseq.core as C
 from xpseq import backends
-from xpseq.core import vjp
-from xpseq.core.attention import _additive_from_projections
-from xpseq.core.losses import _nll_sum
-from xpseq.core.recurrent import _gru_step, _lstm_step, _run_sequence
+from xpseq.core import kernels, vjp
 from xpseq.testing import (
     FD_REL_ERR,
     GRAD_ATOL,
@@ -280,7 +277,7 @@ def additive_rule(xp, a, c):
 
 
 def additive_ref(xp, a, c):
-    return (_additive_from_projections(a["pq"], a["pk"], a["v"], xp=xp),)
+    return (kernels.additive_from_projections(a["pq"], a["pk"], a["v"], xp=xp),)
 
 
 def weighted_sum_rule(xp, a, c):
@@ -311,7 +308,7 @@ def lstm_step_rule(xp, a, c):
 
 
 def lstm_step_ref(xp, a, c):
-    return tuple(_lstm_step(a["xw"], (a["h"], a["c"]),
+    return tuple(kernels.lstm_step(a["xw"], (a["h"], a["c"]),
                             {"W_hh": a["W_hh"], "b_hh": a["b_hh"]}, xp=xp))
 
 
@@ -329,7 +326,8 @@ def gru_step_rule(xp, a, c):
 
 
 def gru_step_ref(xp, a, c):
-    return tuple(_gru_step(a["xw"], (a["h"],), {"W_hh": a["W_hh"], "b_hh": a["b_hh"]}, xp=xp))
+    cell = {"W_hh": a["W_hh"], "b_hh": a["b_hh"]}
+    return tuple(kernels.gru_step(a["xw"], (a["h"],), cell, xp=xp))
 
 
 PARAMS = ("W_ih", "W_hh", "b_ih", "b_hh")
@@ -628,36 +626,80 @@ SEQUENCE_CASES = [c for c in CASES if c.id.startswith("run_sequence")
                   and c.id.endswith(("-mixed", "-nosteps"))]
 
 
+@pytest.mark.parametrize("name", ["jax", "torch"])
 @pytest.mark.parametrize("case", SEQUENCE_CASES, ids=[c.id for c in SEQUENCE_CASES])
-def test_jax_rule_scan_recurrence_matches_the_numpy_rule(case: Case) -> None:
-    """``run_sequence(..., scan=jax_backend.rule_scan)``: the JAX recurrence whose
-    ``custom_vjp`` runs the hand-derived step rules in a reverse ``lax.scan``, jitted, gives
-    the NumPy rule's outputs and gradients (padding, empty rows and zero steps included)."""
-    jax = pytest.importorskip("jax")
-    be = backends.get("jax")
+def test_custom_vjp_recurrence_matches_the_numpy_rule(case: Case, name: str) -> None:
+    """``run_sequence(..., custom_vjp=backend.custom_vjp)``: the recurrence whose gradient
+    is the hand-derived step rules in a reverse scan (a ``jax.custom_vjp`` under
+    ``jax.jit``, a ``torch.autograd.Function`` on the tape) gives the NumPy rule's outputs
+    and gradients (padding, empty rows and zero steps included)."""
+    pytest.importorskip(name)
+    be = backends.get(name)
     consts = to_backend(be, case.consts)
     cell = case.consts["cell"]
 
-    @jax.jit
-    def run(inputs: dict, cots: tuple) -> tuple:
-        def forward(a: dict) -> tuple:
-            out, final = C.run_sequence(
-                {n: a[n] for n in PARAMS}, a["xs"], consts["lengths"], cell=cell,
-                initial_state=tuple(a[n] for n in state_names(cell)),
-                reverse=case.consts["reverse"], scan=be.rule_scan)
-            return (out, *final)
-        outs, pullback = jax.vjp(forward, inputs)
-        return outs, pullback(cots)[0]
+    def forward(a: dict) -> tuple:
+        out, final = C.run_sequence(
+            {n: a[n] for n in PARAMS}, a["xs"], consts["lengths"], cell=cell,
+            initial_state=tuple(a[n] for n in state_names(cell)),
+            reverse=case.consts["reverse"], scan=be.scan, custom_vjp=be.custom_vjp)
+        return (out, *final)
 
-    outs, grads = run(to_backend(be, case.inputs), tuple(be.asarray(t) for t in case.cots))
+    inputs = to_backend(be, case.inputs)
+    cots = tuple(be.asarray(t) for t in case.cots)
+    if name == "jax":
+        import jax
+
+        @jax.jit
+        def run(inputs: dict, cots: tuple) -> tuple:
+            outs, pullback = jax.vjp(forward, inputs)
+            return outs, pullback(cots)[0]
+
+        outs, grads = run(inputs, cots)
+    else:
+        import torch
+
+        inputs = {n: v.requires_grad_(True) for n, v in inputs.items()}
+        outs = forward(inputs)
+        total = sum((o * c).sum() for o, c in zip(outs, cots))
+        names = list(inputs)
+        found = torch.autograd.grad(total, [inputs[n] for n in names], allow_unused=True)
+        grads = {n: torch.zeros_like(inputs[n]) if g is None else g
+                 for n, g in zip(names, found)}
     ref_outs, ref_grads = numpy_rule(case.id)
     for o, r in zip(outs, ref_outs):
         np.testing.assert_allclose(be.to_numpy(o), r, rtol=FORWARD_TOL, atol=FORWARD_TOL)
     check_grads({n: be.to_numpy(g) for n, g in grads.items()}, ref_grads,
-                what=f"{case.id}: rule_scan vs the numpy rule")
+                what=f"{case.id}: custom_vjp recurrence on {name} vs the numpy rule")
 
 
-def test_jax_rule_scan_has_no_forward_mode() -> None:
+def test_torch_custom_vjp_records_one_node() -> None:
+    """On PyTorch the recurrence is one ``autograd.Function`` node on the tape: its
+    backward is the hand-derived rule, not the tape of every operation of the loop."""
+    torch = pytest.importorskip("torch")
+    be = backends.get("torch")
+    case = BY_ID["run_sequence-lstm-forward-mixed"]
+    a = to_backend(be, case.inputs)
+    xs = a["xs"].requires_grad_(True)
+    lengths = be.asarray(case.consts["lengths"])
+    out, _ = C.run_sequence({n: a[n] for n in PARAMS}, xs, lengths, custom_vjp=be.custom_vjp)
+    seen, todo = set(), [out.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        todo.extend(n for n, _ in node.next_functions)
+    names = {type(n).__name__ for n in seen}
+    assert any("Rule" in n for n in names), names
+    assert not any(n.startswith(("Sigmoid", "Tanh", "Where")) for n in names), names
+    with torch.no_grad():                               # outside autograd: fn itself
+        plain, _ = C.run_sequence({n: a[n] for n in PARAMS}, xs, lengths,
+                                  custom_vjp=be.custom_vjp)
+    np.testing.assert_array_equal(be.to_numpy(plain), be.to_numpy(out.detach()))
+
+
+def test_jax_custom_vjp_recurrence_has_no_forward_mode() -> None:
     """What the docstring says: the custom VJP has no JVP, so ``jax.jvp`` refuses."""
     jax = pytest.importorskip("jax")
     be = backends.get("jax")
@@ -666,7 +708,8 @@ def test_jax_rule_scan_has_no_forward_mode() -> None:
     lengths = be.asarray(case.consts["lengths"])
 
     def f(xs):
-        return C.run_sequence({n: a[n] for n in PARAMS}, xs, lengths, scan=be.rule_scan)[0]
+        return C.run_sequence({n: a[n] for n in PARAMS}, xs, lengths, scan=be.scan,
+                              custom_vjp=be.custom_vjp)[0]
     with pytest.raises(TypeError, match="custom_vjp"):
         jax.jvp(f, (a["xs"],), (a["xs"],))
     jax.jvp(lambda xs: C.run_sequence({n: a[n] for n in PARAMS}, xs, lengths,
@@ -818,7 +861,7 @@ def test_nll_sum_padding_and_count(pad_id: int | None) -> None:
     picked = np.take_along_axis(log_softmax_np(logits), targets[..., None], axis=-1)[..., 0]
     np.testing.assert_allclose(total, -np.sum(picked[real]), rtol=1e-14)
     assert float(count) == float(np.sum(real))
-    kernel_total, kernel_count = _nll_sum(logits, targets, pad_id, xp=NP.xp)
+    kernel_total, kernel_count = kernels.nll_sum(logits, targets, pad_id, xp=NP.xp)
     assert float(total) == float(kernel_total) and float(count) == float(kernel_count)
     dlogits, none = bp(np.asarray(1.0))
     assert none is None
@@ -855,7 +898,7 @@ def test_run_sequence_padding_and_empty_rows(cell: str, reverse: bool) -> None:
     s0 = tuple(a[n] for n in state_names(cell))
     (out, final), bp = vjp.run_sequence(cell, p, a["xs"], lengths, s0, reverse=reverse,
                                         xp=NP.xp)
-    ref_out, ref_final = _run_sequence(cell, p, a["xs"], lengths, s0, reverse=reverse,
+    ref_out, ref_final = kernels.run_sequence(cell, p, a["xs"], lengths, s0, reverse=reverse,
                                        scan=None, xp=NP.xp)
     np.testing.assert_allclose(out, ref_out, rtol=FORWARD_TOL, atol=FORWARD_TOL)
     for f, rf in zip(final, ref_final):

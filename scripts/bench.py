@@ -48,8 +48,8 @@ Sections (targets are the project's; the script reports whether each is met):
     Where the time goes: ``torch.profiler`` over the ``train`` steps of xpseq-torch
     (autograd and hand-derived) and native PyTorch, and over one batched beam search (the
     matrix products' share of the ATen operators' self time, ATen calls per step, the
-    largest other operators); JAX's jitted gradient against its jitted loss, and native PyTorch's step
-    against its forward pass, per batch.
+    largest other operators); JAX's jitted gradient against its jitted loss, and native
+    PyTorch's step against its forward pass, per batch.
 
 FLOPs of one training step on a padded batch (B sentences, S source and T target
 positions, embed E, H units per encoder direction, D = 2H, vocabulary V; a matmul of
@@ -82,12 +82,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import math
-import os
 import pathlib
-import platform
-import shlex
 import statistics
 import sys
 import time
@@ -95,14 +91,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
+import _common as common  # noqa: E402
+
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa")       # the order they run in
 #: Sections run only when ``--only`` names them.
 EXTRA_SECTIONS = ("profile",)
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "OPENBLAS_CORETYPE", "XLA_FLAGS")
-KEYS = ("src", "src_len", "tgt_in", "tgt_out")
+KEYS = common.BATCH_KEYS
 #: xpseq on PyTorch with the hand-derived backward of xpseq.core.vjp instead of autograd
 #: (``make_train_step(..., gradients="hand-derived")``).
 HAND = "xpseq-torch, hand-derived backward"
@@ -129,9 +126,8 @@ class Row:
     def cells(self) -> list[str]:
         ratio = "—" if self.ratio is None else f"{self.ratio:.3g}x"
         met = {None: "—", True: "yes", False: "**no**"}[self.met]
-        cells = [self.section, self.measure, f"{_fmt(self.value)} {self.unit}".strip(), ratio,
-                 self.target, met, self.detail]
-        return [c.replace("|", "\\|") for c in cells]          # Markdown cell separators
+        return [self.section, self.measure, f"{_fmt(self.value)} {self.unit}".strip(), ratio,
+                self.target, met, self.detail]
 
 
 def _fmt(value: Any) -> str:
@@ -148,21 +144,18 @@ def at_least(value: float, bound: float) -> tuple[str, bool]:
 
 def markdown_table(rows: Sequence[Row]) -> str:
     header = ["section", "measurement", "value", "ratio", "target", "met", "detail"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
-    return "\n".join(lines)
+    return common.markdown_table(header, (r.cells() for r in rows), rule="---")
 
 
 # ------------------------------------------------------------------------- set-up
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = common.script_parser(__doc__, show_defaults=True)
     p.add_argument("--only", default=",".join(SECTIONS),
                    help="comma-separated sections: " + ",".join(SECTIONS + EXTRA_SECTIONS)
                    + " (profile only when named)")
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    common.add_threads_option(p, help="torch.set_num_threads")
     p.add_argument("--no-pin", dest="pin", action="store_false",
                    help="leave the process on all its CPUs instead of pinning it to "
                         "--threads CPUs (pinned unless given: %(default)s)")
@@ -187,16 +180,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--sdpa-iters", type=int, default=10, help="calls per timed repeat")
     g.add_argument("--matmul", type=int, default=1024, help="square matmul size")
     args = p.parse_args(argv)
-    args.sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    args.sections = common.comma_list(args.only)
     unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))
     if unknown:
         p.error(f"unknown sections {unknown}; choose from {list(SECTIONS + EXTRA_SECTIONS)}")
-    for name in ("threads", "repeats", "embed", "hidden", "batch", "pairs", "bucket", "steps",
-                 "beam_sentences", "beam_k", "sdpa_iters", "matmul"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.beam_train_steps < 0:
-        p.error("--beam-train-steps must be >= 0")
+    common.require_at_least(p, args, ("threads", "repeats", "embed", "hidden", "batch", "pairs",
+                                      "bucket", "steps", "beam_sentences", "beam_k",
+                                      "sdpa_iters", "matmul"))
+    common.require_at_least(p, args, ("beam_train_steps",), minimum=0)
     try:
         args.sdpa_shape = tuple(int(x) for x in args.sdpa.split(","))
     except ValueError:
@@ -206,78 +197,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-class Affinity:
-    """Pins every thread of the process (BLAS and XLA pools included) to ``threads`` CPUs,
-    or gives them all of the process's CPUs back."""
-
-    def __init__(self, threads: int, enabled: bool):
-        usable = hasattr(os, "sched_setaffinity") and os.path.isdir("/proc/self/task")
-        self.all = sorted(os.sched_getaffinity(0)) if usable else []
-        self.pinned = self.all[:threads] if enabled and usable else None
-
-    def _apply(self, cpus: list[int]) -> None:
-        for task in os.listdir("/proc/self/task"):
-            try:
-                os.sched_setaffinity(int(task), cpus)
-            except OSError:                               # the thread has ended
-                pass
-
-    def pin(self) -> None:
-        if self.pinned:
-            self._apply(self.pinned)
-
-    def release(self) -> None:
-        if self.pinned:
-            self._apply(self.all)
-
-
-def configure_threads(threads: int, pin: bool) -> Affinity:
-    """Pin the process to ``threads`` CPUs (XLA has no thread-count setting, so this is
-    what keeps JAX on as many cores as PyTorch); before JAX starts, turn XLA's Eigen
-    thread pool off for one thread; then ``torch.set_num_threads``."""
-    affinity = Affinity(threads, pin)
-    affinity.pin()
-    flags = os.environ.get("XLA_FLAGS", "")
-    if threads == 1 and "xla_cpu_multi_thread_eigen" not in flags:
-        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
-    import torch
-
-    torch.set_num_threads(threads)
-    return affinity
-
-
 def environment() -> dict:
-    import jax
-    import jaxlib
+    """PyTorch's threads, the thread variables, the versions and the machine."""
     import torch
-    from machine import cpu_name  # scripts/machine.py, next to this script
 
-    cpu = cpu_name()
     return {
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
-        "env": {name: os.environ.get(name, "unset") for name in THREAD_VARS},
-        "python": platform.python_version(), "numpy": np.__version__,
-        "torch": torch.__version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-        "cpu": cpu, "cpu_count": os.cpu_count(), "cpus_usable": cpus_now(),
-        "platform": platform.platform(),
+        "env": common.env_vars(THREAD_VARS, missing="unset"),
+        **common.package_versions(("numpy", "torch", "jax", "jaxlib")), **common.machine(),
     }
 
 
-def cpus_now() -> int | None:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def import_native() -> Any:
-    sys.path.insert(0, str(HERE))
-    import native_torch
+    import native_torch  # scripts/native_torch.py, next to this script
 
     return native_torch
 
@@ -291,8 +224,8 @@ class Bench:
     def __init__(self, args: argparse.Namespace):
         from xpseq import backends
         from xpseq.core.optim import adam
+        from xpseq.models.rnn import Seq2SeqConfig, init_params
         from xpseq.tasks import toy_task
-        from xpseq.models import Seq2SeqConfig, init_params
 
         self.args = args
         self.native = import_native()
@@ -361,31 +294,6 @@ def to_torch(batch: dict) -> dict:
     return {k: torch.as_tensor(batch[k]) for k in KEYS}
 
 
-def median_seconds(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), times
-
-
-def take_turns(fns: dict[str, Callable[[], Any]], repeats: int,
-               cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
-    """Wall seconds of each function, ``repeats`` times, rotating which goes first in each
-    round; the process's CPU seconds go into ``cpu`` if given."""
-    names = list(fns)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(repeats):
-        for i in range(len(names)):
-            name = names[(r + i) % len(names)]
-            cpu_start, start = time.process_time(), time.perf_counter()
-            fns[name]()
-            times[name].append(time.perf_counter() - start)
-            if cpu is not None:
-                cpu.setdefault(name, []).append(time.process_time() - cpu_start)
-    return times
-
 
 # ------------------------------------------------------------------------ sections
 
@@ -422,7 +330,7 @@ def run_compile(bench: Bench) -> list[Row]:
         rows.append(Row("compile", "JAX training-step compile (first call − steady step)",
                         compile_s, "s", None, "<= 3 s", compile_s <= 3.0,
                         f"median of {len(compiles)} shapes (max {max(compiles):.2f} s) on "
-                        f"{cpus_now()} CPUs; "
+                        f"{common.usable_cpus()} CPUs; "
                         f"{compile_s / typical:.0f} steady steps of {1e3 * typical:.1f} ms"))
     else:
         rows.append(Row("compile", "JAX training-step compile", "not measured", detail=(
@@ -453,7 +361,7 @@ def check_native_loss(bench: Bench) -> tuple[float, float]:
     largest parameter difference (native torch.optim.Adam vs xpseq-torch)."""
     import torch
 
-    from xpseq.models import loss
+    from xpseq.models.rnn import loss
     from xpseq.train import make_train_step
 
     native = bench.native
@@ -525,7 +433,7 @@ def train_timings(bench: Bench) -> dict:
 
     impls["native-torch"] = run_native
     cpu: dict[str, list[float]] = {}
-    times = take_turns(impls, args.repeats, cpu)
+    times = common.take_turns(impls, args.repeats, cpu)
     tokens = bench.tokens(bench.timed)
     bench.train_result = {
         "times": times, "tokens": tokens, "loss_diff": loss_diff, "step_diff": step_diff,
@@ -602,7 +510,7 @@ def matmul_gflops(n: int, repeats: int) -> dict[str, float]:
 
     run_torch()
     run_numpy()
-    times = take_turns({"torch": run_torch, "numpy": run_numpy, "jax": run_jax},
+    times = common.take_turns({"torch": run_torch, "numpy": run_numpy, "jax": run_jax},
                        max(repeats, 3))
     return {k: reps * 2 * n ** 3 / statistics.median(t) / 1e9 for k, t in times.items()}
 
@@ -642,9 +550,9 @@ def beam_sources(bench: Bench) -> list[tuple[list[str], list[str]]]:
 def run_beam(bench: Bench) -> list[Row]:
     import torch
 
-    from xpseq.tasks.metrics import exact_match
-    from xpseq.tasks import translate
     from xpseq.search import SearchOptions
+    from xpseq.tasks import translate
+    from xpseq.tasks.metrics import exact_match
 
     args, task = bench.args, bench.task
     params = bench.trained_params()
@@ -677,7 +585,7 @@ def run_beam(bench: Bench) -> list[Row]:
     fns["xpseq-jax"]()                                 # compile the jitted searches
     jax_first = time.perf_counter() - start
     fns["xpseq-torch"]()
-    times = take_turns(fns, args.repeats)
+    times = common.take_turns(fns, args.repeats)
     rate = {n: len(sources) / statistics.median(t) for n, t in times.items()}
     differ = {n: [i for i, (o, ref) in enumerate(zip(outputs[n], outputs["loop"]))
                   if list(o["ids"]) != list(ref["ids"])] for n in ("xpseq-torch", "xpseq-jax")}
@@ -762,7 +670,7 @@ def run_sdpa(bench: Bench) -> list[Row]:
             def repeat(fn: Callable[[], Any]) -> Callable[[], None]:
                 return lambda: [fn() for _ in range(iters)]
 
-            times = take_turns({"xpseq": repeat(ours), "ref": repeat(ref)}, args.repeats)
+            times = common.take_turns({"xpseq": repeat(ours), "ref": repeat(ref)}, args.repeats)
             ms = {n: 1e3 * statistics.median(t) / iters for n, t in times.items()}
             ref_name = "F.scaled_dot_product_attention" if lib == "torch" else \
                 "jax.nn.dot_product_attention (jit)"
@@ -810,7 +718,7 @@ def run_profile(bench: Bench) -> list[Row]:
     import jax
     import torch
 
-    from xpseq.models import loss as xpseq_loss
+    from xpseq.models.rnn import loss as xpseq_loss
 
     args = bench.args
     train_timings(bench)                      # warms every implementation up
@@ -866,7 +774,7 @@ def run_profile(bench: Bench) -> list[Row]:
     for fn in fns.values():                  # compile every shape, warm up
         fn()
     times = {n: statistics.median(t) / len(bench.timed) * 1e3
-             for n, t in take_turns(fns, args.repeats).items()}
+             for n, t in common.take_turns(fns, args.repeats).items()}
     rows.append(Row("profile", "xpseq-jax gradient (jitted value_and_grad) vs its forward",
                     times["jax gradient"], "ms", times["jax gradient"] / times["jax forward"],
                     detail=f"forward {times['jax forward']:.2f} ms per batch; ratio = "
@@ -876,8 +784,8 @@ def run_profile(bench: Bench) -> list[Row]:
                     detail=f"forward {times['native forward']:.2f} ms per batch; ratio = "
                            "step / forward"))
     # The batched beam search on PyTorch.
-    from xpseq.tasks import translate
     from xpseq.search import SearchOptions
+    from xpseq.tasks import translate
 
     params = bench.trained_params()
     sources = [s for s, _ in beam_sources(bench)]
@@ -910,19 +818,18 @@ RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    affinity = configure_threads(args.threads, args.pin)
+    affinity = common.pin_threads(args.threads, args.pin)
     pinned = affinity.pinned
-    command = "python scripts/bench.py" + "".join(
-        " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    command = common.command_line("bench.py", argv)
     started = time.perf_counter()
     env = environment()
-    env["load_average_start"] = load_average()
+    env["load_average_start"] = common.load_average(2)
     env["pinned_cpus"] = pinned
     env["cpus_usable"] = len(affinity.all) or env["cpus_usable"]
     print(f"xpseq benchmarks: {command}")
     print(f"threads: torch {env['torch_threads']} intra-op ({env['torch_interop_threads']} "
           f"inter-op); process pinned to CPUs {pinned}; "
-          + ", ".join(f"{k}={v}" for k, v in env["env"].items()))
+          + common.settings_text(env["env"]))
     print(f"versions: python {env['python']}, numpy {env['numpy']}, torch {env['torch']}, "
           f"jax {env['jax']} (jaxlib {env['jaxlib']}); CPU: {env['cpu']}, "
           f"{env['cpu_count']} cores ({env['cpus_usable']} usable); "
@@ -946,40 +853,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(markdown_table(new))
         rows += new
     total = time.perf_counter() - started
-    env["load_average_end"] = load_average()
+    env["load_average_end"] = common.load_average(2)
     table = markdown_table(rows)
     judged = [r for r in rows if r.met is not None]
     print(f"\nall sections, {total:.0f} s (load average at the end "
           f"{env['load_average_end']}); {sum(r.met for r in judged)} of {len(judged)} "
           f"targets met:\n\n{table}")
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    today = datetime.date.today().isoformat()
     threads = (f"torch threads {env['torch_threads']}, pinned to CPUs {pinned}; "
-               + ", ".join(f"{k}={v}" for k, v in env["env"].items()))
-    (out / "bench.md").write_text(
-        f"Made by `{command}` on {today} in {total:.0f} s: {env['cpu']}, "
+               + common.settings_text(env["env"]))
+    markdown = (
+        f"{common.made_by(command)} in {total:.0f} s: {env['cpu']}, "
         f"{env['cpu_count']} cores, load average {env['load_average_start']} at the start; "
         f"{threads}; torch {env['torch']}, jax {env['jax']}, numpy {env['numpy']}.\n"
         f"Ratios are xpseq / reference (higher is better); each time is the median of "
         f"{args.repeats} repeats.\n\n{table}\n")
     details = {"train": bench.train_result, "beam": bench.beam, "flops": bench.flops,
                "profile": bench.profile}
-    (out / "bench.json").write_text(json.dumps(
-        {"command": command, "date": today, "seconds": total, "section_seconds": seconds,
-         "args": {k: v for k, v in vars(args).items() if k != "sdpa_shape"},
-         "environment": env, "rows": [dataclasses.asdict(r) for r in rows],
-         "details": details}, indent=2, default=_json_default) + "\n")
-    print(f"\nwrote {out / 'bench.md'} and {out / 'bench.json'}")
+    data = {"command": command, "date": datetime.date.today().isoformat(), "seconds": total,
+            "section_seconds": seconds,
+            "args": {k: v for k, v in vars(args).items() if k != "sdpa_shape"},
+            "environment": env, "rows": [dataclasses.asdict(r) for r in rows],
+            "details": details}
+    md, js = common.write_report(common.output_dir(args.out), "bench", markdown, data, indent=2)
+    print(f"\nwrote {md} and {js}")
     return 0
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (np.integer, np.floating, np.bool_)):
-        return obj.item()
-    if isinstance(obj, tuple):
-        return list(obj)
-    return str(obj)
 
 
 if __name__ == "__main__":

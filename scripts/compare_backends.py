@@ -43,25 +43,23 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.metadata
-import json
 import math
-import os
 import pathlib
-import platform
 import statistics
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
+import _common as common  # noqa: E402
+
 if TYPE_CHECKING:  # NumPy is imported after the thread variables are set (main)
     import numpy as np
 
     from xpseq.backends import Backend
-    from xpseq.models.seq2seq import Seq2SeqConfig
+    from xpseq.models.rnn import Seq2SeqConfig
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_VARS = common.BLAS_THREAD_VARS
 BUCKET = 8  # batches are padded to multiples of this length
 LEARNING_RATE = 1e-3
 CLIP_NORM = 5.0
@@ -78,16 +76,14 @@ ROW_FIELDS = ("backend", "dtype", "gradients", "forward_ms", "gradient_ms", "ste
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = common.script_parser(__doc__, show_defaults=True)
     parser.add_argument("--embed", type=int, default=32, help="embedding size")
     parser.add_argument("--hidden", type=int, default=64, help="units per encoder direction")
     parser.add_argument("--batch", type=int, default=64, help="sentences per batch")
     parser.add_argument("--steps", type=int, default=20, help="training steps (at least 2)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per figure")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads and (unless set) OMP/OpenBLAS/MKL threads")
+    common.add_threads_option(parser, help="torch threads and (unless set) OMP/OpenBLAS/MKL "
+                                           "threads")
     parser.add_argument("--backends", default=None,
                         help="comma-separated; default: every installed one of "
                              + ",".join(DEFAULT_BACKENDS))
@@ -96,17 +92,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default="out/compare_backends", help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="seeds the data and the init")
     args = parser.parse_args(argv)
-    for name in ("embed", "hidden", "batch", "repeats", "threads", "pairs"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
-    if args.steps < 2:
-        parser.error("--steps must be at least 2 (the first step is the warm-up)")
-    args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    common.require_at_least(parser, args, ("embed", "hidden", "batch", "repeats", "threads",
+                                           "pairs"))
+    common.require_at_least(parser, args, ("steps",), 2, "the first step is the warm-up")
+    args.dtypes = common.comma_list(args.dtypes)
     bad = [d for d in args.dtypes if d not in ("float32", "float64")]
     if bad or not args.dtypes:
         parser.error(f"--dtypes must name float32 and/or float64, got {bad or 'nothing'}")
     if args.backends is not None:
-        args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        args.backends = common.comma_list(args.backends)
         unknown = [b for b in args.backends if b not in DEFAULT_BACKENDS]
         if unknown or not args.backends:
             parser.error(f"--backends: unknown {unknown or 'nothing'}; choose from "
@@ -114,34 +108,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def configure_threads(threads: int) -> dict[str, str]:
-    """Set the BLAS/OpenMP thread variables to ``threads`` where they are unset; return
-    which this script set. They act only if NumPy is not loaded yet."""
-    set_here = {}
-    for var in THREAD_VARS:
-        if var not in os.environ:
-            os.environ[var] = set_here[var] = str(threads)
-    return set_here
-
-
 # --------------------------------------------------------------------------- timing
-
-
-def time_calls(fn: Callable[[], Any], repeats: int,
-               sync: Callable[[Any], Any]) -> tuple[float, list[float], Any]:
-    """Call ``fn`` once (warm-up: compilation on JAX), then ``repeats`` times.
-
-    Returns the first call's seconds, the later calls' seconds and the last output.
-    """
-    start = time.perf_counter()
-    out = sync(fn())
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = sync(fn())
-        times.append(time.perf_counter() - start)
-    return first, times, out
 
 
 def make_sync(backend: Backend) -> Callable[[Any], Any]:
@@ -183,17 +150,16 @@ def pick_batches(task: Any, batch_size: int) -> list[dict[str, np.ndarray]]:
     if not batches:
         raise SystemExit(f"no full batch of {batch_size}: raise --pairs or lower --batch")
     shapes = collections.Counter((b["src"].shape, b["tgt_in"].shape) for b in batches)
-    common = shapes.most_common(1)[0][0]
-    keys = ("src", "src_len", "tgt_in", "tgt_out")
-    return [{k: b[k] for k in keys} for b in batches
-            if (b["src"].shape, b["tgt_in"].shape) == common]
+    most = shapes.most_common(1)[0][0]
+    return [{k: b[k] for k in common.BATCH_KEYS} for b in batches
+            if (b["src"].shape, b["tgt_in"].shape) == most]
 
 
 def numpy_reference(config: Seq2SeqConfig, params64: Mapping[str, np.ndarray],
                     batch: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """NumPy float64 logits, loss and hand-derived gradients on ``batch``."""
     from xpseq import backends
-    from xpseq.models.seq2seq import forward, loss_and_grad
+    from xpseq.models.rnn import forward, loss_and_grad
 
     be = backends.get("numpy")
     params = {k: be.asarray(v, dtype="float64") for k, v in params64.items()}
@@ -206,7 +172,7 @@ def numpy_reference(config: Seq2SeqConfig, params64: Mapping[str, np.ndarray],
 
 def gradient_function(backend: Backend, config: Seq2SeqConfig) -> Callable[[dict, dict], tuple]:
     """``(params, batch) -> (loss, grads)`` the way each backend trains."""
-    from xpseq.models.seq2seq import loss, loss_and_grad
+    from xpseq.models.rnn import loss, loss_and_grad
 
     if backend.gradients == "autodiff":
         fn = backend.value_and_grad(lambda p, b: loss(p, config, b, scan=backend.scan))
@@ -219,9 +185,9 @@ def measure(backend: Backend, dtype: str, config: Seq2SeqConfig,
             reference: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """One row: timings, compile times, differences from the reference and training."""
     from xpseq.core.optim import adam
-    from xpseq.models.seq2seq import forward
-    from xpseq.train import make_train_step
+    from xpseq.models.rnn import forward
     from xpseq.search import SearchOptions, search
+    from xpseq.train import make_train_step
 
     started = time.perf_counter()
     be, sync = backend, make_sync(backend)
@@ -234,12 +200,12 @@ def measure(backend: Backend, dtype: str, config: Seq2SeqConfig,
     grad_fn = gradient_function(be, config)
     first_s, repeats_s, compile_s = {}, {}, {}
 
-    first_s["forward"], repeats_s["forward"], logits = time_calls(
+    first_s["forward"], repeats_s["forward"], logits = common.time_calls(
         lambda: fwd(params, first), args.repeats, sync)
-    first_s["gradient"], repeats_s["gradient"], (value, grads) = time_calls(
+    first_s["gradient"], repeats_s["gradient"], (value, grads) = common.time_calls(
         lambda: grad_fn(params, first), args.repeats, sync)
     options = SearchOptions()
-    first_s["decode"], repeats_s["decode"], hyp = time_calls(
+    first_s["decode"], repeats_s["decode"], hyp = common.time_calls(
         lambda: search(params, config, first_np["src"], first_np["src_len"], be, options),
         args.repeats, sync)
 
@@ -303,17 +269,12 @@ def add_ratios(rows: list[dict[str, Any]]) -> str:
 def environment(names: Sequence[str],
                 set_here: Mapping[str, str], numpy_was_loaded: bool) -> dict[str, Any]:
     """Versions, CPU count, thread settings and load: what the numbers depend on."""
-    versions = {"python": platform.python_version()}
-    for package in ("xpseq", "numpy", "jax", "jaxlib", "torch", "array-api-strict",
-                    "array-api-compat", "matplotlib"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    threads: dict[str, Any] = {var: os.environ.get(var) for var in THREAD_VARS}
+    versions = common.package_versions(("xpseq", "numpy", "jax", "jaxlib", "torch",
+                                        "array-api-strict", "array-api-compat", "matplotlib"))
+    threads: dict[str, Any] = common.env_vars(THREAD_VARS)
     threads["set_by_script"] = sorted(set_here)
     threads["numpy_loaded_before_setting"] = numpy_was_loaded
-    threads["XLA_FLAGS"] = os.environ.get("XLA_FLAGS")
+    threads.update(common.env_vars(("XLA_FLAGS",)))
     if "torch" in names:
         import torch
 
@@ -323,20 +284,14 @@ def environment(names: Sequence[str],
         import jax
 
         threads["jax.devices"] = [str(d) for d in jax.devices()]
-    from machine import cpu_name  # scripts/machine.py, next to this script
-
-    cpu = cpu_name()
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"versions": versions, "threads": threads, "cpu_count": os.cpu_count(),
-            "cpus_usable": affinity, "cpu": cpu, "platform": platform.platform(),
-            "load_average_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+    return {"versions": versions, "threads": threads, **common.machine(),
+            "load_average_start": common.load_average()}
 
 
 def environment_lines(env: Mapping[str, Any]) -> list[str]:
     threads = env["threads"]
-    versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
-    thread_vars = ", ".join(f"{v}={threads[v] if threads[v] is not None else 'unset'}"
-                            for v in THREAD_VARS)
+    versions = common.versions_text(env["versions"])
+    thread_vars = common.settings_text({v: threads[v] for v in THREAD_VARS})
     if threads["set_by_script"]:
         thread_vars += f" (set by --threads: {', '.join(threads['set_by_script'])})"
     if threads["numpy_loaded_before_setting"]:
@@ -369,15 +324,15 @@ def _diff(value: float) -> str:
 def markdown_table(rows: Sequence[Mapping[str, Any]], steps: int, base: str) -> str:
     headers = ["backend", "dtype", "gradients", *(label for _, label in TIMINGS),
                "JAX compile s", *(label for _, label in DIFFS), f"loss after {steps} steps"]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    table = []
     for r in rows:
         cells = [r["backend"], r["dtype"], r["gradients"]]
         cells += [f"{_ms(r[k])} ({r['ratios'][k]:.2f}×)" for k, _ in TIMINGS]
         cells.append("–" if r["jax_compile_s"] is None else f"{r['jax_compile_s']:.2f}")
         cells += [_diff(r[k]) for k, _ in DIFFS]
         cells.append(f"{r['final_loss']:.8f}")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
+        table.append(cells)
+    lines = [common.markdown_table(headers, table), ""]
     compiles = [f"{r['backend']} {r['dtype']} " + " / ".join(f"{r['compile_s'][k]:.2f}" for k in
                                               ("forward", "gradient", "step", "decode"))
                 for r in rows if r["compile_s"] is not None]
@@ -449,12 +404,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     wall = time.perf_counter()
     numpy_was_loaded = "numpy" in sys.modules
-    set_here = configure_threads(args.threads)
+    set_here = common.set_blas_threads(args.threads, THREAD_VARS)
 
     from xpseq import backends
-    from xpseq.tasks import toy_task
-    from xpseq.models.seq2seq import Seq2SeqConfig, init_params
+    from xpseq.models.rnn import Seq2SeqConfig, init_params
     from xpseq.search import SearchOptions, search
+    from xpseq.tasks import toy_task
 
     installed = backends.available()
     if args.backends is None:
@@ -465,10 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"not installed: {missing}; installed: {installed}", file=sys.stderr)
             return 2
         names = args.backends
-    if "torch" in names:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    common.set_torch_threads(args.threads, names)
 
     env = environment(names, set_here, numpy_was_loaded)
     for line in environment_lines(env):
@@ -502,16 +454,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = add_ratios(rows)
     table = markdown_table(rows, args.steps, base)
     total = time.perf_counter() - wall
-    env["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    env["load_average_end"] = common.load_average()
 
-    out = pathlib.Path(args.out)
-    if not out.is_absolute():
-        out = pathlib.Path.cwd() / out
-    out.mkdir(parents=True, exist_ok=True)
+    out = common.output_dir(pathlib.Path.cwd() / args.out)
     title = f"xpseq compare_backends: {setting}"
     md = "\n".join([f"# {title}", "", *(f"- {line}" for line in environment_lines(env)),
                     f"- total {total:.1f} s", "", table, ""])
-    (out / "compare_backends.md").write_text(md)
     settings = dict(vars(args))
     settings.update(bucket=BUCKET, learning_rate=LEARNING_RATE, clip_norm=CLIP_NORM,
                     optimizer="adam", decode="greedy", batch_shape=[list(s) for s in shape],
@@ -519,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     config=config.to_dict(), reference="numpy float64", ratio_base=base)
     result = {"settings": settings, "environment": env, "reference_loss": reference["loss"],
               "rows": [{k: r[k] for k in ROW_FIELDS} for r in rows], "total_seconds": total}
-    (out / "compare_backends.json").write_text(json.dumps(result, indent=1) + "\n")
+    common.write_report(out, "compare_backends", md, result, indent=1)
     write_png(rows, out / "compare_backends.png", title)
     print()
     print(table)

@@ -12,47 +12,49 @@ one thread (``--threads``); NumPy's BLAS with whatever the environment sets.
 
 from __future__ import annotations
 
-import argparse
-import os
+import pathlib
 import statistics
 import sys
 
 from xpseq import backends
-from xpseq.tasks import toy_task, train_model
+from xpseq.core.optim import adam
+from xpseq.tasks import model_config, toy_task, train_model
+from xpseq.train import TrainConfig
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
+import _common as common  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.script_parser(__doc__)
     parser.add_argument("--pairs", type=int, default=3000, help="training pairs")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--dtypes", default="float32,float64")
     parser.add_argument("--backends", default="jax,torch,numpy")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    common.add_threads_option(parser)
     args = parser.parse_args(argv)
-    if args.epochs < 2:
-        parser.error("--epochs must be at least 2 (the first epoch is reported apart)")
-    names = [n for n in args.backends.split(",") if n in backends.available()]
-    if "torch" in names:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    common.require_at_least(parser, args, ("epochs",), 2, "the first epoch is reported apart")
+    names = [n for n in common.comma_list(args.backends) if n in backends.available()]
+    common.set_torch_threads(args.threads, names)
     print(f"toy task, {args.pairs} pairs, {args.epochs} epochs; torch threads {args.threads}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+          + common.settings_text(common.env_vars(("OMP_NUM_THREADS",))))
     task = toy_task(n_train=args.pairs, n_dev=100, n_test_per_bucket=1)
-    print("| dtype | backend | first epoch s | later epochs s (median) | vs numpy | losses |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for dtype in args.dtypes.split(","):
+    print(common.markdown_table(["dtype", "backend", "first epoch s", "later epochs s (median)",
+                                 "vs numpy", "losses"]))
+    for dtype in common.comma_list(args.dtypes):
         rows = {}
         for name in names:
-            _, result = train_model(task, backends.get(name), epochs=args.epochs, dtype=dtype,
-                                    patience=args.epochs, progress=False)
+            settings = TrainConfig(epochs=args.epochs, optimizer=adam(3e-3), progress=False)
+            _, result = train_model(task, backends.get(name), model_config(task, dropout=0.1),
+                                    settings, dtype=dtype, callbacks=[])
             seconds = [h["seconds"] for h in result.history]
             rows[name] = (seconds[0], statistics.median(seconds[1:]),
                           [h["train_loss"] for h in result.history])
         base = rows.get("numpy", next(iter(rows.values())))[1]
         for name, (first, later, losses) in rows.items():
-            print(f"| {dtype} | {name} | {first:.2f} | {later:.2f} | {later / base:.2f}x | "
-                  + ", ".join(f"{v:.4f}" for v in losses) + " |")
+            print(common.markdown_row([dtype, name, f"{first:.2f}", f"{later:.2f}",
+                                       f"{later / base:.2f}x",
+                                       ", ".join(f"{v:.4f}" for v in losses)]))
     return 0
 
 

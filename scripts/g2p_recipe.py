@@ -18,24 +18,24 @@ and ``--test-words`` cut the data for a quick check (the results are then not co
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import pathlib
 import platform
-import shlex
 import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xpseq import backends
-from xpseq.tasks import g2p  # noqa: E402
+from xpseq import backends  # noqa: E402
 from xpseq.app.cli import positive  # noqa: E402
 from xpseq.data.cmudict import G2PSplit, load_g2p  # noqa: E402
-from xpseq.tasks.metrics import format_table  # noqa: E402
 from xpseq.search import SearchOptions  # noqa: E402
+from xpseq.tasks import g2p  # noqa: E402
+from xpseq.tasks.metrics import format_table  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
+import _common as common  # noqa: E402
 
 VARIANTS = {"nostress": False, "stress": True}
 
@@ -54,7 +54,7 @@ RECIPE_OPTIONS = SIZES + ("monitor",)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = common.script_parser(__doc__)
     p.add_argument("--variants", default="nostress,stress",
                    help="comma-separated: nostress, stress (default: both)")
     p.add_argument("--backend", default=None, choices=backends.NAMES,
@@ -82,12 +82,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default="out/g2p", help="output folder (default: out/g2p)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
-    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    args.variants = common.comma_list(args.variants)
     bad = [v for v in args.variants if v not in VARIANTS]
     if bad or not args.variants:
         p.error(f"--variants takes {sorted(VARIANTS)}, got {bad or args.variants}")
-    if args.beam < 2:
-        p.error("--beam must be at least 2 (greedy search is always scored)")
+    common.require_at_least(p, args, ("beam",), 2, "greedy search is always scored")
     return args
 
 
@@ -133,7 +132,7 @@ def run_variant(name: str, args: argparse.Namespace, backend) -> dict:
 
 
 def markdown(results: list[dict], command: str) -> str:
-    lines = [f"Made by `{command}` on {datetime.date.today()} ({platform.machine()}, "
+    lines = [f"{common.made_by(command)} ({platform.machine()}, "
              f"{os.cpu_count()} CPUs, float32).", ""]
     headers = ["variant", "search", "PER %", "WER %", "test words", "backend",
                "training (min)", "epochs (best)"]
@@ -167,23 +166,19 @@ def main(argv=None) -> int:
     installed = backends.available()
     name = args.backend or next(n for n in ("jax", "torch", "numpy") if n in installed)
     backend = backends.get(name)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = common.output_dir(args.out)
     results = []
-    command = "python scripts/g2p_recipe.py " + shlex.join(sys.argv[1:] if argv is None
-                                                           else argv)
+    command = common.command_line("g2p_recipe.py", argv)
     for variant in args.variants:
         res = run_variant(variant, args, backend)
         for h in res["history"]:
             h["minutes"] = h["elapsed"] / 60
         results.append(res)
         # Written after every variant, so a long run keeps what it finished.
-        text = markdown(results, command.strip())
-        (out / "results.md").write_text(text + "\n", encoding="utf-8")
-        (out / "results.json").write_text(json.dumps(results, indent=1) + "\n",
-                                          encoding="utf-8")
+        text = markdown(results, command)
+        md, js = common.write_report(out, "results", text + "\n", results, indent=1)
     print("\n" + text)
-    print(f"wrote {out / 'results.md'} and {out / 'results.json'}")
+    print(f"wrote {md} and {js}")
     return 0
 
 

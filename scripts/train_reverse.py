@@ -14,7 +14,6 @@ every backend and checks that all give the same logits.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 import tempfile
@@ -23,11 +22,15 @@ import time
 import numpy as np
 
 from xpseq import backends
-from xpseq.train import checkpoint as ckpt
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, make_batches
-from xpseq.models import Seq2SeqConfig, decode_step, encode, forward, init_params
-from xpseq.train import fit
+from xpseq.models.rnn import Seq2SeqConfig, decode_step, encode, forward, init_params
+from xpseq.train import TrainConfig, fit
+from xpseq.train import checkpoint as ckpt
+from xpseq.train.callbacks import EarlyStopping
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
+import _common as common  # noqa: E402
 
 VOCAB = 16            # ids 4..15 are symbols; 0-3 are <pad>, <s>, </s>, <unk>
 
@@ -62,16 +65,13 @@ def greedy_accuracy(backend, config, params, pairs) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.script_parser(__doc__)
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--backends", default="jax,torch,numpy")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    common.add_threads_option(parser)
     args = parser.parse_args(argv)
-    names = [n for n in args.backends.split(",") if n in backends.available()]
-    if "torch" in names:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    names = [n for n in common.comma_list(args.backends) if n in backends.available()]
+    common.set_torch_threads(args.threads, names)
     config = Seq2SeqConfig(VOCAB, VOCAB, embed=16, hidden=32, attention="general",
                            dropout=0.1)
     train = make_batches(reverse_pairs(2000, seed=0), batch_size=32, bucket=8)
@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         t0 = time.perf_counter()
         r = fit(config, start, train, backends.get(name), dev_batches=dev,
-                optimizer=adam(3e-3), epochs=args.epochs, patience=2, progress=False)
+                train=TrainConfig(epochs=args.epochs, optimizer=adam(3e-3), progress=False),
+                callbacks=[EarlyStopping(patience=2)])
         seconds = time.perf_counter() - t0
         acc = greedy_accuracy(backends.get(name), config, r.params, test)
         results[name] = r

@@ -14,9 +14,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from xpseq import backends  # noqa: E402
-from xpseq.models import Seq2SeqConfig, init_params, loss_and_grad  # noqa: E402
 from helpers import load_script  # noqa: E402
+
+from xpseq import backends  # noqa: E402
+from xpseq.models.rnn import Seq2SeqConfig, init_params, loss_and_grad  # noqa: E402
 from xpseq.search import SearchOptions, search, to_lists  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -14,12 +14,12 @@ import subprocess
 import sys
 
 import pytest
+from helpers import assert_ok, show
 
 from xpseq import backends
-from xpseq.train.checkpoint import load, save
 from xpseq.data import EOS_ID, make_dataset, write_parallel_tsv
-from xpseq.models import init_params
-from helpers import assert_ok, show
+from xpseq.models.rnn import init_params
+from xpseq.train.checkpoint import load, save
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT = 180

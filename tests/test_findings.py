@@ -24,20 +24,30 @@ import numpy as np
 import pytest
 
 DATA = {"n_train": 6000, "n_dev": 100, "n_test_per_bucket": 100}
-RECIPE = {"embed": 32, "hidden": 48, "bucket": 32, "lr": 5e-3, "batch_size": 64,
-          "dropout": 0.0, "epochs": 6, "dtype": "float32", "seed": 0, "progress": False}
+MODEL = {"embed": 32, "hidden": 48, "dropout": 0.0}
+BATCHING = {"bucket": 32, "batch_size": 64, "dtype": "float32"}
 
 
 def measure() -> dict:
     """Train both models and measure: exact match and BLEU per bucket, greedy vs beam."""
     from xpseq import backends
-    from xpseq.tasks import bucket_table, timed_search_comparison, toy_task, train_model
+    from xpseq.core.optim import adam
+    from xpseq.tasks import (
+        bucket_table,
+        model_config,
+        timed_search_comparison,
+        toy_task,
+        train_model,
+    )
+    from xpseq.train import TrainConfig
 
     be = backends.get("jax")
     task = toy_task(**DATA, seed=0)
     models = {}
     for name, attention in (("attention", "general"), ("seq2seq", "none")):
-        config, fitted = train_model(task, be, attention=attention, **RECIPE)
+        config = model_config(task, attention=attention, **MODEL)
+        train = TrainConfig(epochs=6, optimizer=adam(5e-3), seed=0, progress=False)
+        config, fitted = train_model(task, be, config, train, **BATCHING)
         models[name] = ({k: be.asarray(v) for k, v in fitted.params.items()}, config)
     _, _, details = bucket_table(models, task, be)
     mixed = [pair for bucket in task.test.values() for pair in bucket]

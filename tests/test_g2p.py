@@ -26,17 +26,17 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import assert_ok, load_script, show
 
 from xpseq import backends
-from xpseq.tasks import g2p
-from xpseq.train.checkpoint import load, save
 from xpseq.core.optim import adam
 from xpseq.data import Vocab
-from xpseq.tasks.metrics import g2p_scores
-from xpseq.models import Seq2SeqConfig, forward, init_params
-from helpers import assert_ok, load_script, show
-from xpseq.train import make_train_step
+from xpseq.models.rnn import Seq2SeqConfig, forward, init_params
 from xpseq.search import SearchOptions
+from xpseq.tasks import g2p
+from xpseq.tasks.metrics import g2p_scores
+from xpseq.train import make_train_step
+from xpseq.train.checkpoint import load, save
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT = 180

@@ -18,7 +18,7 @@ import pytest
 
 from xpseq import backends
 from xpseq.core import layers, losses, recurrent
-from xpseq.models import Seq2SeqConfig, encode, init_params
+from xpseq.models.rnn import Seq2SeqConfig, encode, init_params
 from xpseq.testing import assert_matches
 
 RTOL, ATOL = 1e-12, 1e-14

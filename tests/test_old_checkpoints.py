@@ -15,10 +15,10 @@ import pathlib
 import numpy as np
 import pytest
 
-from xpseq.train import checkpoint as ckpt
 from xpseq.data import Vocab
-from xpseq.tasks import translate
 from xpseq.search import SearchOptions
+from xpseq.tasks import translate
+from xpseq.train import checkpoint as ckpt
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 EXPECTED = json.loads((FIXTURES / "rnn_format1.json").read_text())

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from xpseq import backends
-from xpseq.train import checkpoint as ckpt
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, PAD_ID, make_batches
-from xpseq.models import Seq2SeqConfig, init_params
-from xpseq.train import check_batch, fit, make_train_step
+from xpseq.models import check_batch
+from xpseq.models.rnn import Seq2SeqConfig, init_params
+from xpseq.train import TrainConfig, callbacks, fit, make_train_step
+from xpseq.train import checkpoint as ckpt
 
 VOCAB = 12
 
@@ -37,11 +38,26 @@ CONFIG = Seq2SeqConfig(VOCAB, VOCAB, embed=4, hidden=4, attention="general")
 
 
 def run(backend_name: str, batches=BATCHES, **kwargs):
-    options = dict(dev_batches=DEV, optimizer=adam(1e-2), epochs=2, progress=False)
+    """``fit`` with the TrainConfig fields and callbacks that ``kwargs`` name (early
+    stopping with patience 2 unless told otherwise)."""
+    options = dict(dev_batches=DEV, optimizer=adam(1e-2), epochs=2, progress=False, patience=2)
     options.update(kwargs)
     config = options.pop("config", CONFIG)
+    dev, resume = options.pop("dev_batches"), options.pop("resume", None)
+    parts = []
+    if "on_epoch" in options:
+        parts.append(callbacks.EpochMetrics(options.pop("on_epoch")))
+    if "lr_decay" in options:
+        parts.append(callbacks.ReduceLROnPlateau(options.pop("lr_decay")))
+    parts.append(callbacks.EarlyStopping(options.pop("patience")))
+    if options.pop("restore_best", False):
+        parts.append(callbacks.RestoreBest())
+    if "time_limit" in options:
+        parts.append(callbacks.TimeLimit(options.pop("time_limit")))
+    if "checkpoint" in options:
+        parts.append(callbacks.Checkpoint(options.pop("checkpoint")))
     return fit(config, init_params(config, seed=0), batches, backends.get(backend_name),
-               **options)
+               dev_batches=dev, train=TrainConfig(**options), callbacks=parts, resume=resume)
 
 
 def test_batches_are_padded_bucketed_and_shifted():
@@ -251,7 +267,7 @@ def test_restore_best_returns_the_best_dev_epoch(tmp_path):
     assert saved.opt_state is None                    # a finished model, not a resumable state
     assert np.array_equal(saved.params["out.W"], stopped_there.params["out.W"])
     assert saved.train_state["best_epoch"] == best
-    with pytest.raises(ValueError, match="restore_best=True needs dev_batches"):
+    with pytest.raises(ValueError, match="RestoreBest needs dev_batches"):
         run("numpy", dev_batches=(), restore_best=True)
 
 
@@ -261,7 +277,7 @@ def test_time_limit_stops_after_the_step_that_crosses_it():
     assert len(result.history) == 1 and result.history[0]["steps"] == 1
     assert result.history[0]["dev_loss"] is not None     # the partial epoch is evaluated
     for bad in (0, -1.0, True, "10"):
-        with pytest.raises(ValueError, match="time_limit must be a positive number"):
+        with pytest.raises(ValueError, match="TimeLimit: seconds must be a positive number"):
             run("numpy", time_limit=bad)
 
 
@@ -293,7 +309,7 @@ def test_lr_decay_halves_the_step_size_when_the_dev_loss_stalls():
         np.testing.assert_allclose(halved[key], reference[key], rtol=1e-15, atol=0)
     assert new_state["lr_scale"] == 0.5
     for bad in (0, 1, 1.5, True):
-        with pytest.raises(ValueError, match="lr_decay must be a number in"):
+        with pytest.raises(ValueError, match="ReduceLROnPlateau: factor must be a number in"):
             run("numpy", lr_decay=bad)
 
 

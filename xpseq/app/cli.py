@@ -57,8 +57,8 @@ def _backend(name: str | None) -> backends.Backend:
 
 
 def _load(path: str, backend: backends.Backend, dtype: str):
-    from xpseq.train import checkpoint as ckpt
     from xpseq.data import Vocab
+    from xpseq.train import checkpoint as ckpt
 
     try:
         loaded = ckpt.load(path)
@@ -143,6 +143,7 @@ TOY_DEFAULTS = {"attention": "general", "style": "luong", "cell": "lstm", "embed
                 "hidden": 64, "dropout": 0.1, "epochs": 5, "lr": 3e-3, "batch_size": 64}
 MODEL_OPTIONS = ("attention", "style", "cell", "embed", "hidden", "dropout", "epochs", "lr",
                  "batch_size")
+MODEL_FIELDS = ("attention", "style", "cell", "embed", "hidden", "dropout")
 
 
 def _load_g2p(stress: bool, seed: int = 0):
@@ -155,8 +156,10 @@ def _load_g2p(stress: bool, seed: int = 0):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from xpseq.core.optim import adam
     from xpseq.data import read_parallel_tsv
-    from xpseq.tasks import task_from_pairs, train_model
+    from xpseq.tasks import model_config, task_from_pairs, train_model
+    from xpseq.train import TrainConfig
 
     backend = _backend(args.backend)
     _check_writable(args.out)
@@ -186,9 +189,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     options.update({k: v for k, v in TOY_DEFAULTS.items() if options[k] is None})
     print(f"training on {backend.name} ({args.dtype}): {len(task.train)} sentence pairs, "
           f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}", file=sys.stderr)
-    _, result = train_model(task, backend, dtype=args.dtype, seed=args.seed,
-                            checkpoint=args.out, metadata=metadata,
-                            progress=not args.no_progress, **options)
+    config = model_config(task, **{k: options[k] for k in MODEL_FIELDS})
+    settings = TrainConfig(epochs=options["epochs"], optimizer=adam(options["lr"]),
+                           seed=args.seed, progress=not args.no_progress)
+    _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
+                            dtype=args.dtype, checkpoint=args.out, metadata=metadata)
     last = result.history[-1]
     print(f"saved {args.out}: {len(result.history)} epochs, train loss "
           f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
@@ -244,8 +249,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from xpseq.data import read_parallel_tsv
-    from xpseq.tasks.metrics import format_table
     from xpseq.tasks import Task, bucket_table
+    from xpseq.tasks.metrics import format_table
 
     backend = _backend(args.backend)
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
@@ -282,9 +287,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _evaluate_g2p(args, loaded, params, src_vocab, tgt_vocab, backend) -> int:
+    from xpseq.search import SearchOptions
     from xpseq.tasks import g2p
     from xpseq.tasks.metrics import format_table
-    from xpseq.search import SearchOptions
 
     meta = loaded.metadata
     split = _load_g2p(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
@@ -319,8 +324,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_heatmap(args: argparse.Namespace) -> int:
-    from xpseq.tasks import attention_labels
     from xpseq.app.plots import ascii_heatmap, save_heatmap
+    from xpseq.tasks import attention_labels
 
     backend = _backend(args.backend or "numpy")
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)

@@ -33,17 +33,21 @@ def _title(text: str) -> None:
 
 def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathlib.Path("out"),
              dtype: str = "float32", seed: int = 0, progress: bool = True) -> int:
-    from xpseq.tasks.metrics import format_table
+    from xpseq.core.optim import adam
     from xpseq.tasks import (
         attention_labels,
         bucket_table,
         decoder_inputs,
+        model_config,
         timed_search_comparison,
         toy_task,
         train_model,
         translate,
     )
-    from xpseq.app.plots import ascii_heatmap, save_heatmap, save_loss_curves
+    from xpseq.tasks.metrics import format_table
+    from xpseq.train import TrainConfig
+
+    from .plots import ascii_heatmap, save_heatmap, save_loss_curves
 
     started = time.perf_counter()
     setup = QUICK if quick else FULL
@@ -60,9 +64,13 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
     for name, attention in (("attention", "general"), ("seq2seq", "none")):
         _title(f"training the {name} model ({setup['epochs']} epochs at most)")
         t0 = time.perf_counter()
-        config, result = train_model(task, backend, attention=attention, epochs=setup["epochs"],
-                                     dtype=dtype, seed=seed, progress=progress,
-                                     **setup["model"])
+        model = dict(setup["model"])
+        bucket = model.pop("bucket")
+        config = model_config(task, attention=attention, dropout=0.1, **model)
+        settings = TrainConfig(epochs=setup["epochs"], optimizer=adam(3e-3), seed=seed,
+                               progress=progress)
+        config, result = train_model(task, backend, config, settings, bucket=bucket,
+                                     dtype=dtype)
         models[name] = ({k: backend.asarray(v) for k, v in result.params.items()}, config)
         histories[name] = result.history
         for h in result.history:

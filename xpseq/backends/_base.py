@@ -11,7 +11,7 @@ from typing import Any, Callable
 import array_api_compat as compat
 import numpy as np
 
-from xpseq.core._scan import scan as python_scan
+from xpseq.core.loops import scan as python_scan
 
 DTYPE_NAMES = ("float32", "float64", "int32", "int64", "bool")
 
@@ -114,7 +114,7 @@ class Backend:
     def to_numpy(self, x: Any) -> np.ndarray:
         """A NumPy array holding the values of ``x`` (an array of this backend)."""
         if not self.is_array(x):
-            from xpseq.core._checks import library_name
+            from xpseq.core.checks import library_name
 
             got = library_name(x) if compat.is_array_api_obj(x) else type(x).__name__
             raise TypeError(f"{self.name}.to_numpy: expected a {self.name} array, got {got}")
@@ -125,15 +125,19 @@ class Backend:
 
     # ------------------------------------------------------------------ random
 
-    def dropout_keep(self, seed: int, step: Any, shape: tuple[int, ...], rate: float) -> Any:
+    def dropout_keep(self, seed: int, step: Any, shape: tuple[int, ...], rate: float,
+                     stream: int = 0) -> Any:
         """A boolean keep-mask, ``True`` with probability ``1 - rate``, for one training step.
 
         Reproducible from ``(seed, step)`` on each backend: NumPy's ``default_rng([seed,
         step])`` here, ``jax.random`` on JAX (so it can be drawn inside ``jax.jit`` with a
         traced ``step``). The two streams differ; a test that wants one mask on every
-        backend draws it once and converts it.
+        backend draws it once and converts it. ``stream`` tells apart the masks of one
+        step (a model with several draws ``stream = 0, 1, ...``; stream 0 is the mask of
+        ``(seed, step)`` alone).
         """
-        rng = np.random.default_rng([int(seed), int(step)])
+        entropy = [int(seed), int(step)] + ([int(stream)] if stream else [])
+        rng = np.random.default_rng(entropy)
         return self.asarray(rng.random(shape) >= rate, dtype="bool")
 
     # -------------------------------------------------------------- transforms
@@ -179,14 +183,36 @@ class Backend:
         return fn
 
     def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
-             length: int | None = None) -> tuple[Any, Any]:
+             length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
         """``lax.scan`` semantics: loop ``carry, y = fn(carry, x)`` over axis 0 of ``xs``.
 
         ``xs`` is an array or a nested dict/list/tuple of arrays sharing their leading
         size (or ``None`` with ``length``). Returns the final carry and the ``y`` stacked
         along a new leading axis (``None`` if ``fn`` returns ``None`` for ``y``).
+        ``reverse`` runs from the last step to the first (``ys`` keep the order of ``xs``).
         """
-        return python_scan(fn, carry, xs, length)
+        return python_scan(fn, carry, xs, length, reverse)
+
+    def custom_vjp(self, fn: Callable[..., Any], fwd: Callable[..., tuple[Any, Any]],
+                   bwd: Callable[[Any, Any], tuple]) -> Callable[..., Any]:
+        """``fn`` with a hand-written gradient, in ``jax.custom_vjp``'s convention.
+
+        ``fwd(*args) -> (fn(*args), residuals)``; ``bwd(residuals, cotangent)`` returns one
+        cotangent per positional argument of ``fn`` (with the structure of that argument,
+        or ``None`` for one that has none, such as a mask). Here (no automatic
+        differentiation) the result is ``fn`` carrying the rule that
+        :meth:`value_and_grad` runs, ``rule(*args) -> (value, backprop)``; JAX makes it a
+        ``jax.custom_vjp`` and PyTorch an ``autograd.Function``.
+        """
+        def wrapped(*args: Any) -> Any:
+            return fn(*args)
+
+        def rule(*args: Any) -> tuple[Any, Callable]:
+            out, residuals = fwd(*args)
+            return out, lambda cotangent: bwd(residuals, cotangent)
+
+        wrapped.vjp = rule
+        return wrapped
 
 
 def _to_host(obj: Any) -> np.ndarray:

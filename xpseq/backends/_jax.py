@@ -29,9 +29,6 @@ class JaxBackend(Backend):
 
         self._jax = jax
         super().__init__(jnp)
-        #: :meth:`scan`, carrying a ``recurrence`` whose gradient is hand-derived (see
-        #: :class:`RuleScan`); what ``make_train_step(..., gradients="hand-derived")`` uses.
-        self.rule_scan = RuleScan(jax)
         # jnp.float64 is a scalar type; arrays carry NumPy dtypes, so compare with those.
         self._dtypes = {n: np.dtype(n) for n in self._dtypes}
 
@@ -49,12 +46,16 @@ class JaxBackend(Backend):
         # a second time for "uncommitted" inputs.
         return self._jax.device_put(self.xp.asarray(host, dtype=dtype), self._jax.devices()[0])
 
-    def dropout_keep(self, seed: int, step: Any, shape: tuple[int, ...], rate: float) -> Any:
-        """``jax.random.bernoulli`` with the key ``fold_in(key(seed), step)``; both may be
-        traced, so it is drawn inside ``jax.jit`` without recompiling for a new seed."""
+    def dropout_keep(self, seed: int, step: Any, shape: tuple[int, ...], rate: float,
+                     stream: int = 0) -> Any:
+        """``jax.random.bernoulli`` with the key ``fold_in(key(seed), step)`` (then
+        ``fold_in(·, stream)`` for ``stream > 0``); seed and step may be traced, so it is
+        drawn inside ``jax.jit`` without recompiling for a new seed."""
         random = self._jax.random
         as_uint = lambda x: self.xp.asarray(x, dtype=self.xp.uint32)  # noqa: E731 (traceable)
         key = random.fold_in(random.key(as_uint(seed)), as_uint(step))
+        if stream:
+            key = random.fold_in(key, stream)
         return random.bernoulli(key, 1.0 - rate, shape)
 
     def value_and_grad(self, fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
@@ -66,99 +67,14 @@ class JaxBackend(Backend):
         return self._jax.jit(fn, **kwargs)
 
     def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
-             length: int | None = None) -> tuple[Any, Any]:
-        return self._jax.lax.scan(fn, carry, xs, length=length)
+             length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
+        return self._jax.lax.scan(fn, carry, xs, length=length, reverse=reverse)
 
-
-class RuleScan:
-    """``lax.scan`` with a ``recurrence`` attribute: the encoder's time loop
-    (``xpseq.core.recurrent``) as a ``jax.custom_vjp`` whose backward pass runs the
-    hand-derived step rules of :mod:`xpseq.core.vjp` in a reverse ``lax.scan``.
-
-    JAX's own transpose of the forward scan differentiates every operation of the step
-    (the stable sigmoid's branches included) and stores what each needs; the rule needs
-    only the state before each step and recomputes the gates from it. The values are the
-    same to rounding (the parity tests hold it to the NumPy reference like any JAX
-    gradient). A ``custom_vjp`` has no forward-mode derivative: ``jax.jvp`` through it
-    raises, so the backend's plain :meth:`JaxBackend.scan` stays the default.
-    """
-
-    def __init__(self, jax: Any):
-        self._jax = jax
-        self.recurrence = _custom_vjp_recurrence(jax)
-
-    def __call__(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
-                 length: int | None = None) -> tuple[Any, Any]:
-        return self._jax.lax.scan(fn, carry, xs, length=length)
-
-
-def _custom_vjp_recurrence(jax: Any) -> Callable:
-    """``recurrence(cell, W_hh, b_hh, xw, valid, state0) -> (outputs, final)`` over time-major
-    ``xw (T, B, G H)`` and ``valid (T, B, 1)``, as the loop of
-    ``xpseq.core.recurrent._run_sequence``, with a hand-derived backward pass."""
-    import functools
-
-    import jax.numpy as jnp
-
-    from xpseq.core import vjp
-    from xpseq.core.recurrent import STEPS, _keep_valid
-
-    lax = jax.lax
-
-    def forward(cell: str, W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple,
-                keep_states: bool) -> tuple:
-        p = {"W_hh": W_hh, "b_hh": b_hh}
-        step = STEPS[cell]
-
-        def body(state: tuple, inputs: tuple) -> tuple:
-            xw_t, valid_t = inputs
-            new, out = _keep_valid(step(xw_t, state, p, xp=jnp), state, valid_t, xp=jnp)
-            return new, ((out, state) if keep_states else out)
-
-        return lax.scan(body, state0, (xw, valid))
-
-    @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-    def recurrence(cell: str, W_hh: Any, b_hh: Any, xw: Any, valid: Any,
-                   state0: tuple) -> tuple:
-        final, outputs = forward(cell, W_hh, b_hh, xw, valid, state0, False)
-        return outputs, final
-
-    def recurrence_fwd(cell: str, W_hh: Any, b_hh: Any, xw: Any, valid: Any,
-                       state0: tuple) -> tuple:
-        final, (outputs, states) = forward(cell, W_hh, b_hh, xw, valid, state0, True)
-        return (outputs, final), (W_hh, b_hh, xw, valid, states)
-
-    def recurrence_bwd(cell: str, saved: tuple, cotangents: tuple) -> tuple:
-        W_hh, b_hh, xw, valid, states = saved
-        d_outputs, d_final = cotangents
-        p = {"W_hh": W_hh, "b_hh": b_hh}
-        rule = vjp.CELL_STEPS[cell]
-
-        # The backward of vjp.run_sequence's loop, one step per scan iteration. For an
-        # LSTM the gradient of the gates' pre-activation is d_xw itself, so W_hh's and
-        # b_hh's gradients are one product and one sum over all steps after the loop
-        # (sum_t d_xw_tᵀ h_{t-1}); a GRU's differ from d_xw and are summed step by step.
-        after = cell == "lstm"
-
-        def body(carry: tuple, inputs: tuple) -> tuple:
-            d_state, d_W, d_b = carry
-            xw_t, v, state, d_out = inputs
-            d_state = (d_state[0] + jnp.where(v, d_out, 0.0), *d_state[1:])
-            d_cell = tuple(jnp.where(v, d, 0.0) for d in d_state)
-            _, backprop = rule(xw_t, state, p, xp=jnp)
-            d_xw, d_prev, grads = backprop(*d_cell)
-            d_state = tuple(jnp.where(v, dp, d) for dp, d in zip(d_prev, d_state))
-            if not after:
-                d_W, d_b = d_W + grads["W_hh"], d_b + grads["b_hh"]
-            return (d_state, d_W, d_b), d_xw
-
-        start = (tuple(d_final), jnp.zeros_like(W_hh), jnp.zeros_like(b_hh))
-        (d_state0, d_W, d_b), d_xw = lax.scan(body, start, (xw, valid, states, d_outputs),
-                                              reverse=True)
-        if after:
-            d_W = jnp.einsum("tbg,tbh->gh", d_xw, states[0])
-            d_b = jnp.sum(d_xw, axis=(0, 1))
-        return d_W, d_b, d_xw, None, d_state0
-
-    recurrence.defvjp(recurrence_fwd, recurrence_bwd)
-    return recurrence
+    def custom_vjp(self, fn: Callable[..., Any], fwd: Callable[..., tuple[Any, Any]],
+                   bwd: Callable[[Any, Any], tuple]) -> Callable[..., Any]:
+        """``jax.custom_vjp(fn)`` with ``fwd`` and ``bwd`` attached: ``jax.grad`` (and
+        ``jax.vjp``) run ``bwd``; ``jax.jvp`` through it raises (a custom VJP has no
+        forward-mode derivative)."""
+        wrapped = self._jax.custom_vjp(fn)
+        wrapped.defvjp(fwd, bwd)
+        return wrapped

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import array_api_compat.torch as xp_torch
 import numpy as np
 
-from xpseq.core import _tree
+from xpseq.core import tree
 
 from ._base import Backend
 
@@ -49,7 +49,7 @@ class TorchBackend(Backend):
             args = list(args)
             groups = []
             for i in nums:
-                leaves, treedef = _tree.flatten(args[i])
+                leaves, treedef = tree.flatten(args[i])
                 fresh = []
                 for leaf in leaves:
                     if not isinstance(leaf, torch.Tensor) or not leaf.dtype.is_floating_point:
@@ -58,7 +58,7 @@ class TorchBackend(Backend):
                             f"got {getattr(leaf, 'dtype', type(leaf).__name__)}"
                         )
                     fresh.append(leaf.detach().requires_grad_(True))
-                args[i] = _tree.unflatten(treedef, fresh)
+                args[i] = tree.unflatten(treedef, fresh)
                 groups.append((treedef, fresh))
             with torch.enable_grad():
                 out = fn(*args, **kwargs)
@@ -77,14 +77,52 @@ class TorchBackend(Backend):
             grads = [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
             trees, pos = [], 0
             for treedef, fresh in groups:
-                trees.append(_tree.unflatten(treedef, grads[pos:pos + len(fresh)]))
+                trees.append(tree.unflatten(treedef, grads[pos:pos + len(fresh)]))
                 pos += len(fresh)
             grad = trees[0] if single else tuple(trees)
             value = value.detach()
             if has_aux:
-                aux = _tree.map_leaves(
+                aux = tree.map_leaves(
                     lambda a: a.detach() if isinstance(a, torch.Tensor) else a, aux)
                 return (value, aux), grad
             return value, grad
+
+        return wrapped
+
+    def custom_vjp(self, fn: Callable[..., Any], fwd: Callable[..., tuple[Any, Any]],
+                   bwd: Callable[[Any, Any], tuple]) -> Callable[..., Any]:
+        """``fn`` as a ``torch.autograd.Function``: the tape records one node whose
+        backward is ``bwd`` (``jax.custom_vjp``'s convention, see
+        :meth:`xpseq.backends.Backend.custom_vjp`), instead of one node per operation of
+        ``fn``. Called outside autograd it runs ``fn`` itself. Arguments and results are
+        tensors or nested tuples/lists/dicts of them."""
+        torch = self._torch
+
+        def wrapped(*args: Any) -> Any:
+            leaves, treedef = tree.flatten(list(args))
+            if not torch.is_grad_enabled() or not any(
+                    isinstance(x, torch.Tensor) and x.requires_grad for x in leaves):
+                return fn(*args)
+            sizes = [len(tree.flatten(a)[0]) for a in args]
+            out_def: list = []
+
+            class Rule(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx: Any, *flat: Any) -> tuple:
+                    out, ctx.residuals = fwd(*tree.unflatten(treedef, list(flat)))
+                    out_leaves, d = tree.flatten(out)
+                    out_def.append(d)
+                    return tuple(out_leaves)
+
+                @staticmethod
+                def backward(ctx: Any, *cotangents: Any) -> tuple:
+                    grads = bwd(ctx.residuals, tree.unflatten(out_def[0], list(cotangents)))
+                    flat: list = []
+                    for g, n in zip(grads, sizes):
+                        flat.extend([None] * n if g is None else tree.flatten(g)[0])
+                    return tuple(flat)
+
+            outputs = Rule.apply(*leaves)
+            return tree.unflatten(out_def[0], list(outputs))
 
         return wrapped

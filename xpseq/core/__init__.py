@@ -10,16 +10,21 @@ module            contents
 ``masking``       sequence_mask, masked_softmax, log_softmax, logsumexp
 ``attention``     dot / general / additive scores, attend, scaled dot-product, multi-head
 ``layers``        linear, embedding, sigmoid, dropout
-``recurrent``     lstm_cell, gru_cell, run_sequence (lengths honoured in both directions)
+``recurrent``     lstm_cell, gru_cell, run_sequence (lengths honoured in both directions),
+                  hand_derived_recurrence (the time loop with its hand-derived gradient)
 ``losses``        cross_entropy over real tokens
 ``optim``         adam, sgd, global_norm, clip_by_global_norm
 ``decoding``      greedy_search, beam_search (batched, jit-safe) over a pure step function
-``_scan``         scan, the Python loop (``lax.scan``'s semantics)
+``vjp``           the hand-derived backward rules (how NumPy gets gradients)
+``kernels``       the unchecked kernels under the checked functions above (a named internal
+                  API for the models: no validation, ``xp`` passed in)
+``loops``         scan, the Python loop (``lax.scan``'s semantics)
+``tree``          flatten / unflatten / map_leaves over nested dicts, lists and tuples
+``checks``        the argument checks of the public functions
 ================  ==========================================================================
 """
 
-from . import attention, decoding, layers, losses, masking, optim, recurrent, vjp
-from ._scan import scan
+from . import attention, decoding, kernels, layers, losses, masking, optim, recurrent, vjp
 from .attention import (
     additive_scores,
     attend,
@@ -30,6 +35,7 @@ from .attention import (
 )
 from .decoding import beam_search, greedy_search, tile_beams
 from .layers import dropout, embedding, linear, sigmoid
+from .loops import scan
 from .losses import cross_entropy
 from .masking import log_softmax, logsumexp, masked_softmax, sequence_mask
 from .recurrent import gru_cell, lstm_cell, run_sequence
@@ -41,5 +47,6 @@ __all__ = [
     "linear", "embedding", "sigmoid", "dropout",
     "lstm_cell", "gru_cell", "run_sequence",
     "cross_entropy", "scan", "greedy_search", "beam_search", "tile_beams",
-    "attention", "decoding", "layers", "losses", "masking", "optim", "recurrent", "vjp",
+    "attention", "decoding", "kernels", "layers", "losses", "masking", "optim", "recurrent",
+    "vjp",
 ]

@@ -12,7 +12,7 @@ Score functions
     ``general_scores``  ``e_ij = q_iᵀ W k_j``                              (Luong "general")
     ``additive_scores`` ``e_ij = vᵀ tanh(W_q q_i + W_k k_j)``              (Bahdanau)
 
-Every function validates its arguments (see :mod:`xpseq.core._checks` for what happens to
+Every function validates its arguments (see :mod:`xpseq.core.checks` for what happens to
 value checks under ``jax.jit``) and then calls a private kernel that does only the math.
 """
 
@@ -25,9 +25,8 @@ from typing import Any, Mapping
 
 import array_api_compat as compat
 
-from . import _checks
+from . import checks, kernels
 from .masking import (
-    _masked_softmax,
     check_no_empty_rows,
     keep_mask,
     lengths_array,
@@ -63,10 +62,10 @@ def dot_scores(q: Any, k: Any, scale: float | None = None) -> Any:
     scores : array, shape ``(..., Q, K)``
     """
     fname = "dot_scores"
-    xp = _checks.namespace(fname, q=q, k=k)
-    scale = _checks.check_scale(fname, scale)
+    xp = checks.namespace(fname, q=q, k=k)
+    scale = checks.check_scale(fname, scale)
     _check_qk(fname, q, k, xp)
-    return _dot_scores(q, k, scale, xp=xp)
+    return kernels.dot_scores(q, k, scale, xp=xp)
 
 
 def general_scores(q: Any, k: Any, W: Any) -> Any:
@@ -83,13 +82,13 @@ def general_scores(q: Any, k: Any, W: Any) -> Any:
     scores : array, shape ``(..., Q, K)``
     """
     fname = "general_scores"
-    xp = _checks.namespace(fname, q=q, k=k, W=W)
+    xp = checks.namespace(fname, q=q, k=k, W=W)
     _check_qk(fname, q, k, xp, same_depth=False, W=W)
-    _checks.check_ndim(fname, "W", W, 2, exact=True, layout="(d_q, d_k)")
-    _checks.check_dim(fname, "W", W, 0, q.shape[-1], "the depth of q")
-    _checks.check_dim(fname, "W", W, 1, k.shape[-1], "the depth of k")
-    _checks.check_finite(fname, "W", W, xp)
-    return _general_scores(q, k, W, xp=xp)
+    checks.check_ndim(fname, "W", W, 2, exact=True, layout="(d_q, d_k)")
+    checks.check_dim(fname, "W", W, 0, q.shape[-1], "the depth of q")
+    checks.check_dim(fname, "W", W, 1, k.shape[-1], "the depth of k")
+    checks.check_finite(fname, "W", W, xp)
+    return kernels.general_scores(q, k, W, xp=xp)
 
 
 def additive_scores(q: Any, k: Any, W_q: Any, W_k: Any, v: Any) -> Any:
@@ -112,18 +111,18 @@ def additive_scores(q: Any, k: Any, W_q: Any, W_k: Any, v: Any) -> Any:
     The ``(..., Q, K, h)`` tensor of ``tanh`` arguments is formed explicitly.
     """
     fname = "additive_scores"
-    xp = _checks.namespace(fname, q=q, k=k, W_q=W_q, W_k=W_k, v=v)
+    xp = checks.namespace(fname, q=q, k=k, W_q=W_q, W_k=W_k, v=v)
     _check_qk(fname, q, k, xp, same_depth=False, W_q=W_q, W_k=W_k, v=v)
-    _checks.check_ndim(fname, "W_q", W_q, 2, exact=True, layout="(h, d_q)")
-    _checks.check_ndim(fname, "W_k", W_k, 2, exact=True, layout="(h, d_k)")
-    _checks.check_ndim(fname, "v", v, 1, exact=True, layout="(h,)")
-    _checks.check_dim(fname, "W_q", W_q, 1, q.shape[-1], "the depth of q")
-    _checks.check_dim(fname, "W_k", W_k, 1, k.shape[-1], "the depth of k")
-    _checks.check_dim(fname, "W_k", W_k, 0, W_q.shape[0], "the hidden size h of W_q")
-    _checks.check_dim(fname, "v", v, 0, W_q.shape[0], "the hidden size h of W_q")
+    checks.check_ndim(fname, "W_q", W_q, 2, exact=True, layout="(h, d_q)")
+    checks.check_ndim(fname, "W_k", W_k, 2, exact=True, layout="(h, d_k)")
+    checks.check_ndim(fname, "v", v, 1, exact=True, layout="(h,)")
+    checks.check_dim(fname, "W_q", W_q, 1, q.shape[-1], "the depth of q")
+    checks.check_dim(fname, "W_k", W_k, 1, k.shape[-1], "the depth of k")
+    checks.check_dim(fname, "W_k", W_k, 0, W_q.shape[0], "the hidden size h of W_q")
+    checks.check_dim(fname, "v", v, 0, W_q.shape[0], "the hidden size h of W_q")
     for name, w in (("W_q", W_q), ("W_k", W_k), ("v", v)):
-        _checks.check_finite(fname, name, w, xp)
-    return _additive_scores(q, k, W_q, W_k, v, xp=xp)
+        checks.check_finite(fname, name, w, xp)
+    return kernels.additive_scores(q, k, W_q, W_k, v, xp=xp)
 
 
 # ------------------------------------------------------------------ attention pooling
@@ -148,19 +147,19 @@ def attend(scores: Any, values: Any, *, valid_lens: Any = None, mask: Any = None
     weights : array, shape ``(batch, ..., Q, K)``
     """
     fname = "attend"
-    xp = _checks.namespace(fname, scores=scores, values=values,
+    xp = checks.namespace(fname, scores=scores, values=values,
                            valid_lens=lengths_array(valid_lens), mask=mask)
     for name, x in (("scores", scores), ("values", values)):
-        _checks.check_floating(fname, name, x, xp)
-    _checks.check_same_dtype(fname, scores=scores, values=values)
-    _checks.check_ndim(fname, "scores", scores, 2, layout="(..., queries, keys)")
-    _checks.check_ndim(fname, "values", values, 2, layout="(..., keys, d_v)")
-    _checks.check_dim(fname, "values", values, -2, scores.shape[-1],
+        checks.check_floating(fname, name, x, xp)
+    checks.check_same_dtype(fname, scores=scores, values=values)
+    checks.check_ndim(fname, "scores", scores, 2, layout="(..., queries, keys)")
+    checks.check_ndim(fname, "values", values, 2, layout="(..., keys, d_v)")
+    checks.check_dim(fname, "values", values, -2, scores.shape[-1],
                       "the number of keys in scores")
-    _checks.broadcast_leading(fname, scores=scores.shape[:-2], values=values.shape[:-2])
-    _checks.check_finite(fname, "values", values, xp)
+    checks.broadcast_leading(fname, scores=scores.shape[:-2], values=values.shape[:-2])
+    checks.check_finite(fname, "values", values, xp)
     keep = validated_keep(fname, "scores", scores, valid_lens, mask, empty, xp=xp)
-    return _attend(scores, values, keep, xp=xp)
+    return kernels.attend(scores, values, keep, xp=xp)
 
 
 def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None,
@@ -184,12 +183,13 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     weights : array, shape ``(batch, ..., Q, K)``
     """
     fname = "scaled_dot_product_attention"
-    xp = _checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask)
-    scale = _checks.check_scale(fname, scale)
+    xp = checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask)
+    scale = checks.check_scale(fname, scale)
     _check_qkv(fname, q, k, v, xp)
-    scores = _dot_scores(q, k, 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale, xp=xp)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = kernels.dot_scores(q, k, scale, xp=xp)
     keep = validated_keep(fname, "the scores q kᵀ", scores, valid_lens, mask, empty, xp=xp)
-    return _attend(scores, v, keep, xp=xp)
+    return kernels.attend(scores, v, keep, xp=xp)
 
 
 def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
@@ -234,39 +234,39 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
     if unknown:
         raise ValueError(f"{fname}: params has unknown entries {unknown}")
     p = {n: params.get(n) for n in required + optional}
-    xp = _checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask,
+    xp = checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask,
                            **{n: a for n, a in p.items() if a is not None})
     if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral):
         raise TypeError(f"{fname}: num_heads must be an int, got {type(num_heads).__name__}")
     num_heads = operator.index(num_heads)
     if num_heads < 1:
         raise ValueError(f"{fname}: num_heads must be >= 1, got {num_heads}")
-    scale = _checks.check_scale(fname, scale)
+    scale = checks.check_scale(fname, scale)
     _check_qkv(fname, q, k, v, xp, same_depth=False,
                **{n: a for n, a in p.items() if a is not None})
     for n, layout in zip(required, ("(d_model, d_q)", "(d_model, d_k)", "(d_value, d_v)",
                                     "(d_out, d_value)")):
-        _checks.check_ndim(fname, n, p[n], 2, exact=True, layout=layout)
+        checks.check_ndim(fname, n, p[n], 2, exact=True, layout=layout)
     d_model, d_value, d_out = p["W_q"].shape[0], p["W_v"].shape[0], p["W_o"].shape[0]
-    _checks.check_dim(fname, "W_q", p["W_q"], 1, q.shape[-1], "the depth of q")
-    _checks.check_dim(fname, "W_k", p["W_k"], 1, k.shape[-1], "the depth of k")
-    _checks.check_dim(fname, "W_v", p["W_v"], 1, v.shape[-1], "the depth of v")
-    _checks.check_dim(fname, "W_k", p["W_k"], 0, d_model, "d_model (rows of W_q)")
-    _checks.check_dim(fname, "W_o", p["W_o"], 1, d_value, "d_value (rows of W_v)")
+    checks.check_dim(fname, "W_q", p["W_q"], 1, q.shape[-1], "the depth of q")
+    checks.check_dim(fname, "W_k", p["W_k"], 1, k.shape[-1], "the depth of k")
+    checks.check_dim(fname, "W_v", p["W_v"], 1, v.shape[-1], "the depth of v")
+    checks.check_dim(fname, "W_k", p["W_k"], 0, d_model, "d_model (rows of W_q)")
+    checks.check_dim(fname, "W_o", p["W_o"], 1, d_value, "d_value (rows of W_v)")
     for b, size, what in (("b_q", d_model, "d_model"), ("b_k", d_model, "d_model"),
                           ("b_v", d_value, "d_value"), ("b_o", d_out, "d_out")):
         if p[b] is not None:
-            _checks.check_ndim(fname, b, p[b], 1, exact=True, layout=f"({what},)")
-            _checks.check_dim(fname, b, p[b], 0, size, what)
+            checks.check_ndim(fname, b, p[b], 1, exact=True, layout=f"({what},)")
+            checks.check_dim(fname, b, p[b], 0, size, what)
     for n, a in p.items():
         if a is not None:
-            _checks.check_finite(fname, n, a, xp)
+            checks.check_finite(fname, n, a, xp)
     for size, what in ((d_model, "d_model"), (d_value, "d_value")):
         if size % num_heads:
             raise ValueError(f"{fname}: num_heads={num_heads} does not divide {what}={size}")
-    lead = _checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
+    lead = checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
     scores_shape = lead + (q.shape[-2], k.shape[-2])
-    empty = _checks.check_empty(fname, empty)
+    empty = checks.check_empty(fname, empty)
     keep = keep_mask(fname, scores_shape, valid_lens, mask, xp=xp, device=compat.device(q))
     if empty == "error":
         check_no_empty_rows(fname, "the scores", scores_shape, keep, xp=xp)
@@ -274,45 +274,11 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
         scale = 1.0 / math.sqrt(d_model // num_heads)
     scores, vh = _mha_scores(p, q, k, v, num_heads=num_heads, scale=scale, xp=xp)
     keep = _per_head(keep, scores, xp=xp)
-    _checks.check_finite(fname, "the per-head scores", scores, xp, where=keep)
+    checks.check_finite(fname, "the per-head scores", scores, xp, where=keep)
     return _mha_pool(p, scores, vh, keep, xp=xp)
 
 
 # ------------------------------------------------------------------- private kernels
-
-
-def _dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> Any:
-    scores = q @ xp.matrix_transpose(k)
-    return scores if scale is None or scale == 1.0 else scores * scale
-
-
-def _general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> Any:
-    return (q @ W) @ xp.matrix_transpose(k)
-
-
-def _additive_scores(q: Any, k: Any, W_q: Any, W_k: Any, v: Any, *, xp: Any) -> Any:
-    pq = q @ xp.matrix_transpose(W_q)                      # (..., Q, h)
-    pk = k @ xp.matrix_transpose(W_k)                      # (..., K, h)
-    return _additive_from_projections(pq, pk, v, xp=xp)
-
-
-def _additive_from_projections(pq: Any, pk: Any, v: Any, *, xp: Any) -> Any:
-    """``vᵀ tanh(pq_i + pk_j)`` from projected queries ``(..., Q, h)`` and keys ``(..., K, h)``.
-
-    The models project the keys once per source sentence and reuse them at every step.
-    """
-    hidden = xp.tanh(xp.expand_dims(pq, axis=-2) + xp.expand_dims(pk, axis=-3))  # (..., Q, K, h)
-    return xp.squeeze(hidden @ xp.expand_dims(v, axis=-1), axis=-1)
-
-
-def _attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[Any, Any]:
-    weights = _masked_softmax(scores, keep, xp=xp)
-    return weights @ values, weights
-
-
-def _linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
-    y = x @ xp.matrix_transpose(W)
-    return y if b is None else y + b
 
 
 def _split_heads(x: Any, num_heads: int, *, xp: Any) -> Any:
@@ -334,10 +300,10 @@ def _merge_heads(x: Any, *, xp: Any) -> Any:
 def _mha_scores(p: Mapping[str, Any], q: Any, k: Any, v: Any, *, num_heads: int,
                 scale: float, xp: Any) -> tuple[Any, Any]:
     """Per-head scores ``(..., H, Q, K)`` and projected values ``(..., H, K, d_value / H)``."""
-    qh = _split_heads(_linear(q, p["W_q"], p["b_q"], xp=xp), num_heads, xp=xp)
-    kh = _split_heads(_linear(k, p["W_k"], p["b_k"], xp=xp), num_heads, xp=xp)
-    vh = _split_heads(_linear(v, p["W_v"], p["b_v"], xp=xp), num_heads, xp=xp)
-    return _dot_scores(qh, kh, scale, xp=xp), vh
+    qh = _split_heads(kernels.linear(q, p["W_q"], p["b_q"], xp=xp), num_heads, xp=xp)
+    kh = _split_heads(kernels.linear(k, p["W_k"], p["b_k"], xp=xp), num_heads, xp=xp)
+    vh = _split_heads(kernels.linear(v, p["W_v"], p["b_v"], xp=xp), num_heads, xp=xp)
+    return kernels.dot_scores(qh, kh, scale, xp=xp), vh
 
 
 def _per_head(keep: Any, scores: Any, *, xp: Any) -> Any:
@@ -349,8 +315,8 @@ def _per_head(keep: Any, scores: Any, *, xp: Any) -> Any:
 
 def _mha_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
               xp: Any) -> tuple[Any, Any]:
-    context, weights = _attend(scores, vh, keep, xp=xp)
-    return _linear(_merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp), weights
+    context, weights = kernels.attend(scores, vh, keep, xp=xp)
+    return kernels.linear(_merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp), weights
 
 
 # ------------------------------------------------------------------------- helpers
@@ -359,10 +325,10 @@ def _mha_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
 def _check_qk(fname: str, q: Any, k: Any, xp: Any, *, same_depth: bool = True,
               **weights: Any) -> None:
     for name, x in (("q", q), ("k", k), *weights.items()):
-        _checks.check_floating(fname, name, x, xp)
-    _checks.check_same_dtype(fname, q=q, k=k, **weights)
-    _checks.check_ndim(fname, "q", q, 2, layout="(..., queries, depth)")
-    _checks.check_ndim(fname, "k", k, 2, layout="(..., keys, depth)")
+        checks.check_floating(fname, name, x, xp)
+    checks.check_same_dtype(fname, q=q, k=k, **weights)
+    checks.check_ndim(fname, "q", q, 2, layout="(..., queries, depth)")
+    checks.check_ndim(fname, "k", k, 2, layout="(..., keys, depth)")
     if q.shape[-1] == 0:
         raise ValueError(f"{fname}: q must have depth >= 1, got shape {tuple(q.shape)}")
     if same_depth and k.shape[-1] != q.shape[-1]:
@@ -370,15 +336,15 @@ def _check_qk(fname: str, q: Any, k: Any, xp: Any, *, same_depth: bool = True,
             f"{fname}: q has depth {q.shape[-1]} but k has depth {k.shape[-1]} "
             f"(shapes {tuple(q.shape)} and {tuple(k.shape)})"
         )
-    _checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2])
-    _checks.check_finite(fname, "q", q, xp)
-    _checks.check_finite(fname, "k", k, xp)
+    checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2])
+    checks.check_finite(fname, "q", q, xp)
+    checks.check_finite(fname, "k", k, xp)
 
 
 def _check_qkv(fname: str, q: Any, k: Any, v: Any, xp: Any, *, same_depth: bool = True,
                **weights: Any) -> None:
     _check_qk(fname, q, k, xp, same_depth=same_depth, v=v, **weights)
-    _checks.check_ndim(fname, "v", v, 2, layout="(..., keys, d_v)")
-    _checks.check_dim(fname, "v", v, -2, k.shape[-2], "the number of keys in k")
-    _checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
-    _checks.check_finite(fname, "v", v, xp)
+    checks.check_ndim(fname, "v", v, 2, layout="(..., keys, d_v)")
+    checks.check_dim(fname, "v", v, -2, k.shape[-2], "the number of keys in k")
+    checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
+    checks.check_finite(fname, "v", v, xp)

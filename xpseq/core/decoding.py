@@ -40,7 +40,7 @@ from typing import Any, Callable, NamedTuple
 
 import array_api_compat as compat
 
-from . import _tree
+from .tree import flatten, map_leaves
 
 __all__ = ["greedy_search", "beam_search", "Hypotheses", "tile_beams", "LENGTH_PENALTIES"]
 
@@ -73,7 +73,7 @@ def tile_beams(tree: Any, k: int) -> Any:
         index = xp.arange(x.shape[0] * k, device=compat.device(x)) // k
         return xp.take(x, index, axis=0)
 
-    return _tree.map_leaves(tile, tree)
+    return map_leaves(tile, tree)
 
 
 def greedy_search(step: Callable, state: Any, *, batch_size: int, bos_id: int, eos_id: int,
@@ -254,7 +254,7 @@ def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: 
         out["live_tokens"] = _pick(cand_tokens, live, xp)
         out["y"] = xp.reshape(xp.take_along_axis(token, live, axis=-1), (-1,))
         beam_rows = xp.reshape(live_parent + rows, (-1,))
-        out["state"] = _tree.map_leaves(lambda x: xp.take(x, beam_rows, axis=0), new_state)
+        out["state"] = map_leaves(lambda x: xp.take(x, beam_rows, axis=0), new_state)
         if S is not None:
             att = xp.reshape(att, (B, K, S))
             cand_att = xp.where(at_t[:, None], _pick(att, parent, xp)[:, :, None, :],
@@ -322,7 +322,7 @@ def _limits(max_lens: Any, batch: int, max_len: int, xp: Any, device: Any) -> An
 
 
 def _namespace_of(state: Any) -> tuple[Any, Any]:
-    leaves, _ = _tree.flatten(state)
+    leaves, _ = flatten(state)
     floats = [x for x in leaves if compat.array_namespace(x).isdtype(x.dtype, "real floating")]
     if not floats:
         raise TypeError("the decoder state must hold at least one floating array")

@@ -10,9 +10,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import array_api_compat as compat
-
-from . import _checks
+from . import checks, kernels
 
 __all__ = ["linear", "embedding", "sigmoid", "dropout"]
 
@@ -31,18 +29,18 @@ def linear(x: Any, W: Any, b: Any = None) -> Any:
     array, shape ``(..., out)``
     """
     fname = "linear"
-    xp = _checks.namespace(fname, x=x, W=W, b=b)
+    xp = checks.namespace(fname, x=x, W=W, b=b)
     for name, a in (("x", x), ("W", W), ("b", b)):
         if a is not None:
-            _checks.check_floating(fname, name, a, xp)
-    _checks.check_same_dtype(fname, x=x, W=W, b=b)
-    _checks.check_ndim(fname, "x", x, 1, layout="(..., in)")
-    _checks.check_ndim(fname, "W", W, 2, exact=True, layout="(out, in)")
-    _checks.check_dim(fname, "W", W, 1, x.shape[-1], "the last dimension of x")
+            checks.check_floating(fname, name, a, xp)
+    checks.check_same_dtype(fname, x=x, W=W, b=b)
+    checks.check_ndim(fname, "x", x, 1, layout="(..., in)")
+    checks.check_ndim(fname, "W", W, 2, exact=True, layout="(out, in)")
+    checks.check_dim(fname, "W", W, 1, x.shape[-1], "the last dimension of x")
     if b is not None:
-        _checks.check_ndim(fname, "b", b, 1, exact=True, layout="(out,)")
-        _checks.check_dim(fname, "b", b, 0, W.shape[0], "the number of rows of W")
-    return _linear(x, W, b, xp=xp)
+        checks.check_ndim(fname, "b", b, 1, exact=True, layout="(out,)")
+        checks.check_dim(fname, "b", b, 0, W.shape[0], "the number of rows of W")
+    return kernels.linear(x, W, b, xp=xp)
 
 
 def embedding(ids: Any, E: Any) -> Any:
@@ -64,17 +62,17 @@ def embedding(ids: Any, E: Any) -> Any:
         clamps out-of-range indices instead).
     """
     fname = "embedding"
-    xp = _checks.namespace(fname, ids=ids, E=E)
+    xp = checks.namespace(fname, ids=ids, E=E)
     if not xp.isdtype(ids.dtype, "integral"):
         raise TypeError(f"{fname}: ids must have an integer dtype, got {ids.dtype}")
-    _checks.check_floating(fname, "E", E, xp)
-    _checks.check_ndim(fname, "E", E, 2, exact=True, layout="(V, d)")
+    checks.check_floating(fname, "E", E, xp)
+    checks.check_ndim(fname, "E", E, 2, exact=True, layout="(V, d)")
     vocab = E.shape[0]
-    index = _checks.first_true_index((ids < 0) | (ids >= vocab), xp)
+    index = checks.first_true_index((ids < 0) | (ids >= vocab), xp)
     if index is not None:
         value = int(ids[index]) if index else int(ids)
         raise ValueError(f"{fname}: ids must lie in [0, {vocab}) (the rows of E), got {value}")
-    return _embedding(ids, E, xp=xp)
+    return kernels.embedding(ids, E, xp=xp)
 
 
 def sigmoid(x: Any) -> Any:
@@ -94,9 +92,9 @@ def sigmoid(x: Any) -> Any:
     array, shape and dtype of ``x``
     """
     fname = "sigmoid"
-    xp = _checks.namespace(fname, x=x)
-    _checks.check_floating(fname, "x", x, xp)
-    return _sigmoid(x, xp=xp)
+    xp = checks.namespace(fname, x=x)
+    checks.check_floating(fname, "x", x, xp)
+    return kernels.sigmoid(x, xp=xp)
 
 
 def dropout(x: Any, keep: Any, rate: float) -> Any:
@@ -121,43 +119,18 @@ def dropout(x: Any, keep: Any, rate: float) -> Any:
     array, shape and dtype of ``x``; the expectation over masks equals ``x``
     """
     fname = "dropout"
-    xp = _checks.namespace(fname, x=x, keep=keep)
-    _checks.check_floating(fname, "x", x, xp)
+    xp = checks.namespace(fname, x=x, keep=keep)
+    checks.check_floating(fname, "x", x, xp)
     if keep.dtype != xp.bool:
         raise TypeError(f"{fname}: keep must have a bool dtype, got {keep.dtype}")
     if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
         raise TypeError(f"{fname}: rate must be a real number, got {type(rate).__name__}")
     if not 0 <= rate < 1:
         raise ValueError(f"{fname}: rate must lie in [0, 1), got {rate!r}")
-    _checks.broadcast_leading(fname, x=tuple(x.shape), keep=tuple(keep.shape))
-    return _dropout(x, keep, float(rate), xp=xp)
+    checks.broadcast_leading(fname, x=tuple(x.shape), keep=tuple(keep.shape))
+    return kernels.dropout(x, keep, float(rate), xp=xp)
 
 
 # ------------------------------------------------------------------- private kernels
 
 
-def _linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
-    y = x @ xp.matrix_transpose(W)
-    return y if b is None else y + b
-
-
-def _embedding(ids: Any, E: Any, *, xp: Any) -> Any:
-    flat = xp.take(E, xp.reshape(ids, (-1,)), axis=0)
-    return xp.reshape(flat, (*ids.shape, E.shape[1]))
-
-
-def _sigmoid(x: Any, *, xp: Any) -> Any:
-    positive = x >= 0
-    e = xp.exp(xp.where(positive, -x, x))                 # exp(-|x|), in (0, 1]
-    return xp.where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def _dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> Any:
-    if rate == 0.0:
-        return x
-    return xp.where(keep, x * (1.0 / (1.0 - rate)), 0.0)
-
-
-def _zeros(shape: tuple[int, ...], like: Any, *, xp: Any) -> Any:
-    """Zeros with the dtype and device of ``like``."""
-    return xp.zeros(shape, dtype=like.dtype, device=compat.device(like))

@@ -6,13 +6,13 @@ from typing import Any, Callable
 
 import array_api_compat as compat
 
-from . import _tree
+from .tree import flatten, map_leaves, unflatten
 
 __all__ = ["scan"]
 
 
 def scan(fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
-         length: int | None = None) -> tuple[Any, Any]:
+         length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
     """Loop ``carry, y = fn(carry, x)`` over axis 0 of ``xs`` and stack the ``y``.
 
     Parameters
@@ -23,6 +23,9 @@ def scan(fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
         (or ``None`` with ``length``)
     length : int, optional
         The number of steps when ``xs`` is ``None`` (or a check on ``T``).
+    reverse : bool
+        Run from the last step to the first; ``ys`` stays in the order of ``xs`` (as
+        ``lax.scan(..., reverse=True)``).
 
     Returns
     -------
@@ -33,7 +36,7 @@ def scan(fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
     This is what the numpy, torch and array_api_strict backends use as ``backend.scan``;
     the jax backend uses ``jax.lax.scan``, with the same results and shapes.
     """
-    leaves, treedef = _tree.flatten(xs)
+    leaves, treedef = flatten(xs)
     if not leaves and length is None:
         raise ValueError("scan: xs has no arrays, so pass length= (the number of steps)")
     sizes = {int(leaf.shape[0]) for leaf in leaves}
@@ -51,13 +54,15 @@ def scan(fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
             xp = compat.array_namespace(leaf)
             dummy.append(xp.zeros(tuple(leaf.shape[1:]), dtype=leaf.dtype,
                                   device=compat.device(leaf)))
-        _, y = fn(carry, _tree.unflatten(treedef, dummy))
-        return carry, _tree.map_leaves(_empty_stack, y)
+        _, y = fn(carry, unflatten(treedef, dummy))
+        return carry, map_leaves(_empty_stack, y)
     ys = []
-    for i in range(n):
-        carry, y = fn(carry, _tree.unflatten(treedef, [leaf[i, ...] for leaf in leaves]))
+    for i in (reversed(range(n)) if reverse else range(n)):
+        carry, y = fn(carry, unflatten(treedef, [leaf[i, ...] for leaf in leaves]))
         ys.append(y)
-    return carry, _tree.map_leaves(_stack, *ys)
+    if reverse:
+        ys.reverse()
+    return carry, map_leaves(_stack, *ys)
 
 
 def _stack(*arrays: Any) -> Any:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from . import _checks
-from .masking import _log_softmax
+from . import checks, kernels
 
 __all__ = ["cross_entropy"]
 
@@ -35,11 +34,11 @@ def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None) -> An
         (under ``jax.jit`` the last cannot be checked and the loss is then 0).
     """
     fname = "cross_entropy"
-    xp = _checks.namespace(fname, logits=logits, targets=targets)
-    _checks.check_floating(fname, "logits", logits, xp)
+    xp = checks.namespace(fname, logits=logits, targets=targets)
+    checks.check_floating(fname, "logits", logits, xp)
     if not xp.isdtype(targets.dtype, "integral"):
         raise TypeError(f"{fname}: targets must have an integer dtype, got {targets.dtype}")
-    _checks.check_ndim(fname, "logits", logits, 1, layout="(..., V)")
+    checks.check_ndim(fname, "logits", logits, 1, layout="(..., V)")
     if tuple(targets.shape) != tuple(logits.shape[:-1]):
         raise ValueError(f"{fname}: targets has shape {tuple(targets.shape)} but logits of "
                          f"shape {tuple(logits.shape)} need {tuple(logits.shape[:-1])}")
@@ -47,32 +46,15 @@ def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None) -> An
                                or not isinstance(pad_id, numbers.Integral)):
         raise TypeError(f"{fname}: pad_id must be an int or None, got {type(pad_id).__name__}")
     vocab = logits.shape[-1]
-    index = _checks.first_true_index((targets < 0) | (targets >= vocab), xp)
+    index = checks.first_true_index((targets < 0) | (targets >= vocab), xp)
     if index is not None:
         raise ValueError(f"{fname}: targets must lie in [0, {vocab}), got "
                          f"{int(targets[index]) if index else int(targets)}")
-    _checks.check_finite(fname, "logits", logits, xp)
-    if pad_id is not None and _checks.concrete(xp.all(targets == pad_id)):
+    checks.check_finite(fname, "logits", logits, xp)
+    if pad_id is not None and checks.concrete(xp.all(targets == pad_id)):
         raise ValueError(f"{fname}: every target is padding (pad_id={pad_id}); there is no "
                          "token to average over")
-    total, count = _nll_sum(logits, targets, pad_id, xp=xp)
+    total, count = kernels.nll_sum(logits, targets, pad_id, xp=xp)
     return total / xp.maximum(count, xp.ones_like(count))
 
 
-def _nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any) -> tuple[Any, Any]:
-    """Summed negative log-likelihood of the real tokens, and their number (as a float)."""
-    return _nll_parts(logits, targets, pad_id, xp=xp)[0]
-
-
-def _nll_parts(logits: Any, targets: Any, pad_id: int | None, *,
-               xp: Any) -> tuple[tuple[Any, Any], Any]:
-    """``_nll_sum``'s ``(total, count)`` and the log-probabilities, which its backward
-    pass needs."""
-    logp = _log_softmax(logits, axis=-1, xp=xp)
-    picked = xp.squeeze(xp.take_along_axis(logp, xp.expand_dims(targets, axis=-1), axis=-1),
-                        axis=-1)
-    if pad_id is None:
-        real = xp.ones_like(picked)
-    else:
-        real = xp.astype(targets != pad_id, logits.dtype)
-    return (-xp.sum(picked * real), xp.sum(real)), logp

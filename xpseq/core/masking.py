@@ -17,7 +17,7 @@ from typing import Any
 
 import array_api_compat as compat
 
-from . import _checks
+from . import checks, kernels
 
 __all__ = ["sequence_mask", "masked_softmax", "log_softmax", "logsumexp"]
 
@@ -53,7 +53,7 @@ def sequence_mask(lengths: Any, max_len: int) -> Any:
     gives an all-``False`` row and one above ``max_len`` an all-``True`` row.
     """
     fname = "sequence_mask"
-    xp = _checks.namespace(fname, lengths=lengths)
+    xp = checks.namespace(fname, lengths=lengths)
     if not xp.isdtype(lengths.dtype, "integral"):
         raise TypeError(f"{fname}: lengths must have an integer dtype, got {lengths.dtype}")
     if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral):
@@ -62,7 +62,7 @@ def sequence_mask(lengths: Any, max_len: int) -> Any:
     if max_len < 0:
         raise ValueError(f"{fname}: max_len must be >= 0, got {max_len}")
     _check_lengths_range(fname, "lengths", lengths, max_len, f"max_len = {max_len}", xp)
-    return _sequence_mask(lengths, max_len, xp=xp)
+    return kernels.sequence_mask(lengths, max_len, xp=xp)
 
 
 def masked_softmax(scores: Any, valid_lens: Any = None, *, mask: Any = None,
@@ -113,12 +113,12 @@ def masked_softmax(scores: Any, valid_lens: Any = None, *, mask: Any = None,
     comes out as zeros, as with ``empty="zero"``.
     """
     fname = "masked_softmax"
-    xp = _checks.namespace(fname, scores=scores, valid_lens=lengths_array(valid_lens),
+    xp = checks.namespace(fname, scores=scores, valid_lens=lengths_array(valid_lens),
                            mask=mask)
-    _checks.check_floating(fname, "scores", scores, xp)
-    _checks.check_ndim(fname, "scores", scores, 1)
+    checks.check_floating(fname, "scores", scores, xp)
+    checks.check_ndim(fname, "scores", scores, 1)
     keep = validated_keep(fname, "scores", scores, valid_lens, mask, empty, xp=xp)
-    return _masked_softmax(scores, keep, xp=xp)
+    return kernels.masked_softmax(scores, keep, xp=xp)
 
 
 def logsumexp(x: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
@@ -142,10 +142,10 @@ def logsumexp(x: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
     zero gradient, not NaN). ``+inf`` gives ``+inf`` and NaN propagates.
     """
     fname = "logsumexp"
-    xp = _checks.namespace(fname, x=x)
-    _checks.check_floating(fname, "x", x, xp)
+    xp = checks.namespace(fname, x=x)
+    checks.check_floating(fname, "x", x, xp)
     axis = _check_axis(fname, axis, x.ndim)
-    return _logsumexp(x, axis=axis, keepdims=keepdims, xp=xp)
+    return kernels.logsumexp(x, axis=axis, keepdims=keepdims, xp=xp)
 
 
 def log_softmax(x: Any, /, *, axis: int = -1) -> Any:
@@ -167,10 +167,10 @@ def log_softmax(x: Any, /, *, axis: int = -1) -> Any:
     NaN, and a zero gradient.
     """
     fname = "log_softmax"
-    xp = _checks.namespace(fname, x=x)
-    _checks.check_floating(fname, "x", x, xp)
+    xp = checks.namespace(fname, x=x)
+    checks.check_floating(fname, "x", x, xp)
     axis = _check_axis(fname, axis, x.ndim)
-    return _log_softmax(x, axis=axis, xp=xp)
+    return kernels.log_softmax(x, axis=axis, xp=xp)
 
 
 # --------------------------------------------------------------- shared by attention
@@ -215,10 +215,10 @@ def lengths_array(valid_lens: Any) -> Any:
 def validated_keep(fname: str, what: str, scores: Any, valid_lens: Any, mask: Any,
                    empty: str, *, xp: Any) -> Any:
     """:func:`keep_mask` for ``scores``, plus the finiteness and empty-row checks."""
-    empty = _checks.check_empty(fname, empty)
+    empty = checks.check_empty(fname, empty)
     shape = tuple(scores.shape)
     keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(scores))
-    _checks.check_finite(fname, what, scores, xp, where=keep)
+    checks.check_finite(fname, what, scores, xp, where=keep)
     if empty == "error":
         check_no_empty_rows(fname, what, shape, keep, xp=xp)
     return keep
@@ -235,7 +235,7 @@ def check_no_empty_rows(fname: str, what: str, shape: tuple[int, ...], keep: Any
     if keep is None:
         return
     empty_rows = ~xp.any(keep, axis=-1)
-    row = _checks.first_true_index(empty_rows, xp)
+    row = checks.first_true_index(empty_rows, xp)
     if row is not None:
         raise ValueError(
             f"{fname}: query row {row} of {what} (shape {shape}) has no valid key; every "
@@ -245,50 +245,6 @@ def check_no_empty_rows(fname: str, what: str, shape: tuple[int, ...], keep: Any
 
 
 # ------------------------------------------------------------------- private kernels
-
-
-def _sequence_mask(lengths: Any, max_len: int, *, xp: Any) -> Any:
-    positions = xp.arange(max_len, dtype=lengths.dtype, device=compat.device(lengths))
-    return positions < xp.expand_dims(lengths, axis=-1)
-
-
-def _masked_softmax(scores: Any, keep: Any, *, xp: Any) -> Any:
-    """Softmax over the last axis; ``keep`` (bool, shape of ``scores``) or ``None``."""
-    if scores.shape[-1] == 0:
-        return scores
-    if keep is None:
-        shifted = scores - xp.max(scores, axis=-1, keepdims=True)
-        e = xp.exp(shifted)
-        return e / xp.sum(e, axis=-1, keepdims=True)
-    any_keep = xp.any(keep, axis=-1, keepdims=True)
-    row_max = xp.max(xp.where(keep, scores, -math.inf), axis=-1, keepdims=True)
-    row_max = xp.where(any_keep, row_max, 0.0)
-    # First where: masked positions never reach exp (no inf, so no 0 * inf in the gradient).
-    shifted = xp.where(keep, scores - row_max, 0.0)
-    # Second where: masked positions are exactly zero, whatever exp(0) gave.
-    e = xp.where(keep, xp.exp(shifted), 0.0)
-    total = xp.sum(e, axis=-1, keepdims=True)
-    # A row with no valid key has total 0; divide it by 1 to get zeros instead of 0/0.
-    return e / xp.where(any_keep, total, 1.0)
-
-
-def _logsumexp(x: Any, *, axis: int, keepdims: bool, xp: Any) -> Any:
-    if x.shape[axis] == 0:
-        shape = tuple(1 if i == axis else n for i, n in enumerate(x.shape))
-        out = xp.full(shape, -math.inf, dtype=x.dtype, device=compat.device(x))
-        return out if keepdims else xp.squeeze(out, axis=axis)
-    m = xp.max(x, axis=axis, keepdims=True)
-    m = xp.where(xp.isfinite(m), m, 0.0)
-    total = xp.sum(xp.exp(x - m), axis=axis, keepdims=True)
-    positive = total > 0
-    out = xp.where(positive, xp.log(xp.where(positive, total, 1.0)) + m, -math.inf)
-    return out if keepdims else xp.squeeze(out, axis=axis)
-
-
-def _log_softmax(x: Any, *, axis: int, xp: Any) -> Any:
-    lse = _logsumexp(x, axis=axis, keepdims=True, xp=xp)
-    finite = xp.isfinite(lse)
-    return xp.where(finite, x - xp.where(finite, lse, 0.0), -math.inf)
 
 
 # ------------------------------------------------------------------------- helpers
@@ -345,14 +301,14 @@ def _lengths_to_keep(fname: str, shape: tuple[int, ...], valid_lens: Any, *, xp:
             f"{tuple(valid_lens.shape)}"
         )
     _check_lengths_range(fname, "valid_lens", valid_lens, keys, f"{keys} (the number of keys)", xp)
-    keep = _sequence_mask(lens, keys, xp=xp)  # lens plus a keys axis
+    keep = kernels.sequence_mask(lens, keys, xp=xp)  # lens plus a keys axis
     return xp.broadcast_to(keep, shape)
 
 
 def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_text: str,
                          xp: Any) -> None:
     for bad, rule in ((lengths < 0, ">= 0"), (lengths > upper, f"<= {upper_text}")):
-        index = _checks.first_true_index(bad, xp)
+        index = checks.first_true_index(bad, xp)
         if index is not None:
             value = int(lengths[index]) if index else int(lengths)
             where = f"{name}[{', '.join(map(str, index))}]" if index else name

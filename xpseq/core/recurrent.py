@@ -23,12 +23,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from . import _checks
-from ._scan import scan as python_scan
-from .layers import _linear, _sigmoid, _zeros
-from .masking import _check_lengths_range, _sequence_mask
+from . import checks, kernels
+from .masking import _check_lengths_range
 
-__all__ = ["CELLS", "lstm_cell", "gru_cell", "run_sequence", "cell_param_shapes"]
+__all__ = ["CELLS", "lstm_cell", "gru_cell", "run_sequence", "hand_derived_recurrence",
+           "cell_param_shapes"]
 
 #: Number of gates of each cell: the weights have ``gates * hidden`` rows.
 CELLS = {"lstm": 4, "gru": 3}
@@ -57,8 +56,8 @@ def lstm_cell(params: Mapping[str, Any], x: Any, state: tuple[Any, Any]) -> tupl
     (h', c') : each of shape ``(B, H)``
     """
     xp = _check_cell_call("lstm_cell", "lstm", params, x, state)
-    return _lstm_step(_linear(x, params["W_ih"], params["b_ih"], xp=xp), tuple(state), params,
-                      xp=xp)
+    xw = kernels.linear(x, params["W_ih"], params["b_ih"], xp=xp)
+    return kernels.lstm_step(xw, tuple(state), params, xp=xp)
 
 
 def gru_cell(params: Mapping[str, Any], x: Any, h: Any) -> Any:
@@ -75,12 +74,14 @@ def gru_cell(params: Mapping[str, Any], x: Any, h: Any) -> Any:
     h' : array, shape ``(B, H)``
     """
     xp = _check_cell_call("gru_cell", "gru", params, x, (h,))
-    return _gru_step(_linear(x, params["W_ih"], params["b_ih"], xp=xp), (h,), params, xp=xp)[0]
+    xw = kernels.linear(x, params["W_ih"], params["b_ih"], xp=xp)
+    return kernels.gru_step(xw, (h,), params, xp=xp)[0]
 
 
 def run_sequence(params: Mapping[str, Any], xs: Any, lengths: Any, *, cell: str = "lstm",
                  initial_state: tuple[Any, ...] | None = None, reverse: bool = False,
-                 scan: Callable | None = None) -> tuple[Any, tuple[Any, ...]]:
+                 scan: Callable | None = None,
+                 custom_vjp: Callable | None = None) -> tuple[Any, tuple[Any, ...]]:
     """Run a cell over padded sequences; padded steps never change the state.
 
     Parameters
@@ -97,6 +98,12 @@ def run_sequence(params: Mapping[str, Any], xs: Any, lengths: Any, *, cell: str 
         is, the reverse direction starts at each sequence's own last real token.
     scan : callable, optional
         ``lax.scan``-compatible loop (``backend.scan``); the Python loop by default.
+    custom_vjp : callable, optional
+        ``backend.custom_vjp``: run the time loop as :func:`hand_derived_recurrence`, whose
+        gradient is the hand-derived step rules of :mod:`xpseq.core.vjp` in a reverse
+        ``scan`` instead of the library's differentiation of every operation of the loop.
+        The values are the same; on JAX it is a ``jax.custom_vjp`` (which has no
+        forward-mode derivative, so ``jax.jvp`` through it raises).
 
     Returns
     -------
@@ -107,104 +114,99 @@ def run_sequence(params: Mapping[str, Any], xs: Any, lengths: Any, *, cell: str 
     """
     fname = "run_sequence"
     cell = _check_cell(fname, cell)
-    xp = _checks.namespace(fname, xs=xs, lengths=lengths)
-    _checks.check_ndim(fname, "xs", xs, 3, exact=True, layout="(batch, time, input)")
+    xp = checks.namespace(fname, xs=xs, lengths=lengths)
+    checks.check_ndim(fname, "xs", xs, 3, exact=True, layout="(batch, time, input)")
     if not xp.isdtype(lengths.dtype, "integral"):
         raise TypeError(f"{fname}: lengths must have an integer dtype, got {lengths.dtype}")
-    _checks.check_ndim(fname, "lengths", lengths, 1, exact=True, layout="(batch,)")
-    _checks.check_dim(fname, "lengths", lengths, 0, xs.shape[0], "the batch size of xs")
+    checks.check_ndim(fname, "lengths", lengths, 1, exact=True, layout="(batch,)")
+    checks.check_dim(fname, "lengths", lengths, 0, xs.shape[0], "the batch size of xs")
     hidden = _check_params(fname, cell, params, xs.shape[-1], xs, xp)
     if initial_state is None:
-        initial_state = initial_zeros(cell, xs.shape[0], hidden, xs, xp=xp)
+        initial_state = kernels.initial_zeros(cell, xs.shape[0], hidden, xs, xp=xp)
     _check_state(fname, cell, tuple(initial_state), xs.shape[0], hidden, xs, xp)
     _check_lengths_range(fname, "lengths", lengths, xs.shape[1], "the number of steps", xp)
-    return _run_sequence(cell, params, xs, lengths, tuple(initial_state), reverse=reverse,
-                         scan=scan, xp=xp)
+    recurrence = None if custom_vjp is None else hand_derived_recurrence(
+        cell, scan=scan, custom_vjp=custom_vjp, xp=xp)
+    return kernels.run_sequence(cell, params, xs, lengths, tuple(initial_state), reverse=reverse,
+                                scan=scan, recurrence=recurrence, xp=xp)
+
+
+def hand_derived_recurrence(cell: str, *, scan: Callable | None, custom_vjp: Callable,
+                            xp: Any) -> Callable:
+    """The time loop of :func:`run_sequence` with its hand-derived gradient attached.
+
+    Returns ``recurrence(W_hh, b_hh, xw, valid, state0) -> (outputs, final_state)`` over
+    time-major ``xw (T, B, G H)`` (the input projections) and ``valid (T, B, 1)`` (bool),
+    with ``outputs (T, B, H)``: the loop :func:`xpseq.core.kernels.run_sequence` runs,
+    made ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``: ``jax.custom_vjp`` on JAX).
+
+    The forward pass keeps only the state before each step; the backward pass recomputes
+    each step's gates from it and runs the step rules of :mod:`xpseq.core.vjp` in a
+    reverse ``scan``, where a library's own differentiation would store what every
+    operation of the step needs (both branches of the stable sigmoid included). For an
+    LSTM the gradient of the gates' pre-activation is ``d_xw`` itself, so ``W_hh``'s and
+    ``b_hh``'s gradients are one product and one sum over all steps after the loop; a
+    GRU's differ from ``d_xw`` and are summed step by step.
+    """
+    from . import vjp
+    from .loops import scan as python_scan
+
+    loop = scan or python_scan
+    step, rule = kernels.STEPS[cell], vjp.CELL_STEPS[cell]
+
+    def run(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple,
+            keep_states: bool) -> tuple:
+        p = {"W_hh": W_hh, "b_hh": b_hh}
+
+        def body(state: tuple, inputs: tuple) -> tuple:
+            xw_t, valid_t = inputs
+            new, out = kernels.keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
+            return new, ((out, state) if keep_states else out)
+
+        return loop(body, tuple(state0), (xw, valid))
+
+    def recurrence(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple) -> tuple:
+        final, outputs = run(W_hh, b_hh, xw, valid, state0, False)
+        return outputs, final
+
+    def fwd(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple) -> tuple:
+        final, (outputs, states) = run(W_hh, b_hh, xw, valid, state0, True)
+        return (outputs, final), (W_hh, b_hh, xw, valid, states)
+
+    after = cell == "lstm"
+
+    def bwd(saved: tuple, cotangents: tuple) -> tuple:
+        W_hh, b_hh, xw, valid, states = saved
+        d_outputs, d_final = cotangents
+        p = {"W_hh": W_hh, "b_hh": b_hh}
+
+        def body(carry: tuple, inputs: tuple) -> tuple:
+            d_state, d_W, d_b = carry
+            xw_t, v, state, d_out = inputs
+            d_state = (d_state[0] + xp.where(v, d_out, 0.0), *d_state[1:])
+            d_cell = tuple(xp.where(v, d, 0.0) for d in d_state)
+            _, backprop = rule(xw_t, state, p, xp=xp)
+            d_xw, d_prev, grads = backprop(*d_cell)
+            d_state = tuple(xp.where(v, dp, d) for dp, d in zip(d_prev, d_state))
+            if not after:
+                d_W, d_b = d_W + grads["W_hh"], d_b + grads["b_hh"]
+            return (d_state, d_W, d_b), d_xw
+
+        start = (tuple(d_final), xp.zeros_like(W_hh), xp.zeros_like(b_hh))
+        (d_state0, d_W, d_b), d_xw = loop(body, start, (xw, valid, states, d_outputs),
+                                          reverse=True)
+        if after:
+            steps, batch, gates = d_xw.shape
+            flat_d = xp.reshape(d_xw, (steps * batch, gates))
+            flat_h = xp.reshape(states[0], (steps * batch, states[0].shape[-1]))
+            d_W = xp.matrix_transpose(flat_d) @ flat_h
+            d_b = xp.sum(flat_d, axis=0)
+        return d_W, d_b, d_xw, None, d_state0
+
+    return custom_vjp(recurrence, fwd, bwd)
 
 
 # ------------------------------------------------------------------- private kernels
-
-
-def _lstm_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
-                xp: Any) -> tuple[tuple, tuple]:
-    """One LSTM step: the new state ``(h', c')`` and what its backward pass needs
-    (the gates ``i, f, g, o`` after their nonlinearities and ``tanh(c')``)."""
-    h, c = state
-    gates = xw + _linear(h, p["W_hh"], p["b_hh"], xp=xp)
-    n = h.shape[-1]
-    # One sigmoid over all four blocks (the g block's is computed and dropped): the same
-    # values as three separate calls, in a third of the operations, which is what an eager
-    # library such as PyTorch pays for at these sizes.
-    sig = _sigmoid(gates, xp=xp)
-    i, f, o = sig[..., :n], sig[..., n:2 * n], sig[..., 3 * n:]
-    g = xp.tanh(gates[..., 2 * n:3 * n])
-    c = f * c + i * g
-    tanh_c = xp.tanh(c)
-    return (o * tanh_c, c), (i, f, g, o, tanh_c)
-
-
-def _gru_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
-               xp: Any) -> tuple[tuple, tuple]:
-    """One GRU step: the new state ``(h',)`` and what its backward pass needs
-    (``r``, ``z``, the candidate ``n`` and the recurrent projection ``W_hh h + b_hh``)."""
-    (h,) = state
-    hw = _linear(h, p["W_hh"], p["b_hh"], xp=xp)
-    n = h.shape[-1]
-    r = _sigmoid(xw[..., :n] + hw[..., :n], xp=xp)
-    z = _sigmoid(xw[..., n:2 * n] + hw[..., n:2 * n], xp=xp)
-    cand = xp.tanh(xw[..., 2 * n:] + r * hw[..., 2 * n:])
-    return ((1.0 - z) * cand + z * h,), (r, z, cand, hw)
-
-
-def _lstm_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
-    return _lstm_parts(xw, state, p, xp=xp)[0]
-
-
-def _gru_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
-    return _gru_parts(xw, state, p, xp=xp)[0]
-
-
-STEPS = {"lstm": _lstm_step, "gru": _gru_step}
-
-
-def initial_zeros(cell: str, batch: int, hidden: int, like: Any, *, xp: Any) -> tuple:
-    """The all-zero state of ``cell`` for ``batch`` sequences."""
-    n_state = 2 if cell == "lstm" else 1
-    return tuple(_zeros((batch, hidden), like, xp=xp) for _ in range(n_state))
-
-
-def _run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
-                  state0: tuple[Any, ...], *, reverse: bool, scan: Callable | None,
-                  xp: Any) -> tuple[Any, tuple[Any, ...]]:
-    step = STEPS[cell]
-    steps = xs.shape[1]
-    # The input projection of every step at once, outside the loop: (T, B, G H).
-    xw = xp.permute_dims(_linear(xs, p["W_ih"], p["b_ih"], xp=xp), (1, 0, 2))
-    valid = xp.permute_dims(_sequence_mask(lengths, steps, xp=xp), (1, 0))[..., None]
-    if reverse:
-        xw, valid = xp.flip(xw, axis=0), xp.flip(valid, axis=0)
-
-    # A loop that knows a better way to differentiate the whole recurrence (the JAX
-    # backend's scan with hand-derived rules, see xpseq.backends) runs it instead.
-    recurrence = getattr(scan, "recurrence", None)
-    if recurrence is not None:
-        outputs, final = recurrence(cell, p["W_hh"], p["b_hh"], xw, valid, tuple(state0))
-    else:
-        def body(state: tuple, inputs: tuple) -> tuple[tuple, Any]:
-            xw_t, valid_t = inputs
-            return _keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
-
-        final, outputs = (scan or python_scan)(body, state0, (xw, valid))
-    if reverse:
-        outputs = xp.flip(outputs, axis=0)
-    return xp.permute_dims(outputs, (1, 0, 2)), final
-
-
-def _keep_valid(new: tuple, old: tuple, valid_t: Any, *, xp: Any) -> tuple[tuple, Any]:
-    """The state after one step of the runner: ``new`` where ``valid_t`` (``(B, 1)`` bool),
-    ``old`` at padded steps; and the step's output, ``h`` or zero at padding."""
-    state = tuple(xp.where(valid_t, n, o) for n, o in zip(new, old))
-    return state, xp.where(valid_t, state[0], 0.0)
 
 
 # ------------------------------------------------------------------------- checks
@@ -224,10 +226,10 @@ def _check_params(fname: str, cell: str, params: Mapping[str, Any], input_size: 
     if missing:
         raise ValueError(f"{fname}: params is missing {missing}; a {cell} cell needs "
                          f"{list(CELL_PARAMS)}")
-    _checks.namespace(fname, like=like, **{n: params[n] for n in CELL_PARAMS})
+    checks.namespace(fname, like=like, **{n: params[n] for n in CELL_PARAMS})
     for n in CELL_PARAMS:
-        _checks.check_floating(fname, n, params[n], xp)
-    _checks.check_same_dtype(fname, x=like, **{n: params[n] for n in CELL_PARAMS})
+        checks.check_floating(fname, n, params[n], xp)
+    checks.check_same_dtype(fname, x=like, **{n: params[n] for n in CELL_PARAMS})
     rows = params["W_hh"].shape[0] if params["W_hh"].ndim == 2 else -1
     gates = CELLS[cell]
     if params["W_hh"].ndim != 2 or rows % gates or params["W_hh"].shape[1] * gates != rows:
@@ -249,8 +251,8 @@ def _check_state(fname: str, cell: str, state: tuple, batch: int, hidden: int, l
     if len(state) != len(names):
         raise ValueError(f"{fname}: a {cell} state is a tuple {names}, got {len(state)} arrays")
     for name, a in zip(names, state):
-        _checks.namespace(fname, x=like, **{name: a})
-        _checks.check_same_dtype(fname, x=like, **{name: a})
+        checks.namespace(fname, x=like, **{name: a})
+        checks.check_same_dtype(fname, x=like, **{name: a})
         if tuple(a.shape) != (batch, hidden):
             raise ValueError(f"{fname}: {name} must have shape (batch, H) = {(batch, hidden)}, "
                              f"got {tuple(a.shape)}")
@@ -258,9 +260,9 @@ def _check_state(fname: str, cell: str, state: tuple, batch: int, hidden: int, l
 
 def _check_cell_call(fname: str, cell: str, params: Mapping[str, Any], x: Any,
                      state: tuple) -> Any:
-    xp = _checks.namespace(fname, x=x)
-    _checks.check_floating(fname, "x", x, xp)
-    _checks.check_ndim(fname, "x", x, 2, exact=True, layout="(batch, input)")
+    xp = checks.namespace(fname, x=x)
+    checks.check_floating(fname, "x", x, xp)
+    checks.check_ndim(fname, "x", x, 2, exact=True, layout="(batch, input)")
     hidden = _check_params(fname, cell, params, x.shape[-1], x, xp)
     if not isinstance(state, tuple):
         raise TypeError(f"{fname}: state must be a tuple of arrays, got {type(state).__name__}")

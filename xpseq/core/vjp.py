@@ -23,11 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from .attention import _additive_from_projections, _dot_scores, _general_scores
-from .layers import _dropout, _embedding, _linear, _sigmoid
-from .losses import _nll_parts
-from .masking import _log_softmax, _masked_softmax, _sequence_mask
-from .recurrent import _gru_parts, _keep_valid, _lstm_parts
+from . import kernels
 
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "concat", "dropout",
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
@@ -72,7 +68,7 @@ def linear(x: Any, W: Any, b: Any, *, xp: Any) -> tuple[Any, Callable]:
     ``∂y_o/∂b_o = 1``: ``dx = dy W``, ``dW = Σ_b dyᵀ x`` (``dy`` and ``x`` flattened to
     ``(N, O)`` and ``(N, I)``), ``db = Σ_b dy``.
     """
-    y = _linear(x, W, b, xp=xp)
+    y = kernels.linear(x, W, b, xp=xp)
 
     def backprop(dy: Any) -> tuple[Any, Any, Any]:
         dx = dy @ W
@@ -91,7 +87,7 @@ def embedding(ids: Any, E: Any, *, xp: Any) -> tuple[Any, Callable]:
     the rows of ``dy`` scatter-added into ``E``'s shape. The array API has no scatter-add;
     ``dE = onehot(ids)ᵀ dy`` with ``onehot (N, V)`` is the same sum as one matrix product.
     """
-    y = _embedding(ids, E, xp=xp)
+    y = kernels.embedding(ids, E, xp=xp)
 
     def backprop(dy: Any) -> tuple[None, Any]:
         flat = xp.reshape(ids, (-1, 1))
@@ -104,7 +100,7 @@ def embedding(ids: Any, E: Any, *, xp: Any) -> tuple[Any, Callable]:
 
 def sigmoid(x: Any, *, xp: Any) -> tuple[Any, Callable]:
     """``y = σ(x) = 1 / (1 + e^{-x})``: ``dy/dx = e^{-x} / (1 + e^{-x})² = y (1 - y)``."""
-    y = _sigmoid(x, xp=xp)
+    y = kernels.sigmoid(x, xp=xp)
     return y, lambda dy: (dy * y * (1.0 - y),)
 
 
@@ -135,8 +131,8 @@ def concat(arrays: list[Any], *, axis: int = -1, xp: Any) -> tuple[Any, Callable
 def dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> tuple[Any, Callable]:
     """Inverted dropout ``y = keep ⊙ x / (1 - rate)``: linear in ``x``, so
     ``dx = keep ⊙ dy / (1 - rate)`` (the same mask, the same scale)."""
-    y = _dropout(x, keep, rate, xp=xp)
-    return y, lambda dy: (_dropout(dy, keep, rate, xp=xp), None)
+    y = kernels.dropout(x, keep, rate, xp=xp)
+    return y, lambda dy: (kernels.dropout(dy, keep, rate, xp=xp), None)
 
 
 # ------------------------------------------------------------------------ masking
@@ -150,7 +146,7 @@ def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> tuple[Any, Callable]:
     Masked positions have ``w_k = 0`` and get exactly zero; so does every position of a row
     with nothing kept (its weights are the constant zero).
     """
-    w = _masked_softmax(scores, keep, xp=xp)
+    w = kernels.masked_softmax(scores, keep, xp=xp)
 
     def backprop(dw: Any) -> tuple[Any, None]:
         return w * (dw - xp.sum(w * dw, axis=-1, keepdims=True)), None
@@ -164,7 +160,7 @@ def log_softmax(x: Any, *, xp: Any) -> tuple[Any, Callable]:
     ``∂y_j/∂x_k = δ_jk - softmax(x)_k``, so ``dx = dy - softmax(x) Σ_j dy_j`` with
     ``softmax(x) = e^y``.
     """
-    y = _log_softmax(x, axis=-1, xp=xp)
+    y = kernels.log_softmax(x, axis=-1, xp=xp)
 
     def backprop(dy: Any) -> tuple[Any]:
         return (dy - xp.exp(y) * xp.sum(dy, axis=-1, keepdims=True),)
@@ -181,7 +177,7 @@ def nll_sum(logits: Any, targets: Any, pad_id: int | None, *,
     the one-hot target). ``backprop(d_total)`` returns ``(dlogits, None)``; the count has
     no gradient.
     """
-    (total, count), logp = _nll_parts(logits, targets, pad_id, xp=xp)
+    (total, count), logp = kernels.nll_parts(logits, targets, pad_id, xp=xp)
 
     def backprop(d_total: Any) -> tuple[Any, None]:
         p = xp.exp(logp)
@@ -201,7 +197,7 @@ def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> tuple[Any, Ca
     """``s = c q kᵀ`` (``q (..., Q, d)``, ``k (..., K, d)``, ``c`` the scale or 1):
     ``dq = c ds k``, ``dk = c dsᵀ q``. Leading axes broadcast as in ``matmul``; an input
     that was broadcast gets its gradient summed over the copies."""
-    s = _dot_scores(q, k, scale, xp=xp)
+    s = kernels.dot_scores(q, k, scale, xp=xp)
     c = 1.0 if scale is None else scale
 
     def backprop(ds: Any) -> tuple[Any, Any]:
@@ -215,7 +211,7 @@ def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> tuple[Any, Ca
 def general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> tuple[Any, Callable]:
     """``s = q W kᵀ`` (``W (d_q, d_k)``): with ``u = q W``, ``s = u kᵀ``:
     ``du = ds k``, ``dk = dsᵀ u``, ``dq = du Wᵀ``, ``dW = Σ_b qᵀ du``."""
-    s = _general_scores(q, k, W, xp=xp)
+    s = kernels.general_scores(q, k, W, xp=xp)
 
     def backprop(ds: Any) -> tuple[Any, Any, Any]:
         u = q @ W
@@ -236,7 +232,7 @@ def additive_from_projections(pq: Any, pk: Any, v: Any, *, xp: Any) -> tuple[Any
     ``dpq_i = Σ_j g_ij``, ``dpk_j = Σ_i g_ij``. (The forward's ``(…, Q, K, h)`` tensor is
     recomputed here rather than kept.)
     """
-    s = _additive_from_projections(pq, pk, v, xp=xp)
+    s = kernels.additive_from_projections(pq, pk, v, xp=xp)
 
     def backprop(ds: Any) -> tuple[Any, Any, Any]:
         a = xp.tanh(xp.expand_dims(pq, axis=-2) + xp.expand_dims(pk, axis=-3))  # (..., Q, K, h)
@@ -299,7 +295,7 @@ def lstm_step(xw: Any, state: tuple[Any, Any], p: Mapping[str, Any], *,
     ``backprop(dh', dc')`` returns ``(dxw, (dh, dc), {"W_hh": ..., "b_hh": ...})``.
     """
     h, c = state
-    (h_new, c_new), (i, f, g, o, tanh_c) = _lstm_parts(xw, state, p, xp=xp)
+    (h_new, c_new), (i, f, g, o, tanh_c) = kernels.lstm_parts(xw, state, p, xp=xp)
 
     def backprop(dh_new: Any, dc_new: Any) -> tuple:
         do = dh_new * tanh_c
@@ -329,7 +325,7 @@ def gru_step(xw: Any, state: tuple[Any], p: Mapping[str, Any], *,
     ``backprop(dh')`` returns ``(dxw, (dh,), {"W_hh": ..., "b_hh": ...})``.
     """
     (h,) = state
-    (h_new,), (r, z, n, hw) = _gru_parts(xw, state, p, xp=xp)
+    (h_new,), (r, z, n, hw) = kernels.gru_parts(xw, state, p, xp=xp)
     size = h.shape[-1]
 
     def backprop(dh_new: Any) -> tuple:
@@ -366,12 +362,12 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     step = CELL_STEPS[cell]
     steps = xs.shape[1]
     xw, linear_bp = linear(xs, p["W_ih"], p["b_ih"], xp=xp)               # (B, T, G H)
-    valid = xp.expand_dims(_sequence_mask(lengths, steps, xp=xp), axis=-1)  # (B, T, 1)
+    valid = xp.expand_dims(kernels.sequence_mask(lengths, steps, xp=xp), axis=-1)  # (B, T, 1)
     order = list(range(steps))[::-1] if reverse else list(range(steps))
     state, outputs, tape = tuple(state0), [None] * steps, []
     for t in order:
         new, bp = step(xw[:, t, :], state, p, xp=xp)
-        state, outputs[t] = _keep_valid(new, state, valid[:, t, :], xp=xp)
+        state, outputs[t] = kernels.keep_valid(new, state, valid[:, t, :], xp=xp)
         tape.append((t, bp))
     out = xp.stack(outputs, axis=1) if steps else xp.zeros(
         (xs.shape[0], 0, state0[0].shape[-1]), dtype=xs.dtype)

@@ -1,6 +1,6 @@
 """The encoder-decoder with attention, as pure functions over a parameter dict.
 
-Architecture (seed 003, the CS224N NMT model, and Bahdanau et al. 2015)::
+The ``rnn`` model kind. Architecture (the CS224N NMT model, and Bahdanau et al. 2015)::
 
     encoder   x_j = E_src[src_j];  a bi-directional LSTM/GRU with H units per direction
               memory_j = [h→_j; h←_j]                                     (B, S, 2H)
@@ -24,7 +24,8 @@ Scores (query ``s``, key ``m_j``): ``dot`` ``sᵀ m_j``; ``scaled_dot`` ``sᵀ m
 and padded steps never change the encoder state, in either direction.
 
 Every function takes ``scan=`` (``backend.scan``: ``lax.scan`` on JAX, a Python loop
-elsewhere); nothing here knows which library it runs on.
+elsewhere); nothing here knows which library it runs on. ``MODEL`` is this kind on the
+model protocol (:mod:`xpseq.models.protocol`).
 """
 
 from __future__ import annotations
@@ -36,15 +37,15 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from xpseq.core import _checks, vjp
-from xpseq.core._scan import scan as python_scan
-from xpseq.core.layers import _embedding, _linear
-from xpseq.core.losses import _nll_sum
-from xpseq.core.masking import _sequence_mask
-from xpseq.core.recurrent import CELLS, _run_sequence, cell_param_shapes, initial_zeros
+from xpseq.core import checks, kernels, vjp
+from xpseq.core.loops import scan as python_scan
+from xpseq.core.recurrent import CELLS, cell_param_shapes, hand_derived_recurrence
 
-__all__ = ["Seq2SeqConfig", "param_shapes", "init_params", "encode", "decode_step",
-           "forward", "loss", "loss_and_grad", "ATTENTIONS", "STYLES"]
+from .protocol import Model, ModelKernels, check_ids
+
+__all__ = ["Seq2SeqConfig", "Config", "param_shapes", "init_params", "encode", "decode_step",
+           "forward", "loss", "loss_and_grad", "dropout_shapes", "ATTENTIONS", "STYLES",
+           "MODEL"]
 
 ATTENTIONS = ("none", "dot", "general", "additive", "scaled_dot")
 STYLES = ("luong", "bahdanau")
@@ -67,8 +68,9 @@ class Seq2SeqConfig:
     style : {"luong", "bahdanau"}
         Where the attention query comes from (see the module docstring). Ignored by
         ``attention="none"``.
-    input_feeding : bool
-        Feed ``o_{t-1}`` into the cell with the embedding. Needs attention.
+    input_feeding : bool, optional
+        Feed ``o_{t-1}`` into the cell with the embedding. Needs attention. By default
+        (``None``) it is on exactly when there is attention.
     dropout : float in ``[0, 1)``
         Dropout rate on ``o_t`` during training.
     pad_id : int
@@ -82,7 +84,7 @@ class Seq2SeqConfig:
     cell: str = "lstm"
     attention: str = "general"
     style: str = "luong"
-    input_feeding: bool = True
+    input_feeding: bool | None = None
     dropout: float = 0.0
     pad_id: int = 0
 
@@ -100,6 +102,8 @@ class Seq2SeqConfig:
         if self.style not in STYLES:
             raise ValueError(f"Seq2SeqConfig: style must be one of {list(STYLES)}, "
                              f"got {self.style!r}")
+        if self.input_feeding is None and self.attention in ATTENTIONS:
+            object.__setattr__(self, "input_feeding", self.attention != "none")
         if not isinstance(self.input_feeding, bool):
             raise TypeError(f"Seq2SeqConfig: input_feeding must be a bool, "
                             f"got {self.input_feeding!r}")
@@ -248,9 +252,9 @@ def decode_step(params: Mapping[str, Any], config: Seq2SeqConfig, y_prev: Any, s
     xp = _check_inputs("decode_step", params, config, tgt=y_prev)
     if y_prev.ndim != 1:
         raise ValueError(f"decode_step: y_prev must have shape (batch,), got {tuple(y_prev.shape)}")
-    emb = _embedding(y_prev, params["tgt_embed"], xp=xp)
+    emb = kernels.embedding(y_prev, params["tgt_embed"], xp=xp)
     state, o, weights = _decoder_step(params, config, emb, state, encoded, keep, xp=xp)
-    return _linear(o, params["out.W"], params["out.b"], xp=xp), state, weights
+    return kernels.linear(o, params["out.W"], params["out.b"], xp=xp), state, weights
 
 
 def forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
@@ -270,13 +274,15 @@ def forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len:
     logits : ``(B, T, V_tgt)``
     weights : ``(B, T, S)`` attention weights (``None`` with ``attention="none"``)
     """
+    keep = _keep_mask(keep)
     xp = _check_inputs("forward", params, config, src=src, src_len=src_len, tgt=tgt_in)
     _check_keep("forward", config, keep, tgt_in, xp)
     return _forward(params, config, src, src_len, tgt_in, keep, scan=scan, xp=xp)
 
 
 def loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any], *,
-         keep: Any = None, scan: Callable | None = None) -> Any:
+         keep: Any = None, scan: Callable | None = None,
+         custom_vjp: Callable | None = None) -> Any:
     """Cross-entropy of the teacher-forced model, averaged once over the real target tokens.
 
     Parameters
@@ -284,14 +290,19 @@ def loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, A
     batch : mapping with ``src (B, S)``, ``src_len (B,)``, ``tgt_in (B, T)`` and
         ``tgt_out (B, T)`` (``y_1 ... y_T`` = ``tgt_in`` shifted left, ending in ``</s>``,
         then ``pad_id``)
-    keep, scan : as in :func:`forward`
+    keep : bool array ``(B, T, D)`` (or ``{"o": it}``, as :func:`dropout_shapes` names it),
+        optional: dropout keep-masks for every ``o_t``
+    scan : as in :func:`forward`
+    custom_vjp : ``backend.custom_vjp``, optional: run the encoder's recurrences with their
+        hand-derived gradient (see :func:`xpseq.core.recurrent.hand_derived_recurrence`)
 
     Returns
     -------
     0-d array: ``Σ nll(real tokens) / #real tokens``
     """
+    keep = _keep_mask(keep)
     xp = _check_loss_inputs("loss", params, config, batch, keep)
-    return _loss(params, config, batch, keep, scan=scan, xp=xp)
+    return _loss(params, config, batch, keep, scan=scan, custom_vjp=custom_vjp, xp=xp)
 
 
 def loss_and_grad(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
@@ -312,38 +323,70 @@ def loss_and_grad(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mappi
     loss : 0-d array
     grads : dict with the names and shapes of ``params``
     """
+    keep = _keep_mask(keep)
     xp = _check_loss_inputs("loss_and_grad", params, config, batch, keep)
     value, backprop = _loss_vjp(params, config, batch, keep, xp=xp)
-    grads, _, _ = backprop(xp.ones((), dtype=params["out.W"].dtype))
-    return value, grads
+    return value, backprop(xp.ones((), dtype=params["out.W"].dtype))
+
+
+def dropout_shapes(config: Seq2SeqConfig, src_shape: tuple[int, ...],
+                   tgt_shape: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    """The dropout keep-masks of one training step: ``{"o": (B, T, D)}`` for the
+    attentional vectors ``o_t``, or none without dropout."""
+    return {"o": (*tgt_shape, config.decoder_size)} if config.dropout > 0 else {}
 
 
 # ------------------------------------------------------------------- private kernels
 
 
 def _loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
-          keep: Any, *, scan: Callable | None, xp: Any) -> Any:
-    logits, _ = _forward(params, config, batch["src"], batch["src_len"], batch["tgt_in"], keep,
-                         scan=scan, xp=xp)
-    total, count = _nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
+          keep: Any, *, scan: Callable | None, xp: Any, custom_vjp: Callable | None = None) -> Any:
+    total, count = _nll_sum(params, config, batch, _keep_mask(keep), scan=scan,
+                            custom_vjp=custom_vjp, xp=xp)
     return total / xp.maximum(count, xp.ones_like(count))
 
 
+def _nll_sum(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
+             keep: Any = None, *, scan: Callable | None, xp: Any,
+             custom_vjp: Callable | None = None) -> tuple[Any, Any]:
+    logits, _ = _forward(params, config, batch["src"], batch["src_len"], batch["tgt_in"], keep,
+                         scan=scan, custom_vjp=custom_vjp, xp=xp)
+    return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
+
+
 def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
-            scan: Callable | None, xp: Any) -> dict:
+            scan: Callable | None, xp: Any, custom_vjp: Callable | None = None) -> dict:
+    recurrence = None if custom_vjp is None else hand_derived_recurrence(
+        config.cell, scan=scan, custom_vjp=custom_vjp, xp=xp)
+
     def runner(cell: str, p: dict, x: Any, lengths: Any, state0: tuple, *, reverse: bool,
                xp: Any) -> tuple:
-        return _run_sequence(cell, p, x, lengths, state0, reverse=reverse, scan=scan,
-                             xp=xp), None
+        return kernels.run_sequence(cell, p, x, lengths, state0, reverse=reverse, scan=scan,
+                                    recurrence=recurrence, xp=xp), None
 
     return _encode_vjp(params, config, src, src_len, runner=runner, xp=xp)[0]
 
 
+def _decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict, *,
+             attention: bool = True, xp: Any) -> tuple[Callable, dict]:
+    """The decoder as the protocol's pure step over ``encoded``, and its first state."""
+
+    def step(state: dict, y: Any) -> tuple:
+        emb = kernels.embedding(y, params["tgt_embed"], xp=xp)
+        state, o, weights = _decoder_step(params, config, emb, state, encoded, None, xp=xp)
+        logits = kernels.linear(o, params["out.W"], params["out.b"], xp=xp)
+        return kernels.log_softmax(logits, axis=-1, xp=xp), state, weights if attention else None
+
+    return step, encoded["state"]
+
+
 def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
-             tgt_in: Any, keep: Any, *, scan: Callable | None, xp: Any) -> tuple[Any, Any]:
-    encoded = _encode(params, config, src, src_len, scan=scan, xp=xp)
-    emb = xp.permute_dims(_embedding(tgt_in, params["tgt_embed"], xp=xp), (1, 0, 2))  # (T,B,E)
-    keep_t = None if keep is None else xp.permute_dims(keep, (1, 0, 2))               # (T,B,D)
+             tgt_in: Any, keep: Any, *, scan: Callable | None, xp: Any,
+             custom_vjp: Callable | None = None) -> tuple[Any, Any]:
+    encoded = _encode(params, config, src, src_len, scan=scan, custom_vjp=custom_vjp, xp=xp)
+    emb = kernels.embedding(tgt_in, params["tgt_embed"], xp=xp)
+    emb = xp.permute_dims(emb, (1, 0, 2))                                           # (T,B,E)
+    keep_t = None if keep is None else xp.permute_dims(keep, (1, 0, 2))             # (T,B,D)
 
     def body(state: dict, inputs: tuple) -> tuple[dict, tuple]:
         emb_t, keep_step = inputs
@@ -352,7 +395,7 @@ def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len
 
     _, (o, weights) = (scan or python_scan)(body, encoded["state"], (emb, keep_t))
     # One output projection for all steps at once: (B, T, D) @ (D, V).
-    logits = _linear(xp.permute_dims(o, (1, 0, 2)), params["out.W"], params["out.b"], xp=xp)
+    logits = kernels.linear(xp.permute_dims(o, (1, 0, 2)), params["out.W"], params["out.b"], xp=xp)
     if weights is not None:
         weights = xp.permute_dims(weights, (1, 0, 2))                                 # (B,T,S)
     return logits, weights
@@ -386,11 +429,12 @@ class _Grads(dict):
 
 def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
               keep: Any, *, xp: Any) -> tuple[Any, Callable]:
-    """:func:`loss` and its backprop: ``backprop(d_loss) -> (grads, None, None)``.
+    """:func:`loss` and its backprop: ``backprop(d_loss) -> grads``.
 
     The decoder runs as a Python loop that keeps every step's backprop (backpropagation
     through time); the encoder's two directions are :func:`xpseq.core.vjp.run_sequence`.
     """
+    keep = _keep_mask(keep)
     src, src_len, tgt_in = batch["src"], batch["src_len"], batch["tgt_in"]
     encoded, encode_bp = _encode_vjp(params, config, src, src_len, runner=vjp.run_sequence,
                                      xp=xp)
@@ -407,7 +451,7 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
     (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
     denom = xp.maximum(count, xp.ones_like(count))
 
-    def backprop(d_loss: Any) -> tuple[dict, None, None]:
+    def backprop(d_loss: Any) -> dict:
         grads = _Grads()
         d_logits, _ = nll_bp(d_loss / denom)
         d_out, grads["out.W"], grads["out.b"] = out_bp(d_logits)
@@ -418,7 +462,7 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
             d_emb[t], d_state = tape[t](d_state, d_out[:, t, :], d_encoded, grads)
         _, grads["tgt_embed"] = emb_bp(xp.stack(d_emb, axis=1))
         encode_bp(d_encoded, d_state, grads)
-        return {name: grads[name] for name in params}, None, None
+        return {name: grads[name] for name in params}
 
     return total / denom, backprop
 
@@ -430,14 +474,14 @@ def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_
     to ``grads``. ``runner`` runs one direction: :func:`xpseq.core.vjp.run_sequence`, or
     the ``scan``-based runner (which returns no backprop) on the autodiff backends."""
     x, emb_bp = vjp.embedding(src, params["src_embed"], xp=xp)             # (B, S, E)
-    zeros = initial_zeros(config.cell, src.shape[0], config.hidden, x, xp=xp)
+    zeros = kernels.initial_zeros(config.cell, src.shape[0], config.hidden, x, xp=xp)
     (fwd_out, fwd_state), fwd_bp = runner(config.cell, _sub(params, "enc_fwd"), x, src_len,
                                           zeros, reverse=False, xp=xp)
     (bwd_out, bwd_state), bwd_bp = runner(config.cell, _sub(params, "enc_bwd"), x, src_len,
                                           zeros, reverse=True, xp=xp)
     memory, memory_bp = vjp.concat([fwd_out, bwd_out], xp=xp)                # (B, S, 2H)
     joined = [vjp.concat([f, b], xp=xp) for f, b in zip(fwd_state, bwd_state)]
-    encoded = {"memory": memory, "mask": _sequence_mask(src_len, src.shape[1], xp=xp),
+    encoded = {"memory": memory, "mask": kernels.sequence_mask(src_len, src.shape[1], xp=xp),
                "state": _state_dict(config, tuple(s for s, _ in joined), xp=xp)}
     keys_name = {"general": "att.W", "additive": "att.W_k"}.get(config.attention)
     if keys_name:                                      # (B, S, D): W m_j, once per sentence
@@ -603,11 +647,11 @@ def _check_inputs(fname: str, params: Mapping[str, Any], config: Seq2SeqConfig,
     if missing or unknown:
         raise ValueError(f"{fname}: params do not match the config: missing {missing}, "
                          f"unknown {unknown}")
-    xp = _checks.namespace(fname, **arrays, **{n.replace(".", "_"): params[n] for n in shapes})
+    xp = checks.namespace(fname, **arrays, **{n.replace(".", "_"): params[n] for n in shapes})
     first = params["out.W"]
     for name, shape in shapes.items():
         p = params[name]
-        _checks.check_floating(fname, name, p, xp)
+        checks.check_floating(fname, name, p, xp)
         if p.dtype != first.dtype:
             raise TypeError(f"{fname}: {name} is {p.dtype} but out.W is {first.dtype}; all "
                             "parameters must share one dtype")
@@ -616,38 +660,6 @@ def _check_inputs(fname: str, params: Mapping[str, Any], config: Seq2SeqConfig,
                              f"{tuple(p.shape)}")
     check_ids(fname, config, xp, **arrays)
     return xp
-
-
-def check_ids(fname: str, config: Seq2SeqConfig, xp: Any, **arrays: Any) -> None:
-    """Check token-id arrays (``src``, ``src_len``, ``tgt``, ``tgt_out``) against ``config``:
-    integer dtypes, ranks, ids inside the vocabularies, ``1 <= src_len <= S``."""
-    vocab = {"src": config.src_vocab, "tgt": config.tgt_vocab, "tgt_out": config.tgt_vocab}
-    for name, ids in arrays.items():
-        if not xp.isdtype(ids.dtype, "integral"):
-            raise TypeError(f"{fname}: {name} must have an integer dtype, got {ids.dtype}")
-        if name == "src_len":
-            continue
-        if ids.ndim not in (1, 2):
-            raise ValueError(f"{fname}: {name} must have shape (batch,) or (batch, time), "
-                             f"got {tuple(ids.shape)}")
-        index = _checks.first_true_index((ids < 0) | (ids >= vocab[name]), xp)
-        if index is not None:
-            raise ValueError(f"{fname}: {name} ids must lie in [0, {vocab[name]}), got "
-                             f"{int(ids[index])} at {index}")
-    if "src" in arrays:
-        src, src_len = arrays["src"], arrays["src_len"]
-        if src.ndim != 2:
-            raise ValueError(f"{fname}: src must have shape (batch, S), got {tuple(src.shape)}")
-        if tuple(src_len.shape) != (src.shape[0],):
-            raise ValueError(f"{fname}: src_len must have shape (batch,) = ({src.shape[0]},), "
-                             f"got {tuple(src_len.shape)}")
-        bad = _checks.first_true_index((src_len < 1) | (src_len > src.shape[1]), xp)
-        if bad is not None:
-            raise ValueError(f"{fname}: src_len must lie in [1, {src.shape[1]}] (a source needs "
-                             f"a real token), got src_len[{bad[0]}] = {int(src_len[bad])}")
-        if "tgt" in arrays and arrays["tgt"].shape[0] != src.shape[0]:
-            raise ValueError(f"{fname}: tgt_in has batch {arrays['tgt'].shape[0]} but src has "
-                             f"{src.shape[0]}")
 
 
 def _check_loss_inputs(fname: str, params: Mapping[str, Any], config: Seq2SeqConfig,
@@ -660,7 +672,7 @@ def _check_loss_inputs(fname: str, params: Mapping[str, Any], config: Seq2SeqCon
     if tuple(batch["tgt_out"].shape) != tuple(batch["tgt_in"].shape):
         raise ValueError(f"{fname}: tgt_out has shape {tuple(batch['tgt_out'].shape)} but "
                          f"tgt_in has {tuple(batch['tgt_in'].shape)}")
-    if _checks.concrete(xp.all(batch["tgt_out"] == config.pad_id)):
+    if checks.concrete(xp.all(batch["tgt_out"] == config.pad_id)):
         raise ValueError(f"{fname}: every target token is padding; there is nothing to average")
     _check_keep(fname, config, keep, batch["tgt_in"], xp)
     return xp
@@ -673,3 +685,18 @@ def _check_keep(fname: str, config: Seq2SeqConfig, keep: Any, tgt_in: Any, xp: A
     if keep.dtype != xp.bool or tuple(keep.shape) != expected:
         raise ValueError(f"{fname}: keep must be a bool array of shape (B, T, D) = {expected}, "
                          f"got {keep.dtype} {tuple(keep.shape)}")
+
+
+def _keep_mask(keep: Any) -> Any:
+    """The ``o_t`` keep-mask from an array or from ``{"o": array}`` (the protocol's form)."""
+    return keep.get("o") if isinstance(keep, Mapping) else keep
+
+
+Config = Seq2SeqConfig
+
+#: This kind on the model protocol.
+MODEL = Model(kind="rnn", Config=Seq2SeqConfig, param_shapes=param_shapes,
+              init_params=init_params, loss=loss, loss_and_grad=loss_and_grad,
+              dropout_shapes=dropout_shapes,
+              kernels=ModelKernels(loss=_loss, loss_vjp=_loss_vjp, nll_sum=_nll_sum,
+                                   encode=_encode, decoder=_decoder))

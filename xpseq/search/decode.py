@@ -1,8 +1,9 @@
 """Decoding a trained model: greedy or beam search over its ``decode_step``, on any backend.
 
 :func:`search` runs :func:`xpseq.core.decoding.greedy_search` or ``beam_search`` with the
-model's step function; on JAX the whole search is one ``jax.jit`` program (cached per
-configuration, search options and padded source length). It returns NumPy arrays;
+model's step function (its kind's ``decoder``, see :mod:`xpseq.models`); on JAX the whole
+search is one ``jax.jit`` program (kept per configuration, search options and padded source
+length in :mod:`xpseq.train.compiled`). It returns NumPy arrays;
 :func:`to_lists` turns them into Python lists with each hypothesis's attention trimmed to
 its own length and its source's length.
 
@@ -18,14 +19,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from xpseq import models
 from xpseq.backends import Backend
 from xpseq.core.decoding import Hypotheses, beam_search, greedy_search, tile_beams
-from xpseq.core.layers import _embedding, _linear
-from xpseq.core.masking import _log_softmax
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
-from xpseq.models.seq2seq import Seq2SeqConfig, _decoder_step, _encode, check_ids
+from xpseq.models import check_ids
+from xpseq.train import compiled
 
-__all__ = ["SearchOptions", "search", "to_lists", "model_step"]
+__all__ = ["SearchOptions", "search", "to_lists"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,47 +61,31 @@ class SearchOptions:
             raise ValueError("max_len_a must be >= 0 and max_len_b >= 1")
 
 
-def model_step(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict, xp: Any, *,
-               attention: bool = True):
-    """The model as a step function ``(state, y_prev) -> (log-probs, state, attention)``
-    (attention ``None`` when not asked for, or without attention)."""
-
-    def step(state: dict, y: Any) -> tuple:
-        emb = _embedding(y, params["tgt_embed"], xp=xp)
-        state, o, weights = _decoder_step(params, config, emb, state, encoded, None, xp=xp)
-        logits = _linear(o, params["out.W"], params["out.b"], xp=xp)
-        return _log_softmax(logits, axis=-1, xp=xp), state, weights if attention else None
-
-    return step
-
-
-def _search_arrays(params: Mapping[str, Any], src: Any, src_len: Any, *, config: Seq2SeqConfig,
+def _search_arrays(params: Mapping[str, Any], src: Any, src_len: Any, *, config: Any,
                    options: SearchOptions, max_len: int, backend: Backend) -> Hypotheses:
     xp = backend.xp
+    kernels = models.of(config).kernels
     scan = backend.scan if backend.compiles else None
-    encoded = _encode(params, config, src, src_len, scan=backend.scan, xp=xp)
+    encoded = kernels.encode(params, config, src, src_len, scan=backend.scan, xp=xp)
     limits = xp.astype(xp.ceil(options.max_len_a * xp.astype(src_len, xp.float64)
                                + options.max_len_b), xp.int64)
     batch = src.shape[0]
     if options.method == "greedy":
-        return greedy_search(model_step(params, config, encoded, xp,
-                                        attention=options.attention), encoded["state"],
-                             batch_size=batch, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
-                             max_len=max_len, max_lens=limits, min_len=options.min_len,
-                             scan=scan)
-    tiled = tile_beams(encoded, options.k)
-    return beam_search(model_step(params, config, tiled, xp, attention=options.attention),
-                       tiled["state"], batch_size=batch,
+        step, state = kernels.decoder(params, config, encoded, attention=options.attention,
+                                      xp=xp)
+        return greedy_search(step, state, batch_size=batch, bos_id=BOS_ID, eos_id=EOS_ID,
+                             pad_id=PAD_ID, max_len=max_len, max_lens=limits,
+                             min_len=options.min_len, scan=scan)
+    step, state = kernels.decoder(params, config, tile_beams(encoded, options.k),
+                                  attention=options.attention, xp=xp)
+    return beam_search(step, state, batch_size=batch,
                        k=options.k, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
                        max_len=max_len, max_lens=limits, min_len=options.min_len,
                        length_penalty=options.length_penalty, alpha=options.alpha,
                        n_best=options.n_best, scan=scan)
 
 
-_PROGRAMS: dict = {}
-
-
-def search(params: Mapping[str, Any], config: Seq2SeqConfig, src: np.ndarray,
+def search(params: Mapping[str, Any], config: Any, src: np.ndarray,
            src_len: np.ndarray, backend: Backend,
            options: SearchOptions = SearchOptions()) -> Hypotheses:
     """Decode a batch of sources.
@@ -125,14 +110,15 @@ def search(params: Mapping[str, Any], config: Seq2SeqConfig, src: np.ndarray,
         raise ValueError(f"search: min_len ({options.min_len}) must be below the longest "
                          f"output ({max_len})")
     if backend.compiles:
-        key = (config, options, max_len, backend.name)
-        if key not in _PROGRAMS:
+        def build() -> Any:
             def program(params, src, src_len):
                 return _search_arrays(params, src, src_len, config=config, options=options,
                                       max_len=max_len, backend=backend)
 
-            _PROGRAMS[key] = backend.jit(program)
-        hyp = _PROGRAMS[key](params, backend.asarray(src_np), backend.asarray(len_np))
+            return backend.jit(program)
+
+        program = compiled.cached("search", (config, options, max_len, backend.name), build)
+        hyp = program(params, backend.asarray(src_np), backend.asarray(len_np))
     else:
         hyp = _search_arrays(params, backend.asarray(src_np), backend.asarray(len_np),
                              config=config, options=options, max_len=max_len, backend=backend)

@@ -1,4 +1,4 @@
-"""The seeds' experiment: attention vs plain seq2seq on the toy task, by source length.
+"""The experiment: attention vs plain seq2seq on the toy task, by source length.
 
 The pieces ``xpseq demo``, ``xpseq train`` and ``xpseq evaluate`` are built from:
 preparing a task (vocabularies and encoded pairs), training a model, translating a list of
@@ -14,13 +14,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from xpseq import models
 from xpseq.backends import Backend
 from xpseq.core.optim import adam
-from xpseq.data import EOS_ID, Vocab, make_batches, make_dataset
-from xpseq.tasks.metrics import corpus_bleu, exact_match
-from xpseq.models import Seq2SeqConfig, forward, init_params
-from xpseq.train.loop import FitResult, fit
+from xpseq.data import BOS_ID, EOS_ID, Vocab, make_batches, make_dataset
 from xpseq.search.decode import SearchOptions, search, to_lists
+from xpseq.train.callbacks import Callback, Checkpoint, EarlyStopping
+from xpseq.train.loop import FitResult, TrainConfig, fit
+
+from .metrics import corpus_bleu, exact_match
 
 __all__ = ["Task", "toy_task", "task_from_pairs", "model_config", "train_model", "translate",
            "attention_labels", "score",
@@ -66,46 +68,58 @@ def toy_task(*, n_train: int = 12000, n_dev: int = 500, n_test_per_bucket: int =
     return task_from_pairs(data.train, data.dev, data.test)
 
 
-def model_config(task: Task, *, attention: str = "general", style: str = "luong",
-                 cell: str = "lstm", embed: int = 32, hidden: int = 64,
-                 dropout: float = 0.1) -> Seq2SeqConfig:
-    """The model :func:`train_model` trains on ``task``: vocabulary sizes from the task,
-    input feeding whenever there is attention."""
-    return Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), embed=embed, hidden=hidden,
-                         cell=cell, attention=attention, style=style,
-                         input_feeding=attention != "none", dropout=dropout)
+def model_config(task: Task, kind: str = "rnn", **fields: Any) -> Any:
+    """The configuration of a ``kind`` model (:func:`xpseq.models.get`) for ``task``: the
+    vocabulary sizes from the task, every other field from ``fields`` or the kind's
+    defaults (e.g. ``model_config(task, attention="none", hidden=32)``)."""
+    return models.get(kind).Config(src_vocab=len(task.src_vocab),
+                                   tgt_vocab=len(task.tgt_vocab), **fields)
 
 
-def train_model(task: Task, backend: Backend, *, attention: str = "general",
-                style: str = "luong", cell: str = "lstm", embed: int = 32, hidden: int = 64,
-                dropout: float = 0.1, epochs: int = 5, lr: float = 3e-3,
-                batch_size: int = 64, bucket: int = 8, dtype: str = "float32", seed: int = 0,
-                patience: int = 3, progress: bool = True, checkpoint: str | None = None,
-                metadata: dict | None = None, restore_best: bool = False,
-                time_limit: float | None = None, lr_decay: float | None = None,
-                monitor: str = "dev_loss", on_epoch: Any = None,
-                gradients: str | None = None) -> tuple[Seq2SeqConfig, FitResult]:
-    """Train one model on ``task`` (Adam, clipping at 5, early stopping on the dev loss).
+#: What :func:`train_model` trains with when given no :class:`~xpseq.train.TrainConfig`.
+TOY_TRAINING = TrainConfig(epochs=5, optimizer=adam(3e-3))
 
-    Batches are padded to multiples of ``bucket`` tokens: fewer distinct shapes (fewer JAX
-    compilations) for a larger bucket, less padding for a smaller one. ``restore_best``,
-    ``time_limit`` (seconds), ``lr_decay``, ``monitor``, ``on_epoch`` and ``gradients`` go
-    to :func:`xpseq.train.fit`.
+
+def train_model(task: Task, backend: Backend, config: Any = None,
+                train: TrainConfig | None = None, *, batch_size: int = 64, bucket: int = 8,
+                dtype: str = "float32", callbacks: Sequence[Callback] | None = None,
+                checkpoint: str | None = None,
+                metadata: dict | None = None) -> tuple[Any, FitResult]:
+    """Train one model on ``task``: batch it, initialise, :func:`xpseq.train.fit`.
+
+    Parameters
+    ----------
+    config : the model's configuration (any kind); ``model_config(task)`` by default
+    train : a :class:`~xpseq.train.TrainConfig`; :data:`TOY_TRAINING` by default (Adam at
+        3e-3, clipping at 5, at most 5 epochs). Its ``seed`` also draws the initial
+        parameters.
+    batch_size : training sentences per batch (dev batches hold 256)
+    bucket : pad lengths to multiples of this: fewer distinct shapes (fewer JAX
+        compilations) for a larger bucket, less padding for a smaller one
+    dtype : ``"float32"`` or ``"float64"``, the parameters' dtype
+    callbacks : :mod:`xpseq.train.callbacks`; ``[EarlyStopping(patience=3)]`` by default
+    checkpoint : write a checkpoint here (after the other callbacks), with the task's
+        vocabularies and ``metadata``
+
+    Returns
+    -------
+    (config, fit result)
     """
-    config = model_config(task, attention=attention, style=style, cell=cell, embed=embed,
-                          hidden=hidden, dropout=dropout)
-    params = {k: v.astype(dtype) for k, v in init_params(config, seed=seed).items()}
+    config = model_config(task) if config is None else config
+    train = TOY_TRAINING if train is None else train
+    callbacks = [EarlyStopping(patience=3)] if callbacks is None else list(callbacks)
+    if checkpoint is not None:
+        vocabs = {"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()}
+        callbacks.append(Checkpoint(checkpoint, vocabs=vocabs, metadata=metadata))
+    init = models.of(config).init_params(config, seed=train.seed)
+    params = {k: v.astype(dtype) for k, v in init.items()}
     result = fit(config, params, task.batches(task.train, batch_size, bucket), backend,
-                 dev_batches=task.batches(task.dev, 256, bucket), optimizer=adam(lr),
-                 epochs=epochs,
-                 patience=patience, seed=seed, progress=progress, checkpoint=checkpoint,
-                 vocabs={"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()},
-                 metadata=metadata, restore_best=restore_best, time_limit=time_limit,
-                 lr_decay=lr_decay, monitor=monitor, on_epoch=on_epoch, gradients=gradients)
+                 dev_batches=task.batches(task.dev, 256, bucket), train=train,
+                 callbacks=callbacks)
     return config, result
 
 
-def translate(params: dict, config: Seq2SeqConfig, sources: Sequence[Sequence[str]],
+def translate(params: dict, config: Any, sources: Sequence[Sequence[str]],
               src_vocab: Vocab, tgt_vocab: Vocab, backend: Backend,
               options: SearchOptions = SearchOptions(), *,
               batch_size: int = 256) -> list[dict]:
@@ -148,7 +162,7 @@ def score(hypotheses: Sequence[Sequence[str]], pairs: Sequence[Pair]) -> dict:
             "length_diff": float(np.mean([len(h) - len(r) for h, r in zip(hypotheses, refs)]))}
 
 
-def bucket_table(models: dict[str, tuple[dict, Seq2SeqConfig]], task: Task, backend: Backend,
+def bucket_table(models: dict[str, tuple[dict, Any]], task: Task, backend: Backend,
                  options: SearchOptions = SearchOptions()) -> tuple[list[str], list[list], dict]:
     """BLEU and exact match per test bucket for each named model.
 
@@ -172,7 +186,7 @@ def bucket_table(models: dict[str, tuple[dict, Seq2SeqConfig]], task: Task, back
     return headers, rows, details
 
 
-def timed_search_comparison(params: dict, config: Seq2SeqConfig, pairs: Sequence[Pair],
+def timed_search_comparison(params: dict, config: Any, pairs: Sequence[Pair],
                             task: Task, backend: Backend,
                             beams: Sequence[int] = (1, 3, 5)) -> list[dict]:
     """Greedy and beam search (each ``k``, ``avg`` length penalty) on the same sentences:
@@ -195,9 +209,9 @@ def timed_search_comparison(params: dict, config: Seq2SeqConfig, pairs: Sequence
     return out
 
 
-def decoder_inputs(params: dict, config: Seq2SeqConfig, pair: Pair, task: Task,
+def decoder_inputs(params: dict, config: Any, pair: Pair, task: Task,
                    backend: Backend) -> list[tuple[str, str, str, str]]:
-    """What the decoder reads and predicts at each step, two ways (seed 000's contrast).
+    """What the decoder reads and predicts at each step, two ways.
 
     Returns rows ``(teacher-forced input, its prediction, autoregressive input, its
     prediction)``: under teacher forcing the input is the gold target shifted right
@@ -208,10 +222,8 @@ def decoder_inputs(params: dict, config: Seq2SeqConfig, pair: Pair, task: Task,
     src = np.array([task.src_vocab.encode(source, add_eos=True)])
     src_len = np.array([src.shape[1]])
     gold = task.tgt_vocab.encode(target) + [EOS_ID]
-    tgt_in = np.array([[1, *gold[:-1]]])
-    logits, _ = forward(params, config, backend.asarray(src), backend.asarray(src_len),
-                        backend.asarray(tgt_in), scan=backend.scan)
-    teacher_pred = np.argmax(backend.to_numpy(logits)[0], axis=-1)
+    tgt_in = np.array([[BOS_ID, *gold[:-1]]])
+    teacher_pred = _teacher_forced_predictions(params, config, src, src_len, tgt_in, backend)
     own = translate(params, config, [source], task.src_vocab, task.tgt_vocab, backend)[0]
     own_ids = own["ids"] + [EOS_ID]
     tok = task.tgt_vocab.token
@@ -223,3 +235,19 @@ def decoder_inputs(params: dict, config: Seq2SeqConfig, pair: Pair, task: Task,
         ar_out = tok(own_ids[t]) if t < len(own_ids) else ""
         rows.append((tf_in, tf_out, ar_in, ar_out))
     return rows
+
+
+def _teacher_forced_predictions(params: dict, config: Any, src: np.ndarray,
+                                src_len: np.ndarray, tgt_in: np.ndarray,
+                                backend: Backend) -> np.ndarray:
+    """The model's most likely token at each step when it reads ``tgt_in`` (one
+    sentence), through its decoder step: ``(T,)`` ids."""
+    kernels, xp = models.of(config).kernels, backend.xp
+    encoded = kernels.encode(params, config, backend.asarray(src), backend.asarray(src_len),
+                             scan=backend.scan, xp=xp)
+    step, state = kernels.decoder(params, config, encoded, attention=False, xp=xp)
+    predictions = []
+    for t in range(tgt_in.shape[1]):
+        log_probs, state, _ = step(state, backend.asarray(tgt_in[:, t]))
+        predictions.append(int(np.argmax(backend.to_numpy(log_probs)[0])))
+    return np.array(predictions)

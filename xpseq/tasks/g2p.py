@@ -19,11 +19,13 @@ import time
 from typing import Any, Sequence
 
 from xpseq.backends import Backend
+from xpseq.core.optim import adam
 from xpseq.data import Vocab
-from xpseq.tasks.experiment import Task, model_config, task_from_pairs, train_model, translate
-from xpseq.models import Seq2SeqConfig
-from xpseq.train.loop import FitResult
 from xpseq.search.decode import SearchOptions
+from xpseq.train import callbacks as cb
+from xpseq.train.loop import FitResult, TrainConfig
+
+from .experiment import Task, model_config, task_from_pairs, train_model, translate
 
 __all__ = ["RECIPE", "SEARCHES", "word_tokens", "g2p_task", "train", "predict", "evaluate"]
 
@@ -69,7 +71,7 @@ def g2p_task(split: Any) -> Task:
 
 def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: int = 0,
           dtype: str = "float32", progress: bool = True, dev_words: int | None = None,
-          **overrides: Any) -> tuple[Seq2SeqConfig, FitResult, Task]:
+          **overrides: Any) -> tuple[Any, FitResult, Task]:
     """Train a G2P model on ``split`` with :data:`RECIPE`, changed by ``overrides``.
 
     Parameters
@@ -103,23 +105,31 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     if dev_words == 0 and recipe["monitor"] != "dev_loss":
         raise ValueError(f"train: monitor={recipe['monitor']!r} needs dev words to score; "
                          "dev_words=0 scores none (monitor='dev_loss' does not need them)")
-    on_epoch = None
+    config = model_config(task, **{k: recipe[k] for k in MODEL_KEYS})
+    parts: list[cb.Callback] = []
     if dev_words != 0:
-        config = model_config(task, **{k: recipe[k] for k in MODEL_KEYS})
-
-        def on_epoch(record: dict, params: dict) -> dict:
+        def dev_scores(record: dict, params: dict) -> dict:
             [row] = evaluate(params, config, split, task.src_vocab, task.tgt_vocab, backend,
                              part="dev", searches=SEARCHES[:1], limit=dev_words)
             return {"dev_wer": row["wer"], "dev_per": row["per"]}
 
-    config, result = train_model(
-        task, backend, seed=seed, dtype=dtype, progress=progress, checkpoint=checkpoint,
-        metadata=metadata, restore_best=True,
-        time_limit=None if minutes is None else 60.0 * minutes, on_epoch=on_epoch, **recipe)
+        parts.append(cb.EpochMetrics(dev_scores))
+    if recipe["lr_decay"] is not None:
+        parts.append(cb.ReduceLROnPlateau(recipe["lr_decay"]))
+    parts += [cb.EarlyStopping(recipe["patience"]), cb.RestoreBest()]
+    if minutes is not None:
+        parts.append(cb.TimeLimit(60.0 * minutes))
+    settings = TrainConfig(epochs=recipe["epochs"], optimizer=adam(recipe["lr"]), seed=seed,
+                           monitor=recipe["monitor"], gradients=recipe["gradients"],
+                           progress=progress)
+    config, result = train_model(task, backend, config, settings,
+                                 batch_size=recipe["batch_size"], bucket=recipe["bucket"],
+                                 dtype=dtype, callbacks=parts, checkpoint=checkpoint,
+                                 metadata=metadata)
     return config, result, task
 
 
-def predict(params: dict, config: Seq2SeqConfig, words: Sequence[str], src_vocab: Vocab,
+def predict(params: dict, config: Any, words: Sequence[str], src_vocab: Vocab,
             tgt_vocab: Vocab, backend: Backend,
             options: SearchOptions = SearchOptions()) -> list[list[str]]:
     """The phones of each word (one list per word, in order). ``params`` are arrays of
@@ -129,7 +139,7 @@ def predict(params: dict, config: Seq2SeqConfig, words: Sequence[str], src_vocab
     return [list(r["tokens"]) for r in results]
 
 
-def evaluate(params: dict, config: Seq2SeqConfig, split: Any, src_vocab: Vocab,
+def evaluate(params: dict, config: Any, split: Any, src_vocab: Vocab,
              tgt_vocab: Vocab, backend: Backend, *, part: str = "test",
              searches: Sequence[tuple[str, SearchOptions]] = SEARCHES,
              limit: int | None = None) -> list[dict]:

@@ -1,23 +1,22 @@
-"""Training: the step, the loop around it, and checkpoints.
+"""Training: the step, the loop around it and its parts, and checkpoints.
 
 ================  ==========================================================================
 module            contents
 ================  ==========================================================================
-``loop``          fit (the loop), FitResult, make_train_step, make_eval_loss, evaluate_loss
+``step``          make_train_step (loss, gradient, clipping, update), make_eval_loss
+``loop``          fit, TrainConfig, FitResult, Loop (what callbacks see)
+``callbacks``     EarlyStopping, ReduceLROnPlateau, RestoreBest, TimeLimit, Checkpoint,
+                  EpochMetrics
+``schedules``     learning-rate schedules as pure functions of the step
 ``checkpoint``    save / load: safetensors arrays with JSON metadata, verified on load
+``compiled``      the one cache of built (on JAX, compiled) programs
 ================  ==========================================================================
 """
 
-from . import checkpoint
-from .loop import (
-    FitResult,
-    TrainStep,
-    check_batch,
-    evaluate_loss,
-    fit,
-    make_eval_loss,
-    make_train_step,
-)
+from . import callbacks, checkpoint, compiled, schedules
+from .loop import FitResult, Loop, TrainConfig, fit
+from .step import TrainStep, evaluate_loss, make_eval_loss, make_train_step
 
-__all__ = ["TrainStep", "make_train_step", "make_eval_loss", "evaluate_loss", "fit", "FitResult",
-           "check_batch", "checkpoint"]
+__all__ = ["TrainConfig", "fit", "FitResult", "Loop", "TrainStep", "make_train_step",
+           "make_eval_loss", "evaluate_loss", "callbacks", "checkpoint", "compiled",
+           "schedules"]

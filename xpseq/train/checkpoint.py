@@ -4,8 +4,9 @@ One file holds::
 
     params/<name>        every model parameter (``param_shapes(config)``)
     opt/<key>/<name>     the optimiser state, nested keys joined by "/" (e.g. opt/m/out.W)
-    metadata "xpseq"     JSON: format version, config, vocabularies, optimiser name and
-                         hyperparameters, training state (epoch, step, history ...)
+    metadata "xpseq"     JSON: format version, model kind and its config, vocabularies,
+                         optimiser name and hyperparameters, training state (epoch, step,
+                         history ...)
     metadata "sha256"    a digest of every tensor's name, dtype, shape and bytes
 
 No pickle anywhere: safetensors stores raw little-endian arrays and a JSON header. A file is
@@ -14,6 +15,10 @@ never leaves a half-written checkpoint under the real name. Loading refuses, wit
 :class:`CheckpointError` that names the file, anything truncated or corrupted (safetensors'
 own header checks plus the digest), from another format version, or whose shapes do not
 match its configuration. The arrays come back as NumPy and convert to any backend.
+
+Format 2 records the model kind (``"model": "rnn"``, a name of :mod:`xpseq.models`);
+format 1, written before there was more than one kind, has none and is read as an
+``"rnn"`` checkpoint, unchanged otherwise.
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from xpseq import models
 from xpseq.core.optim import Optimizer, from_spec
-from xpseq.models.seq2seq import Seq2SeqConfig, param_shapes
 
 __all__ = ["save", "load", "Checkpoint", "CheckpointError", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Formats this version reads: 1 (no model kind: an "rnn" model) and 2.
+READABLE_FORMATS = (1, 2)
 
 
 class CheckpointError(ValueError):
@@ -45,13 +52,18 @@ class Checkpoint:
     """What :func:`load` returns. Arrays are NumPy unless a backend was asked for."""
 
     path: pathlib.Path
-    config: Seq2SeqConfig
+    config: Any
     params: dict
     opt_state: dict | None
     optimizer: dict | None
     vocabs: dict | None
     train_state: dict | None
     metadata: dict | None = None
+
+    @property
+    def model(self) -> models.Model:
+        """The model kind of :attr:`config` (``model.kind`` is its name)."""
+        return models.of(self.config)
 
     def make_optimizer(self) -> Optimizer:
         """The optimiser the checkpoint was trained with (same hyperparameters)."""
@@ -60,7 +72,7 @@ class Checkpoint:
         return from_spec(self.optimizer["name"], self.optimizer["hyperparams"])
 
 
-def save(path: str | os.PathLike, *, config: Seq2SeqConfig, params: Mapping[str, Any],
+def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
          opt_state: Mapping[str, Any] | None = None, optimizer: Optimizer | None = None,
          vocabs: Mapping[str, list] | None = None,
          train_state: Mapping[str, Any] | None = None,
@@ -69,9 +81,10 @@ def save(path: str | os.PathLike, *, config: Seq2SeqConfig, params: Mapping[str,
 
     Parameters
     ----------
-    config : the model's :class:`Seq2SeqConfig`
+    config : the model's configuration (the ``Config`` of a kind of :mod:`xpseq.models`;
+        the kind is stored with it)
     params : parameter dict of NumPy arrays (``backend.to_numpy`` them first), with exactly
-        the names and shapes of ``param_shapes(config)``
+        the names and shapes of the model's ``param_shapes(config)``
     opt_state : the optimiser state (NumPy arrays in nested dicts), optional
     optimizer : the :class:`Optimizer` it belongs to (name and hyperparameters are kept)
     vocabs : e.g. ``{"src": [...tokens], "tgt": [...]}``, optional
@@ -79,8 +92,10 @@ def save(path: str | os.PathLike, *, config: Seq2SeqConfig, params: Mapping[str,
     metadata : anything else JSON-serialisable (e.g. how the task's data was made), optional
     """
     path = pathlib.Path(path)
-    if not isinstance(config, Seq2SeqConfig):
-        raise TypeError(f"save: config must be a Seq2SeqConfig, got {type(config).__name__}")
+    try:
+        model = models.of(config)
+    except TypeError as err:
+        raise TypeError(f"save: {err}") from None
     tensors = {}
     for name, array in params.items():
         tensors[f"params/{name}"] = _host(array, f"params[{name!r}]")
@@ -90,6 +105,7 @@ def save(path: str | os.PathLike, *, config: Seq2SeqConfig, params: Mapping[str,
             tensors[key] = _host(array, key)
     meta = {
         "format": FORMAT_VERSION,
+        "model": model.kind,
         "config": config.to_dict(),
         "vocabs": None if vocabs is None else {k: list(v) for k, v in vocabs.items()},
         "optimizer": None if optimizer is None else {"name": optimizer.name,
@@ -154,12 +170,17 @@ def load(path: str | os.PathLike, backend: Any = None) -> Checkpoint:
         meta = json.loads(metadata["xpseq"])
     except json.JSONDecodeError as err:
         raise CheckpointError(f"{path}: unreadable metadata: {err}") from None
-    if meta.get("format") != FORMAT_VERSION:
+    if meta.get("format") not in READABLE_FORMATS:
         raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, this xpseq "
-                              f"reads format {FORMAT_VERSION}")
+                              f"reads formats {list(READABLE_FORMATS)}")
+    kind = meta.get("model", "rnn") if meta["format"] == 1 else meta.get("model")
     try:
-        config = Seq2SeqConfig.from_dict(meta["config"])
-    except (TypeError, ValueError) as err:
+        model = models.get(kind)
+    except ValueError as err:
+        raise CheckpointError(f"{path}: {err}") from None
+    try:
+        config = model.Config.from_dict(meta["config"])
+    except (KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: invalid configuration: {err}") from None
     params = {k[len("params/"):]: v for k, v in tensors.items() if k.startswith("params/")}
     _check_params(path, config, params)
@@ -192,8 +213,8 @@ def load(path: str | os.PathLike, backend: Any = None) -> Checkpoint:
 # ------------------------------------------------------------------------- helpers
 
 
-def _check_params(path: pathlib.Path, config: Seq2SeqConfig, params: Mapping[str, Any]) -> None:
-    expected = param_shapes(config)
+def _check_params(path: pathlib.Path, config: Any, params: Mapping[str, Any]) -> None:
+    expected = models.of(config).param_shapes(config)
     missing = sorted(set(expected) - set(params))
     unknown = sorted(set(params) - set(expected))
     if missing or unknown:

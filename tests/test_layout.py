@@ -1,0 +1,137 @@
+"""The package's floor plan, checked: who may import what, and how big a piece may grow.
+
+* No module imports a private name (``_x``), or anything from a private module, of
+  another folder of xpseq: a folder's private names are its own.
+* ``backends/`` knows no model and no cell: it imports nothing from ``xpseq.models``,
+  ``xpseq.core.recurrent``, ``xpseq.core.vjp`` or ``xpseq.core.kernels``.
+* ``core/`` and ``models/`` never look at a backend: no ``xpseq.backends`` import, no
+  ``getattr`` / ``hasattr`` on a loop or backend object.
+* No module is over 900 lines, no function takes over 16 parameters.
+* The installed package never reads the repository's ``scripts/`` folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "xpseq"
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def folder_of(path: pathlib.Path) -> str:
+    """The package (folder) a module file lives in, e.g. ``xpseq.core``."""
+    return ".".join(path.relative_to(PACKAGE.parent).parent.parts)
+
+
+def imports(path: pathlib.Path, source: str | None = None) -> list[tuple[str, list[str], int]]:
+    """``(target module, imported names, line)`` of every ``xpseq`` import in ``path``
+    (or in ``source``, read as if it were that file)."""
+    tree = ast.parse(path.read_text(encoding="utf-8") if source is None else source)
+    here = folder_of(path).split(".")
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[:len(here) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append((target, [a.name for a in node.names], node.lineno))
+        elif isinstance(node, ast.Import):
+            found.extend((a.name, [], node.lineno) for a in node.names)
+    return [f for f in found if f[0] == "xpseq" or f[0].startswith("xpseq.")]
+
+
+def is_folder(dotted: str) -> bool:
+    return (PACKAGE.parent / dotted.replace(".", "/")).is_dir()
+
+
+def private_reaches(path: pathlib.Path, source: str | None = None) -> list[str]:
+    """Every import in ``path`` of another folder's private module or name."""
+    mine = folder_of(path)
+    bad = []
+    for target, names, line in imports(path, source):
+        owner = target if is_folder(target) else target.rsplit(".", 1)[0]
+        if owner == mine:
+            continue
+        where = f"{path.relative_to(PACKAGE.parent)}:{line}"
+        if any(part.startswith("_") and not part.startswith("__")
+               for part in target.split(".")):
+            bad.append(f"{where} imports from the private module {target}")
+        for name in names:
+            if name.startswith("_") and not name.startswith("__"):
+                bad.append(f"{where} imports the private name {name} from {target}")
+    return bad
+
+
+def test_the_private_import_check_catches_a_reach():
+    source = ("from xpseq.models.rnn import _forward\nfrom xpseq.core._scan import scan\n"
+              "from .checkpoint import _host\nfrom ..core import kernels\n")
+    found = private_reaches(PACKAGE / "train" / "loop.py", source)
+    assert len(found) == 2, found
+    assert "_forward" in found[0] and "xpseq.core._scan" in found[1]
+
+
+def test_no_module_imports_another_folders_private_names():
+    bad = [b for path in MODULES for b in private_reaches(path)]
+    assert not bad, "\n".join(bad)
+
+
+def test_backends_know_no_model_and_no_cell():
+    forbidden = ("xpseq.models", "xpseq.core.recurrent", "xpseq.core.vjp", "xpseq.core.kernels")
+    bad = []
+    for path in sorted((PACKAGE / "backends").glob("*.py")):
+        for target, names, line in imports(path):
+            full = [target] + [f"{target}.{n}" for n in names]
+            if any(f == p or f.startswith(p + ".") for f in full for p in forbidden):
+                bad.append(f"{path.name}:{line} imports {target} {names}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("folder", ["core", "models"])
+def test_core_and_models_never_look_at_a_backend(folder):
+    bad = []
+    for path in sorted((PACKAGE / folder).glob("*.py")):
+        for target, _, line in imports(path):
+            if target.startswith("xpseq.backends"):
+                bad.append(f"{path.name}:{line} imports {target}")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr") and node.args
+                    and isinstance(node.args[0], ast.Name)
+                    and node.args[0].id in ("scan", "loop", "backend", "custom_vjp")):
+                bad.append(f"{path.name}:{node.lineno} {node.func.id}({node.args[0].id}, ...)")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_is_too_long_and_no_function_takes_too_many_parameters():
+    long_modules = [f"{p.relative_to(PACKAGE.parent)}: {n} lines" for p in MODULES
+                    if (n := len(p.read_text(encoding="utf-8").splitlines())) > 900]
+    wide = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
+                count -= bool(a.args) and a.args[0].arg in ("self", "cls")
+                if count > 16:
+                    wide.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} "
+                                f"{node.name} takes {count} parameters")
+    assert not long_modules and not wide, "\n".join(long_modules + wide)
+
+
+def test_the_package_reads_nothing_from_scripts():
+    bad = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value == "scripts":
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not bad, "\n".join(bad)

@@ -1,0 +1,250 @@
+"""The unchecked kernels under the checked public functions of :mod:`xpseq.core`.
+
+A named internal API, in the manner of SciPy's ``_logsumexp`` under ``logsumexp``: every
+function here computes and nothing else. None of them validates its inputs, converts
+them or looks for their namespace: each takes ``xp`` (the array namespace) as a keyword,
+trusts shapes and dtypes, and is safe to call inside ``jax.jit`` and inside a time loop.
+The public functions of ``masking``, ``layers``, ``attention``, ``losses`` and
+``recurrent`` check their arguments once, then call these; the models call them directly
+after checking their own inputs at their public boundary.
+
+Call a kernel only with arguments a public function would have accepted: a wrong shape
+here is a wrong answer or an error from deep inside the array library, not a clear
+message.
+
+=================================  =======================================================
+kernel                             public, checked counterpart
+=================================  =======================================================
+linear, embedding, sigmoid,        :mod:`xpseq.core.layers`
+dropout, zeros
+sequence_mask, masked_softmax,     :mod:`xpseq.core.masking` (``masked_softmax`` takes the
+logsumexp, log_softmax             boolean keep-mask itself)
+nll_sum, nll_parts                 :func:`xpseq.core.losses.cross_entropy`
+dot_scores, general_scores,        :mod:`xpseq.core.attention`
+additive_scores,
+additive_from_projections, attend
+lstm_step, gru_step (and their     :mod:`xpseq.core.recurrent` (cells and
+``*_parts``), STEPS,               ``run_sequence``)
+initial_zeros, run_sequence,
+keep_valid
+=================================  =======================================================
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import array_api_compat as compat
+
+from .loops import scan as python_scan
+
+__all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "sequence_mask",
+           "masked_softmax", "logsumexp", "log_softmax", "nll_sum", "nll_parts", "dot_scores",
+           "general_scores", "additive_scores", "additive_from_projections", "attend",
+           "lstm_parts", "gru_parts", "lstm_step", "gru_step", "STEPS", "initial_zeros",
+           "run_sequence", "keep_valid"]
+
+
+def linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
+    y = x @ xp.matrix_transpose(W)
+    return y if b is None else y + b
+
+
+def embedding(ids: Any, E: Any, *, xp: Any) -> Any:
+    flat = xp.take(E, xp.reshape(ids, (-1,)), axis=0)
+    return xp.reshape(flat, (*ids.shape, E.shape[1]))
+
+
+def sigmoid(x: Any, *, xp: Any) -> Any:
+    positive = x >= 0
+    e = xp.exp(xp.where(positive, -x, x))                 # exp(-|x|), in (0, 1]
+    return xp.where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> Any:
+    if rate == 0.0:
+        return x
+    return xp.where(keep, x * (1.0 / (1.0 - rate)), 0.0)
+
+
+def zeros(shape: tuple[int, ...], like: Any, *, xp: Any) -> Any:
+    """Zeros with the dtype and device of ``like``."""
+    return xp.zeros(shape, dtype=like.dtype, device=compat.device(like))
+
+
+def sequence_mask(lengths: Any, max_len: int, *, xp: Any) -> Any:
+    positions = xp.arange(max_len, dtype=lengths.dtype, device=compat.device(lengths))
+    return positions < xp.expand_dims(lengths, axis=-1)
+
+
+def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> Any:
+    """Softmax over the last axis; ``keep`` (bool, shape of ``scores``) or ``None``."""
+    if scores.shape[-1] == 0:
+        return scores
+    if keep is None:
+        shifted = scores - xp.max(scores, axis=-1, keepdims=True)
+        e = xp.exp(shifted)
+        return e / xp.sum(e, axis=-1, keepdims=True)
+    any_keep = xp.any(keep, axis=-1, keepdims=True)
+    row_max = xp.max(xp.where(keep, scores, -math.inf), axis=-1, keepdims=True)
+    row_max = xp.where(any_keep, row_max, 0.0)
+    # First where: masked positions never reach exp (no inf, so no 0 * inf in the gradient).
+    shifted = xp.where(keep, scores - row_max, 0.0)
+    # Second where: masked positions are exactly zero, whatever exp(0) gave.
+    e = xp.where(keep, xp.exp(shifted), 0.0)
+    total = xp.sum(e, axis=-1, keepdims=True)
+    # A row with no valid key has total 0; divide it by 1 to get zeros instead of 0/0.
+    return e / xp.where(any_keep, total, 1.0)
+
+
+def logsumexp(x: Any, *, axis: int, keepdims: bool, xp: Any) -> Any:
+    if x.shape[axis] == 0:
+        shape = tuple(1 if i == axis else n for i, n in enumerate(x.shape))
+        out = xp.full(shape, -math.inf, dtype=x.dtype, device=compat.device(x))
+        return out if keepdims else xp.squeeze(out, axis=axis)
+    m = xp.max(x, axis=axis, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0.0)
+    total = xp.sum(xp.exp(x - m), axis=axis, keepdims=True)
+    positive = total > 0
+    out = xp.where(positive, xp.log(xp.where(positive, total, 1.0)) + m, -math.inf)
+    return out if keepdims else xp.squeeze(out, axis=axis)
+
+
+def log_softmax(x: Any, *, axis: int, xp: Any) -> Any:
+    lse = logsumexp(x, axis=axis, keepdims=True, xp=xp)
+    finite = xp.isfinite(lse)
+    return xp.where(finite, x - xp.where(finite, lse, 0.0), -math.inf)
+
+
+def nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any) -> tuple[Any, Any]:
+    """Summed negative log-likelihood of the real tokens, and their number (as a float)."""
+    return nll_parts(logits, targets, pad_id, xp=xp)[0]
+
+
+def nll_parts(logits: Any, targets: Any, pad_id: int | None, *,
+               xp: Any) -> tuple[tuple[Any, Any], Any]:
+    """``nll_sum``'s ``(total, count)`` and the log-probabilities, which its backward
+    pass needs."""
+    logp = log_softmax(logits, axis=-1, xp=xp)
+    picked = xp.squeeze(xp.take_along_axis(logp, xp.expand_dims(targets, axis=-1), axis=-1),
+                        axis=-1)
+    if pad_id is None:
+        real = xp.ones_like(picked)
+    else:
+        real = xp.astype(targets != pad_id, logits.dtype)
+    return (-xp.sum(picked * real), xp.sum(real)), logp
+
+
+def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> Any:
+    scores = q @ xp.matrix_transpose(k)
+    return scores if scale is None or scale == 1.0 else scores * scale
+
+
+def general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> Any:
+    return (q @ W) @ xp.matrix_transpose(k)
+
+
+def additive_scores(q: Any, k: Any, W_q: Any, W_k: Any, v: Any, *, xp: Any) -> Any:
+    pq = q @ xp.matrix_transpose(W_q)                      # (..., Q, h)
+    pk = k @ xp.matrix_transpose(W_k)                      # (..., K, h)
+    return additive_from_projections(pq, pk, v, xp=xp)
+
+
+def additive_from_projections(pq: Any, pk: Any, v: Any, *, xp: Any) -> Any:
+    """``vᵀ tanh(pq_i + pk_j)`` from projected queries ``(..., Q, h)`` and keys ``(..., K, h)``.
+
+    The models project the keys once per source sentence and reuse them at every step.
+    """
+    hidden = xp.tanh(xp.expand_dims(pq, axis=-2) + xp.expand_dims(pk, axis=-3))  # (..., Q, K, h)
+    return xp.squeeze(hidden @ xp.expand_dims(v, axis=-1), axis=-1)
+
+
+def attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[Any, Any]:
+    weights = masked_softmax(scores, keep, xp=xp)
+    return weights @ values, weights
+
+
+def lstm_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
+                xp: Any) -> tuple[tuple, tuple]:
+    """One LSTM step: the new state ``(h', c')`` and what its backward pass needs
+    (the gates ``i, f, g, o`` after their nonlinearities and ``tanh(c')``)."""
+    h, c = state
+    gates = xw + linear(h, p["W_hh"], p["b_hh"], xp=xp)
+    n = h.shape[-1]
+    # One sigmoid over all four blocks (the g block's is computed and dropped): the same
+    # values as three separate calls, in a third of the operations, which is what an eager
+    # library such as PyTorch pays for at these sizes.
+    sig = sigmoid(gates, xp=xp)
+    i, f, o = sig[..., :n], sig[..., n:2 * n], sig[..., 3 * n:]
+    g = xp.tanh(gates[..., 2 * n:3 * n])
+    c = f * c + i * g
+    tanh_c = xp.tanh(c)
+    return (o * tanh_c, c), (i, f, g, o, tanh_c)
+
+
+def gru_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
+               xp: Any) -> tuple[tuple, tuple]:
+    """One GRU step: the new state ``(h',)`` and what its backward pass needs
+    (``r``, ``z``, the candidate ``n`` and the recurrent projection ``W_hh h + b_hh``)."""
+    (h,) = state
+    hw = linear(h, p["W_hh"], p["b_hh"], xp=xp)
+    n = h.shape[-1]
+    r = sigmoid(xw[..., :n] + hw[..., :n], xp=xp)
+    z = sigmoid(xw[..., n:2 * n] + hw[..., n:2 * n], xp=xp)
+    cand = xp.tanh(xw[..., 2 * n:] + r * hw[..., 2 * n:])
+    return ((1.0 - z) * cand + z * h,), (r, z, cand, hw)
+
+
+def lstm_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
+    return lstm_parts(xw, state, p, xp=xp)[0]
+
+
+def gru_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
+    return gru_parts(xw, state, p, xp=xp)[0]
+
+
+STEPS = {"lstm": lstm_step, "gru": gru_step}
+
+
+def initial_zeros(cell: str, batch: int, hidden: int, like: Any, *, xp: Any) -> tuple:
+    """The all-zero state of ``cell`` for ``batch`` sequences."""
+    n_state = 2 if cell == "lstm" else 1
+    return tuple(zeros((batch, hidden), like, xp=xp) for _ in range(n_state))
+
+
+def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
+                 state0: tuple[Any, ...], *, reverse: bool, scan: Callable | None,
+                 xp: Any, recurrence: Callable | None = None) -> tuple[Any, tuple[Any, ...]]:
+    """:func:`xpseq.core.recurrent.run_sequence` without its checks.
+
+    The input projection of every step is one product before the loop; the loop is
+    ``scan`` over time-major ``xw (T, B, G H)`` and ``valid (T, B, 1)``, or ``recurrence``
+    when given: a function ``(W_hh, b_hh, xw, valid, state0) -> (outputs (T, B, H),
+    final_state)`` that runs the same loop its own way (e.g.
+    :func:`xpseq.core.recurrent.hand_derived_recurrence`, whose gradient is hand-derived).
+    """
+    step = STEPS[cell]
+    steps = xs.shape[1]
+    xw = xp.permute_dims(linear(xs, p["W_ih"], p["b_ih"], xp=xp), (1, 0, 2))
+    valid = xp.permute_dims(sequence_mask(lengths, steps, xp=xp), (1, 0))[..., None]
+    if reverse:
+        xw, valid = xp.flip(xw, axis=0), xp.flip(valid, axis=0)
+    if recurrence is not None:
+        outputs, final = recurrence(p["W_hh"], p["b_hh"], xw, valid, tuple(state0))
+    else:
+        def body(state: tuple, inputs: tuple) -> tuple[tuple, Any]:
+            xw_t, valid_t = inputs
+            return keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
+
+        final, outputs = (scan or python_scan)(body, tuple(state0), (xw, valid))
+    if reverse:
+        outputs = xp.flip(outputs, axis=0)
+    return xp.permute_dims(outputs, (1, 0, 2)), final
+
+
+def keep_valid(new: tuple, old: tuple, valid_t: Any, *, xp: Any) -> tuple[tuple, Any]:
+    """The state after one step of the runner: ``new`` where ``valid_t`` (``(B, 1)`` bool),
+    ``old`` at padded steps; and the step's output, ``h`` or zero at padding."""
+    state = tuple(xp.where(valid_t, n, o) for n, o in zip(new, old))
+    return state, xp.where(valid_t, state[0], 0.0)

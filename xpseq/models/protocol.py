@@ -1,0 +1,160 @@
+"""The model protocol: what training, search, checkpoints, tasks and the command need of a
+model kind, and nothing else.
+
+A model kind is one module of :mod:`xpseq.models` that defines ``MODEL``, a :class:`Model`.
+Its functions are pure functions over a parameter dict (``{name: array}``) and a frozen
+configuration dataclass; none of them knows which array library it runs on.
+
+Two layers, as in :mod:`xpseq.core`: the *checked* functions (``loss``, ``loss_and_grad``)
+validate their arguments and are what a user calls; the *kernels* (:class:`ModelKernels`)
+trust them, take ``xp`` and the backend's loop primitives as keywords, and are what the
+training step and the search run inside ``jax.jit`` after :func:`check_batch` has checked
+each NumPy batch once.
+
+Every configuration has ``src_vocab``, ``tgt_vocab``, ``pad_id`` and ``dropout``, and
+``to_dict`` / ``from_dict`` (checkpoints store the kind and ``to_dict()``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+import array_api_compat.numpy as np_xp
+import numpy as np
+
+from xpseq.core import checks
+
+__all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "BATCH_KEYS"]
+
+#: The arrays of a training batch: ``src (B, S)``, ``src_len (B,)``, ``tgt_in (B, T)``
+#: (``<s> y_1 ... y_{T-1}``) and ``tgt_out (B, T)`` (``y_1 ... </s>``, then padding).
+BATCH_KEYS = ("src", "src_len", "tgt_in", "tgt_out")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelKernels:
+    """The unchecked functions of a model kind (arguments trusted, ``xp`` given).
+
+    loss(params, config, batch, keep, *, scan, custom_vjp, xp) -> 0-d array
+        The training objective, averaged over real target tokens. ``keep`` is ``None``
+        or a dict of boolean dropout keep-masks with the shapes of
+        :attr:`Model.dropout_shapes`. ``scan`` is ``backend.scan``; ``custom_vjp`` is
+        ``None`` or ``backend.custom_vjp``, for a model that runs some part with its
+        hand-derived gradient inside the library's autodiff.
+    loss_vjp(params, config, batch, keep, *, xp) -> (loss, backprop)
+        The same value and ``backprop(d_loss) -> grads`` (a dict like ``params``): the
+        hand-derived backward pass, how NumPy trains.
+    nll_sum(params, config, batch, *, scan, xp) -> (total, count)
+        Summed negative log-likelihood of the real target tokens without dropout, and
+        their number: the dev loss, summed over batches.
+    encode(params, config, src, src_len, *, scan, xp) -> encoded
+        Everything the decoder needs of the source: a dict of arrays with the batch on
+        axis 0 (beam search repeats each row ``k`` times with
+        :func:`xpseq.core.decoding.tile_beams`).
+    decoder(params, config, encoded, *, attention, xp) -> (step, state)
+        The decoder as a pure step ``step(state, y_prev (B,)) -> (log_probs (B, V),
+        state, attention (B, S) or None)`` and its first state; ``attention=False`` asks
+        for ``None`` weights (beam search then carries none).
+    """
+
+    loss: Callable
+    loss_vjp: Callable
+    nll_sum: Callable
+    encode: Callable
+    decoder: Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """One model kind.
+
+    Attributes
+    ----------
+    kind : str
+        Its name in the registry and in checkpoints (``"rnn"``).
+    Config : type
+        A frozen dataclass with ``src_vocab``, ``tgt_vocab``, ``pad_id``, ``dropout``,
+        ``to_dict()`` and ``Config.from_dict(data)``.
+    param_shapes : ``(config) -> {name: shape}``
+        Every parameter, in a fixed order.
+    init_params : ``(config, seed=0) -> {name: numpy float64 array}``
+        The same start on every backend.
+    loss : ``(params, config, batch, *, keep=None) -> 0-d array``
+        Checked. ``batch`` holds :data:`BATCH_KEYS`.
+    loss_and_grad : ``(params, config, batch, *, keep=None) -> (loss, grads)``
+        Checked; the hand-derived backward pass.
+    dropout_shapes : ``(config, src_shape, tgt_shape) -> {name: shape}``
+        The keep-masks one training step draws (empty without dropout).
+    kernels : ModelKernels
+        The unchecked functions the training step and the search run.
+    """
+
+    kind: str
+    Config: type
+    param_shapes: Callable[[Any], dict]
+    init_params: Callable[..., dict]
+    loss: Callable[..., Any]
+    loss_and_grad: Callable[..., tuple]
+    dropout_shapes: Callable[[Any, tuple, tuple], dict]
+    kernels: ModelKernels
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not self.kind.isidentifier():
+            raise ValueError(f"Model: kind must be a name like 'rnn', got {self.kind!r}")
+        missing = [n for n in ("to_dict", "from_dict") if not hasattr(self.Config, n)]
+        if not dataclasses.is_dataclass(self.Config) or missing:
+            raise TypeError(f"Model {self.kind!r}: Config must be a dataclass with to_dict "
+                            f"and from_dict (missing {missing})")
+        if not isinstance(self.kernels, ModelKernels):
+            raise TypeError(f"Model {self.kind!r}: kernels must be a ModelKernels, got "
+                            f"{type(self.kernels).__name__}")
+
+
+def check_ids(fname: str, config: Any, xp: Any, **arrays: Any) -> None:
+    """Check token-id arrays (``src``, ``src_len``, ``tgt``, ``tgt_out``) against
+    ``config``'s vocabularies: integer dtypes, ranks, ids inside the vocabularies,
+    ``1 <= src_len <= S``, one batch size."""
+    vocab = {"src": config.src_vocab, "tgt": config.tgt_vocab, "tgt_out": config.tgt_vocab}
+    for name, ids in arrays.items():
+        if not xp.isdtype(ids.dtype, "integral"):
+            raise TypeError(f"{fname}: {name} must have an integer dtype, got {ids.dtype}")
+        if name == "src_len":
+            continue
+        if ids.ndim not in (1, 2):
+            raise ValueError(f"{fname}: {name} must have shape (batch,) or (batch, time), "
+                             f"got {tuple(ids.shape)}")
+        index = checks.first_true_index((ids < 0) | (ids >= vocab[name]), xp)
+        if index is not None:
+            raise ValueError(f"{fname}: {name} ids must lie in [0, {vocab[name]}), got "
+                             f"{int(ids[index])} at {index}")
+    if "src" in arrays:
+        src, src_len = arrays["src"], arrays["src_len"]
+        if src.ndim != 2:
+            raise ValueError(f"{fname}: src must have shape (batch, S), got {tuple(src.shape)}")
+        if tuple(src_len.shape) != (src.shape[0],):
+            raise ValueError(f"{fname}: src_len must have shape (batch,) = ({src.shape[0]},), "
+                             f"got {tuple(src_len.shape)}")
+        bad = checks.first_true_index((src_len < 1) | (src_len > src.shape[1]), xp)
+        if bad is not None:
+            raise ValueError(f"{fname}: src_len must lie in [1, {src.shape[1]}] (a source needs "
+                             f"a real token), got src_len[{bad[0]}] = {int(src_len[bad])}")
+        if "tgt" in arrays and arrays["tgt"].shape[0] != src.shape[0]:
+            raise ValueError(f"{fname}: tgt_in has batch {arrays['tgt'].shape[0]} but src has "
+                             f"{src.shape[0]}")
+
+
+def check_batch(config: Any, batch: Mapping[str, Any]) -> None:
+    """Validate a NumPy training batch against ``config`` once, before it reaches an
+    unchecked (possibly jitted) kernel: keys, dtypes, shapes, id and length ranges, and
+    at least one real target token."""
+    missing = [k for k in BATCH_KEYS if k not in batch]
+    if missing:
+        raise ValueError(f"batch is missing {missing}")
+    arrays = {name: np.asarray(batch[key]) for name, key in
+              (("src", "src"), ("src_len", "src_len"), ("tgt", "tgt_in"), ("tgt_out", "tgt_out"))}
+    check_ids("check_batch", config, np_xp, **arrays)
+    if np.shape(batch["tgt_in"]) != np.shape(batch["tgt_out"]):
+        raise ValueError("batch: tgt_in and tgt_out must have the same shape")
+    if np.all(np.asarray(batch["tgt_out"]) == config.pad_id):
+        raise ValueError("batch: every target token is padding")

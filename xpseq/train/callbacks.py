@@ -1,0 +1,192 @@
+"""The parts of a training run that are not the step: stopping, the learning-rate plateau
+rule, keeping the best epoch, checkpoints, a time limit and per-epoch metrics.
+
+Each is a :class:`Callback` that :func:`xpseq.train.fit` calls at fixed points of its
+loop (Keras's ``EarlyStopping``, ``ModelCheckpoint`` ... are the model)::
+
+    on_train_begin(loop)                 before the first step (checks its settings)
+    on_step_end(loop)                    after every step
+    on_epoch_metrics(loop, record)       after the dev loss; a returned mapping is added
+                                         to the epoch's history record
+    on_epoch_end(loop, record)           after fit has noted whether ``monitor`` improved
+    on_train_end(loop)                   once, after the loop
+
+``loop`` is the :class:`xpseq.train.loop.Loop`: its ``params`` and ``opt_state`` (arrays of
+the backend), ``state`` (the JSON-serialisable progress a checkpoint keeps: epoch, step,
+history, the best value of ``monitor`` and the epochs since it improved), ``improved``
+(whether the epoch just recorded improved ``monitor`` by more than ``min_delta``) and
+``stop`` (set it to a reason to end the run). Callbacks run in the order given.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pathlib
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:
+    from .loop import Loop
+
+__all__ = ["Callback", "EarlyStopping", "ReduceLROnPlateau", "RestoreBest", "TimeLimit",
+           "Checkpoint", "EpochMetrics"]
+
+
+class Callback:
+    """A part of the training loop; override the hooks it needs (see the module docstring)."""
+
+    def on_train_begin(self, loop: Loop) -> None:
+        pass
+
+    def on_step_end(self, loop: Loop) -> None:
+        pass
+
+    def on_epoch_metrics(self, loop: Loop, record: dict) -> Mapping[str, Any] | None:
+        return None
+
+    def on_epoch_end(self, loop: Loop, record: dict) -> None:
+        pass
+
+    def on_train_end(self, loop: Loop) -> None:
+        pass
+
+
+def _needs_dev(loop: Loop, name: str) -> None:
+    if not loop.dev_batches:
+        raise ValueError(f"fit: {name} needs dev_batches (it acts on the monitored dev value)")
+
+
+class EarlyStopping(Callback):
+    """Stop after ``patience`` epochs in a row whose ``monitor`` (the fit's
+    :class:`~xpseq.train.loop.TrainConfig`) did not improve on the best by more than
+    ``min_delta``; ``stopped`` is then ``"early_stop"``."""
+
+    def __init__(self, patience: int = 2):
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise ValueError(f"EarlyStopping: patience must be a positive int, got {patience!r}")
+        self.patience = patience
+
+    def on_epoch_end(self, loop: Loop, record: dict) -> None:
+        if loop.watched is not None and loop.state["bad_epochs"] >= self.patience:
+            loop.stop = loop.stop or "early_stop"
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiply the learning rate by ``factor`` after every epoch that did not improve
+    ``monitor`` (``torch.optim.lr_scheduler.ReduceLROnPlateau`` with no patience).
+
+    The factor lives in the optimiser state as ``lr_scale`` (a 0-d array, so nothing
+    recompiles); it multiplies whatever the step's schedule gives. The history records
+    each epoch's ``lr_scale``.
+    """
+
+    def __init__(self, factor: float = 0.5):
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+                or not 0 < factor < 1:
+            raise ValueError(f"ReduceLROnPlateau: factor must be a number in (0, 1), got "
+                             f"{factor!r}")
+        self.factor = factor
+
+    def on_train_begin(self, loop: Loop) -> None:
+        _needs_dev(loop, "ReduceLROnPlateau")
+        if "lr_scale" not in loop.opt_state:
+            step = loop.opt_state["step"]
+            loop.opt_state = dict(loop.opt_state, lr_scale=loop.backend.xp.ones_like(step))
+
+    def on_epoch_end(self, loop: Loop, record: dict) -> None:
+        if loop.watched is not None and not loop.improved:
+            loop.opt_state = dict(loop.opt_state,
+                                  lr_scale=loop.opt_state["lr_scale"] * self.factor)
+
+
+class RestoreBest(Callback):
+    """End with the parameters of the epoch with the best ``monitor`` instead of the
+    last epoch's. A :class:`Checkpoint` after it then holds those parameters and no
+    optimiser state: a finished model, not a state to resume (the per-epoch checkpoints
+    before the end can be resumed)."""
+
+    def __init__(self) -> None:
+        self.best: dict | None = None
+
+    def on_train_begin(self, loop: Loop) -> None:
+        _needs_dev(loop, "RestoreBest")
+        self.best = None
+
+    def on_epoch_end(self, loop: Loop, record: dict) -> None:
+        if loop.state.get("best_epoch") == record["epoch"]:
+            self.best = loop.params_numpy()
+
+    def on_train_end(self, loop: Loop) -> None:
+        if self.best is not None:
+            loop.final_params = self.best
+            loop.restored = True
+
+
+class TimeLimit(Callback):
+    """Stop after ``seconds`` of this call (checked after every step); the unfinished
+    epoch is still evaluated and recorded, and ``stopped`` is ``"time_limit"``."""
+
+    def __init__(self, seconds: float):
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+                or not 0 < seconds < math.inf:
+            raise ValueError(f"TimeLimit: seconds must be a positive number, got {seconds!r}")
+        self.seconds = seconds
+
+    def on_step_end(self, loop: Loop) -> None:
+        if time.perf_counter() - loop.started > self.seconds:
+            loop.stop = loop.stop or "time_limit"
+
+
+class Checkpoint(Callback):
+    """Write a checkpoint (:func:`xpseq.train.checkpoint.save`) after every epoch, every
+    ``every_steps`` steps if given, and at the end (after :class:`RestoreBest`, when it
+    comes before this one in the list). ``vocabs`` and ``metadata`` are stored with it."""
+
+    def __init__(self, path: str | os.PathLike, *, every_steps: int | None = None,
+                 vocabs: Mapping[str, list] | None = None,
+                 metadata: Mapping[str, Any] | None = None):
+        if every_steps is not None and (isinstance(every_steps, bool) or
+                                        not isinstance(every_steps, int) or every_steps < 1):
+            raise ValueError(f"Checkpoint: every_steps must be a positive int or None, got "
+                             f"{every_steps!r}")
+        self.path = pathlib.Path(path)
+        self.every_steps = every_steps
+        self.vocabs = vocabs
+        self.metadata = metadata
+
+    def save(self, loop: Loop, *, finished: bool = False) -> None:
+        from . import checkpoint
+
+        restored = finished and loop.restored
+        checkpoint.save(self.path, config=loop.config,
+                        params=loop.final_params if restored else loop.params_numpy(),
+                        opt_state=None if restored else loop.opt_state_numpy(),
+                        optimizer=loop.train.optimizer, vocabs=self.vocabs,
+                        train_state=loop.state, metadata=self.metadata)
+
+    def on_step_end(self, loop: Loop) -> None:
+        if self.every_steps and loop.state["step"] % self.every_steps == 0 and not loop.stop:
+            self.save(loop)
+
+    def on_epoch_end(self, loop: Loop, record: dict) -> None:
+        self.save(loop)
+
+    def on_train_end(self, loop: Loop) -> None:
+        if loop.stopped == "max_steps" or loop.restored:
+            self.save(loop, finished=True)
+
+
+class EpochMetrics(Callback):
+    """Per-epoch metrics: ``fn(record, params)`` after the dev loss, with the epoch's
+    history record and the parameters (arrays of the backend); the mapping it returns is
+    added to the record (e.g. a dev error rate for the learning curve, which ``monitor``
+    may then watch). Its time is not counted in the record's ``seconds``."""
+
+    def __init__(self, fn: Callable[[dict, dict], Mapping[str, Any] | None]):
+        if not callable(fn):
+            raise TypeError(f"EpochMetrics: fn must be callable, got {type(fn).__name__}")
+        self.fn = fn
+
+    def on_epoch_metrics(self, loop: Loop, record: dict) -> Mapping[str, Any] | None:
+        return self.fn(dict(record), loop.params)

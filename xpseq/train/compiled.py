@@ -1,0 +1,44 @@
+"""The one cache of built (on JAX: compiled) programs: training steps, dev losses and
+searches.
+
+Building a program for a backend means tracing the model once per input shape under
+``jax.jit`` on JAX, which costs seconds; so each is built once per key and kept for the
+life of the process. A key names the program and everything its computation depends on
+that is not an array argument: the model configuration (frozen dataclasses are hashable),
+the backend's name, the optimiser's name and hyperparameters, the schedule, the search
+options. Calling :func:`xpseq.train.fit` or :func:`xpseq.search.search` again with the same
+settings reuses the programs, and their JAX compilations.
+
+>>> from xpseq.train import compiled
+>>> compiled.info()                   # doctest: +SKIP
+{'train_step': 2, 'eval_loss': 1, 'search': 3}
+>>> compiled.clear()                  # e.g. between benchmark repeats
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable, Hashable
+
+__all__ = ["cached", "clear", "info"]
+
+_PROGRAMS: dict[tuple[str, Hashable], Any] = {}
+
+
+def cached(kind: str, key: Hashable, build: Callable[[], Any]) -> Any:
+    """The program of ``kind`` (``"train_step"``, ``"eval_loss"``, ``"search"``) for
+    ``key``, built with ``build()`` the first time it is asked for."""
+    full = (kind, key)
+    if full not in _PROGRAMS:
+        _PROGRAMS[full] = build()
+    return _PROGRAMS[full]
+
+
+def clear() -> None:
+    """Forget every program (the next call builds, and on JAX compiles, again)."""
+    _PROGRAMS.clear()
+
+
+def info() -> dict[str, int]:
+    """How many programs of each kind are kept."""
+    return dict(Counter(kind for kind, _ in _PROGRAMS))

@@ -1,0 +1,206 @@
+"""The training step: a model's loss, its gradient, clipping and the optimiser's update,
+as one function of ``(params, opt_state, batch, seed)`` on one backend.
+
+The step is the same code on every backend and for every model kind::
+
+    loss, grads = backend.value_and_grad(model loss)(params)     # jax.grad / tape / by hand
+    grads = clip_by_global_norm(grads, clip_norm)                 # optional
+    params, opt_state = optimizer.update(grads, opt_state, params)   # lr × schedule(step)
+
+On JAX the whole step is ``jax.jit``-compiled and the recurrences run in ``lax.scan``; a new
+batch shape triggers a new trace, so batches are padded to a few bucketed shapes
+(:func:`xpseq.data.batching.make_batches`) and ``TrainStep.traces`` counts the traces. On
+PyTorch the gradients come from the autograd tape. NumPy (and array_api_strict) run the
+model's hand-derived backward pass (its ``loss_vjp`` kernel), attached to the loss with
+``defvjp``. Dropout masks are drawn from ``(seed, step)`` (see ``Backend.dropout_keep``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from xpseq import models
+from xpseq.backends import Backend
+from xpseq.core.optim import Optimizer, clip_by_global_norm
+from xpseq.core.vjp import defvjp
+
+from . import compiled
+from .schedules import Schedule
+
+__all__ = ["TrainStep", "GRADIENTS", "make_train_step", "check_gradients", "make_eval_loss",
+           "evaluate_loss", "to_backend", "to_numpy"]
+
+Batch = Mapping[str, np.ndarray]
+
+
+class TrainStep:
+    """``step(params, opt_state, batch, seed=0) -> (params, opt_state, loss)`` on one backend.
+
+    ``batch`` holds backend arrays (``src``, ``src_len``, ``tgt_in``, ``tgt_out``); ``seed``
+    and ``opt_state["step"]`` draw the dropout masks (on JAX the seed is traced, so a new
+    seed does not recompile).
+    ``traces`` counts how often the Python body ran: on JAX, once per compiled batch shape;
+    on the eager backends, once per call.
+    """
+
+    def __init__(self, fn: Callable, backend: Backend):
+        self._fn = fn
+        self.backend = backend
+        self.traces = 0
+
+    def __call__(self, params: dict, opt_state: dict, batch: Mapping[str, Any],
+                 seed: int = 0) -> tuple:
+        return self._fn(params, opt_state, batch, seed)
+
+
+GRADIENTS = ("autodiff", "hand-derived")
+
+
+def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
+                    clip_norm: float | None = None, gradients: str | None = None,
+                    schedule: Schedule | None = None) -> TrainStep:
+    """The training step of ``config`` (any model kind's) for ``backend``.
+
+    Built once, then kept in :mod:`xpseq.train.compiled` by config, optimiser name and
+    hyperparameters, ``clip_norm``, ``gradients``, ``schedule`` and backend, so calling
+    :func:`xpseq.train.fit` again reuses JAX's compilations.
+
+    Parameters
+    ----------
+    optimizer : an :class:`xpseq.core.optim.Optimizer` (e.g. ``adam(1e-3)``)
+    clip_norm : float, optional
+        Clip the gradients to this global norm before the update.
+    schedule : :class:`xpseq.train.schedules.Schedule`, optional
+        Multiply the learning rate by ``schedule(opt_state["step"])`` (with the state's
+        ``lr_scale`` when it has one); ``None`` for the constant rate.
+    gradients : ``None`` (the backend's own: ``backend.gradients``), ``"autodiff"`` or
+        ``"hand-derived"``
+        ``"hand-derived"`` runs the backward pass of :mod:`xpseq.core.vjp` (what NumPy
+        always does) on the backend's arrays; on PyTorch that means no autograd tape is
+        recorded, and the step is faster (``scripts/bench.py`` measures it). On JAX, whose
+        ``jit`` would unroll the whole pass's Python loops over the time steps, it means
+        the encoder's recurrences: their backward is the hand-derived step rules in a
+        reverse ``lax.scan`` (``backend.custom_vjp``, see
+        :func:`xpseq.core.recurrent.hand_derived_recurrence`), the rest is ``jax.grad``.
+        ``"autodiff"`` needs JAX or PyTorch.
+    """
+    gradients = check_gradients(backend, gradients)
+    if schedule is not None and not isinstance(schedule, Schedule):
+        raise TypeError(f"make_train_step: schedule must be an xpseq.train.schedules.Schedule "
+                        f"or None, got {type(schedule).__name__}")
+    key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
+           backend.name, gradients, schedule)
+    return compiled.cached("train_step", key, lambda: _build_train_step(
+        config, optimizer, backend, clip_norm, gradients, schedule))
+
+
+def check_gradients(backend: Backend, gradients: str | None) -> str:
+    """``gradients`` checked against ``backend`` (``None`` becomes the backend's own)."""
+    if gradients is None:
+        return backend.gradients
+    if gradients not in GRADIENTS:
+        raise ValueError(f"gradients must be None or one of {list(GRADIENTS)}, "
+                         f"got {gradients!r}")
+    if gradients == "autodiff" and backend.gradients != "autodiff":
+        raise ValueError(f"gradients='autodiff' needs a backend with automatic "
+                         f"differentiation (jax or torch); {backend.name} has hand-derived "
+                         "gradients only")
+    return gradients
+
+
+def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
+                      clip_norm: float | None, gradients: str,
+                      schedule: Schedule | None) -> TrainStep:
+    xp = backend.xp
+    model = models.of(config)
+    # A compiling backend asked for hand-derived gradients differentiates the loss itself,
+    # and the model runs its recurrences with their hand-derived custom VJP.
+    rules_inside = gradients == "hand-derived" and backend.compiles
+    custom_vjp = backend.custom_vjp if rules_inside else None
+
+    def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
+        return model.kernels.loss(params, config, batch, keep, scan=backend.scan,
+                                  custom_vjp=custom_vjp, xp=xp)
+
+    def rule(params: dict, batch: Mapping[str, Any], keep: Any) -> tuple:
+        value, backprop = model.kernels.loss_vjp(params, config, batch, keep, xp=xp)
+        return value, lambda d_loss: (backprop(d_loss), None, None)
+
+    # JAX and PyTorch differentiate loss_of themselves; NumPy and array_api_strict (and
+    # PyTorch asked for gradients="hand-derived") run the hand-derived backward pass
+    # attached here.
+    defvjp(loss_of, rule)
+    if gradients == "hand-derived" and not rules_inside:
+        grad_fn = Backend.value_and_grad(backend, loss_of)
+    else:
+        grad_fn = backend.value_and_grad(loss_of)
+
+    def step(params: dict, opt_state: dict, batch: Mapping[str, Any], seed: Any) -> tuple:
+        train_step.traces += 1
+        shapes = model.dropout_shapes(config, tuple(batch["src"].shape),
+                                      tuple(batch["tgt_in"].shape))
+        keep = {name: backend.dropout_keep(seed, opt_state["step"], shape, config.dropout,
+                                           stream=i)
+                for i, (name, shape) in enumerate(shapes.items())} or None
+        value, grads = grad_fn(params, batch, keep)
+        if clip_norm is not None:
+            grads, _ = clip_by_global_norm(grads, clip_norm)
+        if schedule is None:
+            params, opt_state = optimizer.update(grads, opt_state, params)
+        else:    # the step's factor rides on lr_scale for this update only
+            base = opt_state.get("lr_scale")
+            factor = schedule(opt_state["step"])
+            scaled = dict(opt_state, lr_scale=factor if base is None else base * factor)
+            params, opt_state = optimizer.update(grads, scaled, params)
+            opt_state = dict(opt_state)
+            if base is None:
+                del opt_state["lr_scale"]
+            else:
+                opt_state["lr_scale"] = base
+        return params, opt_state, value
+
+    train_step = TrainStep(backend.jit(step), backend)
+    return train_step
+
+
+def make_eval_loss(config: Any, backend: Backend) -> Callable:
+    """``fn(params, batch) -> (summed nll, number of real tokens)`` without dropout (jitted
+    on JAX, kept in :mod:`xpseq.train.compiled` per config and backend); sum both over
+    batches for a corpus loss per token."""
+    model = models.of(config)
+
+    def build() -> Callable:
+        def nll(params: dict, batch: Mapping[str, Any]) -> tuple:
+            return model.kernels.nll_sum(params, config, batch, scan=backend.scan,
+                                         xp=backend.xp)
+
+        return backend.jit(nll)
+
+    return compiled.cached("eval_loss", (config, backend.name), build)
+
+
+def to_backend(backend: Backend, tree: Any) -> Any:
+    """NumPy arrays (alone or in dicts) converted to ``backend``."""
+    if isinstance(tree, Mapping):
+        return {k: to_backend(backend, v) for k, v in tree.items()}
+    return backend.asarray(tree)
+
+
+def to_numpy(backend: Backend, tree: Any) -> Any:
+    """Backend arrays (alone or in dicts) converted to NumPy."""
+    if isinstance(tree, Mapping):
+        return {k: to_numpy(backend, v) for k, v in tree.items()}
+    return backend.to_numpy(tree)
+
+
+def evaluate_loss(eval_loss: Callable, backend: Backend, params: dict,
+                  batches: Sequence[Batch]) -> float:
+    """Mean negative log-likelihood per real target token over ``batches``."""
+    total, count = 0.0, 0.0
+    for batch in batches:
+        s, n = eval_loss(params, to_backend(backend, batch))
+        total += float(backend.to_numpy(s))
+        count += float(backend.to_numpy(n))
+    return total / count
