@@ -277,7 +277,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                "FILE.tsv")
         toy = _toy_task(meta["data"])
         task = Task([], [], toy.test, src_vocab, tgt_vocab)
-    name = loaded.config.attention if loaded.config.attention != "none" else "seq2seq"
+    # The table's column: the attention of an rnn model, or the model kind.
+    name = getattr(loaded.config, "attention", loaded.model.kind)
+    name = "seq2seq" if name == "none" else name
     headers, rows, details = bucket_table({name: (params, loaded.config)}, task, backend,
                                           _search_options(args))
     print(format_table(headers, rows))
@@ -329,14 +331,14 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
 
     backend = _backend(args.backend or "numpy")
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
-    if loaded.config.attention == "none":
-        raise CommandError("this model has no attention (attention='none')")
     tokens = args.sentence.split()
     if not tokens:
         raise CommandError("the sentence is empty")
     _note_unknown([tokens], src_vocab)
     [result] = _translate_nonempty(params, loaded.config, [tokens], src_vocab, tgt_vocab,
                                    backend, _search_options(args))
+    if result["attention"] is None:
+        raise CommandError("this model has no attention (its decoder returns no weights)")
     source, output = attention_labels(tokens, result, src_vocab)
     print(" ".join(result["tokens"]))
     print(ascii_heatmap(result["attention"], source, output))

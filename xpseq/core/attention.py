@@ -156,7 +156,7 @@ def attend(scores: Any, values: Any, *, valid_lens: Any = None, mask: Any = None
     checks.check_ndim(fname, "values", values, 2, layout="(..., keys, d_v)")
     checks.check_dim(fname, "values", values, -2, scores.shape[-1],
                       "the number of keys in scores")
-    checks.broadcast_leading(fname, scores=scores.shape[:-2], values=values.shape[:-2])
+    checks.broadcast_leading(fname, xp, scores=scores.shape[:-2], values=values.shape[:-2])
     checks.check_finite(fname, "values", values, xp)
     keep = validated_keep(fname, "scores", scores, valid_lens, mask, empty, xp=xp)
     return kernels.attend(scores, values, keep, xp=xp)
@@ -264,7 +264,7 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
     for size, what in ((d_model, "d_model"), (d_value, "d_value")):
         if size % num_heads:
             raise ValueError(f"{fname}: num_heads={num_heads} does not divide {what}={size}")
-    lead = checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
+    lead = checks.broadcast_leading(fname, xp, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
     scores_shape = lead + (q.shape[-2], k.shape[-2])
     empty = checks.check_empty(fname, empty)
     keep = keep_mask(fname, scores_shape, valid_lens, mask, xp=xp, device=compat.device(q))
@@ -336,7 +336,7 @@ def _check_qk(fname: str, q: Any, k: Any, xp: Any, *, same_depth: bool = True,
             f"{fname}: q has depth {q.shape[-1]} but k has depth {k.shape[-1]} "
             f"(shapes {tuple(q.shape)} and {tuple(k.shape)})"
         )
-    checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2])
+    checks.broadcast_leading(fname, xp, q=q.shape[:-2], k=k.shape[:-2])
     checks.check_finite(fname, "q", q, xp)
     checks.check_finite(fname, "k", k, xp)
 
@@ -346,5 +346,5 @@ def _check_qkv(fname: str, q: Any, k: Any, v: Any, xp: Any, *, same_depth: bool 
     _check_qk(fname, q, k, xp, same_depth=same_depth, v=v, **weights)
     checks.check_ndim(fname, "v", v, 2, layout="(..., keys, d_v)")
     checks.check_dim(fname, "v", v, -2, k.shape[-2], "the number of keys in k")
-    checks.broadcast_leading(fname, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
+    checks.broadcast_leading(fname, xp, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
     checks.check_finite(fname, "v", v, xp)

@@ -120,24 +120,15 @@ def check_dim(fname: str, name: str, x: Any, axis: int, size: int, what: str) ->
         )
 
 
-def broadcast_leading(fname: str, **shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """Broadcast the named (leading) shapes, or raise ``ValueError`` naming the arrays."""
-    result: list[int] = []
-    for name, shape in shapes.items():
-        shape = tuple(shape)
-        n = max(len(result), len(shape))
-        a = [1] * (n - len(result)) + result
-        b = [1] * (n - len(shape)) + list(shape)
-        merged = []
-        for da, db in zip(a, b):
-            if da != db and da != 1 and db != 1:
-                names = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
-                raise ValueError(
-                    f"{fname}: the leading (batch) dimensions do not broadcast: {names}"
-                )
-            merged.append(db if da == 1 else da)
-        result = merged
-    return tuple(result)
+def broadcast_leading(fname: str, xp: Any, **shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """Broadcast the named (leading) shapes with the namespace's ``broadcast_shapes`` (the
+    standard's, 2025.12), or raise ``ValueError`` naming the arrays."""
+    try:
+        return tuple(xp.broadcast_shapes(*(tuple(s) for s in shapes.values())))
+    except (ValueError, RuntimeError):          # torch raises RuntimeError
+        names = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
+        raise ValueError(
+            f"{fname}: the leading (batch) dimensions do not broadcast: {names}") from None
 
 
 def check_finite(fname: str, name: str, x: Any, xp: Any, where: Any = None) -> None:

@@ -127,7 +127,7 @@ def dropout(x: Any, keep: Any, rate: float) -> Any:
         raise TypeError(f"{fname}: rate must be a real number, got {type(rate).__name__}")
     if not 0 <= rate < 1:
         raise ValueError(f"{fname}: rate must lie in [0, 1), got {rate!r}")
-    checks.broadcast_leading(fname, x=tuple(x.shape), keep=tuple(keep.shape))
+    checks.broadcast_leading(fname, xp, x=tuple(x.shape), keep=tuple(keep.shape))
     return kernels.dropout(x, keep, float(rate), xp=xp)
 
 

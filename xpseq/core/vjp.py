@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+import array_api_extra as xpx
+
 from . import kernels
 
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "concat", "dropout",
@@ -90,9 +92,7 @@ def embedding(ids: Any, E: Any, *, xp: Any) -> tuple[Any, Callable]:
     y = kernels.embedding(ids, E, xp=xp)
 
     def backprop(dy: Any) -> tuple[None, Any]:
-        flat = xp.reshape(ids, (-1, 1))
-        vocab = xp.arange(E.shape[0], dtype=ids.dtype)
-        onehot = xp.astype(flat == vocab, dy.dtype)                     # (N, V)
+        onehot = xpx.one_hot(xp.reshape(ids, (-1,)), E.shape[0], dtype=dy.dtype)  # (N, V)
         return None, xp.matrix_transpose(onehot) @ xp.reshape(dy, (-1, E.shape[1]))
 
     return y, backprop
@@ -181,8 +181,7 @@ def nll_sum(logits: Any, targets: Any, pad_id: int | None, *,
 
     def backprop(d_total: Any) -> tuple[Any, None]:
         p = xp.exp(logp)
-        vocab = xp.arange(logits.shape[-1], dtype=targets.dtype)
-        onehot = xp.astype(xp.expand_dims(targets, axis=-1) == vocab, logits.dtype)
+        onehot = xpx.one_hot(targets, logits.shape[-1], dtype=logits.dtype)
         real = xp.ones_like(p[..., :1]) if pad_id is None else \
             xp.astype(xp.expand_dims(targets != pad_id, axis=-1), logits.dtype)
         return (p - onehot) * (real * d_total), None
