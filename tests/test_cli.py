@@ -7,6 +7,7 @@ and array_api_strict in float64, greedy and with beam search.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import re
@@ -336,6 +337,15 @@ def test_heatmap_of_a_translation_that_never_ends(toy, workdir):
     assert lines[1].split() == sentence.split() + ["</s>"]
     assert [r.split()[0] for r in lines[2:-1]] == words
     assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_heatmap_of_a_model_without_attention_is_a_one_line_error(toy, workdir):
+    ckpt = load(toy)
+    config = dataclasses.replace(ckpt.config, attention="none", input_feeding=False)
+    plain = save(workdir / "plain.safetensors", config=config,
+                 params=init_params(config, seed=0), vocabs=ckpt.vocabs, metadata=ckpt.metadata)
+    done = xpseq("heatmap", plain, SENTENCES[0])
+    assert_one_line_error(done, "this model has no attention")
 
 
 def test_heatmap_to_an_unwritable_png_is_a_one_line_error(toy, workdir):
