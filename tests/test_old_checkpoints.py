@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -46,3 +48,14 @@ def test_format1_checkpoint_keeps_its_training_state():
     assert loaded.make_optimizer().name == "adam"
     assert loaded.train_state["epoch"] >= 1 and loaded.train_state["history"]
     assert loaded.metadata["task"] == "toy"
+
+
+def test_format1_checkpoint_translates_through_the_command():
+    sources = EXPECTED["sources"][:4]
+    done = subprocess.run([sys.executable, "-m", "xpseq", "translate",
+                           str(FIXTURES / "rnn_format1.safetensors"), "--backend", "numpy"],
+                          input="\n".join(sources) + "\n", capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    expected = [e["tokens"] for e in EXPECTED["searches"]["greedy"][:4]]
+    assert done.stdout.splitlines() == expected

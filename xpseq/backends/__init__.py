@@ -7,7 +7,7 @@
 >>> x = be.asarray([1.0, 2.0])               # float64, not torch's float32 default
 
 Each backend has ``name``, ``xp`` (the array namespace), ``asarray``, ``to_numpy``,
-``value_and_grad``, ``jit`` and ``scan``; see :class:`xpseq.backends.Backend`.
+``value_and_grad``, ``jit``, ``scan`` and ``custom_vjp``; see :class:`xpseq.backends.Backend`.
 
 ============  ==========================  ==================  ============  ============
 backend       xp                          value_and_grad      jit           scan
@@ -18,9 +18,11 @@ torch         array_api_compat.torch      autograd tape       identity      Pyth
 strict        array_api_strict            hand-derived rules  identity      Python loop
 ============  ==========================  ==================  ============  ============
 
-The JAX backend also has ``rule_scan``: ``lax.scan`` carrying the encoder recurrence whose
-backward pass is the hand-derived step rules (a ``jax.custom_vjp``), which
-``make_train_step(..., gradients="hand-derived")`` uses on JAX.
+``custom_vjp(fn, fwd, bwd)`` gives ``fn`` a hand-written gradient in ``jax.custom_vjp``'s
+convention: a ``jax.custom_vjp`` on JAX, a ``torch.autograd.Function`` on PyTorch, and on
+numpy and array_api_strict the rule their ``value_and_grad`` runs. Backends know no model
+and no cell: the hand-derived recurrence that uses it lives in
+:func:`xpseq.core.recurrent.hand_derived_recurrence`.
 
 Libraries are imported only when their backend is first asked for.
 """

@@ -42,8 +42,9 @@ def adam(lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
     ``p ← p − (lr / (1 − b1ᵗ)) · m / (sqrt(v) / sqrt(1 − b2ᵗ) + eps)``.
 
     State: ``{"step": 0-d array, "m": {name: array}, "v": {name: array}}``, and optionally
-    ``"lr_scale"``, a 0-d array that multiplies ``lr`` (what :func:`xpseq.train.fit`'s
-    ``lr_decay`` lowers; an array, so a jitted step does not recompile when it changes).
+    ``"lr_scale"``, a 0-d array that multiplies ``lr`` (what
+    :class:`xpseq.train.callbacks.ReduceLROnPlateau` lowers, and the training step's
+    schedule scales; an array, so a jitted step does not recompile when it changes).
     """
     for name, value, low, high in (("lr", lr, 0, math.inf), ("b1", b1, 0, 1), ("b2", b2, 0, 1),
                                    ("eps", eps, 0, math.inf)):
