@@ -442,6 +442,49 @@ def test_scan_matches_python_loop(backend, case):
         assert_tree_equal_np(host(backend, ys), _stack(ref_ys))
 
 
+def test_scan_reverse_runs_from_the_last_step(backend):
+    """``reverse=True``: the carry meets the steps last to first, and ``ys`` stay in the
+    order of ``xs`` (``lax.scan``'s semantics), checked against a plain Python loop."""
+    xs = np.array([1.0, -2.0, 3.5, 0.25])
+
+    def fn(c, x):
+        c = 0.5 * c + x
+        return c, c * x
+
+    carry, ys = backend.scan(fn, backend.asarray(1.0), backend.asarray(xs), reverse=True)
+    c, expected = 1.0, [0.0] * len(xs)
+    for i in reversed(range(len(xs))):
+        c = 0.5 * c + xs[i]
+        expected[i] = c * xs[i]
+    assert float(backend.to_numpy(carry)) == pytest.approx(c, rel=1e-15)
+    np.testing.assert_allclose(backend.to_numpy(ys), expected, rtol=1e-15)
+
+
+def test_custom_vjp_runs_the_given_backward(backend):
+    """``custom_vjp(fn, fwd, bwd)``: the value is ``fn``'s, the gradient is whatever
+    ``bwd`` says (here deliberately 3 × the true one, so a library that differentiated
+    ``fn`` itself would be caught), and an argument with no cotangent (``None``) is left
+    alone. On numpy and array_api_strict ``value_and_grad`` runs the rule; on JAX it is a
+    ``jax.custom_vjp``, on PyTorch an ``autograd.Function``."""
+    def fn(x, scale):
+        return backend.xp.sum(backend.xp.sin(x)) * scale
+
+    def fwd(x, scale):
+        return fn(x, scale), (x, scale)
+
+    def bwd(saved, ct):
+        x, scale = saved
+        return 3.0 * ct * scale * backend.xp.cos(x), None
+
+    f = backend.custom_vjp(fn, fwd, bwd)
+    x = backend.asarray([0.1, 0.7, -1.2])
+    value, grad = backend.value_and_grad(f)(x, backend.asarray(2.0))
+    assert float(backend.to_numpy(value)) == pytest.approx(2.0 * float(np.sum(np.sin([0.1, 0.7, -1.2]))), rel=1e-14)
+    np.testing.assert_allclose(backend.to_numpy(grad), 6.0 * np.cos([0.1, 0.7, -1.2]), rtol=1e-14)
+    np.testing.assert_allclose(backend.to_numpy(f(x, backend.asarray(2.0))),
+                               backend.to_numpy(value), rtol=0)
+
+
 def test_scan_zero_length_shapes_match_jax_lax_scan(backend):
     jax = pytest.importorskip("jax")
     jb = backends.get("jax")
