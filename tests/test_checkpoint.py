@@ -131,14 +131,21 @@ def test_garbage_and_foreign_files_are_refused(tmp_path):
         ckpt.load(tmp_path / "missing.safetensors")
 
 
-def rewrite_metadata(path: pathlib.Path, change) -> None:
-    """Rewrite the xpseq JSON of a checkpoint (digest kept valid: only metadata changes)."""
+def rewrite_metadata(path: pathlib.Path, change, *, redigest: bool = True) -> None:
+    """Rewrite the xpseq JSON of a checkpoint. With ``redigest`` the digest is computed
+    again, as a deliberate editor would, so that the checks behind it are reached."""
+    from safetensors.numpy import load_file
+
     data = path.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8:8 + n])
     meta = json.loads(header["__metadata__"]["xpseq"])
-    change(meta)
-    header["__metadata__"]["xpseq"] = json.dumps(meta)
+    meta = change(meta) or meta
+    text = json.dumps(meta)
+    header["__metadata__"]["xpseq"] = text
+    if redigest:
+        covered = text if isinstance(meta, dict) and meta.get("format") == 2 else None
+        header["__metadata__"]["sha256"] = ckpt._digest(load_file(str(path)), covered)
     raw = json.dumps(header).encode()
     raw += b" " * (-len(raw) % 8)
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
@@ -153,6 +160,104 @@ def test_shapes_that_do_not_match_the_config_are_refused(tmp_path):
     rewrite_metadata(path, lambda m: m["config"].update(attention="general"))
     with pytest.raises(ckpt.CheckpointError, match=r"missing \['att.W'\]"):
         ckpt.load(path)
+
+
+def test_the_digest_covers_the_metadata(tmp_path):
+    path, _, _ = saved(tmp_path)
+    rewrite_metadata(path, lambda m: m["vocabs"]["tgt"].__setitem__(4, "changed"),
+                     redigest=False)
+    with pytest.raises(ckpt.CheckpointError, match="arrays and metadata do not match their "
+                                                   "digest"):
+        ckpt.load(path)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.__delitem__("config"), "has no config"),
+    (lambda m: [1, 2], "must be a JSON object, got list"),
+    (lambda m: "text", "must be a JSON object, got str"),
+    (lambda m: m["vocabs"].update(tgt=m["vocabs"]["tgt"][:-1]), "'tgt' has 10 words, the model 11"),
+    (lambda m: m["vocabs"]["src"].__setitem__(2, "s1"), "'src' holds 's1' twice"),
+    (lambda m: m["vocabs"].update(src="s0 s1"), "'src' must be a list of strings"),
+    (lambda m: m.update(train_state=[1]), "'train_state' has the wrong type"),
+    (lambda m: m.update(model="nope"), "unknown model kind 'nope'"),
+    (lambda m: m.__delitem__("model"), "names no model kind"),
+    (lambda m: m.update(format=1), "format 1 has no model kind"),
+    (lambda m: m.update(optimizer={"name": "adam"}), "unusable optimiser record"),
+])
+def test_malformed_metadata_is_refused_even_with_a_valid_digest(tmp_path, change, message):
+    path, _, _ = saved(tmp_path)
+    rewrite_metadata(path, change)
+    with pytest.raises(ckpt.CheckpointError, match=message):
+        ckpt.load(path)
+
+
+def test_each_changed_header_byte_is_refused_or_changes_nothing(tmp_path):
+    """Change sampled bytes of the header (the JSON with the metadata, the tensor table and
+    the digest) one at a time: each file is refused, or loads to the same arrays and
+    metadata (a byte of JSON whitespace, say)."""
+    path, _, _ = saved(tmp_path)
+    reference = ckpt.load(path)
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    rng = np.random.default_rng(0)
+    positions = sorted(set(rng.choice(8 + n, size=min(400, 8 + n), replace=False).tolist()))
+    outcomes = {"refused": 0, "same": 0}
+    for pos in positions:
+        damaged = bytearray(data)
+        damaged[pos] ^= 1 << int(rng.integers(8))
+        path.write_bytes(bytes(damaged))
+        try:
+            loaded = ckpt.load(path)
+        except (ckpt.CheckpointError, FileNotFoundError):
+            outcomes["refused"] += 1
+            continue
+        outcomes["same"] += 1
+        assert loaded.config == reference.config, pos
+        assert loaded.vocabs == reference.vocabs and loaded.metadata == reference.metadata, pos
+        assert loaded.train_state == reference.train_state, pos
+        assert loaded.optimizer == reference.optimizer, pos
+        for name, value in reference.params.items():
+            assert np.array_equal(loaded.params[name], value), (pos, name)
+    assert outcomes["refused"] > 0.9 * len(positions), outcomes
+
+
+def test_nonfinite_parameters_are_neither_written_nor_loaded(tmp_path):
+    params = init_params(CONFIG, seed=0)
+    params["att.v"][1] = np.nan
+    with pytest.raises(FloatingPointError, match=r"params/att.v holds non-finite values"):
+        ckpt.save(tmp_path / "nan.safetensors", config=CONFIG, params=params)
+    assert not (tmp_path / "nan.safetensors").exists()
+    path = ckpt.save(tmp_path / "nan.safetensors", config=CONFIG, params=params,
+                     allow_nonfinite=True)
+    with pytest.raises(ckpt.CheckpointError, match=r"params/att.v holds non-finite values.*"
+                                                   "allow_nonfinite=True"):
+        ckpt.load(path)
+    assert np.isnan(ckpt.load(path, allow_nonfinite=True).params["att.v"][1])
+
+
+def test_an_unreadable_file_is_reported_as_unreadable(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    path, _, _ = saved(tmp_path)
+    path.chmod(0)
+    with pytest.raises(ckpt.CheckpointError, match="permission denied"):
+        ckpt.load(path)
+
+
+def test_a_stale_temporary_file_is_removed_by_the_next_save(tmp_path):
+    path, _, _ = saved(tmp_path)
+    stale = tmp_path / f".{path.name}.abcd1234.tmp"
+    fresh = tmp_path / f".{path.name}.efgh5678.tmp"
+    other = tmp_path / ".other.safetensors.abcd1234.tmp"
+    for f in (stale, fresh, other):
+        f.write_bytes(b"x" * 100)
+    old = os.stat(stale).st_mtime - 3600
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    saved(tmp_path)
+    assert not stale.exists()                      # left by a killed save an hour ago
+    assert fresh.exists()                          # maybe a save still writing
+    assert other.exists()                          # another checkpoint's
 
 
 def test_other_format_version_is_refused(tmp_path):

@@ -328,3 +328,35 @@ def test_monitor_watches_an_on_epoch_metric():
         assert np.array_equal(result.params[key], value), key
     with pytest.raises(ValueError, match="monitor='dev_wer' is not in the epoch's record"):
         run("numpy", monitor="dev_wer")
+
+
+def test_a_diverging_run_is_never_saved_as_a_model(tmp_path):
+    """adam(1e39) overflows float32 parameters in the first step: nothing is written, and
+    fit stops with an error naming the step."""
+    path = tmp_path / "div.safetensors"
+    float32 = {k: v.astype(np.float32) for k, v in init_params(CONFIG, seed=0).items()}
+    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(
+            FloatingPointError, match=r"non-finite by step 1 \(the training diverged\); "
+                                      "no checkpoint was written"):
+        fit(CONFIG, float32, BATCHES, backends.get("numpy"),
+            train=TrainConfig(epochs=2, optimizer=adam(1e39), clip_norm=None, progress=False),
+            callbacks=[callbacks.Checkpoint(path, every_steps=1)])
+    assert not path.exists()
+
+
+def test_divergence_keeps_the_last_good_checkpoint(tmp_path):
+    class Diverge(callbacks.Callback):               # the parameters blow up after step 3
+        def on_step_end(self, loop):
+            if loop.state["step"] == 3:
+                loop.params = {k: v * np.inf for k, v in loop.params.items()}
+
+    path = tmp_path / "div.safetensors"
+    with np.errstate(invalid="ignore"), pytest.raises(
+            FloatingPointError, match=r"non-finite by step 3 .*the last good checkpoint, "
+                                      r".*div.safetensors, is from step 2"):
+        fit(CONFIG, init_params(CONFIG, seed=0), BATCHES, backends.get("numpy"),
+            train=TrainConfig(epochs=2, progress=False),
+            callbacks=[Diverge(), callbacks.Checkpoint(path, every_steps=1)])
+    loaded = ckpt.load(path)
+    assert loaded.train_state["step"] == 2
+    assert all(np.all(np.isfinite(v)) for v in loaded.params.values())

@@ -152,18 +152,29 @@ class Checkpoint(Callback):
                              f"{every_steps!r}")
         self.path = pathlib.Path(path)
         self.every_steps = every_steps
+        self.saved_step: int | None = None
         self.vocabs = vocabs
         self.metadata = metadata
 
     def save(self, loop: Loop, *, finished: bool = False) -> None:
+        """Write the checkpoint; parameters that became non-finite stop the run with a
+        ``FloatingPointError`` naming the step and the last checkpoint written (kept)."""
         from . import checkpoint
 
         restored = finished and loop.restored
-        checkpoint.save(self.path, config=loop.config,
-                        params=loop.final_params if restored else loop.params_numpy(),
-                        opt_state=None if restored else loop.opt_state_numpy(),
-                        optimizer=loop.train.optimizer, vocabs=self.vocabs,
-                        train_state=loop.state, metadata=self.metadata)
+        try:
+            checkpoint.save(self.path, config=loop.config,
+                            params=loop.final_params if restored else loop.params_numpy(),
+                            opt_state=None if restored else loop.opt_state_numpy(),
+                            optimizer=loop.train.optimizer, vocabs=self.vocabs,
+                            train_state=loop.state, metadata=self.metadata)
+        except FloatingPointError:
+            last = ("no checkpoint was written" if self.saved_step is None else
+                    f"the last good checkpoint, {self.path}, is from step {self.saved_step}")
+            raise FloatingPointError(f"fit: the parameters became non-finite by step "
+                                     f"{loop.state['step']} (the training diverged); "
+                                     f"{last}") from None
+        self.saved_step = loop.state["step"]
 
     def on_step_end(self, loop: Loop) -> None:
         if self.every_steps and loop.state["step"] % self.every_steps == 0 and not loop.stop:

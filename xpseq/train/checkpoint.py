@@ -7,28 +7,39 @@ One file holds::
     metadata "xpseq"     JSON: format version, model kind and its config, vocabularies,
                          optimiser name and hyperparameters, training state (epoch, step,
                          history ...)
-    metadata "sha256"    a digest of every tensor's name, dtype, shape and bytes
+    metadata "sha256"    a SHA-256 digest of every tensor's name, dtype, shape and bytes,
+                         and of the "xpseq" JSON text
 
 No pickle anywhere: safetensors stores raw little-endian arrays and a JSON header. A file is
 written to a temporary name in the same folder and renamed over the target, so a crash
-never leaves a half-written checkpoint under the real name. Loading refuses, with a
-:class:`CheckpointError` that names the file, anything truncated or corrupted (safetensors'
-own header checks plus the digest), from another format version, or whose shapes do not
-match its configuration. The arrays come back as NumPy and convert to any backend.
+never leaves a half-written checkpoint under the real name (a temporary file that a killed
+process left behind is removed by the next save of the same path, once it is a minute
+old). Loading refuses, with a :class:`CheckpointError` that names the file: anything
+truncated or corrupted (safetensors' own header checks plus the digest, which covers the
+metadata too, so one changed byte of the configuration or a vocabulary is caught), another
+format version or an unknown model kind, metadata of the wrong structure (vocabularies
+that do not fit the model, duplicated words ...), shapes that do not match the
+configuration, and non-finite parameters (unless ``allow_nonfinite=True``). ``save``
+refuses to write non-finite parameters. The arrays come back as NumPy and convert to any
+backend.
 
-Format 2 records the model kind (``"model": "rnn"``, a name of :mod:`xpseq.models`);
-format 1, written before there was more than one kind, has none and is read as an
-``"rnn"`` checkpoint, unchanged otherwise.
+Format 2 records the model kind (``"model": "rnn"``, a name of :mod:`xpseq.models`) and its
+digest covers the metadata. Format 1, written before there was more than one kind, has no
+kind (it is read as an ``"rnn"`` checkpoint) and a digest of the arrays only: such files
+still load, their metadata checked for structure but not by the digest; saving one again
+(``save(path, **fields of the loaded Checkpoint)``) writes format 2.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import json
 import os
 import pathlib
 import tempfile
+import time
 from typing import Any, Mapping
 
 import numpy as np
@@ -76,7 +87,8 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
          opt_state: Mapping[str, Any] | None = None, optimizer: Optimizer | None = None,
          vocabs: Mapping[str, list] | None = None,
          train_state: Mapping[str, Any] | None = None,
-         metadata: Mapping[str, Any] | None = None) -> pathlib.Path:
+         metadata: Mapping[str, Any] | None = None,
+         allow_nonfinite: bool = False) -> pathlib.Path:
     """Write a checkpoint atomically (temporary file + rename) and return its path.
 
     Parameters
@@ -90,6 +102,8 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
     vocabs : e.g. ``{"src": [...tokens], "tgt": [...]}``, optional
     train_state : JSON-serialisable training progress (epoch, step, history ...), optional
     metadata : anything else JSON-serialisable (e.g. how the task's data was made), optional
+    allow_nonfinite : write parameters that hold NaN or infinity (refused by default:
+        ``FloatingPointError`` naming the parameter, and nothing is written)
     """
     path = pathlib.Path(path)
     try:
@@ -100,6 +114,16 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
     for name, array in params.items():
         tensors[f"params/{name}"] = _host(array, f"params[{name!r}]")
     _check_params(path, config, {k[len("params/"):]: v for k, v in tensors.items()})
+    try:
+        _check_vocabs(path, config, None if vocabs is None else
+                      {k: list(v) for k, v in vocabs.items()})
+    except CheckpointError as err:
+        raise ValueError(f"save: {err}") from None
+    if not allow_nonfinite:
+        bad = _first_nonfinite(tensors)
+        if bad is not None:
+            raise FloatingPointError(f"save: {bad} holds non-finite values (the training "
+                                     f"diverged?); {path} was not written")
     if opt_state is not None:
         for key, array in _flatten(opt_state, "opt"):
             tensors[key] = _host(array, key)
@@ -119,8 +143,10 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
         raise TypeError(f"save: the metadata is not JSON-serialisable: {err}") from None
     from safetensors.numpy import save as st_save
 
-    blob = st_save(tensors, metadata={"xpseq": meta_json, "sha256": _digest(tensors)})
+    blob = st_save(tensors, metadata={"xpseq": meta_json,
+                                      "sha256": _digest(tensors, meta_json)})
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -135,22 +161,29 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
     return path
 
 
-def load(path: str | os.PathLike, backend: Any = None) -> Checkpoint:
+def load(path: str | os.PathLike, backend: Any = None, *,
+         allow_nonfinite: bool = False) -> Checkpoint:
     """Read and verify a checkpoint; convert its arrays to ``backend`` if one is given.
+
+    ``allow_nonfinite=True`` accepts parameters holding NaN or infinity (e.g. to inspect a
+    diverged run); by default they are refused.
 
     Raises
     ------
     FileNotFoundError
         No such file.
     CheckpointError
-        A truncated, corrupted or foreign file, another format version, or shapes that do
-        not match the stored configuration.
+        An unreadable, truncated, corrupted or foreign file, another format version, an
+        unknown model kind, malformed metadata, shapes that do not match the stored
+        configuration, or non-finite parameters.
     """
     path = pathlib.Path(path)
     if path.is_dir():
         raise CheckpointError(f"{path} is a folder, not a checkpoint file")
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if not os.access(path, os.R_OK):
+        raise CheckpointError(f"{path}: permission denied (the file is not readable)")
     from safetensors import SafetensorError, safe_open
 
     try:
@@ -163,17 +196,13 @@ def load(path: str | os.PathLike, backend: Any = None) -> Checkpoint:
     if "xpseq" not in metadata or "sha256" not in metadata:
         raise CheckpointError(f"{path}: a safetensors file, but not an xpseq checkpoint "
                               "(no xpseq metadata)")
-    if _digest(tensors) != metadata["sha256"]:
-        raise CheckpointError(f"{path}: the stored arrays do not match their digest; the "
+    meta = _read_meta(path, metadata["xpseq"])
+    covered = metadata["xpseq"] if meta["format"] >= 2 else None
+    if _digest(tensors, covered) != metadata["sha256"]:
+        what = "arrays and metadata" if covered is not None else "arrays"
+        raise CheckpointError(f"{path}: the stored {what} do not match their digest; the "
                               "file is corrupted")
-    try:
-        meta = json.loads(metadata["xpseq"])
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}: unreadable metadata: {err}") from None
-    if meta.get("format") not in READABLE_FORMATS:
-        raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, this xpseq "
-                              f"reads formats {list(READABLE_FORMATS)}")
-    kind = meta.get("model", "rnn") if meta["format"] == 1 else meta.get("model")
+    kind = meta.get("model", "rnn")
     try:
         model = models.get(kind)
     except ValueError as err:
@@ -184,6 +213,12 @@ def load(path: str | os.PathLike, backend: Any = None) -> Checkpoint:
         raise CheckpointError(f"{path}: invalid configuration: {err}") from None
     params = {k[len("params/"):]: v for k, v in tensors.items() if k.startswith("params/")}
     _check_params(path, config, params)
+    _check_vocabs(path, config, meta["vocabs"])
+    if not allow_nonfinite:
+        bad = _first_nonfinite(tensors)
+        if bad is not None:
+            raise CheckpointError(f"{path}: {bad} holds non-finite values (a diverged run?); "
+                                  "pass allow_nonfinite=True to load it anyway")
     opt = {k: v for k, v in tensors.items() if k.startswith("opt/")}
     opt_state = _unflatten(opt, "opt") if opt else None
     if opt_state is not None:
@@ -196,12 +231,12 @@ def load(path: str | os.PathLike, backend: Any = None) -> Checkpoint:
                     raise CheckpointError(f"{path}: optimiser state {key}/{name} has shape "
                                           f"{a.shape}, its parameter {params[name].shape}")
     ckpt = Checkpoint(path=path, config=config, params=params, opt_state=opt_state,
-                      optimizer=meta.get("optimizer"), vocabs=meta.get("vocabs"),
-                      train_state=meta.get("train_state"), metadata=meta.get("metadata"))
+                      optimizer=meta["optimizer"], vocabs=meta["vocabs"],
+                      train_state=meta["train_state"], metadata=meta["metadata"])
     if ckpt.optimizer is not None:
         try:
             ckpt.make_optimizer()
-        except (TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError) as err:
             raise CheckpointError(f"{path}: unusable optimiser record: {err}") from None
     if backend is not None:
         ckpt.params = {k: backend.asarray(v) for k, v in params.items()}
@@ -266,10 +301,85 @@ def _umask() -> int:
     return mask
 
 
-def _digest(tensors: Mapping[str, np.ndarray]) -> str:
+def _digest(tensors: Mapping[str, np.ndarray], meta_json: str | None) -> str:
+    """SHA-256 of every tensor (name, dtype, shape, bytes) and, from format 2 on, of the
+    metadata's JSON text."""
     h = hashlib.sha256()
     for name in sorted(tensors):
         a = np.asarray(tensors[name], order="C")
         h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
         h.update(a.tobytes())
+    if meta_json is not None:
+        h.update(b"xpseq-metadata|")
+        h.update(meta_json.encode("utf-8"))
     return h.hexdigest()
+
+
+_META_TYPES = {"config": dict, "vocabs": (dict, type(None)), "optimizer": (dict, type(None)),
+               "train_state": (dict, type(None)), "metadata": (dict, type(None))}
+
+
+def _read_meta(path: pathlib.Path, text: str) -> dict:
+    """The "xpseq" JSON metadata, checked for structure (not yet for meaning)."""
+    try:
+        meta = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as err:
+        raise CheckpointError(f"{path}: unreadable metadata: {err}") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: the metadata must be a JSON object, got "
+                              f"{type(meta).__name__}")
+    if meta.get("format") not in READABLE_FORMATS or isinstance(meta.get("format"), bool):
+        raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, this xpseq "
+                              f"reads formats {list(READABLE_FORMATS)}")
+    if meta["format"] == 1 and "model" in meta:
+        raise CheckpointError(f"{path}: format 1 has no model kind, but the metadata names one; "
+                              "the file is corrupted")
+    if meta["format"] >= 2 and not isinstance(meta.get("model"), str):
+        raise CheckpointError(f"{path}: the metadata names no model kind")
+    for key, types in _META_TYPES.items():
+        if key == "config" and key not in meta:
+            raise CheckpointError(f"{path}: the metadata has no config")
+        meta.setdefault(key, None)
+        if not isinstance(meta[key], types):
+            raise CheckpointError(f"{path}: metadata entry {key!r} has the wrong type "
+                                  f"({type(meta[key]).__name__})")
+    return meta
+
+
+def _check_vocabs(path: pathlib.Path, config: Any, vocabs: Mapping[str, Any] | None) -> None:
+    """Vocabularies, when stored, are lists of distinct strings as long as the model's."""
+    if vocabs is None:
+        return
+    for side, size in (("src", config.src_vocab), ("tgt", config.tgt_vocab)):
+        words = vocabs.get(side)
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise CheckpointError(f"{path}: vocabulary {side!r} must be a list of strings")
+        if len(words) != size:
+            raise CheckpointError(f"{path}: vocabulary {side!r} has {len(words)} words, the "
+                                  f"model {size}")
+        if len(set(words)) != len(words):
+            seen: set = set()
+            twice = next(w for w in words if w in seen or seen.add(w))
+            raise CheckpointError(f"{path}: vocabulary {side!r} holds {twice!r} twice")
+
+
+def _first_nonfinite(tensors: Mapping[str, np.ndarray]) -> str | None:
+    """The name of the first floating array (in name order) with a NaN or an infinity."""
+    for name in sorted(tensors):
+        a = np.asarray(tensors[name])
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+            return name
+    return None
+
+
+def _remove_stale_temporaries(path: pathlib.Path, age: float = 60.0) -> None:
+    """Remove the temporary files of earlier saves of ``path`` that a killed process left
+    behind (``.NAME.*.tmp`` in its folder, untouched for ``age`` seconds: a save still
+    writing one is younger)."""
+    now = time.time()
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > age:
+                tmp.unlink()
+        except OSError:
+            pass
