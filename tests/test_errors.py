@@ -1170,3 +1170,82 @@ def test_no_queries_and_no_keys_is_not_an_empty_row(backend):
     assert tuple(out.shape) == (2, 0, 0)
     with pytest.raises(ValueError, match=r"masked_softmax: scores has no keys"):
         core.masked_softmax(backend.asarray(np.zeros((2, 1, 0))))
+
+
+# ---------------------------------------- small integer dtypes, NaN and infinity in inputs
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "int64"])
+def test_small_integer_lengths_give_the_right_mask(backend, dtype):
+    """Lengths of any integer dtype count correctly past that dtype's range (``arange`` in
+    int8 would wrap at 127), through sequence_mask, masked_softmax and run_sequence."""
+    lengths = backend.asarray(np.array([100, 3], dtype=dtype))
+    mask = backend.to_numpy(core.sequence_mask(lengths, 300))
+    assert mask.shape == (2, 300) and mask.sum(axis=1).tolist() == [100, 3]
+    weights = backend.to_numpy(core.masked_softmax(rand(backend, 2, 1, 300), lengths))
+    assert (weights[0, 0, 100:] == 0).all() and (weights[0, 0, :100] > 0).all()
+    with pytest.raises(ValueError, match=r"lengths must be <= the number of steps"):
+        core.run_sequence({n: rand(backend, *s, seed=i) for i, (n, s) in enumerate(
+            core.recurrent.cell_param_shapes("gru", 2, 3).items())},
+            rand(backend, 2, 50, 2), lengths, cell="gru")
+
+
+def _finite_calls(be):
+    """One call per public function that takes floating arrays, with ``bad`` put in one
+    argument: ``(name, function of bad)``."""
+    x, W, b = rand(be, 2, 3), rand(be, 4, 3, seed=1), rand(be, 4, seed=2)
+    gru = {n: rand(be, *s, seed=i) for i, (n, s) in enumerate(
+        core.recurrent.cell_param_shapes("gru", 3, 2).items())}
+    lstm = {n: rand(be, *s, seed=i) for i, (n, s) in enumerate(
+        core.recurrent.cell_param_shapes("lstm", 3, 2).items())}
+    h = rand(be, 2, 2, seed=5)
+    lengths = ints(be, [2, 1])
+    keep = bools(be, [[True, False, True], [True, True, True]])
+    q, k, v = rand(be, 2, 1, 3), rand(be, 2, 4, 3, seed=1), rand(be, 2, 4, 2, seed=2)
+    return [
+        ("linear x", lambda bad: core.linear(bad(x), W, b)),
+        ("linear W", lambda bad: core.linear(x, bad(W), b)),
+        ("linear b", lambda bad: core.linear(x, W, bad(b))),
+        ("embedding E", lambda bad: core.embedding(ints(be, [0, 1]), bad(W))),
+        ("dropout x", lambda bad: core.dropout(bad(x), keep, 0.5)),
+        ("gru_cell x", lambda bad: core.gru_cell(gru, bad(x), h)),
+        ("gru_cell h", lambda bad: core.gru_cell(gru, x, bad(h))),
+        ("gru_cell W_hh", lambda bad: core.gru_cell(dict(gru, W_hh=bad(gru["W_hh"])), x, h)),
+        ("lstm_cell c", lambda bad: core.lstm_cell(lstm, x, (h, bad(h)))),
+        ("run_sequence xs", lambda bad: core.run_sequence(
+            gru, bad(rand(be, 2, 2, 3)), lengths, cell="gru")),
+        ("run_sequence b_ih", lambda bad: core.run_sequence(
+            dict(gru, b_ih=bad(gru["b_ih"])), rand(be, 2, 2, 3), lengths, cell="gru")),
+        ("cross_entropy logits", lambda bad: core.cross_entropy(bad(x), ints(be, [0, 2]))),
+        ("dot_scores q", lambda bad: core.dot_scores(bad(q), k)),
+        ("attend values", lambda bad: core.attend(rand(be, 2, 1, 4), bad(v))),
+        ("sdpa k", lambda bad: core.scaled_dot_product_attention(q, bad(k), v)),
+    ]
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+def test_every_public_function_refuses_nan_and_infinity(backend, value):
+    def bad(a):
+        return with_value(backend, tuple(a.shape), (0,) * a.ndim, value)
+
+    for name, call in _finite_calls(backend):
+        with pytest.raises(ValueError, match=r"must be finite|must not contain NaN"):
+            call(bad)
+            pytest.fail(f"{name} accepted {value}")
+
+
+def test_infinity_is_accepted_only_where_it_means_something(backend):
+    """``sigmoid(±inf)`` is 0 / 1 and ``-inf`` is log 0 in ``logsumexp`` /
+    ``log_softmax``; NaN (and ``+inf`` in a log-probability) is refused there too."""
+    xs = backend.asarray([-math.inf, 0.0, math.inf])
+    np.testing.assert_array_equal(backend.to_numpy(core.sigmoid(xs)), [0.0, 0.5, 1.0])
+    logp = backend.asarray([-math.inf, 0.0, 0.0])
+    np.testing.assert_allclose(backend.to_numpy(core.log_softmax(logp)),
+                               [-math.inf, math.log(0.5), math.log(0.5)])
+    assert float(backend.to_numpy(core.logsumexp(logp))) == pytest.approx(math.log(2.0))
+    for fn in (core.sigmoid, core.log_softmax, core.logsumexp):
+        with pytest.raises(ValueError, match="must not contain NaN"):
+            fn(backend.asarray([0.0, math.nan]))
+    for fn in (core.log_softmax, core.logsumexp):
+        with pytest.raises(ValueError, match=r"must not contain NaN or \+inf"):
+            fn(backend.asarray([0.0, math.inf]))

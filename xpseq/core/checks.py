@@ -131,6 +131,28 @@ def broadcast_leading(fname: str, xp: Any, **shapes: tuple[int, ...]) -> tuple[i
             f"{fname}: the leading (batch) dimensions do not broadcast: {names}") from None
 
 
+def check_all_finite(fname: str, xp: Any, **arrays: Any) -> None:
+    """:func:`check_finite` for each named array (``None`` skipped)."""
+    for name, x in arrays.items():
+        if x is not None:
+            check_finite(fname, name, x, xp)
+
+
+def check_not_nan(fname: str, name: str, x: Any, xp: Any) -> None:
+    """Reject NaN in ``x`` when values are concrete (infinities are allowed)."""
+    if concrete(xp.any(xp.isnan(x))) is True:
+        raise ValueError(f"{fname}: {name} must not contain NaN")
+
+
+def check_no_nan_or_pos_inf(fname: str, name: str, x: Any, xp: Any) -> None:
+    """Reject NaN and ``+inf`` in ``x`` when values are concrete (``-inf``, the log of a
+    zero probability, is allowed)."""
+    ok = concrete(xp.all(~xp.isnan(x) & (x != math.inf)))
+    if ok is False:
+        raise ValueError(f"{fname}: {name} must not contain NaN or +inf (-inf, log 0, is "
+                         "allowed)")
+
+
 def check_finite(fname: str, name: str, x: Any, xp: Any, where: Any = None) -> None:
     """Reject NaN or infinity in ``x`` (only at ``where`` if given) when values are concrete."""
     if x.ndim == 0 and where is None:

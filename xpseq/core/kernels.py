@@ -74,8 +74,10 @@ def zeros(shape: tuple[int, ...], like: Any, *, xp: Any) -> Any:
 
 
 def sequence_mask(lengths: Any, max_len: int, *, xp: Any) -> Any:
-    positions = xp.arange(max_len, dtype=lengths.dtype, device=compat.device(lengths))
-    return positions < xp.expand_dims(lengths, axis=-1)
+    """``positions < lengths`` in int64 (in ``lengths``' own small dtype, ``arange`` would
+    wrap: ``int8`` counts no further than 127)."""
+    positions = xp.arange(max_len, dtype=xp.int64, device=compat.device(lengths))
+    return positions < xp.expand_dims(xp.astype(lengths, xp.int64), axis=-1)
 
 
 def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> Any:

@@ -40,6 +40,7 @@ def linear(x: Any, W: Any, b: Any = None) -> Any:
     if b is not None:
         checks.check_ndim(fname, "b", b, 1, exact=True, layout="(out,)")
         checks.check_dim(fname, "b", b, 0, W.shape[0], "the number of rows of W")
+    checks.check_all_finite(fname, xp, x=x, W=W, b=b)
     return kernels.linear(x, W, b, xp=xp)
 
 
@@ -72,6 +73,7 @@ def embedding(ids: Any, E: Any) -> Any:
     if index is not None:
         value = int(ids[index]) if index else int(ids)
         raise ValueError(f"{fname}: ids must lie in [0, {vocab}) (the rows of E), got {value}")
+    checks.check_finite(fname, "E", E, xp)
     return kernels.embedding(ids, E, xp=xp)
 
 
@@ -81,7 +83,8 @@ def sigmoid(x: Any) -> Any:
     With ``e = exp(-|x|) <= 1``: ``1 / (1 + e)`` for ``x >= 0`` and ``e / (1 + e)`` for
     ``x < 0``. ``exp`` never overflows, and the negative tail keeps its relative accuracy
     (``sigmoid(-40) = 4.25e-18``, where ``(1 + tanh(x / 2)) / 2`` cancels to 0). The result
-    is exactly 0 or 1 only where float64 must round.
+    is exactly 0 or 1 only where float64 must round, and at ``-inf`` / ``+inf``; NaN is
+    refused (``ValueError``) when values are concrete.
 
     Parameters
     ----------
@@ -94,6 +97,7 @@ def sigmoid(x: Any) -> Any:
     fname = "sigmoid"
     xp = checks.namespace(fname, x=x)
     checks.check_floating(fname, "x", x, xp)
+    checks.check_not_nan(fname, "x", x, xp)
     return kernels.sigmoid(x, xp=xp)
 
 
@@ -128,6 +132,7 @@ def dropout(x: Any, keep: Any, rate: float) -> Any:
     if not 0 <= rate < 1:
         raise ValueError(f"{fname}: rate must lie in [0, 1), got {rate!r}")
     checks.broadcast_leading(fname, xp, x=tuple(x.shape), keep=tuple(keep.shape))
+    checks.check_finite(fname, "x", x, xp)
     return kernels.dropout(x, keep, float(rate), xp=xp)
 
 

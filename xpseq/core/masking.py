@@ -138,12 +138,14 @@ def logsumexp(x: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
 
     Notes
     -----
-    ``-inf`` entries contribute nothing; a slice that is all ``-inf`` gives ``-inf`` (and a
-    zero gradient, not NaN). ``+inf`` gives ``+inf`` and NaN propagates.
+    ``-inf`` entries (log 0) contribute nothing; a slice that is all ``-inf`` gives ``-inf``
+    (and a zero gradient, not NaN). NaN and ``+inf`` are refused (``ValueError``) when values
+    are concrete.
     """
     fname = "logsumexp"
     xp = checks.namespace(fname, x=x)
     checks.check_floating(fname, "x", x, xp)
+    checks.check_no_nan_or_pos_inf(fname, "x", x, xp)
     axis = _check_axis(fname, axis, x.ndim)
     return kernels.logsumexp(x, axis=axis, keepdims=keepdims, xp=xp)
 
@@ -164,11 +166,13 @@ def log_softmax(x: Any, /, *, axis: int = -1) -> Any:
     Notes
     -----
     A slice that is all ``-inf`` (every probability zero) gives all ``-inf`` rather than
-    NaN, and a zero gradient.
+    NaN, and a zero gradient. NaN and ``+inf`` are refused (``ValueError``) when values are
+    concrete.
     """
     fname = "log_softmax"
     xp = checks.namespace(fname, x=x)
     checks.check_floating(fname, "x", x, xp)
+    checks.check_no_nan_or_pos_inf(fname, "x", x, xp)
     axis = _check_axis(fname, axis, x.ndim)
     return kernels.log_softmax(x, axis=axis, xp=xp)
 
@@ -307,7 +311,9 @@ def _lengths_to_keep(fname: str, shape: tuple[int, ...], valid_lens: Any, *, xp:
 
 def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_text: str,
                          xp: Any) -> None:
-    for bad, rule in ((lengths < 0, ">= 0"), (lengths > upper, f"<= {upper_text}")):
+    # Compare in int64: a bound such as 300 does not fit an int8 array's dtype.
+    wide = xp.astype(lengths, xp.int64)
+    for bad, rule in ((wide < 0, ">= 0"), (wide > upper, f"<= {upper_text}")):
         index = checks.first_true_index(bad, xp)
         if index is not None:
             value = int(lengths[index]) if index else int(lengths)

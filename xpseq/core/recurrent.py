@@ -125,6 +125,7 @@ def run_sequence(params: Mapping[str, Any], xs: Any, lengths: Any, *, cell: str 
         initial_state = kernels.initial_zeros(cell, xs.shape[0], hidden, xs, xp=xp)
     _check_state(fname, cell, tuple(initial_state), xs.shape[0], hidden, xs, xp)
     _check_lengths_range(fname, "lengths", lengths, xs.shape[1], "the number of steps", xp)
+    checks.check_all_finite(fname, xp, xs=xs, **dict(zip(("h", "c"), initial_state)))
     recurrence = None if custom_vjp is None else hand_derived_recurrence(
         cell, scan=scan, custom_vjp=custom_vjp, xp=xp)
     return kernels.run_sequence(cell, params, xs, lengths, tuple(initial_state), reverse=reverse,
@@ -242,6 +243,7 @@ def _check_params(fname: str, cell: str, params: Mapping[str, Any], input_size: 
             raise ValueError(f"{fname}: {n} must have shape {shape} for a {cell} cell with "
                              f"input size {input_size} and hidden size {hidden}, got "
                              f"{tuple(params[n].shape)}")
+    checks.check_all_finite(fname, xp, **{n: params[n] for n in CELL_PARAMS})
     return hidden
 
 
@@ -267,4 +269,5 @@ def _check_cell_call(fname: str, cell: str, params: Mapping[str, Any], x: Any,
     if not isinstance(state, tuple):
         raise TypeError(f"{fname}: state must be a tuple of arrays, got {type(state).__name__}")
     _check_state(fname, cell, state, x.shape[0], hidden, x, xp)
+    checks.check_all_finite(fname, xp, x=x, **dict(zip(("h", "c"), state)))
     return xp
