@@ -10,6 +10,7 @@ import struct
 
 import numpy as np
 import pytest
+from helpers import rewrite_metadata
 
 from xpseq.core.optim import adam, sgd
 from xpseq.models.rnn import Seq2SeqConfig, init_params
@@ -129,26 +130,6 @@ def test_garbage_and_foreign_files_are_refused(tmp_path):
         ckpt.load(foreign)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         ckpt.load(tmp_path / "missing.safetensors")
-
-
-def rewrite_metadata(path: pathlib.Path, change, *, redigest: bool = True) -> None:
-    """Rewrite the xpseq JSON of a checkpoint. With ``redigest`` the digest is computed
-    again, as a deliberate editor would, so that the checks behind it are reached."""
-    from safetensors.numpy import load_file
-
-    data = path.read_bytes()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    meta = json.loads(header["__metadata__"]["xpseq"])
-    meta = change(meta) or meta
-    text = json.dumps(meta)
-    header["__metadata__"]["xpseq"] = text
-    if redigest:
-        covered = text if isinstance(meta, dict) and meta.get("format") == 2 else None
-        header["__metadata__"]["sha256"] = ckpt._digest(load_file(str(path)), covered)
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
 
 
 def test_shapes_that_do_not_match_the_config_are_refused(tmp_path):

@@ -2,9 +2,14 @@
 
 Every model subcommand takes ``--backend`` (numpy, jax, torch, array_api_strict; all of
 them train, numpy and array_api_strict with hand-derived gradients, slowly), ``--dtype``
-(float32 or float64) and ``--seed``. Errors are one line on stderr (``xpseq: error: ...``)
-and a non-zero exit code: 2 for bad arguments, 1 for everything else (missing files,
-damaged checkpoints).
+(float32 or float64) and ``--seed``.
+
+Errors are one line on stderr and an exit code: 2 for bad arguments (``xpseq CMD: error:
+...``; values are checked by the parser, before anything is created on disk), 1 for every
+other failure (``xpseq: error: ...``: missing or unreadable files, damaged checkpoints, a
+diverging run, a full disk ...), 130 when interrupted. Output cut short by its reader
+(``xpseq translate ... | head -1``) ends quietly with 141, as a program killed by SIGPIPE
+would. ``xpseq --debug CMD`` (or ``XPSEQ_DEBUG=1``) shows the traceback instead.
 
 Input text is split on whitespace into tokens, as in training. Words the model never saw
 become ``<unk>`` (listed in a note on stderr); an empty line translates to an empty line;
@@ -14,6 +19,7 @@ a sentence longer than ``--max-tokens`` is cut to that many tokens, with a note.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import pathlib
 import sys
@@ -98,7 +104,7 @@ def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[st
     checkpoint, one word per argument or line read as its (lower-cased) characters."""
     from xpseq.tasks.g2p import word_tokens
 
-    lines = args.sentences if args.sentences else sys.stdin.read().splitlines()
+    lines = args.sentences if args.sentences else _stdin_lines()
     out = []
     for i, line in enumerate(lines, 1):
         tokens = word_tokens(line) if g2p else line.split()
@@ -108,6 +114,23 @@ def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[st
             tokens = tokens[:args.max_tokens]
         out.append(tokens)
     return out
+
+
+def _stdin_lines() -> list[str]:
+    """The lines of standard input, decoded as UTF-8 whatever the locale says."""
+    if sys.stdin is None:
+        raise CommandError("no sentences given and standard input is closed")
+    try:
+        data = sys.stdin.buffer.read()
+    except (OSError, ValueError) as err:
+        raise CommandError(f"cannot read standard input: {err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise CommandError(f"standard input is not UTF-8 (line {line}: {err.reason} at byte "
+                           f"{err.start})") from None
+    return text.removeprefix("\ufeff").splitlines()
 
 
 def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
@@ -130,9 +153,42 @@ def _translate_nonempty(params, config, sentences, src_vocab, tgt_vocab, backend
     return out
 
 
-def _toy_task(spec: dict):
+#: What a toy checkpoint's metadata may say about its data, and the largest values read
+#: from a file (the command builds the test set again from them).
+TOY_DATA_LIMITS = {"n_train": 10**6, "n_dev": 10**5, "n_test_per_bucket": 10**5,
+                   "seed": 2**32 - 1}
+
+
+def _read_tsv(path: str, tokens: str) -> list:
+    """The pairs of a TSV corpus, or a one-line error (missing, a folder, unreadable,
+    malformed, or empty)."""
+    from xpseq.data import read_parallel_tsv
+
+    if os.path.isdir(path):
+        raise CommandError(f"{path} is a folder, not a TSV file")
+    try:
+        pairs = read_parallel_tsv(path, tokens=tokens)
+    except OSError as err:
+        raise CommandError(_oserror(err)) from None
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    if not pairs:
+        raise CommandError(f"{path}: no sentence pairs (the file is empty)")
+    return pairs
+
+
+def _toy_task(spec: Any):
     from xpseq.tasks import toy_task
 
+    if not isinstance(spec, dict) or set(spec) - set(TOY_DATA_LIMITS):
+        unknown = sorted(set(spec) - set(TOY_DATA_LIMITS)) if isinstance(spec, dict) else spec
+        raise CommandError(f"the checkpoint's metadata describes its toy data with unknown "
+                           f"entries {unknown!r}; expected some of {sorted(TOY_DATA_LIMITS)}")
+    for key, value in spec.items():
+        limit = TOY_DATA_LIMITS[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+            raise CommandError(f"the checkpoint's metadata says {key} = {value!r}; expected an "
+                               f"int in [0, {limit}]")
     return toy_task(**spec)
 
 
@@ -157,7 +213,6 @@ def _load_g2p(stress: bool, seed: int = 0):
 
 def cmd_train(args: argparse.Namespace) -> int:
     from xpseq.core.optim import adam
-    from xpseq.data import read_parallel_tsv
     from xpseq.tasks import model_config, task_from_pairs, train_model
     from xpseq.train import TrainConfig
 
@@ -176,13 +231,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         if not args.train_file or not args.dev_file:
             raise CommandError("--task tsv needs --train FILE and --dev FILE")
-        try:
-            train = read_parallel_tsv(args.train_file, tokens=args.tokens)
-            dev = read_parallel_tsv(args.dev_file, tokens=args.tokens)
-        except FileNotFoundError as err:
-            raise CommandError(_oserror(err)) from None
-        except ValueError as err:
-            raise CommandError(str(err)) from None
+        train = _read_tsv(args.train_file, args.tokens)
+        dev = _read_tsv(args.dev_file, args.tokens)
         task = task_from_pairs(train, dev, {})
         metadata = {"task": "tsv", "tokens": args.tokens}
     options = {name: getattr(args, name) for name in MODEL_OPTIONS}
@@ -234,8 +284,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
     sentences = _read_sentences(args, g2p=(loaded.metadata or {}).get("task") == "g2p")
     _note_unknown(sentences, src_vocab)
+    options = dataclasses.replace(_search_options(args), attention=False)   # never printed
     results = _translate_nonempty(params, loaded.config, sentences, src_vocab, tgt_vocab,
-                                  backend, _search_options(args))
+                                  backend, options)
     for i, result in enumerate(results):
         if result is None:
             print("" if args.n_best == 1 else f"{i}\t0\t")
@@ -248,7 +299,6 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from xpseq.data import read_parallel_tsv
     from xpseq.tasks import Task, bucket_table
     from xpseq.tasks.metrics import format_table
 
@@ -263,12 +313,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                "(--part); --test is for TSV checkpoints")
         return _evaluate_g2p(args, loaded, params, src_vocab, tgt_vocab, backend)
     if args.test_file:
-        try:
-            pairs = read_parallel_tsv(args.test_file, tokens=args.tokens)
-        except FileNotFoundError as err:
-            raise CommandError(_oserror(err)) from None
-        except ValueError as err:
-            raise CommandError(str(err)) from None
+        pairs = _read_tsv(args.test_file, args.tokens)
         task = Task([], [], {"test": pairs}, src_vocab, tgt_vocab)
     else:
         meta = loaded.metadata or {}
@@ -382,13 +427,16 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="xpseq", description="Sequence-to-sequence learning with attention, written once "
         "for NumPy, JAX and PyTorch.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of a failure instead of one line (also: "
+                        "XPSEQ_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser, backend_help: str) -> None:
         p.add_argument("--backend", choices=backends.NAMES, default=None, help=backend_help)
         p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                        help="floating dtype of the parameters (default: float32)")
-        p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+        p.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
 
     def search(p: argparse.ArgumentParser) -> None:
         p.add_argument("--beam", type=_positive, default=1, metavar="K",
@@ -396,7 +444,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--length-penalty", choices=("none", "avg", "gnmt"), default="avg",
                        help="how beam search ranks hypotheses of different lengths "
                        "(default: avg)")
-        p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty exponent")
+        p.add_argument("--alpha", type=_number_in(0.0, 10.0, high_open=False), default=0.6,
+                       help="GNMT length penalty exponent, in [0, 10] (default: 0.6)")
         p.add_argument("--n-best", type=_positive, default=1, metavar="N",
                        help="print the N best hypotheses (N <= K)")
 
@@ -432,9 +481,10 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"model and training options; defaults for toy and tsv: {sizes}; "
                    "for g2p: xpseq.tasks.g2p.RECIPE")
     p.add_argument("--hidden", type=_positive, default=None)
-    p.add_argument("--dropout", type=float, default=None)
+    p.add_argument("--dropout", type=_number_in(0.0, 1.0), default=None)
     p.add_argument("--epochs", type=_positive, default=None)
-    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--lr", type=_number_in(1e-12, 10.0, high_open=False), default=None,
+                   help="Adam's step size, in [1e-12, 10]")
     p.add_argument("--batch-size", type=_positive, default=None)
     p.add_argument("--stress", action="store_true",
                    help="g2p: keep the stress marks (AH0, AH1, ...; default: removed)")
@@ -485,7 +535,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", choices=("g2p",))
     p.add_argument("--export", required=True, metavar="DIR", help="the folder to write")
     p.add_argument("--stress", action="store_true", help="keep the stress marks")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=_seed, default=0,
                    help="the split's seed (default: 0, the published split)")
     p.set_defaults(func=cmd_data, parser=p)
 
@@ -530,10 +580,40 @@ def positive(kind: type = int) -> Callable[[str], Any]:
 _positive, _positive_float = positive(int), positive(float)
 
 
+def _number_in(low: float, high: float, *, high_open: bool = True) -> Callable[[str], float]:
+    """An argparse type: a finite float in ``[low, high)`` (or ``[low, high]``)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        inside = low <= value < high if high_open else low <= value <= high
+        if not inside:
+            bracket = ")" if high_open else "]"
+            raise argparse.ArgumentTypeError(f"expected a number in [{low:g}, {high:g}"
+                                             f"{bracket}, got {text}")
+        return value
+
+    return parse
+
+
+def _seed(text: str) -> int:
+    """An argparse type: a seed, an int in ``[0, 2**32)``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") \
+            from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**32), got {text}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code (see the module docstring)."""
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
+    debug = args.debug or os.environ.get("XPSEQ_DEBUG", "") not in ("", "0")
     command_parser = args.parser
     if extra:
         # translate: words after an option are more sentences (argparse does not
@@ -545,13 +625,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "n_best", 1) > getattr(args, "beam", 1):
         command_parser.error(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
     try:
-        return args.func(args)
-    except CommandError as err:
-        print(f"xpseq: error: {err}", file=sys.stderr)
-        return 1
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly, and keep Python from complaining
+        # again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("xpseq: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 (one line for every failure; --debug for more)
+        if debug:
+            raise
+        print(f"xpseq: error: {_one_line(err)}", file=sys.stderr)
+        return 1
+
+
+def _one_line(err: BaseException) -> str:
+    """An exception as one line: its message (with the kind of failure where the message
+    alone would not say), and a hint to ``--debug`` for what the command did not expect."""
+    if isinstance(err, CommandError):
+        return str(err)
+    if isinstance(err, OSError) and err.errno is not None:
+        if err.filename is not None:
+            return _oserror(err)
+        return f"cannot write the output: {err.strerror}"
+    text = " ".join(str(err).split()) or type(err).__name__
+    expected = (ValueError, TypeError, FloatingPointError, FileNotFoundError)
+    if isinstance(err, expected):
+        return text
+    return f"{type(err).__name__}: {text} (run with --debug for the traceback)"
 
 
 if __name__ == "__main__":

@@ -97,6 +97,6 @@ def _save(plt, fig, path: str | pathlib.Path) -> pathlib.Path:
     fig.tight_layout()
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")        # exactly at path, whatever its suffix
     plt.close(fig)
     return path

@@ -254,6 +254,9 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
             break
         dev = evaluate_loss(eval_loss, backend, loop.params, dev_batches) if dev_batches \
             else None
+        if dev is not None and not math.isfinite(dev):
+            raise FloatingPointError(f"fit: the dev loss became {dev} after epoch "
+                                     f"{state['epoch'] + 1} (the training diverged)")
         record = {"epoch": state["epoch"] + 1,
                   "train_loss": state["epoch_nll"] / state["epoch_tokens"],
                   "dev_loss": dev, "steps": state["step"],

@@ -1,0 +1,227 @@
+"""Every failure of the installed ``xpseq`` command is one clean line.
+
+A table of cases, each run as a subprocess of the installed command: bad argument values
+(exit 2, refused by the parser before anything is created on disk), and every other
+failure (exit 1): unusable files, damaged or inconsistent checkpoints, standard input
+that is closed or not UTF-8, a full disk. Each must print exactly one line on stderr and
+no traceback. Output cut short by its reader ends quietly with 141.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import rewrite_metadata
+
+from xpseq.train import checkpoint as ckpt
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "rnn_format1.safetensors"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def command() -> list[str]:
+    """The installed console script (beside this Python), else ``python -m xpseq``."""
+    script = pathlib.Path(sys.executable).parent / "xpseq"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "xpseq"]
+
+
+@dataclasses.dataclass
+class Case:
+    args: list
+    code: int
+    says: str                          # a fragment of the one line on stderr
+    stdin: str | bytes | None = ""     # None: standard input closed
+    stdout: str | None = None          # a file to send stdout to (e.g. /dev/full)
+
+
+VARIANTS = ("good", "no_config", "meta_list", "meta_string", "short_vocab", "twice_word",
+            "unknown_data", "huge_data", "no_vocabs", "nan", "flipped", "truncated")
+
+
+def build(folder: pathlib.Path) -> None:
+    """The files the cases use: damaged and inconsistent variants of the fixture
+    checkpoint (saved again, so in today's format), and small TSV corpora."""
+    good = ckpt.load(FIXTURE)
+    fields = dict(config=good.config, params=good.params, opt_state=good.opt_state,
+                  vocabs=good.vocabs, train_state=good.train_state, metadata=good.metadata)
+    made = {"good": ckpt.save(folder / "good.safetensors", **fields)}
+
+    def variant(name: str, change) -> None:
+        path = folder / f"{name}.safetensors"
+        shutil.copy(made["good"], path)
+        rewrite_metadata(path, change)
+        made[name] = path
+
+    variant("no_config", lambda m: m.__delitem__("config"))
+    variant("meta_list", lambda m: [m])
+    variant("meta_string", lambda m: "xpseq")
+    variant("short_vocab", lambda m: m["vocabs"].update(tgt=m["vocabs"]["tgt"][:-3]))
+    variant("twice_word", lambda m: m["vocabs"]["src"].__setitem__(5, m["vocabs"]["src"][6]))
+    variant("unknown_data", lambda m: m["metadata"].update(data={"n_train": 5, "colour": 1}))
+    variant("huge_data", lambda m: m["metadata"]["data"].update(n_test_per_bucket=10**8))
+    variant("no_vocabs", lambda m: m.update(vocabs=None))
+    nan = {k: v.copy() for k, v in good.params.items()}
+    nan["out.W"][0, 0] = np.nan
+    made["nan"] = ckpt.save(folder / "nan.safetensors", **dict(fields, params=nan),
+                            allow_nonfinite=True)
+    flipped = folder / "flipped.safetensors"
+    data = bytearray(made["good"].read_bytes())
+    at = data.index(b"0.", data.index(b"dropout")) + 2    # the config's dropout 0.1 -> 0.3
+    data[at] = ord("3") if data[at] != ord("3") else ord("4")
+    flipped.write_bytes(bytes(data))
+    made["flipped"] = flipped
+    truncated = folder / "truncated.safetensors"
+    truncated.write_bytes(made["good"].read_bytes()[:-100])
+    assert set(made) | {"truncated"} == set(VARIANTS)
+    (folder / "empty.tsv").write_text("")
+    (folder / "one.tsv").write_text("a b\tc d\n")
+    (folder / "notab.tsv").write_text("a b c d\n")
+    (folder / "latin1.tsv").write_bytes("caf\xe9\tx\n".encode("latin-1"))
+    (folder / "a_folder").mkdir()
+
+
+def cases(folder: pathlib.Path) -> dict[str, Case]:
+    """The table: every case by name (the files are :func:`build`'s)."""
+    c = {name: folder / f"{name}.safetensors" for name in VARIANTS}
+    out = folder / "never" / "m.safetensors"
+    train = ["train", "--out", out, "--backend", "numpy"]
+    tsv = ["train", "--task", "tsv", "--out", folder / "t.safetensors", "--backend", "numpy"]
+    good, words = c["good"], "the cat sees the dog"
+    return {
+        # argument values: refused by the parser (exit 2), nothing created on disk
+        "lr nan": Case([*train, "--lr", "nan"], 2, "argument --lr: expected a number"),
+        "lr negative": Case([*train, "--lr", "-1"], 2, "argument --lr"),
+        "lr huge": Case([*train, "--lr", "1e39"], 2, "argument --lr"),
+        "lr text": Case([*train, "--lr", "fast"], 2, "argument --lr: expected a number"),
+        "dropout 1.5": Case([*train, "--dropout", "1.5"], 2, "argument --dropout"),
+        "seed -1": Case([*train, "--seed", "-1"], 2, "argument --seed"),
+        "epochs 0": Case([*train, "--epochs", "0"], 2, "argument --epochs"),
+        "hidden 1.5": Case([*train, "--hidden", "1.5"], 2, "argument --hidden"),
+        "alpha nan": Case(["translate", good, "--beam", "3", "--length-penalty", "gnmt",
+                           "--alpha", "nan", words], 2, "argument --alpha"),
+        "beam 0": Case(["translate", good, "--beam", "0", words], 2, "argument --beam"),
+        "n-best > beam": Case(["translate", good, "--beam", "2", "--n-best", "3", words], 2,
+                              "--n-best (3) cannot exceed --beam (2)"),
+        "unknown option": Case(["translate", good, "--colour", words], 2,
+                               "unrecognized arguments"),
+        "data seed": Case(["data", "g2p", "--export", folder / "x", "--seed", "x"], 2,
+                          "argument --seed"),
+        # files
+        "tsv is a folder": Case([*tsv, "--train", folder / "a_folder", "--dev",
+                                 folder / "one.tsv"], 1, "is a folder, not a TSV file"),
+        "tsv missing": Case([*tsv, "--train", folder / "nope.tsv", "--dev",
+                             folder / "one.tsv"], 1, "nope.tsv"),
+        "empty train tsv": Case([*tsv, "--train", folder / "empty.tsv", "--dev",
+                                 folder / "one.tsv"], 1, "no sentence pairs"),
+        "empty dev tsv": Case([*tsv, "--train", folder / "one.tsv", "--dev",
+                               folder / "empty.tsv"], 1, "no sentence pairs"),
+        "tsv without tab": Case([*tsv, "--train", folder / "notab.tsv", "--dev",
+                                 folder / "one.tsv"], 1, "expected source<TAB>target"),
+        "tsv not utf-8": Case([*tsv, "--train", folder / "latin1.tsv", "--dev",
+                               folder / "one.tsv"], 1, "not valid UTF-8"),
+        "tsv needs files": Case(["train", "--task", "tsv", "--out", folder / "t.safetensors"],
+                                1, "--task tsv needs --train FILE and --dev FILE"),
+        "evaluate tsv folder": Case(["evaluate", good, "--test", folder / "a_folder",
+                                     "--backend", "numpy"], 1, "is a folder"),
+        # checkpoints
+        "checkpoint missing": Case(["translate", folder / "nope.safetensors", words], 1,
+                                   "does not exist"),
+        "checkpoint a folder": Case(["translate", folder, words], 1, "is a folder"),
+        "checkpoint truncated": Case(["translate", c["truncated"], words], 1,
+                                     "not a readable checkpoint"),
+        "one byte flipped": Case(["translate", c["flipped"], words], 1,
+                                 "do not match their digest"),
+        "no config": Case(["translate", c["no_config"], words], 1, "has no config"),
+        "metadata a list": Case(["translate", c["meta_list"], words], 1,
+                                "must be a JSON object, got list"),
+        "metadata a string": Case(["translate", c["meta_string"], words], 1,
+                                  "must be a JSON object, got str"),
+        "vocabulary too short": Case(["translate", c["short_vocab"], words], 1,
+                                     "vocabulary 'tgt' has"),
+        "word twice": Case(["translate", c["twice_word"], words], 1, "twice"),
+        "no vocabularies": Case(["translate", c["no_vocabs"], words], 1,
+                                "holds no vocabularies"),
+        "unknown data keys": Case(["evaluate", c["unknown_data"], "--backend", "numpy"], 1,
+                                  "unknown entries ['colour']"),
+        "huge data sizes": Case(["evaluate", c["huge_data"], "--backend", "numpy"], 1,
+                                "n_test_per_bucket = 100000000"),
+        "nan weights heatmap": Case(["heatmap", c["nan"], words], 1, "non-finite"),
+        "nan weights translate": Case(["translate", c["nan"], words], 1, "non-finite"),
+        "not a g2p model": Case(["evaluate", good, "--task", "g2p", "--backend", "numpy"], 1,
+                                "was not trained with --task g2p"),
+        # standard input and output
+        "stdin closed": Case(["translate", good], 1, "standard input is closed", stdin=None),
+        "stdin not utf-8": Case(["translate", good], 1, "standard input is not UTF-8",
+                                stdin=b"the \xff cat\n"),
+        "disk full": Case(["translate", good, words], 1, "No space left on device",
+                          stdout="/dev/full"),
+    }
+
+
+def run(case: Case) -> subprocess.Popen:
+    env = dict(os.environ, LC_ALL="C.UTF-8", PYTHONIOENCODING="", XPSEQ_DEBUG="")
+    closed = case.stdin is None                     # as the shell's <&-: no fd 0 at all
+    stdout = open(case.stdout, "w") if case.stdout else subprocess.PIPE
+    return subprocess.Popen([*command(), *map(str, case.args)],
+                            stdin=subprocess.DEVNULL if closed else subprocess.PIPE,
+                            stdout=stdout, stderr=subprocess.PIPE, cwd=ROOT, env=env,
+                            preexec_fn=(lambda: os.close(0)) if closed else None)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory) -> dict[str, tuple[Case, int, str]]:
+    folder = tmp_path_factory.mktemp("cli_errors")
+    build(folder)
+    table, results = cases(folder), {}
+    names = list(table)
+    for start in range(0, len(names), 6):          # a few at a time: each imports xpseq
+        procs = {name: run(table[name]) for name in names[start:start + 6]}
+        for name, proc in procs.items():
+            data = table[name].stdin
+            data = data.encode() if isinstance(data, str) else data
+            _, err = proc.communicate(None if data is None else data, timeout=180)
+            results[name] = (table[name], proc.returncode, err.decode("utf-8", "replace"))
+    assert not (folder / "never").exists()          # no argument error created a folder
+    return results
+
+
+@pytest.mark.parametrize("name", list(cases(pathlib.Path("unused"))))
+def test_each_failure_is_one_clean_line(outcomes, name):
+    case, code, err = outcomes[name]
+    lines = err.strip().splitlines()
+    assert code == case.code, (name, code, err)
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    prefix = "xpseq: error: " if code == 1 else "xpseq "
+    assert lines[0].startswith(prefix) and "error:" in lines[0], lines[0]
+    assert case.says in lines[0], (case.says, lines[0])
+
+
+def test_output_cut_short_ends_quietly():
+    proc = subprocess.Popen([*command(), "translate", str(FIXTURE)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    proc.stdin.write(b"the cat sees the dog\n" * 5000)
+    proc.stdin.close()
+    first = proc.stdout.readline()
+    proc.stdout.close()                             # the reader goes away, as | head -1
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=180) == 141 and first.strip(), err
+    assert err == "", err
+
+
+def test_debug_shows_the_traceback():
+    env = dict(os.environ, XPSEQ_DEBUG="")
+    base = [*command(), "translate", str(ROOT / "nope.safetensors"), "x"]
+    quiet = subprocess.run(base, capture_output=True, text=True, env=env, timeout=180)
+    loud = subprocess.run([base[0], "--debug", *base[1:]] if len(command()) == 1 else
+                          [*command()[:2], "--debug", *base[2:]],
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert quiet.returncode == 1 and "Traceback" not in quiet.stderr
+    assert loud.returncode != 0 and "Traceback" in loud.stderr
