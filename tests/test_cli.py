@@ -348,6 +348,15 @@ def test_heatmap_of_a_model_without_attention_is_a_one_line_error(toy, workdir):
     assert_one_line_error(done, "this model has no attention")
 
 
+def test_heatmap_writes_the_png_at_the_path_it_names(toy, workdir):
+    target = workdir / "heat"                      # no suffix: written as named, not heat.png
+    done = xpseq("heatmap", toy, SENTENCES[0], "--png", target)
+    assert_ok(done)
+    assert done.stdout.splitlines()[-1] == f"wrote {target}"
+    assert target.read_bytes()[:8] == PNG_MAGIC
+    assert not (workdir / "heat.png").exists()
+
+
 def test_heatmap_to_an_unwritable_png_is_a_one_line_error(toy, workdir):
     blocker = workdir / "a-file"
     blocker.write_text("not a folder\n")

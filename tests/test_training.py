@@ -360,3 +360,15 @@ def test_divergence_keeps_the_last_good_checkpoint(tmp_path):
     loaded = ckpt.load(path)
     assert loaded.train_state["step"] == 2
     assert all(np.all(np.isfinite(v)) for v in loaded.params.values())
+
+
+def test_a_non_finite_dev_loss_stops_the_run():
+    class Diverge(callbacks.Callback):               # blow up on the epoch's last step
+        def on_step_end(self, loop):
+            if loop.state["batch"] == len(BATCHES):
+                loop.params = {k: v * np.inf for k, v in loop.params.items()}
+
+    with np.errstate(invalid="ignore", over="ignore"), pytest.raises(
+            FloatingPointError, match=r"dev loss became nan after epoch 1"):
+        fit(CONFIG, init_params(CONFIG, seed=0), BATCHES, backends.get("numpy"), dev_batches=DEV,
+            train=TrainConfig(epochs=2, progress=False), callbacks=[Diverge()])
