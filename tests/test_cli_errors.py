@@ -167,12 +167,15 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
 
 def run(case: Case) -> subprocess.Popen:
     env = dict(os.environ, LC_ALL="C.UTF-8", PYTHONIOENCODING="", XPSEQ_DEBUG="")
-    closed = case.stdin is None                     # as the shell's <&-: no fd 0 at all
-    stdout = open(case.stdout, "w") if case.stdout else subprocess.PIPE
-    return subprocess.Popen([*command(), *map(str, case.args)],
-                            stdin=subprocess.DEVNULL if closed else subprocess.PIPE,
-                            stdout=stdout, stderr=subprocess.PIPE, cwd=ROOT, env=env,
-                            preexec_fn=(lambda: os.close(0)) if closed else None)
+    argv = [*command(), *map(str, case.args)]
+    if case.stdin is None:                          # the shell's <&-: no fd 0 at all
+        argv = ["sh", "-c", 'exec "$0" "$@" <&-', *argv]
+    if not case.stdout:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    with open(case.stdout, "w") as stdout:          # the child keeps its own descriptor
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=stdout,
+                                stderr=subprocess.PIPE, cwd=ROOT, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -185,8 +188,8 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[Case, int, str]]:
         procs = {name: run(table[name]) for name in names[start:start + 6]}
         for name, proc in procs.items():
             data = table[name].stdin
-            data = data.encode() if isinstance(data, str) else data
-            _, err = proc.communicate(None if data is None else data, timeout=180)
+            data = data.encode() if isinstance(data, str) else (data or b"")
+            out, err = proc.communicate(data, timeout=180)
             results[name] = (table[name], proc.returncode, err.decode("utf-8", "replace"))
     assert not (folder / "never").exists()          # no argument error created a folder
     return results
@@ -212,6 +215,7 @@ def test_output_cut_short_ends_quietly():
     first = proc.stdout.readline()
     proc.stdout.close()                             # the reader goes away, as | head -1
     err = proc.stderr.read().decode()
+    proc.stderr.close()
     assert proc.wait(timeout=180) == 141 and first.strip(), err
     assert err == "", err
 
