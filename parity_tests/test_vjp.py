@@ -220,8 +220,51 @@ def log_softmax_ref(xp, a, c):
     return (C.log_softmax(a["x"]),)
 
 
+def layer_norm_rule(xp, a, c):
+    y, bp = vjp.layer_norm(a["x"], a["gamma"], a["beta"], c["eps"], xp=xp)
+
+    def back(cots):
+        dx, dg, db = bp(cots[0])
+        return {"x": dx, "gamma": dg, "beta": db}
+
+    return (y,), back
+
+
+def layer_norm_ref(xp, a, c):
+    return (C.layer_norm(a["x"], a["gamma"], a["beta"], eps=c["eps"]),)
+
+
+def gelu_ref(xp, a, c):
+    return (C.gelu(a["x"]),)
+
+
+def relu_ref(xp, a, c):
+    return (C.relu(a["x"]),)
+
+
+FF = ("W_1", "b_1", "W_2", "b_2")
+
+
+def feed_forward_rule(xp, a, c):
+    y, bp = vjp.feed_forward({n: a[n] for n in FF}, a["x"], c["activation"], c["keep"],
+                             c["rate"], xp=xp)
+
+    def back(cots):
+        dx, grads = bp(cots[0])
+        assert set(grads) == set(FF)
+        return {"x": dx, **grads}
+
+    return (y,), back
+
+
+def feed_forward_ref(xp, a, c):
+    return (C.feed_forward({n: a[n] for n in FF}, a["x"], activation=c["activation"],
+                           keep=c["keep"], rate=c["rate"]),)
+
+
 def nll_rule(xp, a, c):
-    out, bp = vjp.nll_sum(a["logits"], c["targets"], c["pad_id"], xp=xp)
+    out, bp = vjp.nll_sum(a["logits"], c["targets"], c["pad_id"], xp=xp,
+                          smoothing=c.get("smoothing", 0.0))
     assert isinstance(out, tuple) and len(out) == 2
     total, _count = out
 
@@ -235,7 +278,8 @@ def nll_rule(xp, a, c):
 
 def nll_ref(xp, a, c):
     # cross_entropy is the mean over real tokens; times their (constant) number, the sum.
-    return (C.cross_entropy(a["logits"], c["targets"], pad_id=c["pad_id"]) * c["count"],)
+    return (C.cross_entropy(a["logits"], c["targets"], pad_id=c["pad_id"],
+                            label_smoothing=c.get("smoothing", 0.0)) * c["count"],)
 
 
 def dot_rule(xp, a, c):
@@ -468,6 +512,36 @@ def build_cases() -> list[Case]:
     add("nll_sum-1d-nopad", {"logits": r.standard_normal((5, V))},
         {"targets": np.array([0, 6, 6, 2, 3], dtype=np.int64), "pad_id": None, "count": 5.0},
         nll_rule, nll_ref)
+
+    add("nll_sum-smoothed-pad0", {"logits": r.standard_normal((B, 4, V)) * 2.0},
+        {"targets": targets, "pad_id": 0, "count": float(np.sum(targets != 0)),
+         "smoothing": 0.1}, nll_rule, nll_ref)
+    add("nll_sum-smoothed-nopad", {"logits": r.standard_normal((5, V))},
+        {"targets": np.array([0, 6, 6, 2, 3], dtype=np.int64), "pad_id": None, "count": 5.0,
+         "smoothing": 0.3}, nll_rule, nll_ref)
+
+    def ln_inputs(*shape):
+        return {"x": r.standard_normal(shape) * 2.0 + 0.5,
+                "gamma": 1.0 + 0.3 * r.standard_normal(shape[-1]),
+                "beta": 0.3 * r.standard_normal(shape[-1])}
+
+    add("layer_norm-2d", ln_inputs(B, 6), {"eps": 1e-5}, layer_norm_rule, layer_norm_ref)
+    add("layer_norm-3d", ln_inputs(2, B, 4), {"eps": 1e-3}, layer_norm_rule, layer_norm_ref)
+    add("gelu", {"x": r.standard_normal((2, B, 5)) * 2.5}, {}, unary_rule("gelu"), gelu_ref)
+    x = r.standard_normal((B, 6))
+    x[np.abs(x) < 1e-3] = 0.5                        # away from the kink, for differences
+    add("relu", {"x": x}, {}, unary_rule("relu"), relu_ref)
+
+    def ff_inputs(d, d_ff, *lead):
+        return {"x": r.standard_normal((*lead, d)), "W_1": r.standard_normal((d_ff, d)) * 0.5,
+                "b_1": r.standard_normal(d_ff) * 0.3, "W_2": r.standard_normal((d, d_ff)) * 0.5,
+                "b_2": r.standard_normal(d) * 0.3}
+
+    add("feed_forward-relu", ff_inputs(4, 6, 2, B),
+        {"activation": "relu", "keep": None, "rate": 0.0}, feed_forward_rule, feed_forward_ref)
+    add("feed_forward-gelu-dropout", ff_inputs(3, 5, B),
+        {"activation": "gelu", "keep": r.random((B, 5)) >= 0.3, "rate": 0.3},
+        feed_forward_rule, feed_forward_ref)
 
     add("dot_scores-dot", {"q": r.standard_normal((2, B, 4)), "k": r.standard_normal((2, 5, 4))},
         {"scale": None}, dot_rule, dot_ref)

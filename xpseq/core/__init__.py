@@ -9,7 +9,8 @@ module            contents
 ================  ==========================================================================
 ``masking``       sequence_mask, masked_softmax, log_softmax, logsumexp
 ``attention``     dot / general / additive scores, attend, scaled dot-product, multi-head
-``layers``        linear, embedding, sigmoid, dropout
+``layers``        linear, embedding, sigmoid, dropout, layer_norm, gelu, relu,
+                  feed_forward, sinusoidal_positions
 ``recurrent``     lstm_cell, gru_cell, run_sequence (lengths honoured in both directions),
                   hand_derived_recurrence (the time loop with its hand-derived gradient)
 ``losses``        cross_entropy over real tokens
@@ -34,7 +35,17 @@ from .attention import (
     scaled_dot_product_attention,
 )
 from .decoding import beam_search, greedy_search, tile_beams
-from .layers import dropout, embedding, linear, sigmoid
+from .layers import (
+    dropout,
+    embedding,
+    feed_forward,
+    gelu,
+    layer_norm,
+    linear,
+    relu,
+    sigmoid,
+    sinusoidal_positions,
+)
 from .loops import scan
 from .losses import cross_entropy
 from .masking import log_softmax, logsumexp, masked_softmax, sequence_mask
@@ -44,7 +55,8 @@ __all__ = [
     "sequence_mask", "masked_softmax", "log_softmax", "logsumexp",
     "dot_scores", "general_scores", "additive_scores", "attend",
     "scaled_dot_product_attention", "multi_head_attention",
-    "linear", "embedding", "sigmoid", "dropout",
+    "linear", "embedding", "sigmoid", "dropout", "layer_norm", "gelu", "relu", "feed_forward",
+    "sinusoidal_positions",
     "lstm_cell", "gru_cell", "run_sequence",
     "cross_entropy", "scan", "greedy_search", "beam_search", "tile_beams",
     "attention", "decoding", "kernels", "layers", "losses", "masking", "optim", "recurrent",

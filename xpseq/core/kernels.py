@@ -16,10 +16,13 @@ message.
 kernel                             public, checked counterpart
 =================================  =======================================================
 linear, embedding, sigmoid,        :mod:`xpseq.core.layers`
-dropout, zeros
+dropout, zeros, layer_norm (and
+``_parts``), gelu, relu,
+feed_forward, sinusoidal_positions
 sequence_mask, masked_softmax,     :mod:`xpseq.core.masking` (``masked_softmax`` takes the
 logsumexp, log_softmax             boolean keep-mask itself)
-nll_sum, nll_parts                 :func:`xpseq.core.losses.cross_entropy`
+nll_sum, nll_parts (with label      :func:`xpseq.core.losses.cross_entropy`
+smoothing)
 dot_scores, general_scores,        :mod:`xpseq.core.attention`
 additive_scores,
 additive_from_projections, attend
@@ -42,6 +45,8 @@ from .loops import scan as python_scan
 __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "sequence_mask",
            "masked_softmax", "logsumexp", "log_softmax", "nll_sum", "nll_parts", "dot_scores",
            "general_scores", "additive_scores", "additive_from_projections", "attend",
+           "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
+           "sinusoidal_positions",
            "lstm_parts", "gru_parts", "lstm_step", "gru_step", "STEPS", "initial_zeros",
            "run_sequence", "keep_valid"]
 
@@ -119,13 +124,18 @@ def log_softmax(x: Any, *, axis: int, xp: Any) -> Any:
     return xp.where(finite, x - xp.where(finite, lse, 0.0), -math.inf)
 
 
-def nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any) -> tuple[Any, Any]:
-    """Summed negative log-likelihood of the real tokens, and their number (as a float)."""
-    return nll_parts(logits, targets, pad_id, xp=xp)[0]
+def nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
+            smoothing: float = 0.0) -> tuple[Any, Any]:
+    """Summed negative log-likelihood of the real tokens, and their number (as a float).
+
+    With ``smoothing = ε > 0`` each token's loss is the cross-entropy against the smoothed
+    target ``(1 - ε) onehot(y) + ε / V`` (``torch.nn.functional.cross_entropy``'s
+    ``label_smoothing``): ``(1 - ε)(-log p_y) + ε · mean_v(-log p_v)``."""
+    return nll_parts(logits, targets, pad_id, xp=xp, smoothing=smoothing)[0]
 
 
-def nll_parts(logits: Any, targets: Any, pad_id: int | None, *,
-               xp: Any) -> tuple[tuple[Any, Any], Any]:
+def nll_parts(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
+              smoothing: float = 0.0) -> tuple[tuple[Any, Any], Any]:
     """``nll_sum``'s ``(total, count)`` and the log-probabilities, which its backward
     pass needs."""
     logp = log_softmax(logits, axis=-1, xp=xp)
@@ -135,7 +145,63 @@ def nll_parts(logits: Any, targets: Any, pad_id: int | None, *,
         real = xp.ones_like(picked)
     else:
         real = xp.astype(targets != pad_id, logits.dtype)
+    if smoothing:
+        per_token = (1.0 - smoothing) * picked + smoothing * xp.mean(logp, axis=-1)
+        return (-xp.sum(per_token * real), xp.sum(real)), logp
     return (-xp.sum(picked * real), xp.sum(real)), logp
+
+
+def layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *, xp: Any) -> Any:
+    """``gamma ⊙ (x - mean) / sqrt(var + eps) + beta`` over the last axis (biased variance,
+    as ``torch.nn.LayerNorm``)."""
+    return layer_norm_parts(x, gamma, beta, eps, xp=xp)[0]
+
+
+def layer_norm_parts(x: Any, gamma: Any, beta: Any, eps: float, *,
+                     xp: Any) -> tuple[Any, Any, Any]:
+    """:func:`layer_norm` and what its backward pass needs: ``x̂`` and ``1 / sqrt(var +
+    eps)``."""
+    centred = x - xp.mean(x, axis=-1, keepdims=True)
+    inv_std = 1.0 / xp.sqrt(xp.mean(centred * centred, axis=-1, keepdims=True) + eps)
+    normed = centred * inv_std
+    return normed * gamma + beta, normed, inv_std
+
+
+#: ``sqrt(2 / π)`` and the cubic coefficient of GELU's tanh form.
+GELU_C, GELU_A = math.sqrt(2.0 / math.pi), 0.044715
+
+
+def gelu(x: Any, *, xp: Any) -> Any:
+    """GELU in its tanh form: ``x/2 · (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))``."""
+    return 0.5 * x * (1.0 + xp.tanh(GELU_C * (x + GELU_A * x * x * x)))
+
+
+def relu(x: Any, *, xp: Any) -> Any:
+    return xp.where(x > 0, x, 0.0)
+
+
+ACTIVATIONS = {"relu": relu, "gelu": gelu}
+
+
+def feed_forward(p: Mapping[str, Any], x: Any, activation: str, keep: Any, rate: float, *,
+                 xp: Any) -> Any:
+    """``W_2 dropout(act(W_1 x + b_1)) + b_2`` (the Transformer's position-wise block, in
+    ``torch.nn.TransformerEncoderLayer``'s order)."""
+    h = ACTIVATIONS[activation](linear(x, p["W_1"], p["b_1"], xp=xp), xp=xp)
+    if keep is not None:
+        h = dropout(h, keep, rate, xp=xp)
+    return linear(h, p["W_2"], p["b_2"], xp=xp)
+
+
+def sinusoidal_positions(positions: Any, d_model: int, dtype: Any, *, xp: Any) -> Any:
+    """``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(...)`` for integer
+    ``positions (...)``: ``(..., d_model)``."""
+    device = compat.device(positions)
+    half = xp.arange(0, d_model, 2, dtype=dtype, device=device)             # 2i
+    rates = xp.exp(half * (-math.log(10000.0) / d_model))                  # 10000^(-2i/d)
+    angles = xp.expand_dims(xp.astype(positions, dtype), axis=-1) * rates   # (..., d/2)
+    both = xp.stack([xp.sin(angles), xp.cos(angles)], axis=-1)              # (..., d/2, 2)
+    return xp.reshape(both, (*angles.shape[:-1], d_model))
 
 
 def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> Any:

@@ -1,4 +1,6 @@
-"""Linear maps, embedding lookup, a stable sigmoid and dropout from a given keep-mask.
+"""Linear maps, embedding lookup, a stable sigmoid, dropout from a given keep-mask, and the
+Transformer's parts: layer normalisation, GELU / ReLU, the feed-forward block and sinusoidal
+positions.
 
 Weights applied as ``W x`` have shape ``(out, in)``, as in ``torch.nn.Linear``. The public
 functions check shapes and dtypes; the models call the private kernels (``_linear`` ...)
@@ -7,12 +9,14 @@ inside their loops, after checking their own inputs once.
 
 from __future__ import annotations
 
+import math
 import numbers
-from typing import Any
+from typing import Any, Mapping
 
 from . import checks, kernels
 
-__all__ = ["linear", "embedding", "sigmoid", "dropout"]
+__all__ = ["linear", "embedding", "sigmoid", "dropout", "layer_norm", "gelu", "relu",
+           "feed_forward", "sinusoidal_positions"]
 
 
 def linear(x: Any, W: Any, b: Any = None) -> Any:
@@ -139,3 +143,153 @@ def dropout(x: Any, keep: Any, rate: float) -> Any:
 # ------------------------------------------------------------------- private kernels
 
 
+def layer_norm(x: Any, gamma: Any, beta: Any, *, eps: float = 1e-5) -> Any:
+    """Layer normalisation over the last axis, as ``torch.nn.LayerNorm``:
+    ``gamma ⊙ (x - mean) / sqrt(var + eps) + beta`` with the biased variance.
+
+    Parameters
+    ----------
+    x : real floating array, shape ``(..., d)``
+    gamma, beta : real floating arrays, shape ``(d,)``
+    eps : positive float
+
+    Returns
+    -------
+    array, shape and dtype of ``x``
+    """
+    fname = "layer_norm"
+    xp = checks.namespace(fname, x=x, gamma=gamma, beta=beta)
+    for name, a in (("x", x), ("gamma", gamma), ("beta", beta)):
+        checks.check_floating(fname, name, a, xp)
+    checks.check_same_dtype(fname, x=x, gamma=gamma, beta=beta)
+    checks.check_ndim(fname, "x", x, 1, layout="(..., d)")
+    for name, a in (("gamma", gamma), ("beta", beta)):
+        checks.check_ndim(fname, name, a, 1, exact=True, layout="(d,)")
+        checks.check_dim(fname, name, a, 0, x.shape[-1], "the last dimension of x")
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
+        raise ValueError(f"{fname}: eps must be a positive number, got {eps!r}")
+    checks.check_all_finite(fname, xp, x=x, gamma=gamma, beta=beta)
+    return kernels.layer_norm(x, gamma, beta, float(eps), xp=xp)
+
+
+def gelu(x: Any) -> Any:
+    """GELU in its tanh form, ``x/2 · (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))``
+    (``torch.nn.functional.gelu(x, approximate="tanh")``, ``jax.nn.gelu``'s default).
+
+    The array API standard has no ``erf``, so the exact ``x Φ(x)`` cannot be written once
+    for every library; the tanh form differs from it by less than 5e-4.
+
+    Parameters
+    ----------
+    x : real floating array, any shape
+
+    Returns
+    -------
+    array, shape and dtype of ``x``
+    """
+    fname = "gelu"
+    xp = checks.namespace(fname, x=x)
+    checks.check_floating(fname, "x", x, xp)
+    checks.check_finite(fname, "x", x, xp)
+    return kernels.gelu(x, xp=xp)
+
+
+def relu(x: Any) -> Any:
+    """``max(x, 0)`` elementwise (its derivative at 0 is taken as 0, as PyTorch and JAX do).
+
+    Parameters
+    ----------
+    x : real floating array, any shape
+
+    Returns
+    -------
+    array, shape and dtype of ``x``
+    """
+    fname = "relu"
+    xp = checks.namespace(fname, x=x)
+    checks.check_floating(fname, "x", x, xp)
+    checks.check_finite(fname, "x", x, xp)
+    return kernels.relu(x, xp=xp)
+
+
+FF_PARAMS = ("W_1", "b_1", "W_2", "b_2")
+
+
+def feed_forward(params: Mapping[str, Any], x: Any, *, activation: str = "relu",
+                 keep: Any = None, rate: float = 0.0) -> Any:
+    """The Transformer's position-wise block: ``W_2 dropout(act(W_1 x + b_1)) + b_2``, in
+    ``torch.nn.TransformerEncoderLayer``'s order (``linear2(dropout(activation(linear1(x))))``).
+
+    Parameters
+    ----------
+    params : mapping with ``W_1 (d_ff, d)``, ``b_1 (d_ff,)``, ``W_2 (d, d_ff)``, ``b_2 (d,)``
+    x : real floating array, shape ``(..., d)``
+    activation : {"relu", "gelu"} (GELU in its tanh form, see :func:`gelu`)
+    keep : bool array broadcasting to ``(..., d_ff)``, optional
+        Dropout keep-mask for the hidden layer (see :func:`dropout`); none by default.
+    rate : float in ``[0, 1)``, the rate ``keep`` was drawn with
+
+    Returns
+    -------
+    array, shape ``(..., d)``
+    """
+    fname = "feed_forward"
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{fname}: params must be a mapping of arrays, got "
+                        f"{type(params).__name__}")
+    missing = [n for n in FF_PARAMS if params.get(n) is None]
+    if missing:
+        raise ValueError(f"{fname}: params is missing {missing}; it needs {list(FF_PARAMS)}")
+    if activation not in kernels.ACTIVATIONS:
+        raise ValueError(f"{fname}: activation must be one of {list(kernels.ACTIVATIONS)}, "
+                         f"got {activation!r}")
+    xp = checks.namespace(fname, x=x, keep=keep, **{n: params[n] for n in FF_PARAMS})
+    for name in ("x", *FF_PARAMS):
+        checks.check_floating(fname, name, x if name == "x" else params[name], xp)
+    checks.check_same_dtype(fname, x=x, **{n: params[n] for n in FF_PARAMS})
+    checks.check_ndim(fname, "x", x, 1, layout="(..., d)")
+    d, d_ff = x.shape[-1], params["W_1"].shape[0] if params["W_1"].ndim == 2 else -1
+    expected = {"W_1": (d_ff, d), "b_1": (d_ff,), "W_2": (d, d_ff), "b_2": (d,)}
+    for name, shape in expected.items():
+        if tuple(params[name].shape) != shape:
+            raise ValueError(f"{fname}: {name} must have shape {shape} for x of depth {d} and "
+                             f"W_1 of {d_ff} rows, got {tuple(params[name].shape)}")
+    if keep is not None:
+        if keep.dtype != xp.bool:
+            raise TypeError(f"{fname}: keep must have a bool dtype, got {keep.dtype}")
+        checks.broadcast_leading(fname, xp, hidden=(*x.shape[:-1], d_ff),
+                                 keep=tuple(keep.shape))
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 <= rate < 1:
+        raise ValueError(f"{fname}: rate must be a number in [0, 1), got {rate!r}")
+    checks.check_all_finite(fname, xp, x=x, **{n: params[n] for n in FF_PARAMS})
+    return kernels.feed_forward(params, x, activation, keep, float(rate), xp=xp)
+
+
+def sinusoidal_positions(positions: Any, d_model: int, *, dtype: Any) -> Any:
+    """The fixed position encodings of Vaswani et al. (2017):
+    ``PE[p, 2i] = sin(p / 10000^(2i/d))`` and ``PE[p, 2i+1] = cos(p / 10000^(2i/d))``.
+
+    Parameters
+    ----------
+    positions : integer array, shape ``(...)``, values ``>= 0`` (e.g. ``arange(T)``, or the
+        step of an incremental decoder)
+    d_model : even int
+    dtype : the floating dtype of the result (of the namespace of ``positions``)
+
+    Returns
+    -------
+    array, shape ``(..., d_model)``
+    """
+    fname = "sinusoidal_positions"
+    xp = checks.namespace(fname, positions=positions)
+    if not xp.isdtype(positions.dtype, "integral"):
+        raise TypeError(f"{fname}: positions must have an integer dtype, got "
+                        f"{positions.dtype}")
+    if isinstance(d_model, bool) or not isinstance(d_model, numbers.Integral) \
+            or d_model < 2 or d_model % 2:
+        raise ValueError(f"{fname}: d_model must be an even int >= 2, got {d_model!r}")
+    if not xp.isdtype(dtype, "real floating"):
+        raise TypeError(f"{fname}: dtype must be a real floating dtype, got {dtype}")
+    if checks.concrete(xp.any(positions < 0)):
+        raise ValueError(f"{fname}: positions must be >= 0")
+    return kernels.sinusoidal_positions(positions, int(d_model), dtype, xp=xp)

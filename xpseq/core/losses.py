@@ -10,11 +10,15 @@ from . import checks, kernels
 __all__ = ["cross_entropy"]
 
 
-def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None) -> Any:
+def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None,
+                  label_smoothing: float = 0.0) -> Any:
     """Mean negative log-likelihood of ``targets`` over the tokens that are not padding.
 
     ``loss = Σ_t [y_t ≠ pad] · (−log softmax(logits_t)[y_t]) / Σ_t [y_t ≠ pad]``: the mean
     over real tokens, taken once over the whole batch (not a mean of per-sentence means).
+    With ``label_smoothing = ε`` each token's target is ``(1 - ε) onehot(y_t) + ε / V``
+    (``torch.nn.functional.cross_entropy``'s ``label_smoothing``): its loss is
+    ``(1 - ε)(−log p_y) + ε · mean_v(−log p_v)``.
 
     Parameters
     ----------
@@ -22,6 +26,7 @@ def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None) -> An
     targets : integer array, shape ``(...)``, values in ``[0, V)``
     pad_id : int, optional
         Targets equal to it are ignored. ``None`` counts every token.
+    label_smoothing : float in ``[0, 1)``
 
     Returns
     -------
@@ -45,6 +50,10 @@ def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None) -> An
     if pad_id is not None and (isinstance(pad_id, bool)
                                or not isinstance(pad_id, numbers.Integral)):
         raise TypeError(f"{fname}: pad_id must be an int or None, got {type(pad_id).__name__}")
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) \
+            or not 0 <= label_smoothing < 1:
+        raise ValueError(f"{fname}: label_smoothing must be a number in [0, 1), got "
+                         f"{label_smoothing!r}")
     vocab = logits.shape[-1]
     index = checks.first_true_index((targets < 0) | (targets >= vocab), xp)
     if index is not None:
@@ -54,7 +63,8 @@ def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None) -> An
     if pad_id is not None and checks.concrete(xp.all(targets == pad_id)):
         raise ValueError(f"{fname}: every target is padding (pad_id={pad_id}); there is no "
                          "token to average over")
-    total, count = kernels.nll_sum(logits, targets, pad_id, xp=xp)
+    total, count = kernels.nll_sum(logits, targets, pad_id, xp=xp,
+                                   smoothing=float(label_smoothing))
     return total / xp.maximum(count, xp.ones_like(count))
 
 

@@ -27,7 +27,8 @@ import array_api_extra as xpx
 
 from . import kernels
 
-__all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "concat", "dropout",
+__all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "layer_norm",
+           "feed_forward", "concat", "dropout",
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
            "additive_from_projections", "weighted_sum", "attend", "lstm_step", "gru_step",
            "run_sequence", "CELL_STEPS"]
@@ -110,6 +111,73 @@ def tanh(x: Any, *, xp: Any) -> tuple[Any, Callable]:
     return y, lambda dy: (dy * (1.0 - y * y),)
 
 
+def gelu(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """GELU's tanh form ``y = x/2 (1 + t)``, ``t = tanh(u)``, ``u = c (x + a x³)``
+    (``c = sqrt(2/π)``, ``a = 0.044715``): ``dy/dx = (1 + t)/2 + x/2 (1 - t²) c (1 + 3a x²)``."""
+    t = xp.tanh(kernels.GELU_C * (x + kernels.GELU_A * x * x * x))
+    y = 0.5 * x * (1.0 + t)
+
+    def backprop(dy: Any) -> tuple[Any]:
+        slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kernels.GELU_C * (
+            1.0 + 3.0 * kernels.GELU_A * x * x)
+        return (dy * slope,)
+
+    return y, backprop
+
+
+def relu(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+    """``y = max(x, 0)``: ``dy/dx`` is 1 where ``x > 0``, else 0 (0 at ``x = 0``, as
+    PyTorch and JAX)."""
+    positive = x > 0
+    return kernels.relu(x, xp=xp), lambda dy: (xp.where(positive, dy, 0.0),)
+
+
+ACTIVATIONS = {"relu": relu, "gelu": gelu}
+
+
+def layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *,
+               xp: Any) -> tuple[Any, Callable]:
+    """``y = γ ⊙ x̂ + β`` with ``x̂ = (x - μ) s``, ``s = 1 / sqrt(σ² + eps)`` over the last
+    axis (``n`` features, biased ``σ²``).
+
+    Backward, with ``g = dy ⊙ γ``: ``dx = s (g - mean(g) - x̂ mean(g ⊙ x̂))`` (the mean and
+    the variance both depend on every feature), ``dγ = Σ_b dy ⊙ x̂``, ``dβ = Σ_b dy``.
+    ``backprop(dy)`` returns ``(dx, dγ, dβ)``.
+    """
+    y, normed, inv_std = kernels.layer_norm_parts(x, gamma, beta, eps, xp=xp)
+
+    def backprop(dy: Any) -> tuple[Any, Any, Any]:
+        g = dy * gamma
+        dx = inv_std * (g - xp.mean(g, axis=-1, keepdims=True)
+                        - normed * xp.mean(g * normed, axis=-1, keepdims=True))
+        return dx, _sum_leading(dy * normed, 1, xp=xp), _sum_leading(dy, 1, xp=xp)
+
+    return y, backprop
+
+
+def feed_forward(p: Mapping[str, Any], x: Any, activation: str, keep: Any, rate: float, *,
+                 xp: Any) -> tuple[Any, Callable]:
+    """``y = W_2 dropout(act(W_1 x + b_1)) + b_2``: the chain of :func:`linear`, the
+    activation's rule, :func:`dropout` and :func:`linear`. ``backprop(dy)`` returns
+    ``(dx, {"W_1", "b_1", "W_2", "b_2"})``."""
+    pre, first_bp = linear(x, p["W_1"], p["b_1"], xp=xp)
+    h, act_bp = ACTIVATIONS[activation](pre, xp=xp)
+    drop_bp = None
+    if keep is not None:
+        h, drop_bp = dropout(h, keep, rate, xp=xp)
+    y, second_bp = linear(h, p["W_2"], p["b_2"], xp=xp)
+
+    def backprop(dy: Any) -> tuple[Any, dict]:
+        dh, d_W2, d_b2 = second_bp(dy)
+        if drop_bp is not None:
+            (dh, _) = drop_bp(dh)
+        (d_pre,) = act_bp(dh)
+        dx, d_W1, d_b1 = first_bp(d_pre)
+        return dx, {"W_1": d_W1, "b_1": d_b1, "W_2": d_W2, "b_2": d_b2}
+
+    return y, backprop
+
+
 def concat(arrays: list[Any], *, axis: int = -1, xp: Any) -> tuple[Any, Callable]:
     """``y = [a; b; ...]`` along ``axis``: each input gets its own slice of ``dy`` back."""
     y = xp.concat(arrays, axis=axis)
@@ -168,23 +236,28 @@ def log_softmax(x: Any, *, xp: Any) -> tuple[Any, Callable]:
     return y, backprop
 
 
-def nll_sum(logits: Any, targets: Any, pad_id: int | None, *,
-            xp: Any) -> tuple[tuple[Any, Any], Callable]:
-    """``total = -Σ_{real tokens} log softmax(logits)[target]`` and the count of real tokens.
+def nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
+            smoothing: float = 0.0) -> tuple[tuple[Any, Any], Callable]:
+    """``total = -Σ_{real tokens} Σ_v q_v log softmax(logits)_v`` and the count of real
+    tokens, with the target distribution ``q = (1 - ε) onehot(target) + ε / V``
+    (``ε = smoothing``; 0 gives the plain negative log-likelihood).
 
     With ``p = softmax(logits)`` and ``r`` = 1 for real tokens, 0 for ``pad_id``:
-    ``∂total/∂logits_v = r (p_v - [v = target])`` (log-softmax's rule with ``dy`` = minus
-    the one-hot target). ``backprop(d_total)`` returns ``(dlogits, None)``; the count has
-    no gradient.
+    ``∂total/∂logits_v = r (p_v - q_v)`` (log-softmax's rule with ``dy = -q``, using
+    ``Σ_v q_v = 1``). ``backprop(d_total)`` returns ``(dlogits, None)``; the count has no
+    gradient.
     """
-    (total, count), logp = kernels.nll_parts(logits, targets, pad_id, xp=xp)
+    (total, count), logp = kernels.nll_parts(logits, targets, pad_id, xp=xp,
+                                             smoothing=smoothing)
 
     def backprop(d_total: Any) -> tuple[Any, None]:
         p = xp.exp(logp)
-        onehot = xpx.one_hot(targets, logits.shape[-1], dtype=logits.dtype)
+        target = xpx.one_hot(targets, logits.shape[-1], dtype=logits.dtype)
+        if smoothing:
+            target = (1.0 - smoothing) * target + smoothing / logits.shape[-1]
         real = xp.ones_like(p[..., :1]) if pad_id is None else \
             xp.astype(xp.expand_dims(targets != pad_id, axis=-1), logits.dtype)
-        return (p - onehot) * (real * d_total), None
+        return (p - target) * (real * d_total), None
 
     return (total, count), backprop
 
