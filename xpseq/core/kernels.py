@@ -21,7 +21,7 @@ dropout, zeros, layer_norm (and
 feed_forward, sinusoidal_positions
 sequence_mask, masked_softmax,     :mod:`xpseq.core.masking` (``masked_softmax`` takes the
 logsumexp, log_softmax             boolean keep-mask itself)
-nll_sum, nll_parts (with label      :func:`xpseq.core.losses.cross_entropy`
+nll_sum, nll_parts (with label     :func:`xpseq.core.losses.cross_entropy`
 smoothing)
 dot_scores, general_scores,        :mod:`xpseq.core.attention`
 additive_scores,
