@@ -262,6 +262,28 @@ def feed_forward_ref(xp, a, c):
                            keep=c["keep"], rate=c["rate"]),)
 
 
+MHA = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
+
+
+def mha_rule(xp, a, c):
+    params = {n: a.get(n) for n in MHA}
+    (out, weights), bp = vjp.multi_head_attention(params, a["q"], a["k"], a["v"], c["keep"],
+                                                  c["heads"], c["scale"], xp=xp)
+
+    def back(cots):
+        dq, dk, dv, grads = bp(cots[0], cots[1])
+        assert set(grads) == {n for n in MHA if n in a}
+        return {"q": dq, "k": dk, "v": dv, **grads}
+
+    return (out, weights), back
+
+
+def mha_ref(xp, a, c):
+    params = {n: a[n] for n in MHA if n in a}
+    return C.multi_head_attention(params, a["q"], a["k"], a["v"], num_heads=c["heads"],
+                                  mask=c["keep"], empty="zero", scale=c["scale"])
+
+
 def nll_rule(xp, a, c):
     out, bp = vjp.nll_sum(a["logits"], c["targets"], c["pad_id"], xp=xp,
                           smoothing=c.get("smoothing", 0.0))
@@ -542,6 +564,32 @@ def build_cases() -> list[Case]:
     add("feed_forward-gelu-dropout", ff_inputs(3, 5, B),
         {"activation": "gelu", "keep": r.random((B, 5)) >= 0.3, "rate": 0.3},
         feed_forward_rule, feed_forward_ref)
+
+    def mha_inputs(d_in, d_model, d_out, q_len, k_len, *lead, bias=True):
+        a = {"q": r.standard_normal((*lead, q_len, d_in)),
+             "k": r.standard_normal((*lead, k_len, d_in)),
+             "v": r.standard_normal((*lead, k_len, d_in)),
+             "W_q": r.standard_normal((d_model, d_in)) * 0.5,
+             "W_k": r.standard_normal((d_model, d_in)) * 0.5,
+             "W_v": r.standard_normal((d_model, d_in)) * 0.5,
+             "W_o": r.standard_normal((d_out, d_model)) * 0.5}
+        if bias:
+            a.update({"b_q": r.standard_normal(d_model) * 0.2,
+                      "b_k": r.standard_normal(d_model) * 0.2,
+                      "b_v": r.standard_normal(d_model) * 0.2,
+                      "b_o": r.standard_normal(d_out) * 0.2})
+        return a
+
+    keep = r.random((B, 3, 4)) >= 0.3
+    keep[0, 1, :] = False                            # a query with no key: a zero row
+    keep[1, :, 0] = True
+    add("multi_head_attention-mask", mha_inputs(3, 4, 5, 3, 4, B),
+        {"keep": keep, "heads": 2, "scale": 0.5}, mha_rule, mha_ref)
+    causal = np.tril(np.ones((4, 4), dtype=bool))
+    add("multi_head_attention-causal-nobias-4d", mha_inputs(4, 6, 4, 4, 4, 2, 2, bias=False),
+        {"keep": causal, "heads": 3, "scale": 1.0 / math.sqrt(2)}, mha_rule, mha_ref)
+    add("multi_head_attention-nomask", mha_inputs(2, 2, 3, 1, 5, B),
+        {"keep": None, "heads": 1, "scale": 1.0}, mha_rule, mha_ref)
 
     add("dot_scores-dot", {"q": r.standard_normal((2, B, 4)), "k": r.standard_normal((2, 5, 4))},
         {"scale": None}, dot_rule, dot_ref)

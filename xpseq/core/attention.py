@@ -281,28 +281,12 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
 # ------------------------------------------------------------------- private kernels
 
 
-def _split_heads(x: Any, num_heads: int, *, xp: Any) -> Any:
-    """``(..., T, H * d) -> (..., H, T, d)``."""
-    *lead, t, width = x.shape
-    x = xp.reshape(x, (*lead, t, num_heads, width // num_heads))
-    n = x.ndim
-    return xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
-
-
-def _merge_heads(x: Any, *, xp: Any) -> Any:
-    """``(..., H, T, d) -> (..., T, H * d)``."""
-    n = x.ndim
-    x = xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
-    *lead, t, h, d = x.shape
-    return xp.reshape(x, (*lead, t, h * d))
-
-
 def _mha_scores(p: Mapping[str, Any], q: Any, k: Any, v: Any, *, num_heads: int,
                 scale: float, xp: Any) -> tuple[Any, Any]:
     """Per-head scores ``(..., H, Q, K)`` and projected values ``(..., H, K, d_value / H)``."""
-    qh = _split_heads(kernels.linear(q, p["W_q"], p["b_q"], xp=xp), num_heads, xp=xp)
-    kh = _split_heads(kernels.linear(k, p["W_k"], p["b_k"], xp=xp), num_heads, xp=xp)
-    vh = _split_heads(kernels.linear(v, p["W_v"], p["b_v"], xp=xp), num_heads, xp=xp)
+    qh = kernels.split_heads(kernels.linear(q, p["W_q"], p["b_q"], xp=xp), num_heads, xp=xp)
+    kh = kernels.split_heads(kernels.linear(k, p["W_k"], p["b_k"], xp=xp), num_heads, xp=xp)
+    vh = kernels.split_heads(kernels.linear(v, p["W_v"], p["b_v"], xp=xp), num_heads, xp=xp)
     return kernels.dot_scores(qh, kh, scale, xp=xp), vh
 
 
@@ -316,7 +300,7 @@ def _per_head(keep: Any, scores: Any, *, xp: Any) -> Any:
 def _mha_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
               xp: Any) -> tuple[Any, Any]:
     context, weights = kernels.attend(scores, vh, keep, xp=xp)
-    return kernels.linear(_merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp), weights
+    return kernels.linear(kernels.merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp), weights
 
 
 # ------------------------------------------------------------------------- helpers

@@ -25,7 +25,9 @@ nll_sum, nll_parts (with label     :func:`xpseq.core.losses.cross_entropy`
 smoothing)
 dot_scores, general_scores,        :mod:`xpseq.core.attention`
 additive_scores,
-additive_from_projections, attend
+additive_from_projections, attend,
+split_heads, merge_heads,
+multi_head_attention
 lstm_step, gru_step (and their     :mod:`xpseq.core.recurrent` (cells and
 ``*_parts``), STEPS,               ``run_sequence``)
 initial_zeros, run_sequence,
@@ -46,7 +48,8 @@ __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "sequence_mask"
            "masked_softmax", "logsumexp", "log_softmax", "nll_sum", "nll_parts", "dot_scores",
            "general_scores", "additive_scores", "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
-           "sinusoidal_positions",
+           "sinusoidal_positions", "split_heads", "merge_heads", "heads_keep",
+           "multi_head_attention",
            "lstm_parts", "gru_parts", "lstm_step", "gru_step", "STEPS", "initial_zeros",
            "run_sequence", "keep_valid"]
 
@@ -231,6 +234,44 @@ def additive_from_projections(pq: Any, pk: Any, v: Any, *, xp: Any) -> Any:
 def attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[Any, Any]:
     weights = masked_softmax(scores, keep, xp=xp)
     return weights @ values, weights
+
+
+def split_heads(x: Any, num_heads: int, *, xp: Any) -> Any:
+    """``(..., T, H * d) -> (..., H, T, d)``."""
+    *lead, t, width = x.shape
+    x = xp.reshape(x, (*lead, t, num_heads, width // num_heads))
+    n = x.ndim
+    return xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
+
+
+def merge_heads(x: Any, *, xp: Any) -> Any:
+    """``(..., H, T, d) -> (..., T, H * d)``."""
+    n = x.ndim
+    x = xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
+    *lead, t, h, d = x.shape
+    return xp.reshape(x, (*lead, t, h * d))
+
+
+def heads_keep(keep: Any, num_heads: int, *, xp: Any) -> Any:
+    """A ``(..., Q, K)`` keep-mask (or ``None``) for every head: ``(..., 1, Q, K)``, which
+    broadcasts over the heads axis."""
+    return None if keep is None else xp.expand_dims(keep, axis=-3)
+
+
+def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,
+                         num_heads: int, scale: float, *, xp: Any) -> tuple[Any, Any]:
+    """:func:`xpseq.core.multi_head_attention` unchecked: ``p`` holds ``W_q, W_k, W_v, W_o``
+    and ``b_q, b_k, b_v, b_o`` (each bias may be ``None``); ``keep`` is ``None`` or a bool
+    ``(..., Q, K)`` mask. Returns the context ``(..., Q, d_out)`` and the weights
+    ``(..., H, Q, K)``."""
+    qh = split_heads(linear(q, p["W_q"], p.get("b_q"), xp=xp), num_heads, xp=xp)
+    kh = split_heads(linear(k, p["W_k"], p.get("b_k"), xp=xp), num_heads, xp=xp)
+    vh = split_heads(linear(v, p["W_v"], p.get("b_v"), xp=xp), num_heads, xp=xp)
+    scores = dot_scores(qh, kh, scale, xp=xp)
+    keep_h = None if keep is None else xp.broadcast_to(heads_keep(keep, num_heads, xp=xp),
+                                                       tuple(scores.shape))
+    context, weights = attend(scores, vh, keep_h, xp=xp)
+    return linear(merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp), weights
 
 
 def lstm_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,

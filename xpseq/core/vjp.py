@@ -30,7 +30,8 @@ from . import kernels
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "layer_norm",
            "feed_forward", "concat", "dropout",
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
-           "additive_from_projections", "weighted_sum", "attend", "lstm_step", "gru_step",
+           "additive_from_projections", "weighted_sum", "attend", "multi_head_attention",
+           "lstm_step", "gru_step",
            "run_sequence", "CELL_STEPS"]
 
 
@@ -346,6 +347,46 @@ def attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[tuple[Any, 
         return dscores, dvalues, None
 
     return (c, w), backprop
+
+
+def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,
+                         num_heads: int, scale: float, *,
+                         xp: Any) -> tuple[tuple[Any, Any], Callable]:
+    """:func:`xpseq.core.multi_head_attention` (``torch.nn.MultiheadAttention``'s layout)
+    as the chain of the rules above: the three input projections (:func:`linear`), the
+    split into heads (a reshape and a transpose, whose backward is the inverse transpose
+    and reshape), :func:`dot_scores`, :func:`attend` per head, the merge of the heads and
+    the output projection.
+
+    ``backprop(d_context, d_weights=None)`` returns ``(dq, dk, dv, grads)`` with ``grads``
+    the gradients of the entries of ``p`` that are not ``None``. When ``q``, ``k`` and
+    ``v`` are one array (self-attention), the caller adds the three.
+    """
+    pq, q_bp = linear(q, p["W_q"], p.get("b_q"), xp=xp)
+    pk, k_bp = linear(k, p["W_k"], p.get("b_k"), xp=xp)
+    pv, v_bp = linear(v, p["W_v"], p.get("b_v"), xp=xp)
+    qh = kernels.split_heads(pq, num_heads, xp=xp)
+    kh = kernels.split_heads(pk, num_heads, xp=xp)
+    vh = kernels.split_heads(pv, num_heads, xp=xp)
+    scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)
+    keep_h = None if keep is None else xp.broadcast_to(
+        kernels.heads_keep(keep, num_heads, xp=xp), tuple(scores.shape))
+    (context, weights), attend_bp = attend(scores, vh, keep_h, xp=xp)
+    out, out_bp = linear(kernels.merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp)
+
+    def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict]:
+        d_merged, d_Wo, d_bo = out_bp(d_out)
+        d_scores, d_vh, _ = attend_bp(kernels.split_heads(d_merged, num_heads, xp=xp),
+                                      d_weights)
+        d_qh, d_kh = scores_bp(d_scores)
+        dq, d_Wq, d_bq = q_bp(kernels.merge_heads(d_qh, xp=xp))
+        dk, d_Wk, d_bk = k_bp(kernels.merge_heads(d_kh, xp=xp))
+        dv, d_Wv, d_bv = v_bp(kernels.merge_heads(d_vh, xp=xp))
+        grads = {"W_q": d_Wq, "W_k": d_Wk, "W_v": d_Wv, "W_o": d_Wo, "b_q": d_bq, "b_k": d_bk,
+                 "b_v": d_bv, "b_o": d_bo}
+        return dq, dk, dv, {n: g for n, g in grads.items() if p.get(n) is not None}
+
+    return (out, weights), backprop
 
 
 # ---------------------------------------------------------------------- recurrent
