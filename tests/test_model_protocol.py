@@ -68,7 +68,7 @@ def encode(params, config, src, src_len, *, scan=None, xp):
     return {"h": xp.sum(emb * real[..., None], axis=1) / count}
 
 
-def decoder(params, config, encoded, *, attention=True, xp):
+def decoder(params, config, encoded, *, attention=True, max_len=None, xp):
     cell = {"W_hh": params["dec.W_hh"], "b_hh": params["dec.b_hh"]}
 
     def step(state, y):

@@ -52,10 +52,11 @@ class ModelKernels:
         Everything the decoder needs of the source: a dict of arrays with the batch on
         axis 0 (beam search repeats each row ``k`` times with
         :func:`xpseq.core.decoding.tile_beams`).
-    decoder(params, config, encoded, *, attention, xp) -> (step, state)
+    decoder(params, config, encoded, *, attention, max_len, xp) -> (step, state)
         The decoder as a pure step ``step(state, y_prev (B,)) -> (log_probs (B, V),
-        state, attention (B, S) or None)`` and its first state; ``attention=False`` asks
-        for ``None`` weights (beam search then carries none).
+        state, attention (B, S) or None)`` and its first state, for at most ``max_len``
+        steps (a model with a key/value cache sizes it so: a fixed shape, one compilation);
+        ``attention=False`` asks for ``None`` weights (beam search then carries none).
     """
 
     loss: Callable

@@ -368,7 +368,8 @@ def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len:
 
 
 def _decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict, *,
-             attention: bool = True, xp: Any) -> tuple[Callable, dict]:
+             attention: bool = True, max_len: int | None = None,
+             xp: Any) -> tuple[Callable, dict]:
     """The decoder as the protocol's pure step over ``encoded``, and its first state."""
 
     def step(state: dict, y: Any) -> tuple:

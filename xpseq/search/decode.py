@@ -72,12 +72,12 @@ def _search_arrays(params: Mapping[str, Any], src: Any, src_len: Any, *, config:
     batch = src.shape[0]
     if options.method == "greedy":
         step, state = kernels.decoder(params, config, encoded, attention=options.attention,
-                                      xp=xp)
+                                      max_len=max_len, xp=xp)
         return greedy_search(step, state, batch_size=batch, bos_id=BOS_ID, eos_id=EOS_ID,
                              pad_id=PAD_ID, max_len=max_len, max_lens=limits,
                              min_len=options.min_len, scan=scan)
     step, state = kernels.decoder(params, config, tile_beams(encoded, options.k),
-                                  attention=options.attention, xp=xp)
+                                  attention=options.attention, max_len=max_len, xp=xp)
     return beam_search(step, state, batch_size=batch,
                        k=options.k, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
                        max_len=max_len, max_lens=limits, min_len=options.min_len,

@@ -245,7 +245,8 @@ def _teacher_forced_predictions(params: dict, config: Any, src: np.ndarray,
     kernels, xp = models.of(config).kernels, backend.xp
     encoded = kernels.encode(params, config, backend.asarray(src), backend.asarray(src_len),
                              scan=backend.scan, xp=xp)
-    step, state = kernels.decoder(params, config, encoded, attention=False, xp=xp)
+    step, state = kernels.decoder(params, config, encoded, attention=False,
+                                  max_len=tgt_in.shape[1], xp=xp)
     predictions = []
     for t in range(tgt_in.shape[1]):
         log_probs, state, _ = step(state, backend.asarray(tgt_in[:, t]))
