@@ -448,3 +448,26 @@ def test_missing_and_corrupted_checkpoints_and_bad_tsv_are_one_line_errors(toy, 
     assert_argument_error(runs["bad_backend"], "cupy")
     for key in ("missing", "random", "flipped", "bad_tsv"):
         assert runs[key].stdout == "", show(runs[key])
+
+
+def test_train_translate_and_evaluate_a_transformer(workdir):
+    model = workdir / "transformer.safetensors"
+    done = xpseq("train", "--task", "toy", "--quick", "--model", "transformer", "--d-model", 16,
+                 "--heads", 2, "--layers", 1, "--d-ff", 32, "--epochs", 1, "--warmup", 10,
+                 "--max-tokens", 400, "--backend", "numpy", "--no-progress", "--out", model)
+    assert_ok(done)
+    assert "training a transformer model on numpy" in done.stderr
+    loaded = load(model)
+    assert loaded.model.kind == "transformer" and loaded.config.d_model == 16
+    assert loaded.config.encoder_layers == loaded.config.decoder_layers == 1
+    runs = xpseq_many({
+        "translate": (["translate", model, SENTENCES[0], "--beam", 3], None),
+        "evaluate": (["evaluate", model, "--backend", "numpy"], None),
+        "foreign": (["train", "--task", "toy", "--model", "transformer", "--cell", "gru",
+                     "--out", workdir / "x.safetensors"], None),
+    })
+    assert_ok(runs["translate"])
+    assert len(runs["translate"].stdout.splitlines()) == 1
+    assert_ok(runs["evaluate"])
+    assert "transformer BLEU" in runs["evaluate"].stdout
+    assert_one_line_error(runs["foreign"], "--cell: not an option of --model transformer")

@@ -321,3 +321,22 @@ def test_package_exports():
     assert (data.read_parallel_tsv, data.write_parallel_tsv) == (read_parallel_tsv,
                                                                  write_parallel_tsv)
     assert {"make_dataset", "toy_translate", "Vocab", "read_parallel_tsv"} <= set(data.__all__)
+
+
+def test_batches_by_token_count():
+    rng = np.random.default_rng(3)
+    pairs = [([4] * int(n) + [2], [5] * int(m))
+             for n, m in zip(rng.integers(1, 30, 300), rng.integers(1, 30, 300))]
+    pairs.append(([4] * 90 + [2], [5] * 3))                    # longer than max_tokens alone
+    batches = make_batches(pairs, 12, bucket=4, max_tokens=256)
+    seen = np.sort(np.concatenate([b["index"] for b in batches]))
+    assert seen.tolist() == list(range(len(pairs)))             # every pair, once
+    for b in batches:
+        rows, width = b["src"].shape[0], max(b["src"].shape[1], b["tgt_in"].shape[1])
+        assert rows <= 12                                       # batch_size still caps
+        assert rows * width <= 256 or rows == 1, (rows, width)
+    assert any(b["src"].shape == (1, 92) for b in batches)
+    sizes = [b["src"].shape[0] for b in batches]
+    assert max(sizes) > 2 * min(sizes)                          # short ones come many to a batch
+    with pytest.raises(ValueError, match="max_tokens must be a positive int"):
+        make_batches(pairs, 12, max_tokens=0)

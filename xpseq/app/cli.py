@@ -199,7 +199,11 @@ TOY_DEFAULTS = {"attention": "general", "style": "luong", "cell": "lstm", "embed
                 "hidden": 64, "dropout": 0.1, "epochs": 5, "lr": 3e-3, "batch_size": 64}
 MODEL_OPTIONS = ("attention", "style", "cell", "embed", "hidden", "dropout", "epochs", "lr",
                  "batch_size")
-MODEL_FIELDS = ("attention", "style", "cell", "embed", "hidden", "dropout")
+TRANSFORMER_DEFAULTS = {"d_model": 64, "heads": 4, "layers": 2, "d_ff": 256, "dropout": 0.1,
+                        "norm": "pre", "label_smoothing": 0.1, "epochs": 8, "lr": 1e-3,
+                        "warmup": 400, "batch_size": 64, "max_tokens": None}
+#: Options of the training, not of the model's configuration.
+TRAINING_OPTIONS = ("epochs", "lr", "batch_size", "warmup", "max_tokens")
 
 
 def _load_g2p(stress: bool, seed: int = 0):
@@ -214,10 +218,19 @@ def _load_g2p(stress: bool, seed: int = 0):
 def cmd_train(args: argparse.Namespace) -> int:
     from xpseq.core.optim import adam
     from xpseq.tasks import model_config, task_from_pairs, train_model
-    from xpseq.train import TrainConfig
+    from xpseq.train import TrainConfig, schedules
 
     backend = _backend(args.backend)
     _check_writable(args.out)
+    defaults = TOY_DEFAULTS if args.model == "rnn" else TRANSFORMER_DEFAULTS
+    foreign = [f"--{n.replace('_', '-')}" for n in set(TOY_DEFAULTS) ^ set(TRANSFORMER_DEFAULTS)
+               if n not in defaults and getattr(args, n) is not None]
+    if foreign:
+        raise CommandError(f"{', '.join(sorted(foreign))}: not an option of --model "
+                           f"{args.model}")
+    if args.task == "g2p" and args.model != "rnn":
+        raise CommandError("--task g2p trains the recipe's rnn model; --model transformer "
+                           "trains on --task toy or tsv")
     if args.task == "g2p":
         return _train_g2p(args, backend)
     if args.stress or args.time_limit is not None or args.monitor is not None:
@@ -235,15 +248,24 @@ def cmd_train(args: argparse.Namespace) -> int:
         dev = _read_tsv(args.dev_file, args.tokens)
         task = task_from_pairs(train, dev, {})
         metadata = {"task": "tsv", "tokens": args.tokens}
-    options = {name: getattr(args, name) for name in MODEL_OPTIONS}
-    options.update({k: v for k, v in TOY_DEFAULTS.items() if options[k] is None})
-    print(f"training on {backend.name} ({args.dtype}): {len(task.train)} sentence pairs, "
-          f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}", file=sys.stderr)
-    config = model_config(task, **{k: options[k] for k in MODEL_FIELDS})
+    defaults = TOY_DEFAULTS if args.model == "rnn" else TRANSFORMER_DEFAULTS
+    options = {name: getattr(args, name) for name in defaults}
+    options.update({k: v for k, v in defaults.items() if options[k] is None})
+    print(f"training a {args.model} model on {backend.name} ({args.dtype}): "
+          f"{len(task.train)} sentence pairs, vocabularies {len(task.src_vocab)} / "
+          f"{len(task.tgt_vocab)}", file=sys.stderr)
+    fields = {k: options[k] for k in defaults if k not in TRAINING_OPTIONS}
+    if args.model == "transformer":
+        layers = fields.pop("layers")
+        fields.update(encoder_layers=layers, decoder_layers=layers)
+    config = model_config(task, args.model, **fields)
+    schedule = None if not options.get("warmup") else schedules.warmup_inverse_sqrt(
+        options["warmup"])
     settings = TrainConfig(epochs=options["epochs"], optimizer=adam(options["lr"]),
-                           seed=args.seed, progress=not args.no_progress)
+                           schedule=schedule, seed=args.seed, progress=not args.no_progress)
     _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
-                            dtype=args.dtype, checkpoint=args.out, metadata=metadata)
+                            max_tokens=options.get("max_tokens"), dtype=args.dtype,
+                            checkpoint=args.out, metadata=metadata)
     last = result.history[-1]
     print(f"saved {args.out}: {len(result.history)} epochs, train loss "
           f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
@@ -475,6 +497,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--style", choices=("luong", "bahdanau"), default=None,
                    help="(default: luong)")
     p.add_argument("--cell", choices=("lstm", "gru"), default=None, help="(default: lstm)")
+    p.add_argument("--model", choices=("rnn", "transformer"), default="rnn",
+                   help="the model kind (default: rnn); --attention, --style, --cell, --embed "
+                   "and --hidden shape the rnn, --d-model, --heads, --layers, --d-ff, --norm, "
+                   "--label-smoothing, --warmup and --max-tokens the transformer")
+    tdefaults = ", ".join(f"{k} {v}" for k, v in TRANSFORMER_DEFAULTS.items())
+    p.add_argument("--d-model", type=_positive, default=None,
+                   help=f"transformer options; defaults: {tdefaults}")
+    p.add_argument("--heads", type=_positive, default=None)
+    p.add_argument("--layers", type=_positive, default=None,
+                   help="encoder and decoder layers, each")
+    p.add_argument("--d-ff", type=_positive, default=None)
+    p.add_argument("--norm", choices=("pre", "post"), default=None)
+    p.add_argument("--label-smoothing", type=_number_in(0.0, 1.0), default=None)
+    p.add_argument("--warmup", type=_positive, default=None,
+                   help="warm-up steps of the inverse-square-root schedule")
+    p.add_argument("--max-tokens", type=_positive, default=None,
+                   help="batches by token count: at most this many padded tokens a batch")
     sizes = ", ".join(f"{k} {v}" for k, v in TOY_DEFAULTS.items() if k not in ("attention",
                                                                                 "style", "cell"))
     p.add_argument("--embed", type=_positive, default=None,

@@ -50,8 +50,11 @@ class Task:
         return [(self.src_vocab.encode(s, add_eos=True), self.tgt_vocab.encode(t))
                 for s, t in pairs]
 
-    def batches(self, pairs: Sequence[Pair], batch_size: int, bucket: int = 8) -> list[dict]:
-        return make_batches(self.encode(pairs), batch_size, bucket=bucket)
+    def batches(self, pairs: Sequence[Pair], batch_size: int, bucket: int = 8,
+                max_tokens: int | None = None) -> list[dict]:
+        """Padded batches of ``pairs`` (see :func:`xpseq.data.make_batches`)."""
+        return make_batches(self.encode(pairs), batch_size, bucket=bucket,
+                            max_tokens=max_tokens)
 
 
 def task_from_pairs(train: list[Pair], dev: list[Pair], test: dict[Any, list[Pair]]) -> Task:
@@ -82,7 +85,8 @@ TOY_TRAINING = TrainConfig(epochs=5, optimizer=adam(3e-3))
 
 def train_model(task: Task, backend: Backend, config: Any = None,
                 train: TrainConfig | None = None, *, batch_size: int = 64, bucket: int = 8,
-                dtype: str = "float32", callbacks: Sequence[Callback] | None = None,
+                max_tokens: int | None = None, dtype: str = "float32",
+                callbacks: Sequence[Callback] | None = None,
                 checkpoint: str | None = None,
                 metadata: dict | None = None) -> tuple[Any, FitResult]:
     """Train one model on ``task``: batch it, initialise, :func:`xpseq.train.fit`.
@@ -96,6 +100,8 @@ def train_model(task: Task, backend: Backend, config: Any = None,
     batch_size : training sentences per batch (dev batches hold 256)
     bucket : pad lengths to multiples of this: fewer distinct shapes (fewer JAX
         compilations) for a larger bucket, less padding for a smaller one
+    max_tokens : batch by token count: at most this many padded tokens a batch (and at most
+        ``batch_size`` sentences), see :func:`xpseq.data.make_batches`
     dtype : ``"float32"`` or ``"float64"``, the parameters' dtype
     callbacks : :mod:`xpseq.train.callbacks`; ``[EarlyStopping(patience=3)]`` by default
     checkpoint : write a checkpoint here (after the other callbacks), with the task's
@@ -113,7 +119,8 @@ def train_model(task: Task, backend: Backend, config: Any = None,
         callbacks.append(Checkpoint(checkpoint, vocabs=vocabs, metadata=metadata))
     init = models.of(config).init_params(config, seed=train.seed)
     params = {k: v.astype(dtype) for k, v in init.items()}
-    result = fit(config, params, task.batches(task.train, batch_size, bucket), backend,
+    result = fit(config, params, task.batches(task.train, batch_size, bucket, max_tokens),
+                 backend,
                  dev_batches=task.batches(task.dev, 256, bucket), train=train,
                  callbacks=callbacks)
     return config, result
