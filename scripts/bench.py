@@ -635,14 +635,16 @@ def run_sdpa(bench: Bench) -> list[Row]:
     jq, jk, jv = (jnp.asarray(x) for x in (q, k, v))
     jq_t, jk_t, jv_t = (jnp.asarray(x.transpose(0, 2, 1, 3)) for x in (q, k, v))  # (B,L,N,d)
     j_lens, j_mask = jnp.asarray(lens), jnp.asarray(keep[:, None, None, :])
-    x_plain = jax.jit(lambda q, k, v: sdpa(q, k, v)[0])
-    x_masked = jax.jit(lambda q, k, v, n: sdpa(q, k, v, valid_lens=n)[0])
+    x_plain = jax.jit(lambda q, k, v: sdpa(q, k, v, need_weights=False)[0])
+    x_masked = jax.jit(lambda q, k, v, n: sdpa(q, k, v, valid_lens=n, need_weights=False)[0])
     r_plain = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(q, k, v))
     r_masked = jax.jit(lambda q, k, v, m: jax.nn.dot_product_attention(q, k, v, mask=m))
 
     def torch_pair(masked: bool) -> tuple[Callable[[], Any], Callable[[], Any]]:
         def ours() -> Any:
-            return sdpa(tq, tk, tv, valid_lens=t_lens if masked else None)[0]
+            # need_weights=False: on PyTorch the core delegates to the fused kernel
+            return sdpa(tq, tk, tv, valid_lens=t_lens if masked else None,
+                        need_weights=False)[0]
 
         def ref() -> Any:
             return F.scaled_dot_product_attention(tq, tk, tv,

@@ -143,3 +143,60 @@ def test_the_new_parts_run_under_jax_jit():
 def test_bad_input_is_refused(backend, call, error, message):
     with pytest.raises(error, match=message):
         call(backend)
+
+
+# ------------------------------------------- the fused kernel on PyTorch, proven equal
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("masking", ["none", "valid_lens", "mask", "causal"])
+def test_torch_delegates_sdpa_to_its_fused_kernel_with_the_same_result(dtype, masking):
+    from unittest import mock
+
+    be = backends.get("torch")
+    r = np.random.default_rng(11)
+    q, k, v = (be.asarray(r.standard_normal((2, 3, 5, 4)), dtype=dtype) for _ in range(3))
+    kwargs = {"none": {}, "valid_lens": {"valid_lens": be.asarray(np.array([3, 5]))},
+              "mask": {"mask": be.asarray(r.random((2, 1, 5, 5)) > 0.3, dtype="bool")},
+              "causal": {"mask": be.asarray(np.tril(np.ones((5, 5), dtype=bool)))}}[masking]
+    if masking == "mask":
+        kwargs["mask"][..., 0] = True                  # every query keeps a key
+    reference, _ = C.scaled_dot_product_attention(q, k, v, **kwargs)        # generic body
+    fused = torch.nn.functional.scaled_dot_product_attention
+    with mock.patch.object(torch.nn.functional, "scaled_dot_product_attention",
+                           side_effect=fused) as spy:
+        got, weights = C.scaled_dot_product_attention(q, k, v, need_weights=False, **kwargs)
+    assert spy.call_count == 1 and weights is None
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(be.to_numpy(got), be.to_numpy(reference), rtol=tol, atol=tol)
+    # and the same gradients through autograd
+    qs = [x.detach().requires_grad_(True) for x in (q, k, v)]
+    gen = torch.autograd.grad(C.scaled_dot_product_attention(*qs, **kwargs)[0].sum(), qs)
+    fus = torch.autograd.grad(C.scaled_dot_product_attention(*qs, need_weights=False,
+                                                             **kwargs)[0].sum(), qs)
+    for a, b in zip(gen, fus):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=tol * 10, atol=tol * 10)
+
+
+def test_sdpa_keeps_the_empty_row_policy_where_the_fused_kernel_would_give_nan():
+    from unittest import mock
+
+    be = backends.get("torch")
+    r = np.random.default_rng(12)
+    q, k, v = (be.asarray(r.standard_normal((2, 3, 4))) for _ in range(3))
+    lens = be.asarray(np.array([0, 3]))                 # batch 0 has no valid key
+    with mock.patch.object(torch.nn.functional, "scaled_dot_product_attention") as spy:
+        context, _ = C.scaled_dot_product_attention(q, k, v, valid_lens=lens, empty="zero",
+                                                     need_weights=False)
+        with pytest.raises(ValueError, match="has no valid key"):
+            C.scaled_dot_product_attention(q, k, v, valid_lens=lens, need_weights=False)
+    assert spy.call_count == 0                         # the generic body, by the policy
+    assert np.all(be.to_numpy(context)[0] == 0.0)
+
+
+def test_other_backends_return_no_weights_when_not_asked(backend):
+    q, k, v = (backend.asarray(data(i, 2, 3, 4)) for i in range(3))
+    context, weights = C.scaled_dot_product_attention(q, k, v, need_weights=False)
+    reference, _ = C.scaled_dot_product_attention(q, k, v)
+    assert weights is None
+    close(backend, context, backend.to_numpy(reference), rtol=1e-12)

@@ -251,9 +251,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     defaults = TOY_DEFAULTS if args.model == "rnn" else TRANSFORMER_DEFAULTS
     options = {name: getattr(args, name) for name in defaults}
     options.update({k: v for k, v in defaults.items() if options[k] is None})
-    print(f"training a {args.model} model on {backend.name} ({args.dtype}): "
-          f"{len(task.train)} sentence pairs, vocabularies {len(task.src_vocab)} / "
-          f"{len(task.tgt_vocab)}", file=sys.stderr)
+    print(f"training on {backend.name} ({args.dtype}): {len(task.train)} sentence pairs, "
+          f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {args.model}",
+          file=sys.stderr)
     fields = {k: options[k] for k in defaults if k not in TRAINING_OPTIONS}
     if args.model == "transformer":
         layers = fields.pop("layers")

@@ -164,8 +164,16 @@ def attend(scores: Any, values: Any, *, valid_lens: Any = None, mask: Any = None
 
 def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None,
                                  mask: Any = None, empty: str = "error",
-                                 scale: float | None = None) -> tuple[Any, Any]:
+                                 scale: float | None = None,
+                                 need_weights: bool = True) -> tuple[Any, Any]:
     """Scaled dot-product attention ``softmax(q kᵀ * scale) v`` with a true mask.
+
+    With ``need_weights=False`` the weights are not returned (``None``), and on PyTorch
+    the work is delegated to ``torch.nn.functional.scaled_dot_product_attention`` (a fused
+    kernel: the same semantics, boolean mask included) whenever no query row is left
+    without a key (the fused kernel's answer there is NaN, the policy's is an error or a
+    zero row, so such calls take the generic body) and ``q``, ``k``, ``v`` share their
+    leading shape. The generic body is the reference; a parity test compares both.
 
     Parameters
     ----------
@@ -176,20 +184,38 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
         As in :func:`xpseq.core.masked_softmax`, for scores of shape ``(batch, ..., Q, K)``.
     scale : float, optional
         Defaults to ``1 / sqrt(d)``.
+    need_weights : bool
+        Return the weights (``True``) or ``None`` in their place.
 
     Returns
     -------
     context : array, shape ``(batch, ..., Q, d_v)``
-    weights : array, shape ``(batch, ..., Q, K)``
+    weights : array, shape ``(batch, ..., Q, K)``, or ``None``
     """
     fname = "scaled_dot_product_attention"
     xp = checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask)
     scale = checks.check_scale(fname, scale)
+    if not isinstance(need_weights, bool):
+        raise TypeError(f"{fname}: need_weights must be a bool, got {need_weights!r}")
     _check_qkv(fname, q, k, v, xp)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if not need_weights and compat.is_torch_namespace(xp) \
+            and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        shape = (*q.shape[:-1], k.shape[-2])
+        keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(q))
+        no_empty_row = keep is None or checks.concrete(xp.all(xp.any(keep, axis=-1)))
+        if no_empty_row:
+            return _torch_sdpa(q, k, v, keep, scale, xp=xp), None
     scores = kernels.dot_scores(q, k, scale, xp=xp)
     keep = validated_keep(fname, "the scores q kᵀ", scores, valid_lens, mask, empty, xp=xp)
-    return kernels.attend(scores, v, keep, xp=xp)
+    context, weights = kernels.attend(scores, v, keep, xp=xp)
+    return context, weights if need_weights else None
+
+
+def _torch_sdpa(q: Any, k: Any, v: Any, keep: Any, scale: float, *, xp: Any) -> Any:
+    """PyTorch's fused ``scaled_dot_product_attention`` (``xp`` is the torch namespace;
+    ``keep`` a boolean mask, ``True`` where a key takes part, or ``None``)."""
+    return xp.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
 
 
 def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
