@@ -200,3 +200,15 @@ def test_other_backends_return_no_weights_when_not_asked(backend):
     reference, _ = C.scaled_dot_product_attention(q, k, v)
     assert weights is None
     close(backend, context, backend.to_numpy(reference), rtol=1e-12)
+
+
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+def test_the_fused_path_refuses_non_finite_input_too(where):
+    be = backends.get("torch")
+    arrays = {n: data(i, 2, 3, 4) for i, n in enumerate("qkv")}
+    arrays[where][0, 1, 2] = np.nan
+    q, k, v = (be.asarray(arrays[n]) for n in "qkv")
+    with pytest.raises(ValueError, match="the result is not finite"):
+        C.scaled_dot_product_attention(q, k, v, need_weights=False)
+    with pytest.raises(ValueError, match="must be finite"):
+        C.scaled_dot_product_attention(q, k, v)

@@ -197,15 +197,26 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     scale = checks.check_scale(fname, scale)
     if not isinstance(need_weights, bool):
         raise TypeError(f"{fname}: need_weights must be a bool, got {need_weights!r}")
-    _check_qkv(fname, q, k, v, xp)
+    fused = not need_weights and compat.is_torch_namespace(xp) \
+        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+    # The fused path checks its one output for NaN / infinity instead of its three inputs
+    # (a non-finite input, or an overflowing q kᵀ, always reaches the output).
+    _check_qkv(fname, q, k, v, xp, finite=not fused)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    if not need_weights and compat.is_torch_namespace(xp) \
-            and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+    if fused:
         shape = (*q.shape[:-1], k.shape[-2])
-        keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(q))
-        no_empty_row = keep is None or checks.concrete(xp.all(xp.any(keep, axis=-1)))
-        if no_empty_row:
-            return _torch_sdpa(q, k, v, keep, scale, xp=xp), None
+        keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(q),
+                         compact=True)
+        if keep is None or checks.concrete(xp.all(xp.any(keep, axis=-1))):
+            context = _torch_sdpa(q, k, v, keep, scale, xp=xp)
+            # max and min propagate NaN and show infinities: two reductions, no temporary
+            finite = context.size == 0 or checks.concrete(
+                xp.isfinite(xp.max(context)) & xp.isfinite(xp.min(context)))
+            if finite is False:
+                raise ValueError(f"{fname}: the result is not finite: q, k or v contain NaN "
+                                 "or infinity, or q kᵀ overflows")
+            return context, None
+        checks.check_all_finite(fname, xp, q=q, k=k, v=v)     # the generic body, checked
     scores = kernels.dot_scores(q, k, scale, xp=xp)
     keep = validated_keep(fname, "the scores q kᵀ", scores, valid_lens, mask, empty, xp=xp)
     context, weights = kernels.attend(scores, v, keep, xp=xp)
@@ -333,7 +344,7 @@ def _mha_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
 
 
 def _check_qk(fname: str, q: Any, k: Any, xp: Any, *, same_depth: bool = True,
-              **weights: Any) -> None:
+              finite: bool = True, **weights: Any) -> None:
     for name, x in (("q", q), ("k", k), *weights.items()):
         checks.check_floating(fname, name, x, xp)
     checks.check_same_dtype(fname, q=q, k=k, **weights)
@@ -347,14 +358,17 @@ def _check_qk(fname: str, q: Any, k: Any, xp: Any, *, same_depth: bool = True,
             f"(shapes {tuple(q.shape)} and {tuple(k.shape)})"
         )
     checks.broadcast_leading(fname, xp, q=q.shape[:-2], k=k.shape[:-2])
-    checks.check_finite(fname, "q", q, xp)
-    checks.check_finite(fname, "k", k, xp)
+    if finite:
+        checks.check_finite(fname, "q", q, xp)
+        checks.check_finite(fname, "k", k, xp)
 
 
 def _check_qkv(fname: str, q: Any, k: Any, v: Any, xp: Any, *, same_depth: bool = True,
-               **weights: Any) -> None:
-    _check_qk(fname, q, k, xp, same_depth=same_depth, v=v, **weights)
+               finite: bool = True, **weights: Any) -> None:
+    """Shapes, dtypes and (with ``finite``) finiteness of ``q``, ``k``, ``v``."""
+    _check_qk(fname, q, k, xp, same_depth=same_depth, finite=finite, v=v, **weights)
     checks.check_ndim(fname, "v", v, 2, layout="(..., keys, d_v)")
     checks.check_dim(fname, "v", v, -2, k.shape[-2], "the number of keys in k")
     checks.broadcast_leading(fname, xp, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
-    checks.check_finite(fname, "v", v, xp)
+    if finite:
+        checks.check_finite(fname, "v", v, xp)

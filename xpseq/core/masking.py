@@ -181,16 +181,18 @@ def log_softmax(x: Any, /, *, axis: int = -1) -> Any:
 
 
 def keep_mask(fname: str, shape: tuple[int, ...], valid_lens: Any, mask: Any, *, xp: Any,
-              device: Any) -> Any:
+              device: Any, compact: bool = False) -> Any:
     """Validate ``valid_lens`` / ``mask`` against a scores shape and combine them.
 
-    Returns a boolean array of exactly ``shape`` (``True`` = attend), or ``None`` when
-    neither is given. Used by every public function that takes ``valid_lens`` / ``mask``.
+    Returns a boolean array of exactly ``shape`` (``True`` = attend), or one that
+    broadcasts to it with ``compact`` (no axis stretched that need not be), or ``None``
+    when neither is given. Used by every public function that takes ``valid_lens`` /
+    ``mask``.
     """
     keep = None
     if valid_lens is not None:
         valid_lens = _as_lengths(fname, valid_lens, xp=xp, device=device)
-        keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp)
+        keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp, compact=compact)
     if mask is not None:
         if mask.dtype != xp.bool:
             raise TypeError(
@@ -201,7 +203,8 @@ def keep_mask(fname: str, shape: tuple[int, ...], valid_lens: Any, mask: Any, *,
                 f"{fname}: mask of shape {tuple(mask.shape)} does not broadcast to the "
                 f"scores shape {shape}"
             )
-        mask = xp.broadcast_to(mask, shape)
+        if not compact:
+            mask = xp.broadcast_to(mask, shape)
         keep = mask if keep is None else (keep & mask)
     return keep
 
@@ -272,7 +275,8 @@ def _flatten(seq: Any) -> list:
     return out
 
 
-def _lengths_to_keep(fname: str, shape: tuple[int, ...], valid_lens: Any, *, xp: Any) -> Any:
+def _lengths_to_keep(fname: str, shape: tuple[int, ...], valid_lens: Any, *, xp: Any,
+                     compact: bool = False) -> Any:
     ndim = len(shape)
     keys = shape[-1]
     if valid_lens.ndim == 1:
@@ -306,7 +310,7 @@ def _lengths_to_keep(fname: str, shape: tuple[int, ...], valid_lens: Any, *, xp:
         )
     _check_lengths_range(fname, "valid_lens", valid_lens, keys, f"{keys} (the number of keys)", xp)
     keep = kernels.sequence_mask(lens, keys, xp=xp)  # lens plus a keys axis
-    return xp.broadcast_to(keep, shape)
+    return keep if compact else xp.broadcast_to(keep, shape)
 
 
 def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_text: str,
