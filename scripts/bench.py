@@ -96,7 +96,7 @@ import _common as common  # noqa: E402
 
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa")       # the order they run in
 #: Sections run only when ``--only`` names them.
-EXTRA_SECTIONS = ("profile",)
+EXTRA_SECTIONS = ("profile", "transformer")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "OPENBLAS_CORETYPE", "XLA_FLAGS")
 KEYS = common.BATCH_KEYS
@@ -179,6 +179,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--sdpa", default="32,8,128,64", help="batch,heads,length,depth")
     g.add_argument("--sdpa-iters", type=int, default=10, help="calls per timed repeat")
     g.add_argument("--matmul", type=int, default=1024, help="square matmul size")
+    g.add_argument("--transformer", default="128,4,2,512,1500",
+                   help="transformer section: d_model,heads,layers (each side),d_ff,"
+                        "max tokens per batch")
     args = p.parse_args(argv)
     args.sections = common.comma_list(args.only)
     unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))
@@ -194,6 +197,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.sdpa_shape = ()
     if len(args.sdpa_shape) != 4 or min(args.sdpa_shape) < 1:
         p.error("--sdpa must be four positive ints: batch,heads,length,depth")
+    try:
+        args.transformer_sizes = tuple(int(x) for x in args.transformer.split(","))
+    except ValueError:
+        args.transformer_sizes = ()
+    if len(args.transformer_sizes) != 5 or min(args.transformer_sizes) < 1:
+        p.error("--transformer must be five positive ints: d_model,heads,layers,d_ff,"
+                "max_tokens")
     return args
 
 
@@ -687,6 +697,84 @@ def run_sdpa(bench: Bench) -> list[Row]:
     return rows
 
 
+# -------------------------------------------------------------------- transformer
+
+
+def run_transformer(bench: Bench) -> list[Row]:
+    """The same Transformer trained three ways, float32, from the same parameters and
+    batches: native PyTorch (``nn.Transformer`` + ``torch.optim.Adam``, eager), xpseq on
+    JAX (jitted step) and xpseq on PyTorch (autograd). The native model's float64 loss is
+    checked equal to xpseq's first."""
+    import torch
+
+    from xpseq import models
+    from xpseq.core.optim import adam
+    from xpseq.train import make_train_step
+
+    args = bench.args
+    d, heads, layers, d_ff, max_tokens = args.transformer_sizes
+    kind = models.get("transformer")
+    config = kind.Config(len(bench.task.src_vocab), len(bench.task.tgt_vocab), d_model=d,
+                         heads=heads, encoder_layers=layers, decoder_layers=layers,
+                         d_ff=d_ff, label_smoothing=0.1)
+    init64 = kind.init_params(config, seed=args.seed)
+    init32 = {k: v.astype(np.float32) for k, v in init64.items()}
+    epoch = bench.task.batches(bench.task.train, 10**6, args.bucket, max_tokens)
+    order = np.random.default_rng([args.seed, 2]).permutation(len(epoch))
+    timed = [epoch[order[i % len(order)]] for i in range(args.steps)]
+    native = bench.native.NativeTransformer.from_xpseq(init64, config, torch.float64)
+    reference = float(kind.loss(init64, config, {k: timed[0][k] for k in KEYS}))
+    loss_diff = abs(float(native.loss(to_torch(timed[0])).detach()) - reference)
+    if not loss_diff <= 1e-10:
+        raise SystemExit(f"the native Transformer's float64 loss differs from xpseq's by "
+                         f"{loss_diff:.3g}: it is not the same model")
+    optimizer = adam(args.lr)
+    impls: dict[str, Callable[[], Any]] = {}
+    for name, be in (("xpseq-jax", bench.jax), ("xpseq-torch", bench.torch)):
+        step = make_train_step(config, optimizer, be, clip_norm=None)
+        state = {"params": {k: be.asarray(v) for k, v in init32.items()}}
+        state["opt"] = optimizer.init(state["params"])
+        batches = [to_backend(be, b) for b in timed]
+        for b in batches:                              # compile every shape, warm up
+            step(state["params"], state["opt"], b)
+
+        def run(be: Any = be, step: Any = step, state: dict = state,
+                batches: list = batches) -> None:
+            loss = None
+            for b in batches:
+                state["params"], state["opt"], loss = step(state["params"], state["opt"], b)
+            float(be.to_numpy(loss))
+
+        impls[name] = run
+    model = bench.native.NativeTransformer.from_xpseq(init32, config, torch.float32)
+    native_step = bench.native.make_native_step(model, args.lr)
+    torch_batches = [to_torch(b) for b in timed]
+    native_step(torch_batches[0])
+
+    def run_native() -> None:
+        loss = None
+        for b in torch_batches:
+            loss = native_step(b)
+        float(loss)
+
+    impls["native-torch"] = run_native
+    times = common.take_turns(impls, args.repeats)
+    tokens = bench.tokens(timed)
+    tps = {n: tokens / statistics.median(t) for n, t in times.items()}
+    sizes = (f"d_model {d}, {heads} heads, {layers} + {layers} layers, d_ff {d_ff}, "
+             f"{len(timed)} batches of up to {max_tokens} tokens ({tokens} target tokens)")
+    rows = [Row("transformer", "native loss check (float64, |native − xpseq|)", loss_diff, "",
+                None, "<= 1e-10", loss_diff <= 1e-10, "nn.Transformer loaded with xpseq's "
+                "parameters, label smoothing 0.1"),
+            Row("transformer", "native PyTorch throughput", tps["native-torch"], "tok/s",
+                detail=sizes)]
+    for name, bound in (("xpseq-jax", 1.5), ("xpseq-torch", 0.9)):
+        target, met = at_least(tps[name] / tps["native-torch"], bound)
+        rows.append(Row("transformer", f"{name} vs native torch", tps[name], "tok/s",
+                        tps[name] / tps["native-torch"], target, met, sizes))
+    return rows
+
+
 # ------------------------------------------------------------------------ profile
 
 #: The ATen operators that are matrix products (self time; the rest is element-wise work,
@@ -811,7 +899,7 @@ def run_profile(bench: Bench) -> list[Row]:
 
 RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "compile": run_compile, "train": run_train, "flops": run_flops, "beam": run_beam,
-    "sdpa": run_sdpa, "profile": run_profile,
+    "sdpa": run_sdpa, "profile": run_profile, "transformer": run_transformer,
 }
 
 

@@ -1,19 +1,24 @@
 """The benchmark's reference: xpseq's attention model written as plain PyTorch.
 
 The model of :mod:`xpseq.models.rnn` (LSTM cells, Luong ``general`` attention with
-input feeding) in the way a PyTorch user writes it, as seed 003 does:
+input feeding) in the way a PyTorch user writes it:
 ``nn.Embedding``, an ``nn.LSTM(bidirectional=True)`` over ``pack_padded_sequence``, an
 ``nn.LSTMCell`` decoder run by a Python loop over the target positions, and
 ``torch.optim.Adam``. The memory's projection ``W m_j`` is computed once per sentence (as
 xpseq does), so both implementations do the same arithmetic.
 
-:func:`beam_search_one` is the per-sentence beam search of seed 003's style: a Python
+:func:`beam_search_one` is the usual per-sentence beam search: a Python
 list of ``(ids, score, state)`` hypotheses, one decoder call per hypothesis, ``topk`` per
 hypothesis. Its candidate ranking, finishing rule, stopping rule and length penalties are
 those of :func:`xpseq.core.decoding.beam_search`, in the same float32 arithmetic, so the
 two give the same translations.
 
-Used by ``scripts/bench.py`` and ``tests/test_bench.py``.
+:class:`NativeTransformer` is :mod:`xpseq.models.transformer` as a PyTorch user writes it:
+``nn.Transformer(batch_first=True)`` with ``nn.Embedding``, the sinusoidal positions and an
+output ``nn.Linear``, loaded with xpseq's parameters (torch packs ``[W_q; W_k; W_v]`` into
+``in_proj_weight``).
+
+Used by ``scripts/bench.py``, ``tests/test_bench.py`` and ``tests/test_transformer.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from xpseq.models.rnn import Seq2SeqConfig
 
-__all__ = ["NativeSeq2Seq", "check_supported", "make_native_step", "beam_search_one"]
+__all__ = ["NativeSeq2Seq", "NativeTransformer", "check_supported", "make_native_step",
+           "beam_search_one"]
 
 BOS_ID, EOS_ID, PAD_ID = 1, 2, 0
 
@@ -165,6 +171,117 @@ def make_native_step(model: NativeSeq2Seq, lr: float = 1e-3) -> Callable[[Mappin
         return loss.detach()
 
     return step
+
+
+# -------------------------------------------------------------------- transformer
+
+
+class NativeTransformer(nn.Module):
+    """``nn.Transformer(batch_first=True)`` between embeddings (scaled by ``sqrt(d)``, plus
+    sinusoidal positions) and an output ``nn.Linear``, with dropout 0: the
+    ``transformer`` model kind of xpseq (sinusoidal positions, separate embeddings, an
+    untied output layer)."""
+
+    def __init__(self, config: Any, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        if config.positions != "sinusoidal" or config.share_embeddings or config.tie_output:
+            raise ValueError("NativeTransformer: sinusoidal positions, separate embeddings "
+                             "and an untied output layer only")
+        act = F.relu if config.activation == "relu" else \
+            (lambda x: F.gelu(x, approximate="tanh"))
+        self.config = config
+        self.net = nn.Transformer(config.d_model, config.heads, config.encoder_layers,
+                                  config.decoder_layers, config.d_ff, dropout=0.0,
+                                  activation=act, batch_first=True,
+                                  norm_first=config.norm == "pre").to(dtype)
+        self.src_embed = nn.Embedding(config.src_vocab, config.d_model).to(dtype)
+        self.tgt_embed = nn.Embedding(config.tgt_vocab, config.d_model).to(dtype)
+        self.out = nn.Linear(config.d_model, config.tgt_vocab).to(dtype)
+        self.dtype = dtype
+        self.train()                 # no inference fast path (dropout is 0 anyway)
+
+    def named_xpseq(self) -> dict[str, tuple[torch.Tensor, slice | None]]:
+        """xpseq's parameter names -> (this module's tensor, rows of it or ``None``)."""
+        d = self.config.d_model
+        out: dict[str, tuple[torch.Tensor, slice | None]] = {}
+
+        def attention(module: Any, prefix: str) -> None:
+            for j, n in enumerate("qkv"):
+                rows = slice(j * d, (j + 1) * d)
+                out[f"{prefix}.W_{n}"] = (module.in_proj_weight, rows)
+                out[f"{prefix}.b_{n}"] = (module.in_proj_bias, rows)
+            out[f"{prefix}.W_o"] = (module.out_proj.weight, None)
+            out[f"{prefix}.b_o"] = (module.out_proj.bias, None)
+
+        def norm(module: Any, prefix: str) -> None:
+            out[f"{prefix}.g"], out[f"{prefix}.b"] = (module.weight, None), (module.bias, None)
+
+        def ff(layer: Any, prefix: str) -> None:
+            out.update({f"{prefix}.W_1": (layer.linear1.weight, None),
+                        f"{prefix}.b_1": (layer.linear1.bias, None),
+                        f"{prefix}.W_2": (layer.linear2.weight, None),
+                        f"{prefix}.b_2": (layer.linear2.bias, None)})
+
+        for i, layer in enumerate(self.net.encoder.layers):
+            attention(layer.self_attn, f"enc{i}.att")
+            norm(layer.norm1, f"enc{i}.ln1")
+            norm(layer.norm2, f"enc{i}.ln2")
+            ff(layer, f"enc{i}.ff")
+        norm(self.net.encoder.norm, "enc.ln")
+        for i, layer in enumerate(self.net.decoder.layers):
+            attention(layer.self_attn, f"dec{i}.self")
+            attention(layer.multihead_attn, f"dec{i}.cross")
+            for j in (1, 2, 3):
+                norm(getattr(layer, f"norm{j}"), f"dec{i}.ln{j}")
+            ff(layer, f"dec{i}.ff")
+        norm(self.net.decoder.norm, "dec.ln")
+        out.update({"src_embed": (self.src_embed.weight, None),
+                    "tgt_embed": (self.tgt_embed.weight, None),
+                    "out.W": (self.out.weight, None), "out.b": (self.out.bias, None)})
+        return out
+
+    @classmethod
+    def from_xpseq(cls, params: Mapping[str, np.ndarray], config: Any,
+                   dtype: torch.dtype = torch.float32) -> "NativeTransformer":
+        model = cls(config, dtype)
+        with torch.no_grad():
+            for name, (tensor, rows) in model.named_xpseq().items():
+                value = torch.tensor(np.asarray(params[name]), dtype=dtype)
+                (tensor if rows is None else tensor[rows]).copy_(value)
+        return model
+
+    def xpseq_grads(self) -> dict[str, np.ndarray]:
+        """The gradients of the last ``backward``, named as xpseq's parameters."""
+        return {name: (tensor.grad if rows is None else tensor.grad[rows]).detach().numpy()
+                for name, (tensor, rows) in self.named_xpseq().items()}
+
+    def positions(self, length: int) -> torch.Tensor:
+        """Vaswani et al.'s sinusoidal encodings, written in torch."""
+        d = self.config.d_model
+        pos = torch.arange(length, dtype=self.dtype)[:, None]
+        rates = torch.pow(10000.0, -torch.arange(0, d, 2, dtype=self.dtype) / d)
+        pe = torch.zeros(length, d, dtype=self.dtype)
+        pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * rates), torch.cos(pos * rates)
+        return pe
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor,
+                tgt_in: torch.Tensor) -> torch.Tensor:
+        scale = math.sqrt(self.config.d_model)
+        pad = torch.arange(src.shape[1])[None, :] >= src_len[:, None]
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1],
+                                                                dtype=self.dtype)
+        hidden = self.net(self.src_embed(src) * scale + self.positions(src.shape[1]),
+                          self.tgt_embed(tgt_in) * scale + self.positions(tgt_in.shape[1]),
+                          tgt_mask=causal, src_key_padding_mask=pad,
+                          memory_key_padding_mask=pad)
+        return self.out(hidden)
+
+    def loss(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The label-smoothed cross-entropy over the real target tokens."""
+        logits = self(batch["src"], batch["src_len"], batch["tgt_in"])
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               batch["tgt_out"].reshape(-1), ignore_index=self.config.pad_id,
+                               label_smoothing=self.config.label_smoothing)
 
 
 # ------------------------------------------------------------------- beam search

@@ -23,7 +23,8 @@ from xpseq.search import SearchOptions, search, to_lists  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "2", "--repeats", "1",
         "--pairs", "40", "--bucket", "32", "--beam-sentences", "5", "--beam-train-steps", "3",
-        "--sdpa", "2,2,8,4", "--sdpa-iters", "2", "--matmul", "64"]
+        "--sdpa", "2,2,8,4", "--sdpa-iters", "2", "--matmul", "64",
+        "--transformer", "8,2,1,16,200"]
 
 
 def _random_batch(config: Seq2SeqConfig, rng: np.random.Generator, B: int = 4, S: int = 6,
@@ -96,7 +97,7 @@ def test_bench_script_reports_every_section(tmp_path):
     pytest.importorskip("jax")
     out = tmp_path / "bench"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,
-                           "--only", "compile,train,flops,beam,sdpa,profile",
+                           "--only", "compile,train,flops,beam,sdpa,profile,transformer",
                            "--out", str(out)], capture_output=True, text=True, timeout=300,
                           cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -104,7 +105,10 @@ def test_bench_script_reports_every_section(tmp_path):
     report = json.loads((out / "bench.json").read_text())
     rows = {r["measure"]: r for r in report["rows"]}
     assert {r["section"] for r in report["rows"]} == {"compile", "train", "flops", "beam",
-                                                      "sdpa", "profile"}
+                                                      "sdpa", "profile", "transformer"}
+    assert rows["native loss check (float64, |native − xpseq|)"]["met"] is True
+    assert rows["xpseq-jax vs native torch"]["ratio"] > 0
+    assert rows["xpseq-torch vs native torch"]["ratio"] > 0
     shares = [r["value"] for r in report["rows"] if r["measure"].endswith("share of ATen time")
               or r["measure"].endswith("matrix products' share")]
     assert len(shares) == 4 and all(0 < v < 100 for v in shares)

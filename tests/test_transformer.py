@@ -6,10 +6,10 @@ through the same ``fit`` as the RNN model."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import pytest
+from helpers import load_script
 
 from xpseq import backends, models
 from xpseq.core.optim import adam
@@ -31,123 +31,10 @@ def on(be, tree):
 
 
 # ----------------------------------------------------------------- torch.nn.Transformer
-
-
-def torch_transformer(config, params):
-    """``nn.Transformer(batch_first=True)`` with embeddings, positions and an output
-    ``nn.Linear``, loaded with xpseq's parameters (the layout of the model's docstring)."""
-    torch = pytest.importorskip("torch")
-    F = torch.nn.functional
-    act = F.relu if config.activation == "relu" else (lambda x: F.gelu(x, approximate="tanh"))
-    net = torch.nn.Transformer(config.d_model, config.heads, config.encoder_layers,
-                               config.decoder_layers, config.d_ff, dropout=0.0,
-                               activation=act, batch_first=True,
-                               norm_first=config.norm == "pre").double()
-    src_embed = torch.nn.Embedding(config.src_vocab, config.d_model).double()
-    tgt_embed = torch.nn.Embedding(config.tgt_vocab, config.d_model).double()
-    out = torch.nn.Linear(config.d_model, config.tgt_vocab).double()
-    t = lambda name: torch.tensor(params[name])  # noqa: E731
-
-    def attention(module, prefix):
-        module.in_proj_weight.copy_(torch.cat([t(f"{prefix}.W_q"), t(f"{prefix}.W_k"),
-                                               t(f"{prefix}.W_v")]))
-        module.in_proj_bias.copy_(torch.cat([t(f"{prefix}.b_q"), t(f"{prefix}.b_k"),
-                                             t(f"{prefix}.b_v")]))
-        module.out_proj.weight.copy_(t(f"{prefix}.W_o"))
-        module.out_proj.bias.copy_(t(f"{prefix}.b_o"))
-
-    def norm(module, prefix):
-        module.weight.copy_(t(f"{prefix}.g"))
-        module.bias.copy_(t(f"{prefix}.b"))
-
-    def ff(layer, prefix):
-        layer.linear1.weight.copy_(t(f"{prefix}.W_1"))
-        layer.linear1.bias.copy_(t(f"{prefix}.b_1"))
-        layer.linear2.weight.copy_(t(f"{prefix}.W_2"))
-        layer.linear2.bias.copy_(t(f"{prefix}.b_2"))
-
-    with torch.no_grad():
-        for i, layer in enumerate(net.encoder.layers):
-            attention(layer.self_attn, f"enc{i}.att")
-            norm(layer.norm1, f"enc{i}.ln1")
-            norm(layer.norm2, f"enc{i}.ln2")
-            ff(layer, f"enc{i}.ff")
-        norm(net.encoder.norm, "enc.ln")
-        for i, layer in enumerate(net.decoder.layers):
-            attention(layer.self_attn, f"dec{i}.self")
-            attention(layer.multihead_attn, f"dec{i}.cross")
-            for j in (1, 2, 3):
-                norm(getattr(layer, f"norm{j}"), f"dec{i}.ln{j}")
-            ff(layer, f"dec{i}.ff")
-        norm(net.decoder.norm, "dec.ln")
-        src_embed.weight.copy_(t("src_embed"))
-        tgt_embed.weight.copy_(t("tgt_embed"))
-        out.weight.copy_(t("out.W"))
-        out.bias.copy_(t("out.b"))
-    net.train()                      # no inference fast path; dropout is 0
-
-    def positions(length):           # Vaswani et al.'s formula, written in torch
-        pos = torch.arange(length, dtype=torch.float64)[:, None]
-        rates = torch.pow(10000.0, -torch.arange(0, config.d_model, 2,
-                                                 dtype=torch.float64) / config.d_model)
-        pe = torch.zeros(length, config.d_model, dtype=torch.float64)
-        pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * rates), torch.cos(pos * rates)
-        return pe
-
-    def forward(batch):
-        src, tgt = torch.tensor(batch["src"]), torch.tensor(batch["tgt_in"])
-        scale = math.sqrt(config.d_model)
-        pad = torch.arange(src.shape[1])[None, :] >= torch.tensor(batch["src_len"])[:, None]
-        causal = torch.nn.Transformer.generate_square_subsequent_mask(
-            tgt.shape[1], dtype=torch.float64)
-        hidden = net(src_embed(src) * scale + positions(src.shape[1]),
-                     tgt_embed(tgt) * scale + positions(tgt.shape[1]), tgt_mask=causal,
-                     src_key_padding_mask=pad, memory_key_padding_mask=pad)
-        return out(hidden)
-
-    modules = {"net": net, "src_embed": src_embed, "tgt_embed": tgt_embed, "out": out}
-    return forward, modules
-
-
-def torch_grads(config, modules):
-    """The gradients of the torch model, named as xpseq's parameters."""
-    g = lambda p: p.grad.numpy()  # noqa: E731
-    net, grads = modules["net"], {}
-
-    def attention(module, prefix):
-        d = config.d_model
-        w, b = g(module.in_proj_weight), g(module.in_proj_bias)
-        for j, n in enumerate("qkv"):
-            grads[f"{prefix}.W_{n}"], grads[f"{prefix}.b_{n}"] = w[j * d:(j + 1) * d], \
-                b[j * d:(j + 1) * d]
-        grads[f"{prefix}.W_o"], grads[f"{prefix}.b_o"] = g(module.out_proj.weight), \
-            g(module.out_proj.bias)
-
-    def norm(module, prefix):
-        grads[f"{prefix}.g"], grads[f"{prefix}.b"] = g(module.weight), g(module.bias)
-
-    def ff(layer, prefix):
-        grads.update({f"{prefix}.W_1": g(layer.linear1.weight), f"{prefix}.b_1":
-                      g(layer.linear1.bias), f"{prefix}.W_2": g(layer.linear2.weight),
-                      f"{prefix}.b_2": g(layer.linear2.bias)})
-
-    for i, layer in enumerate(net.encoder.layers):
-        attention(layer.self_attn, f"enc{i}.att")
-        norm(layer.norm1, f"enc{i}.ln1")
-        norm(layer.norm2, f"enc{i}.ln2")
-        ff(layer, f"enc{i}.ff")
-    norm(net.encoder.norm, "enc.ln")
-    for i, layer in enumerate(net.decoder.layers):
-        attention(layer.self_attn, f"dec{i}.self")
-        attention(layer.multihead_attn, f"dec{i}.cross")
-        for j in (1, 2, 3):
-            norm(getattr(layer, f"norm{j}"), f"dec{i}.ln{j}")
-        ff(layer, f"dec{i}.ff")
-    norm(net.decoder.norm, "dec.ln")
-    grads["src_embed"], grads["tgt_embed"] = g(modules["src_embed"].weight), \
-        g(modules["tgt_embed"].weight)
-    grads["out.W"], grads["out.b"] = g(modules["out"].weight), g(modules["out"].bias)
-    return grads
+#
+# scripts/native_torch.py's NativeTransformer: nn.Transformer(batch_first=True) with
+# nn.Embedding, the positions (written in torch) and an output nn.Linear, loaded with
+# xpseq's parameters; the same reference the benchmark trains.
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")   # torch's own, at init
@@ -160,18 +47,18 @@ def test_torch_transformer_gives_the_same_logits_and_gradients(norm, activation,
     params = T.init_params(config, seed=1)
     params = {k: v + 0.05 * np.random.default_rng(2).standard_normal(v.shape)
               for k, v in params.items()}                 # no zero biases, no unit gains
-    forward, modules = torch_transformer(config, params)
-    logits = forward(BATCH)
-    loss = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, config.tgt_vocab), torch.tensor(BATCH["tgt_out"]).reshape(-1),
-        ignore_index=config.pad_id, label_smoothing=smoothing)
+    model = load_script("native_torch").NativeTransformer.from_xpseq(params, config,
+                                                                      torch.float64)
+    batch = {k: torch.tensor(v) for k, v in BATCH.items()}
+    logits = model(batch["src"], batch["src_len"], batch["tgt_in"])
+    loss = model.loss(batch)
     loss.backward()
     np_be = backends.get("numpy")
     ours, _ = T_logits(params, config, np_be)
     np.testing.assert_allclose(ours, logits.detach().numpy(), rtol=1e-12, atol=1e-13)
     value, grads = T.loss_and_grad(params, config, BATCH)
     assert float(value) == pytest.approx(loss.item(), rel=1e-12)
-    reference = torch_grads(config, modules)
+    reference = model.xpseq_grads()
     assert set(reference) == set(grads)
     for name, g in reference.items():
         np.testing.assert_allclose(grads[name], g, rtol=1e-10, atol=1e-12, err_msg=name)
