@@ -136,7 +136,7 @@ def test_cached_decoding_equals_recomputing_the_prefix(name):
     for b in range(src.shape[0]):
         n = int(hyp.lengths[b, 0])
         assert hyp.tokens[b, 0, :n].tolist() == prefix[b, 1:n + 1].tolist()
-    assert hyp.attention.shape[-1] == src.shape[1]
+    assert hyp.attention.shape[-1] == src.shape[1]          # last layer, mean over heads
     np.testing.assert_allclose(hyp.attention[:, 0, :, :].sum(-1)[hyp.tokens[:, 0] != 0], 1.0,
                                rtol=1e-12)
 
@@ -187,3 +187,16 @@ def test_the_registry_and_the_config_checks():
                                 ("d_model", 7, "must divide d_model")]:
         with pytest.raises(ValueError, match=message):
             dataclasses.replace(CONFIG, **{field: bad})
+
+
+def test_cross_attention_per_layer_and_head(backend):
+    from xpseq.models.transformer import cross_attention
+
+    params = on(backend, T.init_params(CONFIG, seed=8))
+    weights = backend.to_numpy(cross_attention(params, CONFIG, *(backend.asarray(BATCH[k])
+                                                                 for k in ("src", "src_len",
+                                                                           "tgt_in"))))
+    assert weights.shape == (CONFIG.decoder_layers, 3, CONFIG.heads, 4, 5)
+    real = np.arange(5)[None, :] < BATCH["src_len"][:, None]              # (B, S)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-12)
+    assert np.all(weights[np.broadcast_to(~real[None, :, None, None, :], weights.shape)] == 0.0)

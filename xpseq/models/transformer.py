@@ -52,7 +52,7 @@ from xpseq.core import checks, kernels, vjp
 from .protocol import Model, ModelKernels, check_ids
 
 __all__ = ["TransformerConfig", "Config", "param_shapes", "init_params", "loss",
-           "loss_and_grad", "dropout_shapes", "MODEL"]
+           "loss_and_grad", "cross_attention", "dropout_shapes", "MODEL"]
 
 NORMS = ("pre", "post")
 POSITIONS = ("sinusoidal", "learned")
@@ -256,6 +256,17 @@ def loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[st
     return _loss(params, config, batch, keep, scan=None, xp=xp)
 
 
+def cross_attention(params: Mapping[str, Any], config: TransformerConfig, src: Any,
+                    src_len: Any, tgt_in: Any) -> Any:
+    """Every decoder layer's cross-attention weights under teacher forcing, for heatmaps:
+    ``(decoder_layers, B, heads, T, S)``; each row sums to 1 over the real source
+    positions and is exactly 0 at padding. (The search's ``attention`` is the last layer's,
+    averaged over the heads.)"""
+    batch = {"src": src, "src_len": src_len, "tgt_in": tgt_in, "tgt_out": tgt_in}
+    xp = _check_inputs("cross_attention", params, config, batch, None)
+    return _logits(params, config, src, src_len, tgt_in, xp=xp)[1]
+
+
 def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
                   batch: Mapping[str, Any], *,
                   keep: Mapping[str, Any] | None = None) -> tuple[Any, dict]:
@@ -439,14 +450,15 @@ def _encode_vjp(params: Mapping[str, Any], config: TransformerConfig, src: Any,
 def _decode_vjp(params: Mapping[str, Any], config: TransformerConfig, tgt_in: Any,
                 memory: Any, src_keep: Any, keep: Mapping[str, Any] | None, grads: _Grads, *,
                 xp: Any) -> tuple[Any, Any, Callable]:
-    """The decoder under teacher forcing: the final hidden states ``(B, T, d)``, the last
-    layer's cross-attention weights ``(B, h, T, S)``, and ``backprop(dx) -> d_memory``."""
+    """The decoder under teacher forcing: the final hidden states ``(B, T, d)``, each
+    layer's cross-attention weights (a list of ``(B, h, T, S)``), and
+    ``backprop(dx) -> d_memory``."""
     keep = keep or {}
     t = tgt_in.shape[1]
     steps = xp.arange(t, dtype=xp.int64)
     causal = xp.expand_dims(steps, axis=-1) >= steps                     # (T, T): k <= q
     x, emb_bp = _embed_vjp(params, config, tgt_in, "tgt", keep.get("tgt_emb"), xp=xp)
-    tape, weights = [], None
+    tape, weights = [], []
     for i in range(config.decoder_layers):
         self_box, cross_box = [{"grads": grads}], [{"grads": grads}]
         x, self_bp = _sublayer_vjp(
@@ -459,7 +471,7 @@ def _decode_vjp(params: Mapping[str, Any], config: TransformerConfig, tgt_in: An
         x, ff_bp = _sublayer_vjp(config, x, _sub(params, f"dec{i}.ln3"), keep.get(f"dec{i}.ff"),
                                  _ff_body(params, f"dec{i}.ff", config,
                                           keep.get(f"dec{i}.ff_hidden"), grads, xp=xp), xp=xp)
-        weights = cross_box[0]["weights"]
+        weights.append(cross_box[0]["weights"])
         tape.append((i, self_bp, cross_bp, ff_bp, cross_box))
     out, final_bp = vjp.layer_norm(x, params["dec.ln.g"], params["dec.ln.b"], 1e-5, xp=xp)
 
@@ -539,12 +551,12 @@ def _nll_sum(params: Mapping[str, Any], config: TransformerConfig, batch: Mappin
 
 def _logits(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
             tgt_in: Any, *, xp: Any) -> tuple[Any, Any]:
-    """Teacher-forced logits ``(B, T, V)`` and the last decoder layer's cross-attention
-    weights ``(B, h, T, S)`` (no dropout)."""
+    """Teacher-forced logits ``(B, T, V)`` and every decoder layer's cross-attention
+    weights ``(layers, B, h, T, S)`` (no dropout)."""
     grads = _Grads()
     memory, src_keep, _ = _encode_vjp(params, config, src, src_len, None, grads, xp=xp)
     x, weights, _ = _decode_vjp(params, config, tgt_in, memory, src_keep, None, grads, xp=xp)
-    return _output_vjp(params, config, x, xp=xp)[0], weights
+    return _output_vjp(params, config, x, xp=xp)[0], xp.stack(weights, axis=0)
 
 
 def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any, *,
