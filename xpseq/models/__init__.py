@@ -2,7 +2,7 @@
 
 >>> from xpseq import models
 >>> models.available()
-['rnn']
+['rnn', 'transformer']
 >>> rnn = models.get("rnn")
 >>> config = rnn.Config(src_vocab=20, tgt_vocab=30, attention="general")
 >>> params = rnn.init_params(config, seed=0)    # NumPy float64: the same start everywhere
@@ -14,13 +14,16 @@ tasks and the command reach a model only through it, and find it from a configur
 with :func:`of`. Adding a kind is adding a module here; a model defined elsewhere (a
 notebook, a test) joins with :func:`register`.
 
-==========  =================================================================================
-kind        model
-==========  =================================================================================
-``rnn``     bi-directional LSTM/GRU encoder, attentional decoder with input feeding
-            (:mod:`xpseq.models.rnn`: dot, general, additive or scaled-dot attention, Luong or
-            Bahdanau style, or none)
-==========  =================================================================================
+===============  ============================================================================
+kind             model
+===============  ============================================================================
+``rnn``          bi-directional LSTM/GRU encoder, attentional decoder with input feeding
+                 (:mod:`xpseq.models.rnn`: dot, general, additive or scaled-dot attention,
+                 Luong or Bahdanau style, or none)
+``transformer``  the encoder-decoder of Vaswani et al. (:mod:`xpseq.models.transformer`:
+                 pre- or post-LN, sinusoidal or learned positions, a key/value cache for
+                 decoding)
+===============  ============================================================================
 """
 
 from __future__ import annotations
