@@ -390,6 +390,42 @@ def check_native_loss(bench: Bench) -> tuple[float, float]:
     return loss_diff, step_diff
 
 
+def xpseq_loop(be: Any, step: Any, params: dict, optimizer: Any,
+               batches: list) -> Callable[[], None]:
+    """A timed repeat: ``step`` over ``batches`` from ``params``, carrying the parameters
+    and optimiser state from one repeat to the next (every batch shape compiled first)."""
+    state = {"params": params, "opt": optimizer.init(params)}
+    seen: set = set()
+    for b in batches:                                  # compile every shape (JAX), warm up
+        key = (tuple(b["src"].shape), tuple(b["tgt_in"].shape))
+        if key not in seen:
+            seen.add(key)
+            step(state["params"], state["opt"], b)
+
+    def run() -> None:
+        loss = None
+        for b in batches:
+            state["params"], state["opt"], loss = step(state["params"], state["opt"], b)
+        float(be.to_numpy(loss))                       # wait for JAX's asynchronous steps
+
+    run.state = state
+    return run
+
+
+def native_loop(native_step: Callable[[Any], Any], batches: list) -> Callable[[], None]:
+    """A timed repeat of the native model: one ``native_step`` per batch (one warm-up
+    step first)."""
+    native_step(batches[0])
+
+    def run() -> None:
+        loss = None
+        for b in batches:
+            loss = native_step(b)
+        float(loss)
+
+    return run
+
+
 def train_timings(bench: Bench) -> dict:
     """Seconds per repeat of ``--steps`` steps for xpseq-JAX, xpseq-torch and native."""
     if bench.train_result is not None:
@@ -406,26 +442,13 @@ def train_timings(bench: Bench) -> dict:
                            (HAND_JAX, bench.jax, bench.jax_step("hand-derived")),
                            ("xpseq-torch", bench.torch, bench.torch_step()),
                            (HAND, bench.torch, bench.torch_step("hand-derived"))):
-        state = {"params": {k: be.asarray(v, dtype="float32") for k, v in bench.init32.items()}}
-        state["opt"] = bench.optimizer.init(state["params"])
         batches = [to_backend(be, b) for b in bench.timed]
-        seen: set = set()
-        for b in batches:                              # compile every shape (JAX), warm up
-            key = (tuple(b["src"].shape), tuple(b["tgt_in"].shape))
-            if key not in seen:
-                seen.add(key)
-                step(state["params"], state["opt"], b)
+        impls[name] = xpseq_loop(be, step, {k: be.asarray(v, dtype="float32")
+                                            for k, v in bench.init32.items()},
+                                 bench.optimizer, batches)
+        state = impls[name].state
         first_losses[name] = float(be.to_numpy(step(state["params"], state["opt"],
                                                     batches[0])[2]))
-
-        def run(be: Any = be, step: Any = step, state: dict = state,
-                batches: list = batches) -> None:
-            loss = None
-            for b in batches:
-                state["params"], state["opt"], loss = step(state["params"], state["opt"], b)
-            float(be.to_numpy(loss))                   # wait for JAX's asynchronous steps
-
-        impls[name] = run
     import torch
 
     model = native.NativeSeq2Seq.from_xpseq(bench.init32, bench.config, torch.float32)
@@ -433,15 +456,7 @@ def train_timings(bench: Bench) -> dict:
     torch_batches = [to_torch(b) for b in bench.timed]
     with torch.no_grad():
         first_losses["native-torch"] = float(model.loss(torch_batches[0]))
-    native_step(torch_batches[0])                      # warm up (one step)
-
-    def run_native() -> None:
-        loss = None
-        for b in torch_batches:
-            loss = native_step(b)
-        float(loss)
-
-    impls["native-torch"] = run_native
+    impls["native-torch"] = native_loop(native_step, torch_batches)
     cpu: dict[str, list[float]] = {}
     times = common.take_turns(impls, args.repeats, cpu)
     tokens = bench.tokens(bench.timed)
@@ -732,32 +747,11 @@ def run_transformer(bench: Bench) -> list[Row]:
     impls: dict[str, Callable[[], Any]] = {}
     for name, be in (("xpseq-jax", bench.jax), ("xpseq-torch", bench.torch)):
         step = make_train_step(config, optimizer, be, clip_norm=None)
-        state = {"params": {k: be.asarray(v) for k, v in init32.items()}}
-        state["opt"] = optimizer.init(state["params"])
-        batches = [to_backend(be, b) for b in timed]
-        for b in batches:                              # compile every shape, warm up
-            step(state["params"], state["opt"], b)
-
-        def run(be: Any = be, step: Any = step, state: dict = state,
-                batches: list = batches) -> None:
-            loss = None
-            for b in batches:
-                state["params"], state["opt"], loss = step(state["params"], state["opt"], b)
-            float(be.to_numpy(loss))
-
-        impls[name] = run
+        impls[name] = xpseq_loop(be, step, {k: be.asarray(v) for k, v in init32.items()},
+                                 optimizer, [to_backend(be, b) for b in timed])
     model = bench.native.NativeTransformer.from_xpseq(init32, config, torch.float32)
-    native_step = bench.native.make_native_step(model, args.lr)
-    torch_batches = [to_torch(b) for b in timed]
-    native_step(torch_batches[0])
-
-    def run_native() -> None:
-        loss = None
-        for b in torch_batches:
-            loss = native_step(b)
-        float(loss)
-
-    impls["native-torch"] = run_native
+    impls["native-torch"] = native_loop(bench.native.make_native_step(model, args.lr),
+                                        [to_torch(b) for b in timed])
     times = common.take_turns(impls, args.repeats)
     tokens = bench.tokens(timed)
     tps = {n: tokens / statistics.median(t) for n, t in times.items()}

@@ -25,7 +25,8 @@ import numpy as np
 
 from xpseq.core import checks
 
-__all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "BATCH_KEYS"]
+__all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "BATCH_KEYS", "Grads",
+           "sub_params"]
 
 #: The arrays of a training batch: ``src (B, S)``, ``src_len (B,)``, ``tgt_in (B, T)``
 #: (``<s> y_1 ... y_{T-1}``) and ``tgt_out (B, T)`` (``y_1 ... </s>``, then padding).
@@ -110,6 +111,25 @@ class Model:
         if not isinstance(self.kernels, ModelKernels):
             raise TypeError(f"Model {self.kind!r}: kernels must be a ModelKernels, got "
                             f"{type(self.kernels).__name__}")
+
+
+class Grads(dict):
+    """Parameter gradients by name, summed as a hand-derived backward pass hands them over
+    (a parameter used several times, e.g. at every decoder step, gets the sum)."""
+
+    def add(self, name: str, g: Any) -> None:
+        self[name] = g if name not in self else self[name] + g
+
+    def add_all(self, prefix: str, grads: Mapping[str, Any]) -> None:
+        """Add ``{name: g}`` as ``prefix.name``."""
+        for name, g in grads.items():
+            self.add(f"{prefix}.{name}", g)
+
+
+def sub_params(params: Mapping[str, Any], prefix: str) -> dict:
+    """The entries ``prefix.name`` of a flat parameter dict as ``{name: array}``."""
+    start = prefix + "."
+    return {k[len(start):]: v for k, v in params.items() if k.startswith(start)}
 
 
 def check_ids(fname: str, config: Any, xp: Any, **arrays: Any) -> None:

@@ -41,7 +41,7 @@ from xpseq.core import checks, kernels, vjp
 from xpseq.core.loops import scan as python_scan
 from xpseq.core.recurrent import CELLS, cell_param_shapes, hand_derived_recurrence
 
-from .protocol import Model, ModelKernels, check_ids
+from .protocol import Grads, Model, ModelKernels, check_ids, sub_params
 
 __all__ = ["Seq2SeqConfig", "Config", "param_shapes", "init_params", "encode", "decode_step",
            "forward", "loss", "loss_and_grad", "dropout_shapes", "ATTENTIONS", "STYLES",
@@ -417,17 +417,6 @@ def _decoder_step(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any, st
 # array_api_strict ever call the callbacks.
 
 
-class _Grads(dict):
-    """Parameter gradients by name, summed as they arrive from the backprop callbacks."""
-
-    def add(self, name: str, g: Any) -> None:
-        self[name] = g if name not in self else self[name] + g
-
-    def add_all(self, prefix: str, grads: Mapping[str, Any]) -> None:
-        for name, g in grads.items():
-            self.add(f"{prefix}.{name}", g)
-
-
 def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
               keep: Any, *, xp: Any) -> tuple[Any, Callable]:
     """:func:`loss` and its backprop: ``backprop(d_loss) -> grads``.
@@ -453,7 +442,7 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
     denom = xp.maximum(count, xp.ones_like(count))
 
     def backprop(d_loss: Any) -> dict:
-        grads = _Grads()
+        grads = Grads()
         d_logits, _ = nll_bp(d_loss / denom)
         d_out, grads["out.W"], grads["out.b"] = out_bp(d_logits)
         d_encoded = {k: xp.zeros_like(encoded[k]) for k in ("memory", "keys") if k in encoded}
@@ -476,9 +465,9 @@ def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_
     the ``scan``-based runner (which returns no backprop) on the autodiff backends."""
     x, emb_bp = vjp.embedding(src, params["src_embed"], xp=xp)             # (B, S, E)
     zeros = kernels.initial_zeros(config.cell, src.shape[0], config.hidden, x, xp=xp)
-    (fwd_out, fwd_state), fwd_bp = runner(config.cell, _sub(params, "enc_fwd"), x, src_len,
+    (fwd_out, fwd_state), fwd_bp = runner(config.cell, sub_params(params, "enc_fwd"), x, src_len,
                                           zeros, reverse=False, xp=xp)
-    (bwd_out, bwd_state), bwd_bp = runner(config.cell, _sub(params, "enc_bwd"), x, src_len,
+    (bwd_out, bwd_state), bwd_bp = runner(config.cell, sub_params(params, "enc_bwd"), x, src_len,
                                           zeros, reverse=True, xp=xp)
     memory, memory_bp = vjp.concat([fwd_out, bwd_out], xp=xp)                # (B, S, 2H)
     joined = [vjp.concat([f, b], xp=xp) for f, b in zip(fwd_state, bwd_state)]
@@ -488,7 +477,7 @@ def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_
     if keys_name:                                      # (B, S, D): W m_j, once per sentence
         encoded["keys"], keys_bp = vjp.linear(memory, params[keys_name], None, xp=xp)
 
-    def backprop(d_encoded: dict, d_state: dict, grads: _Grads) -> None:
+    def backprop(d_encoded: dict, d_state: dict, grads: Grads) -> None:
         d_memory = d_encoded["memory"]
         if keys_name:
             d_keys_memory, d_W, _ = keys_bp(d_encoded["keys"])
@@ -513,7 +502,7 @@ def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any
     the gradient of the next step's state, ``d_o`` that of this step's ``o_t`` from the
     output layer; the gradients of the memory and keys are added into ``d_encoded``."""
     step = vjp.CELL_STEPS[config.cell]
-    dec = _sub(params, "dec")
+    dec = sub_params(params, "dec")
     cell_state = (state["h"], state["c"]) if config.cell == "lstm" else (state["h"],)
     feed = [state["o"]] if config.input_feeding else []
     kind, luong = config.attention, config.style == "luong"
@@ -539,7 +528,7 @@ def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any
         o, drop_bp = vjp.dropout(o, keep, config.dropout, xp=xp)
     new_state = _state_dict(config, cell_state, xp=xp, o=o)
 
-    def backprop(d_state: dict, d_o: Any, d_encoded: dict, grads: _Grads) -> tuple[Any, dict]:
+    def backprop(d_state: dict, d_o: Any, d_encoded: dict, grads: Grads) -> tuple[Any, dict]:
         if config.input_feeding:
             d_o = d_o + d_state["o"]
         if dropped:
@@ -596,7 +585,7 @@ def _attention_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
                                              xp=xp)                        # (B, 1, S)
     context, pool_bp = vjp.weighted_sum(weights, memory, xp=xp)            # (B, 1, 2H)
 
-    def backprop(d_context: Any, d_encoded: dict, grads: _Grads) -> Any:
+    def backprop(d_context: Any, d_encoded: dict, grads: Grads) -> Any:
         d_weights, d_memory = pool_bp(xp.expand_dims(d_context, axis=1))
         d_encoded["memory"] = d_encoded["memory"] + d_memory
         d_scores, _ = softmax_bp(d_weights)
@@ -624,12 +613,6 @@ def _state_dict(config: Seq2SeqConfig, cell_state: tuple, *, xp: Any, o: Any = N
     if config.input_feeding:
         state["o"] = xp.zeros_like(cell_state[0]) if o is None else o
     return state
-
-
-def _sub(params: Mapping[str, Any], prefix: str) -> dict:
-    """The entries ``prefix.name`` of ``params`` as ``{name: array}``."""
-    start = prefix + "."
-    return {k[len(start):]: v for k, v in params.items() if k.startswith(start)}
 
 
 # ------------------------------------------------------------------------- checks

@@ -49,7 +49,7 @@ import numpy as np
 
 from xpseq.core import checks, kernels, vjp
 
-from .protocol import Model, ModelKernels, check_ids
+from .protocol import Grads, Model, ModelKernels, check_ids, sub_params
 
 __all__ = ["TransformerConfig", "Config", "param_shapes", "init_params", "loss",
            "loss_and_grad", "cross_attention", "dropout_shapes", "MODEL"]
@@ -284,22 +284,6 @@ def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
 # the callbacks, so the wiring is written once.
 
 
-class _Grads(dict):
-    """Parameter gradients by name, summed as they arrive."""
-
-    def add(self, name: str, g: Any) -> None:
-        self[name] = g if name not in self else self[name] + g
-
-    def add_all(self, prefix: str, grads: Mapping[str, Any]) -> None:
-        for name, g in grads.items():
-            self.add(f"{prefix}.{name}", g)
-
-
-def _sub(params: Mapping[str, Any], prefix: str) -> dict:
-    start = prefix + "."
-    return {k[len(start):]: v for k, v in params.items() if k.startswith(start)}
-
-
 def _table(config: TransformerConfig, side: str) -> str:
     return "embed" if config.share_embeddings else f"{side}_embed"
 
@@ -322,7 +306,7 @@ def _embed_vjp(params: Mapping[str, Any], config: TransformerConfig, ids: Any, s
     if keep is not None:
         x, drop_bp = vjp.dropout(x, keep, config.dropout, xp=xp)
 
-    def backprop(dx: Any, grads: _Grads) -> None:
+    def backprop(dx: Any, grads: Grads) -> None:
         if drop_bp is not None:
             (dx, _) = drop_bp(dx)
         grads.add(name, emb_bp(dx * scale)[1])
@@ -371,7 +355,7 @@ def _attention_body(params: Mapping[str, Any], prefix: str, config: TransformerC
     """``body(h)`` for :func:`_sublayer_vjp`: self-attention over ``h`` (``memory=None``)
     or cross-attention from ``h`` to ``memory``; the memory's gradient and the weights go
     into ``grads_box`` (a one-element list holding a dict)."""
-    p = _sub(params, prefix)
+    p = sub_params(params, prefix)
     scale = 1.0 / math.sqrt(config.d_model // config.heads)
 
     def body(h: Any) -> tuple[Any, Callable]:
@@ -394,8 +378,8 @@ def _attention_body(params: Mapping[str, Any], prefix: str, config: TransformerC
 
 
 def _ff_body(params: Mapping[str, Any], prefix: str, config: TransformerConfig,
-             keep_hidden: Any, grads: _Grads, *, xp: Any) -> Callable:
-    p = _sub(params, prefix)
+             keep_hidden: Any, grads: Grads, *, xp: Any) -> Callable:
+    p = sub_params(params, prefix)
 
     def body(h: Any) -> tuple[Any, Callable]:
         y, ff_bp = vjp.feed_forward(p, h, config.activation, keep_hidden, config.dropout,
@@ -412,7 +396,7 @@ def _ff_body(params: Mapping[str, Any], prefix: str, config: TransformerConfig,
 
 
 def _encode_vjp(params: Mapping[str, Any], config: TransformerConfig, src: Any,
-                src_len: Any, keep: Mapping[str, Any] | None, grads: _Grads, *,
+                src_len: Any, keep: Mapping[str, Any] | None, grads: Grads, *,
                 xp: Any) -> tuple[Any, Any, Callable]:
     """The encoder: ``memory (B, S, d)`` after the final norm, the source keep-mask
     ``(B, 1, S)``, and ``backprop(d_memory)`` (gradients into ``grads``)."""
@@ -422,10 +406,12 @@ def _encode_vjp(params: Mapping[str, Any], config: TransformerConfig, src: Any,
     tape = []
     for i in range(config.encoder_layers):
         box = [{"grads": grads}]
-        x, att_bp = _sublayer_vjp(config, x, _sub(params, f"enc{i}.ln1"), keep.get(f"enc{i}.att"),
+        x, att_bp = _sublayer_vjp(config, x, sub_params(params, f"enc{i}.ln1"),
+                                  keep.get(f"enc{i}.att"),
                                   _attention_body(params, f"enc{i}.att", config, src_keep, box,
                                                   xp=xp), xp=xp)
-        x, ff_bp = _sublayer_vjp(config, x, _sub(params, f"enc{i}.ln2"), keep.get(f"enc{i}.ff"),
+        x, ff_bp = _sublayer_vjp(config, x, sub_params(params, f"enc{i}.ln2"),
+                                 keep.get(f"enc{i}.ff"),
                                  _ff_body(params, f"enc{i}.ff", config,
                                           keep.get(f"enc{i}.ff_hidden"), grads, xp=xp), xp=xp)
         tape.append((i, att_bp, ff_bp))
@@ -448,7 +434,7 @@ def _encode_vjp(params: Mapping[str, Any], config: TransformerConfig, src: Any,
 
 
 def _decode_vjp(params: Mapping[str, Any], config: TransformerConfig, tgt_in: Any,
-                memory: Any, src_keep: Any, keep: Mapping[str, Any] | None, grads: _Grads, *,
+                memory: Any, src_keep: Any, keep: Mapping[str, Any] | None, grads: Grads, *,
                 xp: Any) -> tuple[Any, Any, Callable]:
     """The decoder under teacher forcing: the final hidden states ``(B, T, d)``, each
     layer's cross-attention weights (a list of ``(B, h, T, S)``), and
@@ -462,13 +448,14 @@ def _decode_vjp(params: Mapping[str, Any], config: TransformerConfig, tgt_in: An
     for i in range(config.decoder_layers):
         self_box, cross_box = [{"grads": grads}], [{"grads": grads}]
         x, self_bp = _sublayer_vjp(
-            config, x, _sub(params, f"dec{i}.ln1"), keep.get(f"dec{i}.self"),
+            config, x, sub_params(params, f"dec{i}.ln1"), keep.get(f"dec{i}.self"),
             _attention_body(params, f"dec{i}.self", config, causal, self_box, xp=xp), xp=xp)
         x, cross_bp = _sublayer_vjp(
-            config, x, _sub(params, f"dec{i}.ln2"), keep.get(f"dec{i}.cross"),
+            config, x, sub_params(params, f"dec{i}.ln2"), keep.get(f"dec{i}.cross"),
             _attention_body(params, f"dec{i}.cross", config, src_keep, cross_box, xp=xp,
                             memory=memory), xp=xp)
-        x, ff_bp = _sublayer_vjp(config, x, _sub(params, f"dec{i}.ln3"), keep.get(f"dec{i}.ff"),
+        x, ff_bp = _sublayer_vjp(config, x, sub_params(params, f"dec{i}.ln3"),
+                                 keep.get(f"dec{i}.ff"),
                                  _ff_body(params, f"dec{i}.ff", config,
                                           keep.get(f"dec{i}.ff_hidden"), grads, xp=xp), xp=xp)
         weights.append(cross_box[0]["weights"])
@@ -497,7 +484,7 @@ def _output_vjp(params: Mapping[str, Any], config: TransformerConfig, x: Any, *,
     name = _table(config, "tgt") if config.tie_output else "out.W"
     logits, bp = vjp.linear(x, params[name], params["out.b"], xp=xp)
 
-    def backprop(d_logits: Any, grads: _Grads) -> Any:
+    def backprop(d_logits: Any, grads: Grads) -> Any:
         dx, dW, db = bp(d_logits)
         grads.add(name, dW)
         grads.add("out.b", db)
@@ -511,7 +498,7 @@ def _loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mappi
               smoothing: float | None = None) -> tuple[Any, Callable]:
     """The training loss (label-smoothed) and ``backprop(d_loss) -> grads``."""
     smoothing = config.label_smoothing if smoothing is None else smoothing
-    grads = _Grads()
+    grads = Grads()
     memory, src_keep, enc_bp = _encode_vjp(params, config, batch["src"], batch["src_len"],
                                            keep, grads, xp=xp)
     x, _, dec_bp = _decode_vjp(params, config, batch["tgt_in"], memory, src_keep, keep, grads,
@@ -541,7 +528,7 @@ def _loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[s
 def _nll_sum(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
              keep: Any = None, *, scan: Callable | None, xp: Any,
              custom_vjp: Callable | None = None) -> tuple[Any, Any]:
-    grads = _Grads()
+    grads = Grads()
     memory, src_keep, _ = _encode_vjp(params, config, batch["src"], batch["src_len"], None,
                                       grads, xp=xp)
     x, _, _ = _decode_vjp(params, config, batch["tgt_in"], memory, src_keep, None, grads, xp=xp)
@@ -553,7 +540,7 @@ def _logits(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
             tgt_in: Any, *, xp: Any) -> tuple[Any, Any]:
     """Teacher-forced logits ``(B, T, V)`` and every decoder layer's cross-attention
     weights ``(layers, B, h, T, S)`` (no dropout)."""
-    grads = _Grads()
+    grads = Grads()
     memory, src_keep, _ = _encode_vjp(params, config, src, src_len, None, grads, xp=xp)
     x, weights, _ = _decode_vjp(params, config, tgt_in, memory, src_keep, None, grads, xp=xp)
     return _output_vjp(params, config, x, xp=xp)[0], xp.stack(weights, axis=0)
@@ -563,10 +550,10 @@ def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
             scan: Callable | None, xp: Any, custom_vjp: Callable | None = None) -> dict:
     """The memory, the source keep-mask and, per decoder layer, the cross-attention keys
     and values ``(B, h, S, d/h)``, computed once per source batch."""
-    memory, src_keep, _ = _encode_vjp(params, config, src, src_len, None, _Grads(), xp=xp)
+    memory, src_keep, _ = _encode_vjp(params, config, src, src_len, None, Grads(), xp=xp)
     encoded = {"memory": memory, "src_keep": src_keep}
     for i in range(config.decoder_layers):
-        p = _sub(params, f"dec{i}.cross")
+        p = sub_params(params, f"dec{i}.cross")
         encoded[f"k{i}"] = kernels.split_heads(kernels.linear(memory, p["W_k"], p["b_k"], xp=xp),
                                                config.heads, xp=xp)
         encoded[f"v{i}"] = kernels.split_heads(kernels.linear(memory, p["W_v"], p["b_v"], xp=xp),
@@ -619,7 +606,7 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
         new_state = {"t": t + 1}
         cross_weights = None
         for i in range(config.decoder_layers):
-            p_self = _sub(params, f"dec{i}.self")
+            p_self = sub_params(params, f"dec{i}.self")
             cache: dict = {}
 
             def self_body(h: Any, i: int = i, p_self: dict = p_self, cache: dict = cache) -> Any:
@@ -638,13 +625,13 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
             def cross_body(h: Any, i: int = i) -> Any:
                 nonlocal cross_weights
                 out, cross_weights = _cached_attention(
-                    _sub(params, f"dec{i}.cross"), h, encoded[f"k{i}"], encoded[f"v{i}"],
+                    sub_params(params, f"dec{i}.cross"), h, encoded[f"k{i}"], encoded[f"v{i}"],
                     encoded["src_keep"], config, xp=xp)
                 return out
 
             x = sublayer(x, f"dec{i}.ln2", cross_body)
             x = sublayer(x, f"dec{i}.ln3", lambda h, i=i: kernels.feed_forward(
-                _sub(params, f"dec{i}.ff"), h, config.activation, None, 0.0, xp=xp))
+                sub_params(params, f"dec{i}.ff"), h, config.activation, None, 0.0, xp=xp))
         x = kernels.layer_norm(x, params["dec.ln.g"], params["dec.ln.b"], eps, xp=xp)
         logits = _output_vjp(params, config, x, xp=xp)[0][:, 0, :]
         weights = xp.mean(cross_weights[:, :, 0, :], axis=1) if attention else None
