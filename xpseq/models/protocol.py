@@ -18,6 +18,7 @@ Every configuration has ``src_vocab``, ``tgt_vocab``, ``pad_id`` and ``dropout``
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Any, Callable, Mapping
 
 import array_api_compat.numpy as np_xp
@@ -26,7 +27,7 @@ import numpy as np
 from xpseq.core import checks
 
 __all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "BATCH_KEYS", "Grads",
-           "sub_params"]
+           "sub_params", "DictConfig", "check_pad_id"]
 
 #: The arrays of a training batch: ``src (B, S)``, ``src_len (B,)``, ``tgt_in (B, T)``
 #: (``<s> y_1 ... y_{T-1}``) and ``tgt_out (B, T)`` (``y_1 ... </s>``, then padding).
@@ -111,6 +112,28 @@ class Model:
         if not isinstance(self.kernels, ModelKernels):
             raise TypeError(f"Model {self.kind!r}: kernels must be a ModelKernels, got "
                             f"{type(self.kernels).__name__}")
+
+
+class DictConfig:
+    """``to_dict`` / ``from_dict`` for a configuration dataclass (unknown fields refused)."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Any:
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown fields {unknown}")
+        return cls(**data)
+
+
+def check_pad_id(owner: str, config: Any) -> None:
+    """``config.pad_id`` must be an id of both vocabularies."""
+    pad = config.pad_id
+    if isinstance(pad, bool) or not isinstance(pad, numbers.Integral) \
+            or not 0 <= pad < min(config.src_vocab, config.tgt_vocab):
+        raise ValueError(f"{owner}: pad_id must be an id of both vocabularies, got {pad!r}")
 
 
 class Grads(dict):

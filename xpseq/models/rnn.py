@@ -41,7 +41,15 @@ from xpseq.core import checks, kernels, vjp
 from xpseq.core.loops import scan as python_scan
 from xpseq.core.recurrent import CELLS, cell_param_shapes, hand_derived_recurrence
 
-from .protocol import Grads, Model, ModelKernels, check_ids, sub_params
+from .protocol import (
+    DictConfig,
+    Grads,
+    Model,
+    ModelKernels,
+    check_ids,
+    check_pad_id,
+    sub_params,
+)
 
 __all__ = ["Seq2SeqConfig", "Config", "param_shapes", "init_params", "encode", "decode_step",
            "forward", "loss", "loss_and_grad", "dropout_shapes", "ATTENTIONS", "STYLES",
@@ -52,7 +60,7 @@ STYLES = ("luong", "bahdanau")
 
 
 @dataclasses.dataclass(frozen=True)
-class Seq2SeqConfig:
+class Seq2SeqConfig(DictConfig):
     """Everything that fixes a model's shape and computation.
 
     Parameters
@@ -114,26 +122,12 @@ class Seq2SeqConfig:
                 or not 0 <= self.dropout < 1:
             raise ValueError(f"Seq2SeqConfig: dropout must be a number in [0, 1), "
                              f"got {self.dropout!r}")
-        if isinstance(self.pad_id, bool) or not isinstance(self.pad_id, numbers.Integral) \
-                or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
-            raise ValueError(f"Seq2SeqConfig: pad_id must be an id of both vocabularies, "
-                             f"got {self.pad_id!r}")
+        check_pad_id("Seq2SeqConfig", self)
 
     @property
     def decoder_size(self) -> int:
         """``D = 2H``: the decoder's units, equal to the size of the encoder's memory."""
         return 2 * self.hidden
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Seq2SeqConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"Seq2SeqConfig: unknown fields {unknown}")
-        return cls(**data)
 
 
 # ----------------------------------------------------------------------- parameters

@@ -49,7 +49,15 @@ import numpy as np
 
 from xpseq.core import checks, kernels, vjp
 
-from .protocol import Grads, Model, ModelKernels, check_ids, sub_params
+from .protocol import (
+    DictConfig,
+    Grads,
+    Model,
+    ModelKernels,
+    check_ids,
+    check_pad_id,
+    sub_params,
+)
 
 __all__ = ["TransformerConfig", "Config", "param_shapes", "init_params", "loss",
            "loss_and_grad", "cross_attention", "dropout_shapes", "MODEL"]
@@ -61,7 +69,7 @@ FF = ("W_1", "b_1", "W_2", "b_2")
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(DictConfig):
     """Everything that fixes a Transformer's shape and computation.
 
     Parameters
@@ -129,20 +137,7 @@ class TransformerConfig:
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(f"{name}: share_embeddings needs src_vocab == tgt_vocab, got "
                              f"{self.src_vocab} and {self.tgt_vocab}")
-        if isinstance(self.pad_id, bool) or not isinstance(self.pad_id, numbers.Integral) \
-                or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
-            raise ValueError(f"{name}: pad_id must be an id of both vocabularies, got "
-                             f"{self.pad_id!r}")
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TransformerConfig":
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"TransformerConfig: unknown fields {unknown}")
-        return cls(**data)
+        check_pad_id(name, self)
 
 
 Config = TransformerConfig
