@@ -472,7 +472,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="print the N best hypotheses (N <= K)")
 
     p = sub.add_parser("demo", help="train attention and seq2seq on the toy task and compare",
-                       description="The seeds' experiment end to end: trains the attention "
+                       description="The attention experiment end to end: trains the attention "
                        "model and the plain seq2seq baseline on the toy English->Zhoric task, "
                        "then prints the table by sentence length, greedy vs beam search, an "
                        "attention heatmap and teacher forcing vs autoregressive decoding.")

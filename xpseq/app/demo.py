@@ -1,6 +1,6 @@
-"""``xpseq demo``: the seeds' experiment end to end (what ``make demo`` runs).
+"""``xpseq demo``: the attention experiment end to end (what ``make demo`` runs).
 
-1. Trains the attention model (Luong "general" attention with input feeding, seed 003's
+1. Trains the attention model (Luong "general" attention with input feeding, the
    multiplicative ``sᵀ W m``) and the plain seq2seq baseline (no attention; the decoder
    starts from the encoder's final states) on the toy English -> Zhoric task.
 2. Prints BLEU and exact match by the number of prepositional phrases, 0-4; 4 is longer

@@ -19,7 +19,7 @@ The ``rnn`` model kind. Architecture (the CS224N NMT model, and Bahdanau et al. 
     logits_t = W_out o_t + b_out
 
 Scores (query ``s``, key ``m_j``): ``dot`` ``sᵀ m_j``; ``scaled_dot`` ``sᵀ m_j / sqrt(D)``;
-``general`` ``sᵀ W m_j`` (Luong's general = seed 003's multiplicative); ``additive``
+``general`` ``sᵀ W m_j`` (Luong's general, the multiplicative score); ``additive``
 ``vᵀ tanh(W_q s + W_k m_j)`` (Bahdanau). Padded source positions get exactly zero weight,
 and padded steps never change the encoder state, in either direction.
 
