@@ -102,15 +102,16 @@ def test_hand_derived_gradients_match_autodiff(grad_backend, options):
                                    atol=1e-13, err_msg=name)
 
 
-def test_loss_runs_on_array_api_strict_like_numpy():
-    pytest.importorskip("array_api_strict")
-    strict = backends.get("array_api_strict")
-    value, grads = T.loss_and_grad(on(strict, T.init_params(CONFIG, seed=5)), CONFIG,
-                                   on(strict, BATCH))
+def test_the_hand_derived_pass_runs_on_every_backend_like_numpy(backend):
+    """The same rules on other arrays; on PyTorch the attention's forward is the fused
+    kernel and the backward recomputes the weights it needs."""
+    value, grads = T.loss_and_grad(on(backend, T.init_params(CONFIG, seed=5)), CONFIG,
+                                   on(backend, BATCH))
     ref_value, ref_grads = T.loss_and_grad(T.init_params(CONFIG, seed=5), CONFIG, BATCH)
-    assert float(strict.to_numpy(value)) == pytest.approx(float(ref_value), rel=1e-13)
+    assert float(backend.to_numpy(value)) == pytest.approx(float(ref_value), rel=1e-12)
     for name, g in ref_grads.items():
-        np.testing.assert_allclose(strict.to_numpy(grads[name]), g, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(backend.to_numpy(grads[name]), g, rtol=1e-10, atol=1e-13,
+                                   err_msg=name)
 
 
 # ------------------------------------------------------------------- incremental decoding

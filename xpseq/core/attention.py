@@ -208,7 +208,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
         keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(q),
                          compact=True)
         if keep is None or checks.concrete(xp.all(xp.any(keep, axis=-1))):
-            context = _torch_sdpa(q, k, v, keep, scale, xp=xp)
+            context = kernels.fused_attention(q, k, v, keep, scale, xp=xp)
             # max and min propagate NaN and show infinities: two reductions, no temporary
             finite = context.size == 0 or checks.concrete(
                 xp.isfinite(xp.max(context)) & xp.isfinite(xp.min(context)))
@@ -222,11 +222,6 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     context, weights = kernels.attend(scores, v, keep, xp=xp)
     return context, weights if need_weights else None
 
-
-def _torch_sdpa(q: Any, k: Any, v: Any, keep: Any, scale: float, *, xp: Any) -> Any:
-    """PyTorch's fused ``scaled_dot_product_attention`` (``xp`` is the torch namespace;
-    ``keep`` a boolean mask, ``True`` where a key takes part, or ``None``)."""
-    return xp.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
 
 
 def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 import array_api_extra as xpx
 
-from . import kernels
+from . import checks, kernels
 
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "layer_norm",
            "feed_forward", "concat", "dropout",
@@ -350,8 +350,8 @@ def attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[tuple[Any, 
 
 
 def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,
-                         num_heads: int, scale: float, *,
-                         xp: Any) -> tuple[tuple[Any, Any], Callable]:
+                         num_heads: int, scale: float, *, xp: Any,
+                         need_weights: bool = True) -> tuple[tuple[Any, Any], Callable]:
     """:func:`xpseq.core.multi_head_attention` (``torch.nn.MultiheadAttention``'s layout)
     as the chain of the rules above: the three input projections (:func:`linear`), the
     split into heads (a reshape and a transpose, whose backward is the inverse transpose
@@ -361,6 +361,11 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
     ``backprop(d_context, d_weights=None)`` returns ``(dq, dk, dv, grads)`` with ``grads``
     the gradients of the entries of ``p`` that are not ``None``. When ``q``, ``k`` and
     ``v`` are one array (self-attention), the caller adds the three.
+
+    With ``need_weights=False`` the weights come back ``None``; where the library has a
+    fused attention kernel (:func:`xpseq.core.kernels.fused_attention`) and every row
+    keeps a key, the context is computed by it, and ``backprop`` (when called, e.g. by
+    PyTorch asked for hand-derived gradients) recomputes the weights it needs.
     """
     pq, q_bp = linear(q, p["W_q"], p.get("b_q"), xp=xp)
     pk, k_bp = linear(k, p["W_k"], p.get("b_k"), xp=xp)
@@ -368,13 +373,26 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
     qh = kernels.split_heads(pq, num_heads, xp=xp)
     kh = kernels.split_heads(pk, num_heads, xp=xp)
     vh = kernels.split_heads(pv, num_heads, xp=xp)
-    scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)
-    keep_h = None if keep is None else xp.broadcast_to(
-        kernels.heads_keep(keep, num_heads, xp=xp), tuple(scores.shape))
-    (context, weights), attend_bp = attend(scores, vh, keep_h, xp=xp)
+    keep_c = None if keep is None else kernels.heads_keep(keep, num_heads, xp=xp)
+    context = None
+    if not need_weights and (keep_c is None or checks.concrete(xp.all(xp.any(keep_c, axis=-1)))):
+        context = kernels.fused_attention(qh, kh, vh, keep_c, scale, xp=xp)
+    recompute = context is not None
+
+    def generic() -> tuple:
+        scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)
+        keep_h = None if keep_c is None else xp.broadcast_to(keep_c, tuple(scores.shape))
+        (ctx, w), att_bp = attend(scores, vh, keep_h, xp=xp)
+        return ctx, w, scores_bp, att_bp
+
+    if not recompute:
+        context, weights, scores_bp, attend_bp = generic()
     out, out_bp = linear(kernels.merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp)
 
     def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict]:
+        nonlocal scores_bp, attend_bp
+        if recompute:
+            _, _, scores_bp, attend_bp = generic()
         d_merged, d_Wo, d_bo = out_bp(d_out)
         d_scores, d_vh, _ = attend_bp(kernels.split_heads(d_merged, num_heads, xp=xp),
                                       d_weights)
@@ -386,7 +404,7 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
                  "b_v": d_bv, "b_o": d_bo}
         return dq, dk, dv, {n: g for n, g in grads.items() if p.get(n) is not None}
 
-    return (out, weights), backprop
+    return (out, None if recompute or not need_weights else weights), backprop
 
 
 # ---------------------------------------------------------------------- recurrent

@@ -346,17 +346,20 @@ def _sublayer_vjp(config: TransformerConfig, x: Any, ln: Mapping[str, Any], keep
 
 def _attention_body(params: Mapping[str, Any], prefix: str, config: TransformerConfig,
                     keep_scores: Any, grads_box: list, *, xp: Any,
-                    memory: Any = None) -> Callable:
+                    memory: Any = None, need_weights: bool = False) -> Callable:
     """``body(h)`` for :func:`_sublayer_vjp`: self-attention over ``h`` (``memory=None``)
     or cross-attention from ``h`` to ``memory``; the memory's gradient and the weights go
-    into ``grads_box`` (a one-element list holding a dict)."""
+    into ``grads_box`` (a one-element list holding a dict). Without ``need_weights`` the
+    attention may run as the library's fused kernel (see
+    :func:`xpseq.core.vjp.multi_head_attention`)."""
     p = sub_params(params, prefix)
     scale = 1.0 / math.sqrt(config.d_model // config.heads)
 
     def body(h: Any) -> tuple[Any, Callable]:
         kv = h if memory is None else memory
         (out, weights), att_bp = vjp.multi_head_attention(p, h, kv, kv, keep_scores,
-                                                          config.heads, scale, xp=xp)
+                                                          config.heads, scale, xp=xp,
+                                                          need_weights=need_weights)
         grads_box[0]["weights"] = weights
 
         def body_bp(d_out: Any) -> Any:
@@ -430,10 +433,10 @@ def _encode_vjp(params: Mapping[str, Any], config: TransformerConfig, src: Any,
 
 def _decode_vjp(params: Mapping[str, Any], config: TransformerConfig, tgt_in: Any,
                 memory: Any, src_keep: Any, keep: Mapping[str, Any] | None, grads: Grads, *,
-                xp: Any) -> tuple[Any, Any, Callable]:
+                xp: Any, need_weights: bool = False) -> tuple[Any, Any, Callable]:
     """The decoder under teacher forcing: the final hidden states ``(B, T, d)``, each
-    layer's cross-attention weights (a list of ``(B, h, T, S)``), and
-    ``backprop(dx) -> d_memory``."""
+    layer's cross-attention weights (a list of ``(B, h, T, S)``; ``None`` each without
+    ``need_weights``), and ``backprop(dx) -> d_memory``."""
     keep = keep or {}
     t = tgt_in.shape[1]
     steps = xp.arange(t, dtype=xp.int64)
@@ -448,7 +451,7 @@ def _decode_vjp(params: Mapping[str, Any], config: TransformerConfig, tgt_in: An
         x, cross_bp = _sublayer_vjp(
             config, x, sub_params(params, f"dec{i}.ln2"), keep.get(f"dec{i}.cross"),
             _attention_body(params, f"dec{i}.cross", config, src_keep, cross_box, xp=xp,
-                            memory=memory), xp=xp)
+                            memory=memory, need_weights=need_weights), xp=xp)
         x, ff_bp = _sublayer_vjp(config, x, sub_params(params, f"dec{i}.ln3"),
                                  keep.get(f"dec{i}.ff"),
                                  _ff_body(params, f"dec{i}.ff", config,
@@ -537,7 +540,8 @@ def _logits(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
     weights ``(layers, B, h, T, S)`` (no dropout)."""
     grads = Grads()
     memory, src_keep, _ = _encode_vjp(params, config, src, src_len, None, grads, xp=xp)
-    x, weights, _ = _decode_vjp(params, config, tgt_in, memory, src_keep, None, grads, xp=xp)
+    x, weights, _ = _decode_vjp(params, config, tgt_in, memory, src_keep, None, grads, xp=xp,
+                                need_weights=True)
     return _output_vjp(params, config, x, xp=xp)[0], xp.stack(weights, axis=0)
 
 
