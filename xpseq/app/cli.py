@@ -197,8 +197,6 @@ def _toy_task(spec: Any):
 
 TOY_DEFAULTS = {"attention": "general", "style": "luong", "cell": "lstm", "embed": 32,
                 "hidden": 64, "dropout": 0.1, "epochs": 5, "lr": 3e-3, "batch_size": 64}
-MODEL_OPTIONS = ("attention", "style", "cell", "embed", "hidden", "dropout", "epochs", "lr",
-                 "batch_size")
 TRANSFORMER_DEFAULTS = {"d_model": 64, "heads": 4, "layers": 2, "d_ff": 256, "dropout": 0.1,
                         "norm": "pre", "label_smoothing": 0.1, "epochs": 8, "lr": 1e-3,
                         "warmup": 400, "batch_size": 64, "max_tokens": None}
@@ -279,7 +277,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
         raise CommandError("--task g2p reads the CMU dictionary; --train, --dev and --quick "
                            "are options of the other tasks")
     split = _load_g2p(args.stress)
-    overrides = {k: getattr(args, k) for k in MODEL_OPTIONS if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in TOY_DEFAULTS if getattr(args, k) is not None}
     if args.time_limit is not None:
         overrides["time_limit_minutes"] = args.time_limit
     if args.monitor is not None:

@@ -197,7 +197,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     scale = checks.check_scale(fname, scale)
     if not isinstance(need_weights, bool):
         raise TypeError(f"{fname}: need_weights must be a bool, got {need_weights!r}")
-    fused = not need_weights and compat.is_torch_namespace(xp) \
+    fused = not need_weights and kernels.has_fused_attention(xp) \
         and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
     # The fused path checks its one output for NaN / infinity instead of its three inputs
     # (a non-finite input, or an overflowing q kᵀ, always reaches the output).

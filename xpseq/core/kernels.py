@@ -49,7 +49,7 @@ __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "sequence_mask"
            "general_scores", "additive_scores", "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
            "sinusoidal_positions", "split_heads", "merge_heads", "heads_keep",
-           "multi_head_attention", "fused_attention",
+           "multi_head_attention", "has_fused_attention", "fused_attention",
            "lstm_parts", "gru_parts", "lstm_step", "gru_step", "STEPS", "initial_zeros",
            "run_sequence", "keep_valid"]
 
@@ -278,13 +278,16 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
     return linear(merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp), weights
 
 
+def has_fused_attention(xp: Any) -> bool:
+    """Whether the library has a fused attention kernel with the core's semantics
+    (PyTorch's ``scaled_dot_product_attention``) for :func:`fused_attention`."""
+    return compat.is_torch_namespace(xp)
+
+
 def fused_attention(q: Any, k: Any, v: Any, keep: Any, scale: float, *, xp: Any) -> Any:
-    """``softmax(q kᵀ scale) v`` by the library's fused kernel where it has one with the
-    same semantics (PyTorch's ``scaled_dot_product_attention``; ``keep``, a boolean mask
-    that broadcasts to the scores, must leave every row a key), else ``None``: the caller
-    then runs the generic :func:`attend`."""
-    if not compat.is_torch_namespace(xp):
-        return None
+    """``softmax(q kᵀ scale) v`` by the library's fused kernel (only where
+    :func:`has_fused_attention`; ``keep``, a boolean mask that broadcasts to the scores,
+    must leave every row a key)."""
     return xp.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
 
 

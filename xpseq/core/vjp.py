@@ -374,10 +374,10 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
     kh = kernels.split_heads(pk, num_heads, xp=xp)
     vh = kernels.split_heads(pv, num_heads, xp=xp)
     keep_c = None if keep is None else kernels.heads_keep(keep, num_heads, xp=xp)
-    context = None
-    if not need_weights and (keep_c is None or checks.concrete(xp.all(xp.any(keep_c, axis=-1)))):
+    recompute = not need_weights and kernels.has_fused_attention(xp) and (
+        keep_c is None or bool(checks.concrete(xp.all(xp.any(keep_c, axis=-1)))))
+    if recompute:
         context = kernels.fused_attention(qh, kh, vh, keep_c, scale, xp=xp)
-    recompute = context is not None
 
     def generic() -> tuple:
         scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)
@@ -404,7 +404,7 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
                  "b_v": d_bv, "b_o": d_bo}
         return dq, dk, dv, {n: g for n, g in grads.items() if p.get(n) is not None}
 
-    return (out, None if recompute or not need_weights else weights), backprop
+    return (out, weights if need_weights else None), backprop
 
 
 # ---------------------------------------------------------------------- recurrent

@@ -526,23 +526,21 @@ def _loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[s
 def _nll_sum(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
              keep: Any = None, *, scan: Callable | None, xp: Any,
              custom_vjp: Callable | None = None) -> tuple[Any, Any]:
-    grads = Grads()
-    memory, src_keep, _ = _encode_vjp(params, config, batch["src"], batch["src_len"], None,
-                                      grads, xp=xp)
-    x, _, _ = _decode_vjp(params, config, batch["tgt_in"], memory, src_keep, None, grads, xp=xp)
-    logits, _ = _output_vjp(params, config, x, xp=xp)
+    logits, _ = _logits(params, config, batch["src"], batch["src_len"], batch["tgt_in"], xp=xp,
+                        need_weights=False)
     return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
 
 
 def _logits(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
-            tgt_in: Any, *, xp: Any) -> tuple[Any, Any]:
+            tgt_in: Any, *, xp: Any, need_weights: bool = True) -> tuple[Any, Any]:
     """Teacher-forced logits ``(B, T, V)`` and every decoder layer's cross-attention
-    weights ``(layers, B, h, T, S)`` (no dropout)."""
+    weights ``(layers, B, h, T, S)`` (``None`` without ``need_weights``; no dropout)."""
     grads = Grads()
     memory, src_keep, _ = _encode_vjp(params, config, src, src_len, None, grads, xp=xp)
     x, weights, _ = _decode_vjp(params, config, tgt_in, memory, src_keep, None, grads, xp=xp,
-                                need_weights=True)
-    return _output_vjp(params, config, x, xp=xp)[0], xp.stack(weights, axis=0)
+                                need_weights=need_weights)
+    logits = _output_vjp(params, config, x, xp=xp)[0]
+    return logits, xp.stack(weights, axis=0) if need_weights else None
 
 
 def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any, *,
