@@ -44,6 +44,22 @@ Sections (targets are the project's; the script reports whether each is met):
     time (first call on a shape minus that shape's steady step time, median over the
     shapes; also the XLA compile alone, ``.lower().compile()``), the traces in the first
     epoch (one per batch shape) and in the second (retraces). Targets: <= 3 s, 0 retraces.
+``transformer`` (only with ``--only transformer``)
+    The Transformer (``xpseq.models.get("transformer")``, pre-LN, ReLU, label smoothing
+    0.1) at the ``--transformer`` sizes (default d_model 256, 4 heads, 3 + 3 layers,
+    d_ff 1024, batches of up to 3,000 target tokens), float32, Adam, no dropout:
+    training throughput of xpseq on JAX (jitted; JAX's autodiff, and the hand-derived
+    backward pass traced whole, ``gradients="hand-derived"``) and on PyTorch (autograd,
+    and hand-derived) against ``scripts/native_torch.NativeTransformer``
+    (``nn.Transformer(batch_first=True)`` with the same embeddings, positions and output
+    layer, ``torch.optim.Adam``, eager), whose float64 loss must equal xpseq's to 1e-10
+    first. Targets: JAX >= 1.5x, torch >= 0.9x. The step's GFLOP/s (FLOPs counted below)
+    as a fraction of the fastest float32 ``--matmul`` matmul measured here (torch, NumPy
+    or jitted JAX). Target: >= 50 % for xpseq-JAX. Then, with a model trained
+    ``--transformer-train-steps`` steps: batched beam search (k = ``--beam-k``, the
+    key/value cache) of ``--transformer-sentences`` test sentences against the same
+    search called one sentence at a time, on PyTorch (target >= 10x, identical outputs),
+    and batched greedy search in output tokens per second.
 ``profile`` (only with ``--only profile``)
     Where the time goes: ``torch.profiler`` over the ``train`` steps of xpseq-torch
     (autograd and hand-derived) and native PyTorch, and over one batched beam search (the
@@ -62,6 +78,16 @@ positions, embed E, H units per encoder direction, D = 2H, vocabulary V; a matmu
     combine    T · 2·B·(2H + D)·D                              o = tanh(W_u [a; s])
     output     2·B·T·D·V                                       logits
     step       3 · forward                                     backward ≈ 2 · forward
+
+The Transformer's step (d = d_model, f = d_ff; the attention's score and weighted-sum
+products count 2·B·Tq·Tk·d each)::
+
+    encoder    layers · (4 · 2·B·S·d·d + 2 · 2·B·S·S·d + 2 · 2·B·S·d·f)
+    decoder    layers · (4 · 2·B·T·d·d + 2 · 2·B·T·T·d          causal self-attention
+                         + 2 · 2·B·T·d·d + 2 · 2·B·S·d·d          cross: q, o; k, v
+                         + 2 · 2·B·T·S·d + 2 · 2·B·T·d·f)         cross scores, feed-forward
+    output     2·B·T·d·V
+    step       3 · forward
 
 The padded shapes are counted for every implementation (the native encoder skips the
 padding of packed sequences, so its figure is slightly generous to it).
@@ -179,9 +205,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--sdpa", default="32,8,128,64", help="batch,heads,length,depth")
     g.add_argument("--sdpa-iters", type=int, default=10, help="calls per timed repeat")
     g.add_argument("--matmul", type=int, default=1024, help="square matmul size")
-    g.add_argument("--transformer", default="128,4,2,512,1500",
+    g.add_argument("--transformer", default="256,4,3,1024,3000",
                    help="transformer section: d_model,heads,layers (each side),d_ff,"
                         "max tokens per batch")
+    g.add_argument("--transformer-train-steps", type=int, default=100,
+                   help="xpseq-JAX Transformer training steps before its searches")
+    g.add_argument("--transformer-sentences", type=int, default=100,
+                   help="test sentences for the Transformer's beam and greedy searches")
     args = p.parse_args(argv)
     args.sections = common.comma_list(args.only)
     unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))
@@ -189,8 +219,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"unknown sections {unknown}; choose from {list(SECTIONS + EXTRA_SECTIONS)}")
     common.require_at_least(p, args, ("threads", "repeats", "embed", "hidden", "batch", "pairs",
                                       "bucket", "steps", "beam_sentences", "beam_k",
-                                      "sdpa_iters", "matmul"))
-    common.require_at_least(p, args, ("beam_train_steps",), minimum=0)
+                                      "sdpa_iters", "matmul", "transformer_sentences"))
+    common.require_at_least(p, args, ("beam_train_steps", "transformer_train_steps"),
+                            minimum=0)
     try:
         args.sdpa_shape = tuple(int(x) for x in args.sdpa.split(","))
     except ValueError:
@@ -256,6 +287,7 @@ class Bench:
         self.flops: dict | None = None
         self.profile: dict | None = None
         self.beam: dict | None = None
+        self.transformer: dict | None = None
         self.trained_loss: float | None = None
         self._trained: dict | None = None
 
@@ -715,11 +747,50 @@ def run_sdpa(bench: Bench) -> list[Row]:
 # -------------------------------------------------------------------- transformer
 
 
+#: The Transformer trained or decoded by each implementation of the ``transformer`` section.
+HAND_T = "xpseq-jax, hand-derived backward"
+HAND_T_TORCH = "xpseq-torch, hand-derived backward"
+
+
+def transformer_step_flops(config: Any, batch: int, src: int, tgt: int) -> int:
+    """FLOPs of one Transformer training step on a padded (batch, src) -> (batch, tgt)
+    batch (see the module docstring)."""
+    B, S, T, d, f = batch, src, tgt, config.d_model, config.d_ff
+    encoder = config.encoder_layers * (4 * 2 * B * S * d * d + 2 * 2 * B * S * S * d
+                                       + 2 * 2 * B * S * d * f)
+    decoder = config.decoder_layers * (
+        4 * 2 * B * T * d * d + 2 * 2 * B * T * T * d              # causal self-attention
+        + 2 * 2 * B * T * d * d + 2 * 2 * B * S * d * d            # cross: q, o; k, v
+        + 2 * 2 * B * T * S * d + 2 * 2 * B * T * d * f)           # cross scores; FF
+    output = 2 * B * T * d * config.tgt_vocab
+    return 3 * (encoder + decoder + output)
+
+
+def _train_transformer(kind: Any, config: Any, init32: dict, epoch: list, bench: Bench,
+                       steps: int) -> dict:
+    """NumPy float32 parameters after ``steps`` xpseq-JAX steps (hand-derived backward,
+    the fastest measured below) over shuffled ``epoch`` batches, and the last loss."""
+    from xpseq.core.optim import adam
+    from xpseq.train import make_train_step
+
+    be, optimizer = bench.jax, adam(bench.args.lr)
+    step = make_train_step(config, optimizer, be, gradients="hand-derived")
+    params = {k: be.asarray(v) for k, v in init32.items()}
+    opt_state = optimizer.init(params)
+    rng = np.random.default_rng([bench.args.seed, 3])
+    order: list[int] = []
+    loss = None
+    for _ in range(steps):
+        if not order:
+            order = list(rng.permutation(len(epoch)))
+        params, opt_state, loss = step(params, opt_state, to_backend(be, epoch[order.pop()]))
+    return {"params": {k: be.to_numpy(v) for k, v in params.items()},
+            "loss": None if loss is None else float(be.to_numpy(loss))}
+
+
 def run_transformer(bench: Bench) -> list[Row]:
-    """The same Transformer trained three ways, float32, from the same parameters and
-    batches: native PyTorch (``nn.Transformer`` + ``torch.optim.Adam``, eager), xpseq on
-    JAX (jitted step) and xpseq on PyTorch (autograd). The native model's float64 loss is
-    checked equal to xpseq's first."""
+    """The ``transformer`` section: training throughput against native PyTorch, the step's
+    GFLOP/s, batched beam search against a per-sentence loop, and greedy tokens/s."""
     import torch
 
     from xpseq import models
@@ -732,6 +803,8 @@ def run_transformer(bench: Bench) -> list[Row]:
     config = kind.Config(len(bench.task.src_vocab), len(bench.task.tgt_vocab), d_model=d,
                          heads=heads, encoder_layers=layers, decoder_layers=layers,
                          d_ff=d_ff, label_smoothing=0.1)
+    # Measured first, before JAX has compiled anything else in this section.
+    peak = matmul_gflops(args.matmul, args.repeats)
     init64 = kind.init_params(config, seed=args.seed)
     init32 = {k: v.astype(np.float32) for k, v in init64.items()}
     epoch = bench.task.batches(bench.task.train, 10**6, args.bucket, max_tokens)
@@ -745,8 +818,11 @@ def run_transformer(bench: Bench) -> list[Row]:
                          f"{loss_diff:.3g}: it is not the same model")
     optimizer = adam(args.lr)
     impls: dict[str, Callable[[], Any]] = {}
-    for name, be in (("xpseq-jax", bench.jax), ("xpseq-torch", bench.torch)):
-        step = make_train_step(config, optimizer, be, clip_norm=None)
+    for name, be, gradients in (("xpseq-jax", bench.jax, None),
+                                (HAND_T, bench.jax, "hand-derived"),
+                                ("xpseq-torch", bench.torch, None),
+                                (HAND_T_TORCH, bench.torch, "hand-derived")):
+        step = make_train_step(config, optimizer, be, clip_norm=None, gradients=gradients)
         impls[name] = xpseq_loop(be, step, {k: be.asarray(v) for k, v in init32.items()},
                                  optimizer, [to_backend(be, b) for b in timed])
     model = bench.native.NativeTransformer.from_xpseq(init32, config, torch.float32)
@@ -762,10 +838,99 @@ def run_transformer(bench: Bench) -> list[Row]:
                 "parameters, label smoothing 0.1"),
             Row("transformer", "native PyTorch throughput", tps["native-torch"], "tok/s",
                 detail=sizes)]
-    for name, bound in (("xpseq-jax", 1.5), ("xpseq-torch", 0.9)):
+    for name, bound in (("xpseq-jax", 1.5), (HAND_T, 1.5), ("xpseq-torch", 0.9),
+                        (HAND_T_TORCH, 0.9)):
         target, met = at_least(tps[name] / tps["native-torch"], bound)
         rows.append(Row("transformer", f"{name} vs native torch", tps[name], "tok/s",
                         tps[name] / tps["native-torch"], target, met, sizes))
+
+    # The step's achieved GFLOP/s against the fastest float32 matmul measured here.
+    flops = sum(transformer_step_flops(config, b["src"].shape[0], b["src"].shape[1],
+                                       b["tgt_in"].shape[1]) for b in timed)
+    best_engine = max(peak, key=peak.get)
+    rows.append(Row("transformer", f"float32 matmul {args.matmul}×{args.matmul}, fastest "
+                    f"engine ({best_engine})", peak[best_engine], "GFLOP/s",
+                    detail=", ".join(f"{k} {v:.1f}" for k, v in peak.items())))
+    achieved = {n: flops / statistics.median(t) / 1e9 for n, t in times.items()}
+    for name in ("xpseq-jax", HAND_T, "native-torch"):
+        fraction = achieved[name] / peak[best_engine]
+        target, met = ("—", None) if name == "native-torch" else at_least(fraction, 0.5)
+        rows.append(Row("transformer", f"{name} training step", achieved[name], "GFLOP/s",
+                        fraction, target, met, f"ratio = fraction of the {best_engine} matmul "
+                        f"rate; {flops / len(timed) / 1e9:.2f} GFLOP per step"))
+    trained = _train_transformer(kind, config, init32, epoch, bench,
+                                 args.transformer_train_steps)
+    rows += transformer_search_rows(bench, config, trained)
+    bench.transformer = {"tokens_per_s": tps, "gflops": achieved, "matmul_gflops": peak,
+                         "step_flops_total": flops, "train_loss": trained["loss"]}
+    return rows
+
+
+def transformer_search_rows(bench: Bench, config: Any, trained: dict) -> list[Row]:
+    """Batched beam search (k = ``--beam-k``, the key/value cache) of
+    ``--transformer-sentences`` test sentences against the same search called one sentence
+    at a time, on PyTorch; the outputs must be identical. Then batched greedy search, in
+    output tokens per second."""
+    from xpseq.search import SearchOptions
+    from xpseq.tasks import translate
+    from xpseq.tasks.metrics import exact_match
+
+    args, task = bench.args, bench.task
+    pairs = beam_sources(bench)[:args.transformer_sentences]
+    sources = [s for s, _ in pairs]
+    beam = SearchOptions(method="beam", k=args.beam_k, length_penalty=args.length_penalty,
+                         attention=False)
+    greedy = SearchOptions(method="greedy", attention=False)
+    on = {name: (be, {k: be.asarray(v) for k, v in trained["params"].items()})
+          for name, be in (("torch", bench.torch), ("jax", bench.jax))}
+    outputs: dict[str, list] = {}
+
+    def decode(key: str, name: str, options: SearchOptions, batch_size: int) -> Callable:
+        be, params = on[name]
+
+        def run() -> None:
+            outputs[key] = translate(params, config, sources, task.src_vocab, task.tgt_vocab,
+                                     be, options, batch_size=batch_size)
+        return run
+
+    fns = {"loop": decode("loop", "torch", beam, 1),
+           "torch beam": decode("torch beam", "torch", beam, 256),
+           "jax beam": decode("jax beam", "jax", beam, 256),
+           "torch greedy": decode("torch greedy", "torch", greedy, 256),
+           "jax greedy": decode("jax greedy", "jax", greedy, 256)}
+    for name in fns:                                   # compile (JAX) and warm up
+        if name != "loop":
+            fns[name]()
+    times = common.take_turns(fns, args.repeats)
+    rate = {n: len(sources) / statistics.median(t) for n, t in times.items()}
+    differ = {n: sum(list(o["ids"]) != list(ref["ids"])
+                     for o, ref in zip(outputs[n], outputs["loop"]))
+              for n in ("torch beam", "jax beam")}
+    exact = exact_match([task.tgt_vocab.decode(o["ids"]) for o in outputs["loop"]],
+                        [t for _, t in pairs])
+    loss = "untrained" if trained["loss"] is None else f"loss {trained['loss']:.3f}"
+    setting = (f"k={args.beam_k}, {args.length_penalty} penalty, {len(sources)} sentences; "
+               f"model after {args.transformer_train_steps} steps ({loss}, exact match "
+               f"{100 * exact:.0f}%)")
+    target, met = at_least(rate["torch beam"] / rate["loop"], 10)
+    rows = [Row("transformer", "per-sentence beam loop (xpseq-torch, one sentence a call)",
+                rate["loop"], "sent/s", detail=setting),
+            Row("transformer", "xpseq-torch batched beam vs per-sentence loop",
+                rate["torch beam"], "sent/s", rate["torch beam"] / rate["loop"], target, met,
+                "key/value cache, batches of up to 256 sentences"),
+            Row("transformer", "xpseq-jax batched beam vs per-sentence loop",
+                rate["jax beam"], "sent/s", rate["jax beam"] / rate["loop"],
+                detail="jitted; the loop is xpseq-torch's"),
+            Row("transformer", "sentences differing, batched beam vs loop (torch)",
+                differ["torch beam"], "", None, "0", differ["torch beam"] == 0),
+            Row("transformer", "sentences differing, batched beam vs loop (jax)",
+                differ["jax beam"], "",
+                detail="float32 on another library: a near-tie may break differently")]
+    for name in ("torch greedy", "jax greedy"):
+        generated = sum(len(o["ids"]) + 1 for o in outputs[name])      # words and </s>
+        rows.append(Row("transformer", f"xpseq-{name.split()[0]} batched greedy",
+                        generated / statistics.median(times[name]), "tok/s",
+                        detail=f"{len(sources)} sentences, {generated} output tokens"))
     return rows
 
 
@@ -952,7 +1117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Ratios are xpseq / reference (higher is better); each time is the median of "
         f"{args.repeats} repeats.\n\n{table}\n")
     details = {"train": bench.train_result, "beam": bench.beam, "flops": bench.flops,
-               "profile": bench.profile}
+               "profile": bench.profile, "transformer": bench.transformer}
     data = {"command": command, "date": datetime.date.today().isoformat(), "seconds": total,
             "section_seconds": seconds,
             "args": {k: v for k, v in vars(args).items() if k != "sdpa_shape"},

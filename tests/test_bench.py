@@ -24,7 +24,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "2", "--repeats", "1",
         "--pairs", "40", "--bucket", "32", "--beam-sentences", "5", "--beam-train-steps", "3",
         "--sdpa", "2,2,8,4", "--sdpa-iters", "2", "--matmul", "64",
-        "--transformer", "8,2,1,16,200"]
+        "--transformer", "8,2,1,16,200", "--transformer-train-steps", "3",
+        "--transformer-sentences", "4"]
 
 
 def _random_batch(config: Seq2SeqConfig, rng: np.random.Generator, B: int = 4, S: int = 6,
@@ -107,8 +108,14 @@ def test_bench_script_reports_every_section(tmp_path):
     assert {r["section"] for r in report["rows"]} == {"compile", "train", "flops", "beam",
                                                       "sdpa", "profile", "transformer"}
     assert rows["native loss check (float64, |native − xpseq|)"]["met"] is True
-    assert rows["xpseq-jax vs native torch"]["ratio"] > 0
-    assert rows["xpseq-torch vs native torch"]["ratio"] > 0
+    for name in ("xpseq-jax", "xpseq-jax, hand-derived backward", "xpseq-torch",
+                 "xpseq-torch, hand-derived backward"):
+        assert rows[f"{name} vs native torch"]["ratio"] > 0, name
+    assert 0 < rows["xpseq-jax, hand-derived backward training step"]["ratio"] < 2
+    assert rows["xpseq-torch batched beam vs per-sentence loop"]["target"] == ">= 10x"
+    assert rows["sentences differing, batched beam vs loop (torch)"]["value"] == 0
+    assert rows["xpseq-jax batched greedy"]["value"] > 0
+    assert report["details"]["transformer"]["step_flops_total"] > 0
     shares = [r["value"] for r in report["rows"] if r["measure"].endswith("share of ATen time")
               or r["measure"].endswith("matrix products' share")]
     assert len(shares) == 4 and all(0 < v < 100 for v in shares)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from xpseq.app import cli, demo
 
 TINY = {"data": {"n_train": 120, "n_dev": 20, "n_test_per_bucket": 6},
-        "model": {"embed": 8, "hidden": 8, "bucket": 32}, "epochs": 1, "beam_sentences": 10}
+        "model": {"embed": 8, "hidden": 8, "bucket": 32}, "epochs": 1, "beam_sentences": 10,
+        "transformer": {"d_model": 8, "heads": 2, "encoder_layers": 1, "decoder_layers": 1,
+                        "d_ff": 8}, "warmup": 2}
 
 
 def test_demo_runs_every_section(tmp_path, monkeypatch, capsys):
@@ -16,10 +18,12 @@ def test_demo_runs_every_section(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert code == 0
     for section in ("training the attention model", "training the seq2seq model",
+                    "training the transformer model",
                     "by source length", "greedy vs beam search", "attention heatmap",
                     "teacher forcing vs autoregressive decoding", "demo finished"):
         assert section in out, section
     assert "| phrases | sentences | seq2seq BLEU" in out
+    assert "| transformer BLEU | transformer exact |" in out
     assert "tok:none" in out                                   # sacrebleu's signature
     for row in ("greedy", "beam k=1", "beam k=3", "beam k=5"):
         assert f"| {row}" in out

@@ -114,6 +114,35 @@ def test_the_hand_derived_pass_runs_on_every_backend_like_numpy(backend):
                                    err_msg=name)
 
 
+def test_jax_hand_derived_steps_trace_the_whole_backward_pass():
+    """On JAX, ``gradients="hand-derived"`` jits the Transformer's hand-derived pass itself
+    (``kernels.loss_vjp_compiles``: no loop over time steps), without ``jax.grad``: the
+    same float64 training run as JAX's autodiff, dropout included."""
+    jax = pytest.importorskip("jax")
+    from unittest import mock
+
+    from xpseq.train import make_train_step
+
+    config = dataclasses.replace(CONFIG, dropout=0.2, label_smoothing=0.1, d_ff=10)
+    be, optimizer = backends.get("jax"), adam(1e-2)
+    runs = {}
+    for gradients in ("autodiff", "hand-derived"):
+        params = on(be, T.init_params(config, seed=7))
+        opt_state, losses = optimizer.init(params), []
+        with mock.patch.object(jax, "value_and_grad", side_effect=AssertionError("autodiff")) \
+                if gradients == "hand-derived" else mock.MagicMock():
+            step = make_train_step(config, optimizer, be, gradients=gradients)
+            for _ in range(3):
+                params, opt_state, loss = step(params, opt_state, on(be, BATCH))
+                losses.append(float(loss))
+        runs[gradients] = losses, {k: np.asarray(v) for k, v in params.items()}
+    np.testing.assert_allclose(runs["hand-derived"][0], runs["autodiff"][0], rtol=1e-10)
+    assert runs["hand-derived"][0][-1] < runs["hand-derived"][0][0]
+    for name, value in runs["autodiff"][1].items():
+        np.testing.assert_allclose(runs["hand-derived"][1][name], value, rtol=1e-8,
+                                   atol=1e-10, err_msg=name)
+
+
 # ------------------------------------------------------------------- incremental decoding
 
 
@@ -140,6 +169,23 @@ def test_cached_decoding_equals_recomputing_the_prefix(name):
     assert hyp.attention.shape[-1] == src.shape[1]          # last layer, mean over heads
     np.testing.assert_allclose(hyp.attention[:, 0, :, :].sum(-1)[hyp.tokens[:, 0] != 0], 1.0,
                                rtol=1e-12)
+
+
+def test_a_growing_cache_equals_the_fixed_one():
+    """``max_len=None`` (eager loops) grows the cache a position per step; the step's
+    log-probabilities equal those of the fixed-capacity cache (compiled loops)."""
+    xp = backends.get("numpy").xp
+    params = T.init_params(CONFIG, seed=8)
+    encoded = T.kernels.encode(params, CONFIG, BATCH["src"], BATCH["src_len"], scan=None, xp=xp)
+    fixed, fixed_state = T.kernels.decoder(params, CONFIG, encoded, max_len=6, xp=xp)
+    grow, grow_state = T.kernels.decoder(params, CONFIG, encoded, max_len=None, xp=xp)
+    assert grow_state["k0"].shape[2] == 0
+    for y in ([1, 1, 1], [5, 9, 12], [6, 2, 3], [7, 4, 4]):
+        a, fixed_state, att_a = fixed(fixed_state, np.array(y))
+        b, grow_state, att_b = grow(grow_state, np.array(y))
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(att_b, att_a, rtol=1e-12, atol=1e-15)
+    assert grow_state["k0"].shape[2] == 4 and fixed_state["k0"].shape[2] == 6
 
 
 def test_beam_search_runs_on_the_cache(backend):

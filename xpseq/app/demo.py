@@ -1,8 +1,9 @@
 """``xpseq demo``: the attention experiment end to end (what ``make demo`` runs).
 
 1. Trains the attention model (Luong "general" attention with input feeding, the
-   multiplicative ``sᵀ W m``) and the plain seq2seq baseline (no attention; the decoder
-   starts from the encoder's final states) on the toy English -> Zhoric task.
+   multiplicative ``sᵀ W m``), the plain seq2seq baseline (no attention; the decoder
+   starts from the encoder's final states) and a small Transformer on the toy
+   English -> Zhoric task.
 2. Prints BLEU and exact match by the number of prepositional phrases, 0-4; 4 is longer
    than anything in training.
 3. Compares greedy search with beam search (k = 1, 3, 5), with the time each took.
@@ -21,10 +22,14 @@ import numpy as np
 from xpseq.backends import Backend
 
 FULL = {"data": {"n_train": 12000, "n_dev": 500, "n_test_per_bucket": 300},
-        "model": {"embed": 32, "hidden": 64, "bucket": 8}, "epochs": 5, "beam_sentences": 300}
+        "model": {"embed": 32, "hidden": 64, "bucket": 8}, "epochs": 5, "beam_sentences": 300,
+        "transformer": {"d_model": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2,
+                        "d_ff": 256}, "warmup": 400}
 # Quick: one padded batch shape (bucket 32), so JAX compiles once per model.
 QUICK = {"data": {"n_train": 1500, "n_dev": 100, "n_test_per_bucket": 40},
-         "model": {"embed": 16, "hidden": 32, "bucket": 32}, "epochs": 1, "beam_sentences": 40}
+         "model": {"embed": 16, "hidden": 32, "bucket": 32}, "epochs": 1, "beam_sentences": 40,
+         "transformer": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1,
+                         "d_ff": 64}, "warmup": 20}
 
 
 def _title(text: str) -> None:
@@ -45,7 +50,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
         translate,
     )
     from xpseq.tasks.metrics import format_table
-    from xpseq.train import TrainConfig
+    from xpseq.train import TrainConfig, schedules
 
     from .plots import ascii_heatmap, save_heatmap, save_loss_curves
 
@@ -61,14 +66,20 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
     print(f"  English: {' '.join(src)}\n  Zhoric:  {' '.join(tgt)}")
 
     models, histories = {}, {}
-    for name, attention in (("attention", "general"), ("seq2seq", "none")):
+    rnn = dict(setup["model"])
+    bucket = rnn.pop("bucket")
+    recipes = {   # the RNNs: Adam at 3e-3; the Transformer: 1e-3 after a warm-up
+        "attention": (model_config(task, attention="general", dropout=0.1, **rnn), None),
+        "seq2seq": (model_config(task, attention="none", dropout=0.1, **rnn), None),
+        "transformer": (model_config(task, "transformer", dropout=0.1, label_smoothing=0.1,
+                                     **setup["transformer"]),
+                        schedules.warmup_inverse_sqrt(setup["warmup"]))}
+    for name, (config, schedule) in recipes.items():
         _title(f"training the {name} model ({setup['epochs']} epochs at most)")
         t0 = time.perf_counter()
-        model = dict(setup["model"])
-        bucket = model.pop("bucket")
-        config = model_config(task, attention=attention, dropout=0.1, **model)
-        settings = TrainConfig(epochs=setup["epochs"], optimizer=adam(3e-3), seed=seed,
-                               progress=progress)
+        settings = TrainConfig(epochs=setup["epochs"], seed=seed, progress=progress,
+                               optimizer=adam(3e-3 if schedule is None else 1e-3),
+                               schedule=schedule)
         config, result = train_model(task, backend, config, settings, bucket=bucket,
                                      dtype=dtype)
         models[name] = ({k: backend.asarray(v) for k, v in result.params.items()}, config)
@@ -80,7 +91,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
         print(f"  {time.perf_counter() - t0:.1f} s in all")
 
     _title("by source length: phrases 0-3 as in training, 4 longer than any training sentence")
-    order = {"seq2seq": models["seq2seq"], "attention": models["attention"]}
+    order = {name: models[name] for name in ("seq2seq", "attention", "transformer")}
     headers, rows, details = bucket_table(order, task, backend)
     print(format_table(headers, rows))
     print(f"BLEU: sacrebleu, signature {details['attention'][0]['signature']}")
@@ -88,8 +99,9 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
     for name in order:
         d = details[name][4]
         i = int(np.argmax([len(h) != len(r) for h, (_, r) in zip(d["hypotheses"], task.test[4])]))
-        print(f"  {name}: outputs are {-d['length_diff']:.1f} words shorter than the reference "
-              f"on average; for example")
+        diff = d["length_diff"]
+        print(f"  {name}: outputs are {abs(diff):.1f} words {'longer' if diff > 0 else 'shorter'}"
+              f" than the reference on average; for example")
         print(f"    reference: {' '.join(task.test[4][i][1])}")
         print(f"    output:    {' '.join(d['hypotheses'][i])}")
 

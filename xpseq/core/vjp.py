@@ -69,15 +69,18 @@ def linear(x: Any, W: Any, b: Any, *, xp: Any) -> tuple[Any, Callable]:
     """``y = x Wᵀ + b`` with ``x (..., I)``, ``W (O, I)``, ``b (O,)`` or ``None``.
 
     ``y_o = Σ_i x_i W_oi + b_o``, so ``∂y_o/∂x_i = W_oi``, ``∂y_o/∂W_oi = x_i``,
-    ``∂y_o/∂b_o = 1``: ``dx = dy W``, ``dW = Σ_b dyᵀ x`` (``dy`` and ``x`` flattened to
-    ``(N, O)`` and ``(N, I)``), ``db = Σ_b dy``.
+    ``∂y_o/∂b_o = 1``: ``dx = dy W``, ``dW = Σ_b dyᵀ x`` (one ``tensordot`` over every
+    leading axis of ``dy`` and ``x``), ``db = Σ_b dy``.
     """
     y = kernels.linear(x, W, b, xp=xp)
 
     def backprop(dy: Any) -> tuple[Any, Any, Any]:
         dx = dy @ W
-        dW = xp.matrix_transpose(xp.reshape(dy, (-1, dy.shape[-1]))) \
-            @ xp.reshape(x, (-1, x.shape[-1]))
+        # A tensordot over the leading axes rather than a matrix product of the flattened
+        # (N, O)ᵀ and (N, I): the same sum, and XLA's CPU backend turns the tensordot into
+        # its fast matrix-product kernel, where it runs the flattened form 1.4-1.8x slower.
+        leading = list(range(dy.ndim - 1))
+        dW = xp.tensordot(dy, x, axes=(leading, leading))
         db = None if b is None else _sum_leading(dy, 1, xp=xp)
         return dx, dW, db
 

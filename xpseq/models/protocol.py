@@ -57,8 +57,15 @@ class ModelKernels:
     decoder(params, config, encoded, *, attention, max_len, xp) -> (step, state)
         The decoder as a pure step ``step(state, y_prev (B,)) -> (log_probs (B, V),
         state, attention (B, S) or None)`` and its first state, for at most ``max_len``
-        steps (a model with a key/value cache sizes it so: a fixed shape, one compilation);
+        steps (a model with a key/value cache sizes it so: a fixed shape, one compilation),
+        or ``max_len=None`` for an eager loop of any length (such a cache may then grow);
         ``attention=False`` asks for ``None`` weights (beam search then carries none).
+    loss_vjp_compiles : bool
+        ``True`` when ``loss_vjp`` has no Python loop over time steps, so that a compiling
+        backend (JAX) asked for ``gradients="hand-derived"`` traces the whole hand-derived
+        pass into its program. ``False`` (the default): it differentiates ``loss`` itself,
+        with ``custom_vjp`` given for the parts the model runs by hand (the RNN's
+        recurrences).
     """
 
     loss: Callable
@@ -66,6 +73,7 @@ class ModelKernels:
     nll_sum: Callable
     encode: Callable
     decoder: Callable
+    loss_vjp_compiles: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

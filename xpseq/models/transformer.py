@@ -574,14 +574,19 @@ def _cached_attention(p: Mapping[str, Any], q_in: Any, kh: Any, vh: Any, keep: A
 def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict, *,
              attention: bool = True, max_len: int | None = None,
              xp: Any) -> tuple[Callable, dict]:
-    """The decoder as the protocol's step with a key/value cache of ``max_len`` positions
-    (``config.max_len`` if not given): ``state`` holds the step ``t (B,)`` and, per layer,
-    the self-attention keys and values ``(B, h, max_len, d/h)`` written so far."""
-    capacity = config.max_len if max_len is None else int(max_len)
+    """The decoder as the protocol's step with a key/value cache: ``state`` holds the step
+    ``t (B,)`` and, per layer, the self-attention keys and values written so far.
+
+    With ``max_len`` the cache has that fixed capacity, ``(B, h, max_len, d/h)``, and each
+    step writes its position with ``where``: one shape, so a compiled loop traces the step
+    once. With ``max_len=None`` (an eager loop) the cache grows by one position a step,
+    ``(B, h, t, d/h)``, so that a step reads and writes only the positions decoded so far
+    rather than the whole capacity (beam search also reorders the cache every step)."""
+    capacity = None if max_len is None else int(max_len)
     memory = encoded["memory"]
     batch, heads, width = memory.shape[0], config.heads, config.d_model // config.heads
-    positions = xp.arange(capacity, dtype=xp.int64)
-    zeros = xp.zeros((batch, heads, capacity, width), dtype=memory.dtype)
+    positions = xp.arange(capacity or 0, dtype=xp.int64)
+    zeros = xp.zeros((batch, heads, capacity or 0, width), dtype=memory.dtype)
     state = {"t": xp.zeros((batch,), dtype=xp.int64)}
     for i in range(config.decoder_layers):
         state[f"k{i}"], state[f"v{i}"] = zeros, zeros
@@ -597,9 +602,13 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
         t = state["t"]
         x = _embed_vjp(params, config, xp.expand_dims(y, axis=-1), "tgt", None, xp=xp,
                        offset=t)[0]                                        # (B, 1, d)
-        here = xp.reshape(positions, (1, 1, capacity, 1)) == xp.reshape(t, (batch, 1, 1, 1))
-        seen = xp.expand_dims(xp.expand_dims(positions, axis=0) <= xp.expand_dims(t, axis=-1),
-                              axis=-2)                                     # (B, 1, L)
+        if capacity is None:                                               # grow
+            length = state["k0"].shape[2] + 1
+            seen = xp.ones((batch, 1, length), dtype=xp.bool)
+        else:                                                              # write in place
+            here = xp.reshape(positions, (1, 1, capacity, 1)) == xp.reshape(t, (batch, 1, 1, 1))
+            seen = xp.expand_dims(xp.expand_dims(positions, axis=0)
+                                  <= xp.expand_dims(t, axis=-1), axis=-2)  # (B, 1, L)
         new_state = {"t": t + 1}
         cross_weights = None
         for i in range(config.decoder_layers):
@@ -611,8 +620,12 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
                                                            xp=xp), heads, xp=xp)
                 v_new = kernels.split_heads(kernels.linear(h, p_self["W_v"], p_self["b_v"],
                                                            xp=xp), heads, xp=xp)
-                cache["k"] = xp.where(here, k_new, state[f"k{i}"])
-                cache["v"] = xp.where(here, v_new, state[f"v{i}"])
+                if capacity is None:
+                    cache["k"] = xp.concat([state[f"k{i}"], k_new], axis=2)
+                    cache["v"] = xp.concat([state[f"v{i}"], v_new], axis=2)
+                else:
+                    cache["k"] = xp.where(here, k_new, state[f"k{i}"])
+                    cache["v"] = xp.where(here, v_new, state[f"v{i}"])
                 return _cached_attention(p_self, h, cache["k"], cache["v"], seen, config,
                                          xp=xp)[0]
 
@@ -688,4 +701,5 @@ MODEL = Model(kind="transformer", Config=TransformerConfig, param_shapes=param_s
               init_params=init_params, loss=loss, loss_and_grad=loss_and_grad,
               dropout_shapes=dropout_shapes,
               kernels=ModelKernels(loss=_loss, loss_vjp=_loss_vjp, nll_sum=_nll_sum,
-                                   encode=_encode, decoder=_decoder))
+                                   encode=_encode, decoder=_decoder,
+                                   loss_vjp_compiles=True))

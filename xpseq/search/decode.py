@@ -66,18 +66,21 @@ def _search_arrays(params: Mapping[str, Any], src: Any, src_len: Any, *, config:
     xp = backend.xp
     kernels = models.of(config).kernels
     scan = backend.scan if backend.compiles else None
+    # A compiled loop needs the decoder state's shapes fixed (a key/value cache of max_len
+    # positions); an eager loop lets a cache grow a position per step.
+    capacity = max_len if backend.compiles else None
     encoded = kernels.encode(params, config, src, src_len, scan=backend.scan, xp=xp)
     limits = xp.astype(xp.ceil(options.max_len_a * xp.astype(src_len, xp.float64)
                                + options.max_len_b), xp.int64)
     batch = src.shape[0]
     if options.method == "greedy":
         step, state = kernels.decoder(params, config, encoded, attention=options.attention,
-                                      max_len=max_len, xp=xp)
+                                      max_len=capacity, xp=xp)
         return greedy_search(step, state, batch_size=batch, bos_id=BOS_ID, eos_id=EOS_ID,
                              pad_id=PAD_ID, max_len=max_len, max_lens=limits,
                              min_len=options.min_len, scan=scan)
     step, state = kernels.decoder(params, config, tile_beams(encoded, options.k),
-                                  attention=options.attention, max_len=max_len, xp=xp)
+                                  attention=options.attention, max_len=capacity, xp=xp)
     return beam_search(step, state, batch_size=batch,
                        k=options.k, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
                        max_len=max_len, max_lens=limits, min_len=options.min_len,

@@ -79,11 +79,13 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         ``"hand-derived"``
         ``"hand-derived"`` runs the backward pass of :mod:`xpseq.core.vjp` (what NumPy
         always does) on the backend's arrays; on PyTorch that means no autograd tape is
-        recorded, and the step is faster (``scripts/bench.py`` measures it). On JAX, whose
-        ``jit`` would unroll the whole pass's Python loops over the time steps, it means
-        the encoder's recurrences: their backward is the hand-derived step rules in a
-        reverse ``lax.scan`` (``backend.custom_vjp``, see
-        :func:`xpseq.core.recurrent.hand_derived_recurrence`), the rest is ``jax.grad``.
+        recorded, and the step is faster (``scripts/bench.py`` measures it). On JAX it
+        depends on the model (its ``kernels.loss_vjp_compiles``): the Transformer's whole
+        hand-derived pass is traced into the jitted step; for the RNN, whose Python loops
+        over the time steps ``jit`` would unroll, it means the encoder's recurrences:
+        their backward is the hand-derived step rules in a reverse ``lax.scan``
+        (``backend.custom_vjp``, see :func:`xpseq.core.recurrent.hand_derived_recurrence`),
+        the rest is ``jax.grad``.
         ``"autodiff"`` needs JAX or PyTorch.
     """
     gradients = check_gradients(backend, gradients)
@@ -115,9 +117,12 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
                       schedule: Schedule | None) -> TrainStep:
     xp = backend.xp
     model = models.of(config)
-    # A compiling backend asked for hand-derived gradients differentiates the loss itself,
-    # and the model runs its recurrences with their hand-derived custom VJP.
-    rules_inside = gradients == "hand-derived" and backend.compiles
+    # A compiling backend asked for hand-derived gradients traces the model's whole
+    # hand-derived pass when it has no loop over time steps (the Transformer); otherwise it
+    # differentiates the loss itself, and the model runs its recurrences with their
+    # hand-derived custom VJP (the RNN).
+    rules_inside = (gradients == "hand-derived" and backend.compiles
+                    and not model.kernels.loss_vjp_compiles)
     custom_vjp = backend.custom_vjp if rules_inside else None
 
     def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
