@@ -62,6 +62,45 @@ def _backend(name: str | None) -> backends.Backend:
     return backend
 
 
+def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
+    """The backend for ``train --devices N`` (N > 1). JAX: the host's cores become N CPU
+    devices (``--xla_force_host_platform_device_count``, set before JAX starts). PyTorch:
+    inside a process group (``torchrun``, or one this function started) the backend;
+    otherwise it starts N processes that each run this command in a ``gloo`` group, waits
+    for them and returns ``None``."""
+    name = args.backend
+    if name is None:
+        installed = backends.available()
+        name = ([n for n in FASTEST if n in installed] or ["numpy"])[0]
+    if name not in ("jax", "torch"):
+        raise CommandError(f"--devices {args.devices}: data parallelism needs --backend jax "
+                           f"or torch; {name} trains on one process")
+    if name == "jax":
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags and "jax" not in sys.modules:
+            os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_count="
+                                       f"{args.devices}").strip()
+        return _backend(name)
+    from xpseq.train import parallel
+
+    backend = _backend(name)
+    if backend.process_group() is None and "WORLD_SIZE" in os.environ:
+        parallel.join_group()                                  # started by torchrun
+    if backend.process_group() is not None:
+        if backend.process_group()[0] != 0:                    # one process prints
+            sys.stdout = sys.stderr = open(os.devnull, "w")
+        return backend
+    parallel.spawn(_main_in_group, args.devices, args.argv)
+    return None
+
+
+def _main_in_group(argv: Sequence[str]) -> None:
+    """One process of ``train --devices N`` on torch: the command, failing loudly."""
+    code = main(argv)
+    if code:
+        raise SystemExit(code)
+
+
 def _load(path: str, backend: backends.Backend, dtype: str):
     from xpseq.data import Vocab
     from xpseq.train import checkpoint as ckpt
@@ -218,7 +257,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from xpseq.tasks import model_config, task_from_pairs, train_model
     from xpseq.train import TrainConfig, schedules
 
-    backend = _backend(args.backend)
+    backend = _parallel_backend(args) if args.devices > 1 else _backend(args.backend)
+    if backend is None:                   # the processes of a torch group did the work
+        return 0
     _check_writable(args.out)
     defaults = TOY_DEFAULTS if args.model == "rnn" else TRANSFORMER_DEFAULTS
     foreign = [f"--{n.replace('_', '-')}" for n in set(TOY_DEFAULTS) ^ set(TRANSFORMER_DEFAULTS)
@@ -260,7 +301,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     schedule = None if not options.get("warmup") else schedules.warmup_inverse_sqrt(
         options["warmup"])
     settings = TrainConfig(epochs=options["epochs"], optimizer=adam(options["lr"]),
-                           schedule=schedule, seed=args.seed, progress=not args.no_progress)
+                           schedule=schedule, seed=args.seed, progress=not args.no_progress,
+                           devices=args.devices)
     _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
                             max_tokens=options.get("max_tokens"), dtype=args.dtype,
                             checkpoint=args.out, metadata=metadata)
@@ -290,7 +332,8 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
           file=sys.stderr)
     start = time.perf_counter()
     _, result, _ = g2p.train(split, backend, checkpoint=args.out, seed=args.seed,
-                             dtype=args.dtype, progress=not args.no_progress, **overrides)
+                             dtype=args.dtype, progress=not args.no_progress,
+                             devices=args.devices, **overrides)
     best = result.history[result.best_epoch - 1]
     wer = f", dev WER {best['dev_wer']:.2f} %" if "dev_wer" in best else ""
     print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "
@@ -532,6 +575,10 @@ def _parser() -> argparse.ArgumentParser:
                    "watch: the greedy WER on the dev words (default) or the dev loss")
     p.add_argument("--quick", action="store_true", help="the small toy dataset")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--devices", type=_positive, default=1,
+                   help="train data-parallel on N devices: on jax the host's cores (or its "
+                        "accelerators), on torch N processes of one thread; under torchrun, "
+                        "its process count (default: 1)")
     p.set_defaults(func=cmd_train, parser=p)
 
     p = sub.add_parser("translate", help="translate sentences with a checkpoint",
@@ -650,6 +697,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     debug = args.debug or os.environ.get("XPSEQ_DEBUG", "") not in ("", "0")
     command_parser = args.parser
     if extra:

@@ -70,6 +70,26 @@ class JaxBackend(Backend):
              length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
         return self._jax.lax.scan(fn, carry, xs, length=length, reverse=reverse)
 
+    def mesh(self, devices: int) -> Any:
+        """A one-axis :class:`jax.sharding.Mesh` (axis ``"batch"``) over the first
+        ``devices`` of ``jax.devices()``. On CPU the devices are the host's cores only
+        when Python started with ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
+        (``xpseq train --devices N`` sets it before JAX starts)."""
+        found = self._jax.devices()
+        if devices > len(found):
+            raise ValueError(
+                f"devices={devices}, but JAX sees {len(found)} {found[0].platform} device(s); "
+                f"on CPU, set XLA_FLAGS=--xla_force_host_platform_device_count={devices} "
+                "before JAX starts (xpseq train --devices does)")
+        return self._jax.sharding.Mesh(np.array(found[:devices]), ("batch",))
+
+    def put(self, tree: Any, mesh: Any, *, split: bool) -> Any:
+        """``tree``'s arrays (NumPy or JAX) placed on ``mesh``: axis 0 split evenly over its
+        devices (``split=True``; axis 0 must divide) or replicated on each."""
+        sharding = self._jax.sharding
+        spec = sharding.PartitionSpec("batch") if split else sharding.PartitionSpec()
+        return self._jax.device_put(tree, sharding.NamedSharding(mesh, spec))
+
     def custom_vjp(self, fn: Callable[..., Any], fwd: Callable[..., tuple[Any, Any]],
                    bwd: Callable[[Any, Any], tuple]) -> Callable[..., Any]:
         """``jax.custom_vjp(fn)`` with ``fwd`` and ``bwd`` attached: ``jax.grad`` (and

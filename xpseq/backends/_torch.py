@@ -33,6 +33,33 @@ class TorchBackend(Backend):
     def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
         return self._torch.tensor(host, dtype=dtype)
 
+    def process_group(self) -> tuple[int, int] | None:
+        """``(rank, world_size)`` of the initialised ``torch.distributed`` process group,
+        or ``None`` without one."""
+        dist = self._torch.distributed
+        if not (dist.is_available() and dist.is_initialized()):
+            return None
+        return dist.get_rank(), dist.get_world_size()
+
+    def all_reduce_sum(self, tree_: Any) -> Any:
+        """``tree_`` (tensors in dicts, tuples or lists) summed over the processes of the
+        group: one ``torch.distributed.all_reduce`` of all its leaves, concatenated."""
+        torch = self._torch
+        leaves, treedef = tree.flatten(tree_)
+        flat = torch.cat([x.detach().reshape(-1) for x in leaves])
+        torch.distributed.all_reduce(flat)
+        out, start = [], 0
+        for x in leaves:
+            out.append(flat[start:start + x.numel()].reshape(x.shape))
+            start += x.numel()
+        return tree.unflatten(treedef, out)
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` (any picklable object), on every process of the group."""
+        box = [obj]
+        self._torch.distributed.broadcast_object_list(box, src=0)
+        return box[0]
+
     def value_and_grad(self, fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
                        has_aux: bool = False) -> Callable[..., Any]:
         """Run ``fn`` on fresh leaf tensors that require grad, then ``torch.autograd.grad``.

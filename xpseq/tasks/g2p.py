@@ -71,7 +71,7 @@ def g2p_task(split: Any) -> Task:
 
 def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: int = 0,
           dtype: str = "float32", progress: bool = True, dev_words: int | None = None,
-          **overrides: Any) -> tuple[Any, FitResult, Task]:
+          devices: int = 1, **overrides: Any) -> tuple[Any, FitResult, Task]:
     """Train a G2P model on ``split`` with :data:`RECIPE`, changed by ``overrides``.
 
     Parameters
@@ -86,6 +86,7 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
         recipe must monitor ``"dev_loss"``)
     overrides : any key of :data:`RECIPE`, e.g. ``hidden=64, time_limit_minutes=5``;
         ``time_limit_minutes=None`` for no limit
+    devices : train data-parallel on this many devices (``TrainConfig.devices``)
 
     Returns
     -------
@@ -121,7 +122,7 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
         parts.append(cb.TimeLimit(60.0 * minutes))
     settings = TrainConfig(epochs=recipe["epochs"], optimizer=adam(recipe["lr"]), seed=seed,
                            monitor=recipe["monitor"], gradients=recipe["gradients"],
-                           progress=progress)
+                           progress=progress, devices=devices)
     config, result = train_model(task, backend, config, settings,
                                  batch_size=recipe["batch_size"], bucket=recipe["bucket"],
                                  dtype=dtype, callbacks=parts, checkpoint=checkpoint,

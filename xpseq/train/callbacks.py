@@ -161,6 +161,8 @@ class Checkpoint(Callback):
         ``FloatingPointError`` naming the step and the last checkpoint written (kept)."""
         from . import checkpoint
 
+        if not loop.place.main:          # one process of several writes the file
+            return
         restored = finished and loop.restored
         try:
             checkpoint.save(self.path, config=loop.config,
@@ -190,7 +192,8 @@ class Checkpoint(Callback):
 
 class EpochMetrics(Callback):
     """Per-epoch metrics: ``fn(record, params)`` after the dev loss, with the epoch's
-    history record and the parameters (arrays of the backend); the mapping it returns is
+    history record and the parameters (arrays of the backend, on one device); the mapping
+    it returns is
     added to the record (e.g. a dev error rate for the learning curve, which ``monitor``
     may then watch). Its time is not counted in the record's ``seconds``."""
 
@@ -200,4 +203,4 @@ class EpochMetrics(Callback):
         self.fn = fn
 
     def on_epoch_metrics(self, loop: Loop, record: dict) -> Mapping[str, Any] | None:
-        return self.fn(dict(record), loop.params)
+        return self.fn(dict(record), loop.place.local(loop.params))

@@ -31,14 +31,13 @@ from xpseq.core.optim import Optimizer, adam
 from xpseq.models import check_batch
 
 from .callbacks import Callback
+from .parallel import Placement, placement
 from .schedules import Schedule
 from .step import (
     Batch,
     check_gradients,
-    evaluate_loss,
     make_eval_loss,
     make_train_step,
-    to_backend,
     to_numpy,
 )
 
@@ -64,6 +63,10 @@ class TrainConfig:
     gradients : ``None`` (the backend's own), ``"autodiff"`` or ``"hand-derived"``, as in
         :func:`xpseq.train.make_train_step`
     progress : show a tqdm progress bar per epoch and a line per finished epoch
+    devices : train data-parallel on this many devices (see :mod:`xpseq.train.parallel`):
+        on JAX a device mesh (on CPU, the host's cores, which XLA exposes only when told
+        before it starts), on PyTorch as many processes of a ``gloo`` process group
+        (started by ``xpseq train --devices`` or ``torchrun``); 1 elsewhere
     """
 
     epochs: int = 10
@@ -76,11 +79,12 @@ class TrainConfig:
     min_delta: float = 0.0
     gradients: str | None = None
     progress: bool = True
+    devices: int = 1
 
     def __post_init__(self) -> None:
         if self.optimizer is None:
             object.__setattr__(self, "optimizer", adam(1e-3))
-        for name in ("epochs", "max_steps"):
+        for name in ("epochs", "max_steps", "devices"):
             value = getattr(self, name)
             if value is None and name == "max_steps":
                 continue
@@ -146,8 +150,10 @@ class Loop:
     """
 
     def __init__(self, config: Any, train: TrainConfig, backend: Backend, params: dict,
-                 opt_state: dict, state: dict, dev_batches: Sequence[Batch]):
+                 opt_state: dict, state: dict, dev_batches: Sequence[Batch],
+                 place: Placement | None = None):
         self.config, self.train, self.backend = config, train, backend
+        self.place = Placement(backend) if place is None else place
         self.params, self.opt_state, self.state = params, opt_state, state
         self.dev_batches = dev_batches
         self.watched: float | None = None
@@ -222,11 +228,14 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     check_gradients(backend, train.gradients)
     for batch in list(train_batches) + list(dev_batches):
         check_batch(config, batch)
-    loop = _start(config, params, backend, train, resume, dev_batches)
+    place = placement(backend, train.devices)
+    loop = _start(config, params, backend, train, resume, dev_batches, place)
     for cb in callbacks:
         cb.on_train_begin(loop)
+    group = (place.rank, place.devices) if place.all_reduce is not None else None
     train_step = make_train_step(config, train.optimizer, backend, clip_norm=train.clip_norm,
-                                 gradients=train.gradients, schedule=train.schedule)
+                                 gradients=train.gradients, schedule=train.schedule,
+                                 group=group)
     eval_loss = make_eval_loss(config, backend)
     state = loop.state
     traces_before = epoch_traces = train_step.traces
@@ -234,13 +243,14 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         epoch_start = time.perf_counter()
         order = np.random.default_rng([train.seed, state["epoch"]]).permutation(
             len(train_batches))
-        bar = tqdm(total=len(order), initial=state["batch"], disable=not train.progress,
+        bar = tqdm(total=len(order), initial=state["batch"],
+                   disable=not (train.progress and place.main),
                    desc=f"epoch {state['epoch'] + 1}/{train.epochs} [{backend.name}]",
                    leave=False)
         while state["batch"] < len(order) and loop.stop is None:
             batch = train_batches[order[state["batch"]]]
             loop.params, loop.opt_state, value = train_step(
-                loop.params, loop.opt_state, to_backend(backend, batch), train.seed)
+                loop.params, loop.opt_state, place.batch(batch), train.seed)
             value = _record_step(loop, batch, float(backend.to_numpy(value)))
             bar.update(1)
             bar.set_postfix(loss=f"{value:.4f}")
@@ -249,11 +259,11 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
                 break
             for cb in callbacks:
                 cb.on_step_end(loop)
+            loop.stop = place.agree(loop.stop)
         bar.close()
         if loop.stop == "max_steps":
             break
-        dev = evaluate_loss(eval_loss, backend, loop.params, dev_batches) if dev_batches \
-            else None
+        dev = place.evaluate(eval_loss, loop.params, dev_batches) if dev_batches else None
         if dev is not None and not math.isfinite(dev):
             raise FloatingPointError(f"fit: the dev loss became {dev} after epoch "
                                      f"{state['epoch'] + 1} (the training diverged)")
@@ -271,12 +281,13 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         record.update(extra)
         record["elapsed"] = time.perf_counter() - loop.started
         state["history"].append(record)
-        if train.progress:
+        if train.progress and place.main:
             tqdm.write(_epoch_line(record, extra, backend.name))
         state.update(epoch=state["epoch"] + 1, batch=0, epoch_nll=0.0, epoch_tokens=0.0)
         loop.note(record)
         for cb in callbacks:
             cb.on_epoch_end(loop, record)
+        loop.stop = place.agree(loop.stop)
         if loop.stop is not None:
             break
     loop.stopped = loop.stop or "epochs"
@@ -290,7 +301,8 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
 
 
 def _start(config: Any, params: Mapping[str, np.ndarray], backend: Backend,
-           train: TrainConfig, resume: Any, dev_batches: Sequence[Batch]) -> Loop:
+           train: TrainConfig, resume: Any, dev_batches: Sequence[Batch],
+           place: Placement) -> Loop:
     """The loop at its first step: fresh, or where the checkpoint ``resume`` left off."""
     if resume is not None:
         if resume.config != config:
@@ -299,14 +311,14 @@ def _start(config: Any, params: Mapping[str, np.ndarray], backend: Backend,
         if resume.opt_state is None:
             raise ValueError("fit: the checkpoint to resume holds no optimiser state")
         params, state = resume.params, dict(resume.train_state)
-        opt_state = to_backend(backend, resume.opt_state)
-        params = to_backend(backend, dict(params))
+        opt_state = place.params(resume.opt_state)
+        params = place.params(params)
     else:
         state = {"epoch": 0, "batch": 0, "step": 0, "best_dev": None, "bad_epochs": 0,
                  "history": [], "epoch_nll": 0.0, "epoch_tokens": 0.0}
-        params = to_backend(backend, dict(params))
-        opt_state = train.optimizer.init(params)
-    return Loop(config, train, backend, params, opt_state, state, dev_batches)
+        params = place.params(params)
+        opt_state = place.params(train.optimizer.init(params))
+    return Loop(config, train, backend, params, opt_state, state, dev_batches, place)
 
 
 def _record_step(loop: Loop, batch: Batch, value: float) -> float:

@@ -60,7 +60,8 @@ GRADIENTS = ("autodiff", "hand-derived")
 
 def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
                     clip_norm: float | None = None, gradients: str | None = None,
-                    schedule: Schedule | None = None) -> TrainStep:
+                    schedule: Schedule | None = None,
+                    group: tuple[int, int] | None = None) -> TrainStep:
     """The training step of ``config`` (any model kind's) for ``backend``.
 
     Built once, then kept in :mod:`xpseq.train.compiled` by config, optimiser name and
@@ -87,15 +88,20 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         (``backend.custom_vjp``, see :func:`xpseq.core.recurrent.hand_derived_recurrence`),
         the rest is ``jax.grad``.
         ``"autodiff"`` needs JAX or PyTorch.
+    group : ``(rank, processes)`` of a PyTorch process group (see
+        :mod:`xpseq.train.parallel`): the batch is this process's rows with a ``"weight"``
+        (its share of the real tokens); the weighted value and gradients are summed over
+        the group before clipping and the update, and the dropout masks drawn as streams
+        of their own for each process.
     """
     gradients = check_gradients(backend, gradients)
     if schedule is not None and not isinstance(schedule, Schedule):
         raise TypeError(f"make_train_step: schedule must be an xpseq.train.schedules.Schedule "
                         f"or None, got {type(schedule).__name__}")
     key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
-           backend.name, gradients, schedule)
+           backend.name, gradients, schedule, group)
     return compiled.cached("train_step", key, lambda: _build_train_step(
-        config, optimizer, backend, clip_norm, gradients, schedule))
+        config, optimizer, backend, clip_norm, gradients, schedule, group))
 
 
 def check_gradients(backend: Backend, gradients: str | None) -> str:
@@ -114,7 +120,7 @@ def check_gradients(backend: Backend, gradients: str | None) -> str:
 
 def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
                       clip_norm: float | None, gradients: str,
-                      schedule: Schedule | None) -> TrainStep:
+                      schedule: Schedule | None, group: tuple[int, int] | None) -> TrainStep:
     xp = backend.xp
     model = models.of(config)
     # A compiling backend asked for hand-derived gradients traces the model's whole
@@ -146,10 +152,15 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
         train_step.traces += 1
         shapes = model.dropout_shapes(config, tuple(batch["src"].shape),
                                       tuple(batch["tgt_in"].shape))
+        first = 0 if group is None else group[0] * len(shapes)      # a process's streams
         keep = {name: backend.dropout_keep(seed, opt_state["step"], shape, config.dropout,
-                                           stream=i)
+                                           stream=first + i)
                 for i, (name, shape) in enumerate(shapes.items())} or None
         value, grads = grad_fn(params, batch, keep)
+        if group is not None:
+            weight = batch["weight"]
+            value, grads = backend.all_reduce_sum(
+                (value * weight, {k: g * weight for k, g in grads.items()}))
         if clip_norm is not None:
             grads, _ = clip_by_global_norm(grads, clip_norm)
         if schedule is None:

@@ -1,0 +1,102 @@
+"""Data parallelism: batches split with balanced real tokens, and 2 devices give the run of
+1 in float64 (JAX's device mesh to 1e-12, PyTorch's process group to 1e-10), for both
+model kinds; the processes agree on when to stop and one writes the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import assert_ok  # noqa: F401  (keeps tests/ on the path for the children)
+from parallel_runs import batches_and_configs, torch_in_group, train
+
+from xpseq import backends, models
+from xpseq.train.parallel import balanced_order, placement, shard_rows, split_batch
+
+
+def test_rows_are_dealt_for_balanced_tokens():
+    tokens = np.array([9, 1, 8, 2, 7, 3, 1])
+    shards = balanced_order(tokens, 2)
+    assert sorted(sum(shards, [])) == list(range(7))
+    assert [len(s) for s in shards] == [4, 3]
+    assert abs(tokens[shards[0]].sum() - tokens[shards[1]].sum()) <= 1
+    with pytest.raises(ValueError, match="shards must be a positive int"):
+        balanced_order(tokens, 0)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "transformer"])
+def test_a_split_batch_has_the_same_loss(kind):
+    """Reordered rows, and empty rows to fill the last shard: the same loss (the sums only
+    change order); each shard holds nearly the same real tokens."""
+    batches, configs = batches_and_configs()
+    config, batch = configs[kind], batches[0]
+    params = models.get(kind).init_params(config, seed=2)
+    split = split_batch(batch, 3)
+    assert split["src"].shape[0] % 3 == 0 and split["src"].shape[0] >= batch["src"].shape[0]
+    assert split["shard_tokens"].sum() == np.sum(batch["tgt_out"] != 0)
+    assert np.ptp(split["shard_tokens"]) <= np.max(np.sum(batch["tgt_out"] != 0, axis=1))
+    value = models.get(kind).loss(params, config, {k: batch[k] for k in ("src", "src_len", "tgt_in", "tgt_out")})
+    keys = ("src", "src_len", "tgt_in", "tgt_out")
+    assert float(models.get(kind).loss(params, config, {k: split[k] for k in keys})) == \
+        pytest.approx(float(value), rel=1e-12)
+    parts = [shard_rows(split, s, 3) for s in range(3)]
+    assert sum(p["src"].shape[0] for p in parts) == split["src"].shape[0]
+
+
+def test_devices_need_a_parallel_backend():
+    with pytest.raises(ValueError, match="numpy trains on one process"):
+        placement(backends.get("numpy"), 2)
+    pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="needs 2 processes in a torch.distributed gloo group"):
+        placement(backends.get("torch"), 2)
+
+
+def test_jax_two_devices_train_like_one(tmp_path):
+    """In a child process whose JAX sees the two cores as two CPU devices: the same losses
+    and parameters to 1e-12; with dropout, a second run is identical."""
+    pytest.importorskip("jax")
+    out = tmp_path / "jax.json"
+    done = subprocess.run([sys.executable, "tests/parallel_runs.py", "jax", str(out)],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report) == {"rnn", "transformer", "dropout"}
+    for name, r in report.items():
+        assert r["loss_gap"] <= 1e-12 and r["param_gap"] <= 1e-12, (name, r)
+        assert r["losses"][-1][0] < r["losses"][0][0], name             # it learns
+    assert report["dropout"]["param_gap"] == 0.0
+
+
+@pytest.mark.parametrize("kind", ["rnn", "transformer"])
+def test_torch_two_processes_train_like_one(tmp_path, kind):
+    pytest.importorskip("torch")
+    from xpseq.train.parallel import spawn
+
+    one, p1, _ = train("torch", kind, 1)
+    spawn(torch_in_group, 2, kind, str(tmp_path / "two.pkl"))
+    two, p2, _ = pickle.loads((tmp_path / "two.pkl").read_bytes())
+    np.testing.assert_allclose(two, one, rtol=1e-10)
+    for name in p1:
+        np.testing.assert_allclose(p2[name], p1[name], rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_torch_processes_stop_together_and_one_writes_the_checkpoint(tmp_path):
+    """A time limit reached after the first step: both processes stop there (rank 0
+    decides), with dropout (each process its own masks), and the checkpoint is written
+    once and loads."""
+    pytest.importorskip("torch")
+    from xpseq.train import checkpoint
+    from xpseq.train.parallel import spawn
+
+    path = tmp_path / "model.ckpt"
+    spawn(torch_in_group, 2, "rnn", str(tmp_path / "two.pkl"), 0.3, str(path))
+    losses, params, stopped = pickle.loads((tmp_path / "two.pkl").read_bytes())
+    assert stopped == "time_limit" and len(losses) == 1
+    loaded = checkpoint.load(path)
+    assert loaded.train_state["step"] == 1
+    for name, value in params.items():
+        np.testing.assert_array_equal(loaded.params[name], value)
