@@ -60,6 +60,14 @@ Sections (targets are the project's; the script reports whether each is met):
     key/value cache) of ``--transformer-sentences`` test sentences against the same
     search called one sentence at a time, on PyTorch (target >= 10x, identical outputs),
     and batched greedy search in output tokens per second.
+``parallel`` (only with ``--only parallel``)
+    Training throughput of both model kinds (the ``train`` RNN and the ``transformer``
+    sizes, ``--steps`` batches) on 2 devices against 1, float32: JAX on a mesh of the
+    host's two cores as CPU devices (``--xla_force_host_platform_device_count=2``, set
+    before JAX starts; one device is then a plain single-device run), PyTorch with 2
+    processes of one thread each in a ``gloo`` group against one process; and PyTorch with
+    2 intra-op threads in one process, for comparison. It runs on all the process's CPUs.
+    Targets: >= 1.7x for the Transformer, >= 1.5x for the RNN model.
 ``profile`` (only with ``--only profile``)
     Where the time goes: ``torch.profiler`` over the ``train`` steps of xpseq-torch
     (autograd and hand-derived) and native PyTorch, and over one batched beam search (the
@@ -109,6 +117,7 @@ import argparse
 import dataclasses
 import datetime
 import math
+import os
 import pathlib
 import statistics
 import sys
@@ -122,7 +131,7 @@ import _common as common  # noqa: E402
 
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa")       # the order they run in
 #: Sections run only when ``--only`` names them.
-EXTRA_SECTIONS = ("profile", "transformer")
+EXTRA_SECTIONS = ("profile", "transformer", "parallel")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "OPENBLAS_CORETYPE", "XLA_FLAGS")
 KEYS = common.BATCH_KEYS
@@ -288,6 +297,7 @@ class Bench:
         self.profile: dict | None = None
         self.beam: dict | None = None
         self.transformer: dict | None = None
+        self.parallel: dict | None = None
         self.trained_loss: float | None = None
         self._trained: dict | None = None
 
@@ -934,6 +944,116 @@ def transformer_search_rows(bench: Bench, config: Any, trained: dict) -> list[Ro
     return rows
 
 
+# ----------------------------------------------------------------------- parallel
+
+
+def _parallel_models(bench: Bench) -> dict[str, tuple[Any, list]]:
+    """The RNN model of ``train`` and the Transformer of ``transformer``, each with its
+    ``--steps`` timed batches (NumPy) and float32 initial parameters."""
+    from xpseq import models
+
+    d, heads, layers, d_ff, max_tokens = bench.args.transformer_sizes
+    kind = models.get("transformer")
+    config = kind.Config(len(bench.task.src_vocab), len(bench.task.tgt_vocab), d_model=d,
+                         heads=heads, encoder_layers=layers, decoder_layers=layers,
+                         d_ff=d_ff, label_smoothing=0.1)
+    epoch = bench.task.batches(bench.task.train, 10**6, bench.args.bucket, max_tokens)
+    order = np.random.default_rng([bench.args.seed, 2]).permutation(len(epoch))
+    timed = [epoch[order[i % len(order)]] for i in range(bench.args.steps)]
+    init = {k: v.astype(np.float32) for k, v in kind.init_params(config, bench.args.seed).items()}
+    return {"rnn": (bench.config, bench.timed, bench.init32),
+            "transformer": (config, timed, init)}
+
+
+def _placed_loop(place: Any, config: Any, batches: list, init: dict, lr: float) -> Callable:
+    """``xpseq_loop`` of ``config``'s step with the parameters and batches placed by
+    ``place`` (an ``xpseq.train.parallel`` placement)."""
+    from xpseq.core.optim import adam
+    from xpseq.train import make_train_step
+
+    optimizer = adam(lr)
+    group = (place.rank, place.devices) if place.all_reduce is not None else None
+    step = make_train_step(config, optimizer, place.backend, clip_norm=None, group=group)
+    return xpseq_loop(place.backend, step, place.params(init), optimizer,
+                      [place.batch(b) for b in batches])
+
+
+def _torch_group_timing(config: Any, batches: list, init: dict, lr: float, repeats: int,
+                        out: str) -> None:
+    """One process of a 2-process torch group: the timed repeats (each ends with a
+    barrier); rank 0 writes the seconds to ``out``."""
+    import json
+
+    import torch.distributed as dist
+
+    from xpseq import backends
+    from xpseq.train.parallel import placement
+
+    place = placement(backends.get("torch"), 2)
+    run = _placed_loop(place, config, batches, init, lr)
+    times = []
+    for _ in range(repeats):
+        dist.barrier()
+        start = time.perf_counter()
+        run()
+        dist.barrier()
+        times.append(time.perf_counter() - start)
+    if place.main:
+        pathlib.Path(out).write_text(json.dumps(times))
+
+
+def run_parallel(bench: Bench) -> list[Row]:
+    """Training throughput on 2 devices against 1, both model kinds: JAX on a device mesh
+    of the host's two cores, PyTorch with 2 processes of one thread (a gloo group); and
+    PyTorch with 2 intra-op threads in one process, for comparison. Runs on all the
+    process's CPUs."""
+    import json
+    import tempfile
+
+    import torch
+
+    from xpseq.train.parallel import placement, spawn
+
+    args = bench.args
+    rows: list[Row] = []
+    bench.parallel = {}
+    for name, (config, batches, init) in _parallel_models(bench).items():
+        tokens = bench.tokens(batches)
+        jax_runs = {n: _placed_loop(placement(bench.jax, n), config, batches, init, args.lr)
+                    for n in (1, 2)}
+        one_torch = _placed_loop(placement(bench.torch, 1), config, batches, init, args.lr)
+
+        def torch_two_threads(run: Callable = one_torch) -> None:
+            torch.set_num_threads(2)
+            try:
+                run()
+            finally:
+                torch.set_num_threads(args.threads)
+
+        times = common.take_turns({"jax 1": jax_runs[1], "jax 2": jax_runs[2],
+                                   "torch 1": one_torch, "torch 2 threads": torch_two_threads},
+                                  args.repeats)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = str(pathlib.Path(tmp) / "times.json")
+            spawn(_torch_group_timing, 2, config, batches, init, args.lr, args.repeats, out)
+            times["torch 2 processes"] = json.loads(pathlib.Path(out).read_text())
+        rate = {n: tokens / statistics.median(t) for n, t in times.items()}
+        bench.parallel[name] = {"tokens_per_s": rate, "tokens": tokens}
+        bound = 1.7 if name == "transformer" else 1.5
+        for label, base, two in (("jax 2 devices vs 1", "jax 1", "jax 2"),
+                                 ("torch 2 processes vs 1", "torch 1", "torch 2 processes")):
+            target, met = at_least(rate[two] / rate[base], bound)
+            rows.append(Row("parallel", f"{name} {label}", rate[two], "tok/s",
+                            rate[two] / rate[base], target, met,
+                            f"1 device: {rate[base]:,.0f} tok/s; {len(batches)} batches, "
+                            f"{tokens} target tokens"))
+        rows.append(Row("parallel", f"{name} torch 2 intra-op threads vs 1",
+                        rate["torch 2 threads"], "tok/s",
+                        rate["torch 2 threads"] / rate["torch 1"],
+                        detail="one process, torch.set_num_threads(2)"))
+    return rows
+
+
 # ------------------------------------------------------------------------ profile
 
 #: The ATen operators that are matrix products (self time; the rest is element-wise work,
@@ -1059,6 +1179,7 @@ def run_profile(bench: Bench) -> list[Row]:
 RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "compile": run_compile, "train": run_train, "flops": run_flops, "beam": run_beam,
     "sdpa": run_sdpa, "profile": run_profile, "transformer": run_transformer,
+    "parallel": run_parallel,
 }
 
 
@@ -1067,6 +1188,10 @@ RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if "parallel" in args.sections:       # the host's cores as JAX devices, before JAX starts
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=2".strip()
     affinity = common.pin_threads(args.threads, args.pin)
     pinned = affinity.pinned
     command = common.command_line("bench.py", argv)
@@ -1093,8 +1218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name not in args.sections:
             continue
         start = time.perf_counter()
-        if name == "compile":          # XLA compiles on every core it may use
-            affinity.release()
+        if name in ("compile", "parallel"):    # XLA compiles on every core it may use;
+            affinity.release()                   # two devices need two cores
         new = RUNNERS[name](bench)
         affinity.pin()
         seconds[name] = time.perf_counter() - start
@@ -1117,7 +1242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Ratios are xpseq / reference (higher is better); each time is the median of "
         f"{args.repeats} repeats.\n\n{table}\n")
     details = {"train": bench.train_result, "beam": bench.beam, "flops": bench.flops,
-               "profile": bench.profile, "transformer": bench.transformer}
+               "profile": bench.profile, "transformer": bench.transformer,
+               "parallel": bench.parallel}
     data = {"command": command, "date": datetime.date.today().isoformat(), "seconds": total,
             "section_seconds": seconds,
             "args": {k: v for k, v in vars(args).items() if k != "sdpa_shape"},

@@ -98,7 +98,8 @@ def test_bench_script_reports_every_section(tmp_path):
     pytest.importorskip("jax")
     out = tmp_path / "bench"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,
-                           "--only", "compile,train,flops,beam,sdpa,profile,transformer",
+                           "--only", "compile,train,flops,beam,sdpa,profile,transformer,"
+                           "parallel",
                            "--out", str(out)], capture_output=True, text=True, timeout=300,
                           cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -106,7 +107,13 @@ def test_bench_script_reports_every_section(tmp_path):
     report = json.loads((out / "bench.json").read_text())
     rows = {r["measure"]: r for r in report["rows"]}
     assert {r["section"] for r in report["rows"]} == {"compile", "train", "flops", "beam",
-                                                      "sdpa", "profile", "transformer"}
+                                                      "sdpa", "profile", "transformer",
+                                                      "parallel"}
+    for kind in ("rnn", "transformer"):
+        for label in ("jax 2 devices vs 1", "torch 2 processes vs 1",
+                      "torch 2 intra-op threads vs 1"):
+            assert rows[f"{kind} {label}"]["ratio"] > 0, (kind, label)
+    assert rows["transformer jax 2 devices vs 1"]["target"] == ">= 1.7x"
     assert rows["native loss check (float64, |native − xpseq|)"]["met"] is True
     for name in ("xpseq-jax", "xpseq-jax, hand-derived backward", "xpseq-torch",
                  "xpseq-torch, hand-derived backward"):
