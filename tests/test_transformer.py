@@ -123,7 +123,8 @@ def test_jax_hand_derived_steps_trace_the_whole_backward_pass():
 
     from xpseq.train import make_train_step
 
-    config = dataclasses.replace(CONFIG, dropout=0.2, label_smoothing=0.1, d_ff=10)
+    config = dataclasses.replace(CONFIG, dropout=0.2, label_smoothing=0.1, d_ff=10,
+                                 encoder_layers=1, decoder_layers=1)
     be, optimizer = backends.get("jax"), adam(1e-2)
     runs = {}
     for gradients in ("autodiff", "hand-derived"):

@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from xpseq.core import native
+
 from ._base import Backend
 
 
@@ -29,6 +31,7 @@ class JaxBackend(Backend):
 
         self._jax = jax
         super().__init__(jnp)
+        native.register("sigmoid", jnp, jax.nn.sigmoid)
         # jnp.float64 is a scalar type; arrays carry NumPy dtypes, so compare with those.
         self._dtypes = {n: np.dtype(n) for n in self._dtypes}
 

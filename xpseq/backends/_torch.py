@@ -12,7 +12,7 @@ from typing import Any, Callable
 import array_api_compat.torch as xp_torch
 import numpy as np
 
-from xpseq.core import tree
+from xpseq.core import native, tree
 
 from ._base import Backend
 
@@ -26,6 +26,7 @@ class TorchBackend(Backend):
 
         self._torch = torch
         super().__init__(xp_torch)
+        native.register("sigmoid", xp_torch, torch.sigmoid)
 
     def is_array(self, x: Any) -> bool:
         return isinstance(x, self._torch.Tensor)

@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping
 
 import array_api_compat as compat
 
+from . import native
 from .loops import scan as python_scan
 
 __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "sequence_mask",
@@ -65,6 +66,13 @@ def embedding(ids: Any, E: Any, *, xp: Any) -> Any:
 
 
 def sigmoid(x: Any, *, xp: Any) -> Any:
+    """``1 / (1 + exp(-x))`` from ``exp(-|x|)``, or the library's own where its backend
+    registered one (:mod:`xpseq.core.native`: ``jax.nn.sigmoid``, ``torch.sigmoid``), whose
+    gradient keeps only its output, where differentiating these two branches keeps the
+    branch mask and four arrays the size of ``x``, at every step of a recurrence."""
+    fn = native.lookup("sigmoid", xp)
+    if fn is not None:
+        return fn(x)
     positive = x >= 0
     e = xp.exp(xp.where(positive, -x, x))                 # exp(-|x|), in (0, 1]
     return xp.where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
