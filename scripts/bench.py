@@ -66,8 +66,10 @@ Sections (targets are the project's; the script reports whether each is met):
     host's two cores as CPU devices (``--xla_force_host_platform_device_count=2``, set
     before JAX starts; one device is then a plain single-device run), PyTorch with 2
     processes of one thread each in a ``gloo`` group against one process; and PyTorch with
-    2 intra-op threads in one process, for comparison. It runs on all the process's CPUs.
-    Targets: >= 1.7x for the Transformer, >= 1.5x for the RNN model.
+    2 intra-op threads in one process, for comparison. The 1-device runs are pinned to one
+    CPU as in ``train`` (unpinned, XLA spreads even one device's work over both cores); the
+    2-device runs have all the process's CPUs. Targets: >= 1.7x for the Transformer,
+    >= 1.5x for the RNN model.
 ``profile`` (only with ``--only profile``)
     Where the time goes: ``torch.profiler`` over the ``train`` steps of xpseq-torch
     (autograd and hand-derived) and native PyTorch, and over one batched beam search (the
@@ -298,6 +300,7 @@ class Bench:
         self.beam: dict | None = None
         self.transformer: dict | None = None
         self.parallel: dict | None = None
+        self.affinity: Any = None
         self.trained_loss: float | None = None
         self._trained: dict | None = None
 
@@ -973,7 +976,8 @@ def _placed_loop(place: Any, config: Any, batches: list, init: dict, lr: float) 
 
     optimizer = adam(lr)
     group = (place.rank, place.devices) if place.all_reduce is not None else None
-    step = make_train_step(config, optimizer, place.backend, clip_norm=None, group=group)
+    step = make_train_step(config, optimizer, place.backend, clip_norm=None, group=group,
+                           mesh=place.mesh)
     return xpseq_loop(place.backend, step, place.params(init), optimizer,
                       [place.batch(b) for b in batches])
 
@@ -1005,8 +1009,8 @@ def _torch_group_timing(config: Any, batches: list, init: dict, lr: float, repea
 def run_parallel(bench: Bench) -> list[Row]:
     """Training throughput on 2 devices against 1, both model kinds: JAX on a device mesh
     of the host's two cores, PyTorch with 2 processes of one thread (a gloo group); and
-    PyTorch with 2 intra-op threads in one process, for comparison. Runs on all the
-    process's CPUs."""
+    PyTorch with 2 intra-op threads in one process, for comparison. The 1-device runs are
+    pinned to ``--threads`` CPUs as in ``train``; the others run on all the process's."""
     import json
     import tempfile
 
@@ -1030,9 +1034,18 @@ def run_parallel(bench: Bench) -> list[Row]:
             finally:
                 torch.set_num_threads(args.threads)
 
-        times = common.take_turns({"jax 1": jax_runs[1], "jax 2": jax_runs[2],
-                                   "torch 1": one_torch, "torch 2 threads": torch_two_threads},
-                                  args.repeats)
+        def on_one_core(run: Callable) -> Callable[[], None]:
+            def pinned() -> None:        # a 1-device run gets one core, as in `train`
+                bench.affinity.pin()
+                try:
+                    run()
+                finally:
+                    bench.affinity.release()
+            return pinned
+
+        times = common.take_turns({"jax 1": on_one_core(jax_runs[1]), "jax 2": jax_runs[2],
+                                   "torch 1": on_one_core(one_torch),
+                                   "torch 2 threads": torch_two_threads}, args.repeats)
         with tempfile.TemporaryDirectory() as tmp:
             out = str(pathlib.Path(tmp) / "times.json")
             spawn(_torch_group_timing, 2, config, batches, init, args.lr, args.repeats, out)
@@ -1209,6 +1222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{env['cpu_count']} cores ({env['cpus_usable']} usable); "
           f"load average {env['load_average_start']}")
     bench = Bench(args)
+    bench.affinity = affinity
     print(f"model: embed {args.embed}, hidden {args.hidden} per direction, vocab "
           f"{bench.config.src_vocab}/{bench.config.tgt_vocab}, batch {args.batch}, "
           f"float32; {len(bench.epoch)} batches per epoch; repeats {args.repeats}")

@@ -93,6 +93,37 @@ class JaxBackend(Backend):
         spec = sharding.PartitionSpec("batch") if split else sharding.PartitionSpec()
         return self._jax.device_put(tree, sharding.NamedSharding(mesh, spec))
 
+    def data_parallel(self, grad_fn: Callable[..., tuple[Any, Any]], mesh: Any,
+                      pad_id: int) -> Callable[..., tuple[Any, Any]]:
+        """``grad_fn(params, batch, keep) -> (mean loss, grads)`` run by each device of
+        ``mesh`` on its rows of ``batch`` and ``keep`` (``jax.shard_map``; the parameters
+        replicated), then each device's value and gradients weighted by its share of the
+        batch's real target tokens (``tgt_out != pad_id``) and summed over the mesh (one
+        ``psum``): the whole batch's mean loss and its gradient. Left to itself, XLA's
+        partitioner sums each step's weight gradient across the devices inside the backward
+        loops, a collective per time step. (``check_vma=False``: the models' scans start
+        from carries that JAX's replication check does not know to be per-device.)"""
+        jax = self._jax
+        spec, psum = jax.sharding.PartitionSpec, jax.lax.psum
+
+        def local(params: Any, batch: Any, keep: Any) -> tuple[Any, Any]:
+            value, grads = grad_fn(params, batch, keep)
+            tokens = self.xp.sum(self.xp.astype(batch["tgt_out"] != pad_id, value.dtype))
+            share = tokens / self.xp.maximum(psum(tokens, "batch"), 1.0)
+            return psum((value * share, jax.tree.map(lambda g: g * share, grads)), "batch")
+
+        def run(params: Any, batch: Any, keep: Any) -> tuple[Any, Any]:
+            if keep is None:
+                fn = jax.shard_map(lambda p, b: local(p, b, None), mesh=mesh,
+                                   in_specs=(spec(), spec("batch")), out_specs=spec(),
+                                   check_vma=False)
+                return fn(params, batch)
+            fn = jax.shard_map(local, mesh=mesh, in_specs=(spec(), spec("batch"), spec("batch")),
+                               out_specs=spec(), check_vma=False)
+            return fn(params, batch, keep)
+
+        return run
+
     def custom_vjp(self, fn: Callable[..., Any], fwd: Callable[..., tuple[Any, Any]],
                    bwd: Callable[[Any, Any], tuple]) -> Callable[..., Any]:
         """``jax.custom_vjp(fn)`` with ``fwd`` and ``bwd`` attached: ``jax.grad`` (and

@@ -235,7 +235,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     group = (place.rank, place.devices) if place.all_reduce is not None else None
     train_step = make_train_step(config, train.optimizer, backend, clip_norm=train.clip_norm,
                                  gradients=train.gradients, schedule=train.schedule,
-                                 group=group)
+                                 group=group, mesh=place.mesh)
     eval_loss = make_eval_loss(config, backend)
     state = loop.state
     traces_before = epoch_traces = train_step.traces

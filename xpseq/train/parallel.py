@@ -102,6 +102,7 @@ class Placement:
     rank = 0
     main = True
     all_reduce: Callable | None = None
+    mesh: Any = None
 
     def __init__(self, backend: Backend):
         self.backend = backend
@@ -136,7 +137,9 @@ class Placement:
 
 class MeshPlacement(Placement):
     """JAX: parameters and optimiser state replicated on a one-axis device mesh, each
-    batch's rows split over it (:func:`split_batch`); XLA partitions the jitted step."""
+    batch's rows split over it (:func:`split_batch`); in the jitted step each device
+    computes the gradient of its rows and one ``psum`` adds them
+    (``backend.data_parallel``)."""
 
     def __init__(self, backend: Backend, devices: int):
         super().__init__(backend)

@@ -61,7 +61,7 @@ GRADIENTS = ("autodiff", "hand-derived")
 def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
                     clip_norm: float | None = None, gradients: str | None = None,
                     schedule: Schedule | None = None,
-                    group: tuple[int, int] | None = None) -> TrainStep:
+                    group: tuple[int, int] | None = None, mesh: Any = None) -> TrainStep:
     """The training step of ``config`` (any model kind's) for ``backend``.
 
     Built once, then kept in :mod:`xpseq.train.compiled` by config, optimiser name and
@@ -93,15 +93,18 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         (its share of the real tokens); the weighted value and gradients are summed over
         the group before clipping and the update, and the dropout masks drawn as streams
         of their own for each process.
+    mesh : a JAX device mesh (``backend.mesh(n)``) whose devices compute the gradient of
+        their rows of the batch (``backend.data_parallel``); the batch and the dropout
+        masks are split over it, the parameters replicated.
     """
     gradients = check_gradients(backend, gradients)
     if schedule is not None and not isinstance(schedule, Schedule):
         raise TypeError(f"make_train_step: schedule must be an xpseq.train.schedules.Schedule "
                         f"or None, got {type(schedule).__name__}")
     key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
-           backend.name, gradients, schedule, group)
+           backend.name, gradients, schedule, group, mesh)
     return compiled.cached("train_step", key, lambda: _build_train_step(
-        config, optimizer, backend, clip_norm, gradients, schedule, group))
+        config, optimizer, backend, clip_norm, gradients, schedule, group, mesh))
 
 
 def check_gradients(backend: Backend, gradients: str | None) -> str:
@@ -120,7 +123,8 @@ def check_gradients(backend: Backend, gradients: str | None) -> str:
 
 def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
                       clip_norm: float | None, gradients: str,
-                      schedule: Schedule | None, group: tuple[int, int] | None) -> TrainStep:
+                      schedule: Schedule | None, group: tuple[int, int] | None,
+                      mesh: Any = None) -> TrainStep:
     xp = backend.xp
     model = models.of(config)
     # A compiling backend asked for hand-derived gradients traces the model's whole
@@ -147,6 +151,8 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
         grad_fn = Backend.value_and_grad(backend, loss_of)
     else:
         grad_fn = backend.value_and_grad(loss_of)
+    if mesh is not None:
+        grad_fn = backend.data_parallel(grad_fn, mesh, config.pad_id)
 
     def step(params: dict, opt_state: dict, batch: Mapping[str, Any], seed: Any) -> tuple:
         train_step.traces += 1
