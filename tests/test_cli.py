@@ -471,3 +471,23 @@ def test_train_translate_and_evaluate_a_transformer(workdir):
     assert_ok(runs["evaluate"])
     assert "transformer BLEU" in runs["evaluate"].stdout
     assert_one_line_error(runs["foreign"], "--cell: not an option of --model transformer")
+
+
+def test_train_on_two_devices(workdir):
+    """``--devices 2``: on torch two processes of a gloo group train (one prints and writes
+    the checkpoint, which translates); numpy is refused with a one-line error."""
+    model = workdir / "two.safetensors"
+    runs = xpseq_many({
+        "torch": (["train", "--task", "toy", "--quick", "--epochs", 1, "--embed", 8,
+                   "--hidden", 8, "--backend", "torch", "--devices", 2, "--no-progress",
+                   "--out", model], None),
+        "numpy": (["train", "--task", "toy", "--quick", "--backend", "numpy", "--devices", 2,
+                   "--out", workdir / "np.safetensors"], None),
+    })
+    assert_ok(runs["torch"])
+    assert runs["torch"].stderr.count("training on torch") == 1
+    assert runs["torch"].stdout.count("saved ") == 1
+    assert load(model).train_state["step"] > 0
+    assert_ok(xpseq("translate", model, SENTENCES[0]))
+    assert_one_line_error(runs["numpy"], "--devices 2: data parallelism needs --backend jax "
+                                         "or torch; numpy trains on one process")
