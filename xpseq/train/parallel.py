@@ -25,7 +25,7 @@ import numpy as np
 from xpseq.backends import Backend
 from xpseq.data import EOS_ID
 
-from .step import to_backend
+from .step import evaluate_loss, to_backend
 
 __all__ = ["balanced_order", "split_batch", "shard_rows", "Placement", "placement"]
 
@@ -117,12 +117,7 @@ class Placement:
 
     def evaluate(self, eval_loss: Callable, params: dict, batches: Sequence[Batch]) -> float:
         """Mean negative log-likelihood per real target token over ``batches``."""
-        total, count = 0.0, 0.0
-        for batch in batches:
-            s, n = eval_loss(params, self.batch(batch))
-            total += float(self.backend.to_numpy(s))
-            count += float(self.backend.to_numpy(n))
-        return total / count
+        return evaluate_loss(eval_loss, self.backend, params, batches, place=self.batch)
 
     def local(self, params: dict) -> dict:
         """``params`` on this process's first device, for work outside the step (a search

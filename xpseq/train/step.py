@@ -218,11 +218,12 @@ def to_numpy(backend: Backend, tree: Any) -> Any:
 
 
 def evaluate_loss(eval_loss: Callable, backend: Backend, params: dict,
-                  batches: Sequence[Batch]) -> float:
-    """Mean negative log-likelihood per real target token over ``batches``."""
+                  batches: Sequence[Batch], place: Callable | None = None) -> float:
+    """Mean negative log-likelihood per real target token over ``batches`` (each converted
+    by ``place``, :func:`to_backend` by default)."""
     total, count = 0.0, 0.0
     for batch in batches:
-        s, n = eval_loss(params, to_backend(backend, batch))
+        s, n = eval_loss(params, to_backend(backend, batch) if place is None else place(batch))
         total += float(backend.to_numpy(s))
         count += float(backend.to_numpy(n))
     return total / count
