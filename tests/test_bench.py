@@ -24,8 +24,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "2", "--repeats", "1",
         "--pairs", "40", "--bucket", "32", "--beam-sentences", "5", "--beam-train-steps", "3",
         "--sdpa", "2,2,8,4", "--sdpa-iters", "2", "--matmul", "64",
-        "--transformer", "8,2,1,16,200", "--transformer-train-steps", "3",
-        "--transformer-sentences", "4"]
+        "--transformer", "8,2,1,16,200", "--transformer-train-steps", "1",
+        "--transformer-sentences", "2"]
 
 
 def _random_batch(config: Seq2SeqConfig, rng: np.random.Generator, B: int = 4, S: int = 6,
