@@ -975,9 +975,8 @@ def _placed_loop(place: Any, config: Any, batches: list, init: dict, lr: float) 
     from xpseq.train import make_train_step
 
     optimizer = adam(lr)
-    group = (place.rank, place.devices) if place.all_reduce is not None else None
-    step = make_train_step(config, optimizer, place.backend, clip_norm=None, group=group,
-                           mesh=place.mesh)
+    step = make_train_step(config, optimizer, place.backend, clip_norm=None,
+                           group=place.group, mesh=place.mesh)
     return xpseq_loop(place.backend, step, place.params(init), optimizer,
                       [place.batch(b) for b in batches])
 

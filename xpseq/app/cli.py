@@ -84,10 +84,11 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
     from xpseq.train import parallel
 
     backend = _backend(name)
-    if backend.process_group() is None and "WORLD_SIZE" in os.environ:
-        parallel.join_group()                                  # started by torchrun
-    if backend.process_group() is not None:
-        if backend.process_group()[0] != 0:                    # one process prints
+    group = backend.process_group()
+    if group is None and "WORLD_SIZE" in os.environ:
+        group = parallel.join_group()                          # started by torchrun
+    if group is not None:
+        if group[0] != 0:                                      # one process prints
             sys.stdout = sys.stderr = open(os.devnull, "w")
         return backend
     parallel.spawn(_main_in_group, args.devices, args.argv)

@@ -232,10 +232,9 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     loop = _start(config, params, backend, train, resume, dev_batches, place)
     for cb in callbacks:
         cb.on_train_begin(loop)
-    group = (place.rank, place.devices) if place.all_reduce is not None else None
     train_step = make_train_step(config, train.optimizer, backend, clip_norm=train.clip_norm,
                                  gradients=train.gradients, schedule=train.schedule,
-                                 group=group, mesh=place.mesh)
+                                 group=place.group, mesh=place.mesh)
     eval_loss = make_eval_loss(config, backend)
     state = loop.state
     traces_before = epoch_traces = train_step.traces

@@ -96,12 +96,14 @@ def shard_rows(batch: Batch, shard: int, shards: int) -> dict:
 class Placement:
     """Where :func:`xpseq.train.fit` puts the parameters and each batch: here one device
     (``devices == 1``, every backend). ``main`` says whether this process writes files
-    and prints (the only one here); ``rank`` is its index among the processes."""
+    and prints (the only one here); ``rank`` is its index among the processes; ``group``
+    is ``(rank, processes)`` for a step that sums over processes and ``mesh`` the device
+    mesh for one split over devices (``make_train_step``'s arguments), ``None`` here."""
 
     devices = 1
     rank = 0
     main = True
-    all_reduce: Callable | None = None
+    group: tuple[int, int] | None = None
     mesh: Any = None
 
     def __init__(self, backend: Backend):
@@ -168,9 +170,9 @@ class ProcessPlacement(Placement):
                 f"devices={devices} on torch needs {devices} processes in a torch.distributed "
                 f"gloo group (found {found}): start them with `xpseq train --devices "
                 f"{devices}` or torchrun --nproc-per-node {devices}")
+        self.group = group
         self.rank, self.devices = group
         self.main = self.rank == 0
-        self.all_reduce = backend.all_reduce_sum
 
     def batch(self, batch: Batch) -> dict:
         split = split_batch(batch, self.devices)
