@@ -1,23 +1,28 @@
-"""The G2P recipe end to end: train on the CMU dictionary, score the test split, write a table.
+"""The G2P recipe end to end: train on the CMU dictionary, score the test split, write tables.
 
-Run: ``python scripts/g2p_recipe.py`` (needs ``pip install "xpseq[g2p]"``; ``make test``'s
-set-up installs it). For each variant (stress removed, stress kept) it trains the model of
-``xpseq.tasks.g2p.RECIPE`` on the seeded split with early stopping on the dev WER of greedy
-search (all dev words, scored after every epoch) and the recipe's wall-clock limit
-(45 minutes each by default), keeps the best dev epoch, then
-scores the test words with greedy search and beam search (k = 5). Writes
-``<out>/results.md`` (the table, the learning curves, the published numbers for context
-and the command that made it), ``<out>/results.json`` and one checkpoint per variant
-(``<out>/<variant>.safetensors``, usable with ``xpseq translate`` / ``xpseq evaluate``).
+Run: ``python scripts/g2p_recipe.py`` (``make g2p``; needs ``pip install "xpseq[g2p]"``,
+which ``make``'s set-up installs). With stress removed, on the seeded split:
 
-``--variants nostress`` runs one variant; ``--time-limit``, ``--epochs``, ``--hidden``,
-``--embed``, ``--dropout``, ``--lr``, ``--batch-size`` change the recipe; ``--train-words``
-and ``--test-words`` cut the data for a quick check (the results are then not comparable).
+1. *train* each model kind of ``--runs`` (default: the Transformer, then the LSTM model)
+   with ``xpseq.tasks.g2p.RECIPE`` for ``--minutes`` each, data-parallel on ``--devices``
+   (default 2: the machine's two cores as two JAX devices), the dev WER of greedy search
+   after every epoch (the learning curve) and the last epochs kept for averaging;
+2. *evaluate*: for each run, its best dev epoch and the average of its last epochs, scored
+   on the dev words to choose; then the test words with greedy and beam search, and the
+   ensemble of the runs' chosen models (log-probabilities averaged at every step).
+
+Writes ``<out>/results.md`` (the tables, the learning curves and the command),
+``<out>/results.json``, and per run ``<out>/<kind>.safetensors`` (the best epoch),
+``<out>/<kind>.epoch<N>.safetensors`` (the last epochs) and ``<out>/<kind>.avg.safetensors``.
+``--phase train`` or ``--phase evaluate`` runs one phase (evaluate reads what train
+wrote). ``--train-words`` / ``--test-words`` cut the data for quick checks (the results are
+then not comparable).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import platform
@@ -26,18 +31,79 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-from xpseq import backends  # noqa: E402
-from xpseq.app.cli import positive  # noqa: E402
-from xpseq.data.cmudict import G2PSplit, load_g2p  # noqa: E402
-from xpseq.search import SearchOptions  # noqa: E402
-from xpseq.tasks import g2p  # noqa: E402
-from xpseq.tasks.metrics import format_table  # noqa: E402
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
 import _common as common  # noqa: E402
 
-VARIANTS = {"nostress": False, "stress": True}
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = common.script_parser(__doc__)
+    p.add_argument("--runs", default="transformer,rnn",
+                   help="comma-separated model kinds to train (default: %(default)s)")
+    p.add_argument("--phase", choices=("all", "train", "evaluate"), default="all")
+    p.add_argument("--backend", default="jax", choices=("jax", "torch", "numpy"),
+                   help="training and decoding backend (default: jax)")
+    p.add_argument("--devices", type=int, default=2,
+                   help="data-parallel devices for training (default: 2)")
+    p.add_argument("--minutes", type=float, default=45.0,
+                   help="training time of each run (default: %(default)s)")
+    p.add_argument("--stress", action="store_true", help="keep the stress marks")
+    p.add_argument("--beam", type=int, default=5, help="beam size (default: 5)")
+    p.add_argument("--dev-words", type=int, default=None,
+                   help="dev words scored after every epoch (default: all)")
+    p.add_argument("--train-words", type=int, default=None,
+                   help="train on the first N training words only (quick checks)")
+    p.add_argument("--test-words", type=int, default=None,
+                   help="score the first N test words only (quick checks)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="out/g2p", help="output folder (default: out/g2p)")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    args.runs = common.comma_list(args.runs)
+    return args
+
+
+def load_split(args: argparse.Namespace):
+    from xpseq.data.cmudict import G2PSplit, load_g2p
+
+    split = load_g2p(stress=args.stress, seed=0)
+    if args.train_words is None:
+        return split
+    keep = dict(list(split.train.items())[:args.train_words])
+    return G2PSplit(train=keep, dev=split.dev, test=split.test, stress=split.stress,
+                    seed=split.seed)
+
+
+def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> list[dict]:
+    from xpseq.tasks import g2p
+
+    runs = []
+    for kind in args.runs:
+        print(f"\n== {kind}: {len(split.train)} train / {len(split.dev)} dev words, "
+              f"{backend.name} on {args.devices} device(s), {args.minutes} min", flush=True)
+        start = time.perf_counter()
+        config, result, task = g2p.train(
+            split, backend, checkpoint=str(out / f"{kind}.safetensors"), seed=args.seed,
+            progress=not args.no_progress, dev_words=args.dev_words, devices=args.devices,
+            model=kind, time_limit_minutes=args.minutes)
+        for h in result.history:
+            h["minutes"] = h["elapsed"] / 60
+        options, fields = g2p.recipe(model=kind)
+        runs.append({"kind": kind, "recipe": {**options, **fields, "devices": args.devices,
+                                              "time_limit_minutes": args.minutes},
+                     "parameters": int(sum(v.size for v in result.params.values())),
+                     "train_pairs": len(task.train),
+                     "train_minutes": (time.perf_counter() - start) / 60,
+                     "epochs": len(result.history), "best_epoch": result.best_epoch,
+                     "stopped": result.stopped, "history": result.history})
+        common.write_report(out, "training", json.dumps(runs, indent=1,
+                                                        default=common.json_default),
+                            runs, indent=1)
+    return runs
+
+
+#: The first recipe's test scores (an LSTM, constant step size halved on plateaus, early
+#: stopping on the dev WER; 45 minutes on one core): the first row of the ablation.
+FIRST_RECIPE_SCORES = {"greedy": (6.94, 28.63), "beam": (6.84, 28.39)}
 
 #: Published results on the CMU dictionary, for context only: older dictionary versions
 #: and other splits (PER %, WER %).
@@ -49,113 +115,99 @@ PUBLISHED = [
     ("CMUSphinx g2p-seq2seq, Transformer", "", "30.2", "current dictionary, its own split"),
     ("Phonetisaurus", "", "33.9", "current dictionary, its own split"),
 ]
-SIZES = ("epochs", "hidden", "embed", "dropout", "lr", "batch_size")
-RECIPE_OPTIONS = SIZES + ("monitor",)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = common.script_parser(__doc__)
-    p.add_argument("--variants", default="nostress,stress",
-                   help="comma-separated: nostress, stress (default: both)")
-    p.add_argument("--backend", default=None, choices=backends.NAMES,
-                   help="training and decoding backend (default: the fastest installed: "
-                   "jax, torch, numpy)")
-    p.add_argument("--time-limit", type=positive(float),
-                   default=g2p.RECIPE["time_limit_minutes"],
-                   metavar="MINUTES", help="training time per variant (default: %(default)s)")
-    for name in SIZES:
-        kind = int if isinstance(g2p.RECIPE[name], int) else float
-        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
-                       help=f"recipe option (default: {g2p.RECIPE[name]})")
-    p.add_argument("--beam", type=int, default=5, help="beam size (default: 5)")
-    p.add_argument("--dev-words", type=positive(int), default=None,
-                   help="dev words scored with greedy search after every epoch: the "
-                   "learning curve, and what --monitor dev_wer watches (default: all)")
-    p.add_argument("--monitor", choices=("dev_loss", "dev_wer"), default=None,
-                   help="what early stopping, the step-size decay and the choice of the "
-                   f"best epoch watch (default: {g2p.RECIPE['monitor']})")
-    p.add_argument("--train-words", type=positive(int), default=None,
-                   help="train on the first N training words only (quick checks)")
-    p.add_argument("--test-words", type=positive(int), default=None,
-                   help="score the first N test words only (quick checks)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="out/g2p", help="output folder (default: out/g2p)")
-    p.add_argument("--no-progress", action="store_true")
-    args = p.parse_args(argv)
-    args.variants = common.comma_list(args.variants)
-    bad = [v for v in args.variants if v not in VARIANTS]
-    if bad or not args.variants:
-        p.error(f"--variants takes {sorted(VARIANTS)}, got {bad or args.variants}")
-    common.require_at_least(p, args, ("beam",), 2, "greedy search is always scored")
-    return args
+def score(model, split, backend, part, search, limit=None) -> dict:
+    """PER and WER of ``model`` (params, config, src vocab, tgt vocab) on ``part``."""
+    from xpseq.tasks import g2p
+
+    params, config, src_vocab, tgt_vocab = model
+    [row] = g2p.evaluate(params, config, split, src_vocab, tgt_vocab, backend, part=part,
+                         searches=[search], limit=limit)
+    return {k: row[k] for k in ("search", "per", "wer", "words", "seconds")}
 
 
-def cut(split: G2PSplit, train_words: int | None) -> G2PSplit:
-    if train_words is None:
-        return split
-    keep = dict(list(split.train.items())[:train_words])
-    return G2PSplit(train=keep, dev=split.dev, test=split.test, stress=split.stress,
-                    seed=split.seed)
+def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> dict:
+    from xpseq.data import Vocab
+    from xpseq.search import Ensemble, SearchOptions
+    from xpseq.train import checkpoint
+
+    greedy = ("greedy", SearchOptions())
+    beam = (f"beam k={args.beam}", SearchOptions(method="beam", k=args.beam,
+                                                 length_penalty="avg"))
+    runs = json.loads((out / "training.json").read_text(encoding="utf-8"))
+    runs = [r for r in runs if r["kind"] in args.runs]
+
+    def as_model(ckpt):
+        params = {k: backend.asarray(v.astype("float32")) for k, v in ckpt.params.items()}
+        return (params, ckpt.config, Vocab.from_list(ckpt.vocabs["src"]),
+                Vocab.from_list(ckpt.vocabs["tgt"]))
+
+    rows, chosen = [], []
+    for run in runs:
+        kind = run["kind"]
+        best = checkpoint.load(out / f"{kind}.safetensors")
+        epochs = sorted(out.glob(f"{kind}.epoch*.safetensors"),
+                        key=lambda p: int(p.suffixes[-2][len(".epoch"):]))
+        candidates = {f"{kind}, best epoch ({run['best_epoch']})": best}
+        if len(epochs) > 1:
+            averaged = checkpoint.average(epochs)
+            checkpoint.save(out / f"{kind}.avg.safetensors", config=averaged.config,
+                            params=averaged.params, vocabs=averaged.vocabs,
+                            train_state=averaged.train_state, metadata=averaged.metadata)
+            first, last = (int(p.suffixes[-2][len(".epoch"):]) for p in (epochs[0], epochs[-1]))
+            candidates[f"{kind}, average of epochs {first}-{last}"] = averaged
+        dev = {}
+        for name, ckpt in candidates.items():
+            dev[name] = score(as_model(ckpt), split, backend, "dev", greedy, args.dev_words)
+            test = score(as_model(ckpt), split, backend, "test", greedy, args.test_words)
+            rows.append({"model": name, "dev_wer": dev[name]["wer"], **test})
+            print(f"   {name}: dev WER {dev[name]['wer']:.2f} %, test greedy PER "
+                  f"{test['per']:.2f} % WER {test['wer']:.2f} %", flush=True)
+        name = min(dev, key=lambda n: dev[n]["wer"])
+        test = score(as_model(candidates[name]), split, backend, "test", beam, args.test_words)
+        rows.append({"model": name, "dev_wer": dev[name]["wer"], **test})
+        print(f"   {name}, {beam[0]}: test PER {test['per']:.2f} % WER {test['wer']:.2f} %",
+              flush=True)
+        chosen.append((name, candidates[name]))
+    if len(chosen) > 1:
+        members = [as_model(c) for _, c in chosen]
+        ensemble = (tuple(m[0] for m in members), Ensemble(tuple(m[1] for m in members)),
+                    members[0][2], members[0][3])
+        name = "ensemble: " + " + ".join(n for n, _ in chosen)
+        dev_wer = score(ensemble, split, backend, "dev", greedy, args.dev_words)["wer"]
+        for search in (greedy, beam):
+            test = score(ensemble, split, backend, "test", search, args.test_words)
+            rows.append({"model": name, "dev_wer": dev_wer, **test})
+            print(f"   {name}, {search[0]}: test PER {test['per']:.2f} % WER "
+                  f"{test['wer']:.2f} %", flush=True)
+    return {"runs": runs, "rows": rows, "chosen": [n for n, _ in chosen]}
 
 
-def run_variant(name: str, args: argparse.Namespace, backend) -> dict:
-    split = cut(load_g2p(stress=VARIANTS[name], seed=0), args.train_words)
-    overrides = {k: getattr(args, k) for k in RECIPE_OPTIONS if getattr(args, k) is not None}
-    overrides["time_limit_minutes"] = args.time_limit
-    out = pathlib.Path(args.out)
-    print(f"\n== {name}: {len(split.train)} train / {len(split.dev)} dev / {len(split.test)} "
-          f"test words, {backend.name}, at most {args.time_limit} min", flush=True)
-    start = time.perf_counter()
-    config, result, task = g2p.train(split, backend, checkpoint=str(out / f"{name}.safetensors"),
-                                     seed=args.seed, progress=not args.no_progress,
-                                     dev_words=args.dev_words, **overrides)
-    train_minutes = (time.perf_counter() - start) / 60
-    params = {k: backend.asarray(v) for k, v in result.params.items()}
-    searches = [("greedy", SearchOptions()),
-                (f"beam k={args.beam}", SearchOptions(method="beam", k=args.beam,
-                                                      length_penalty="avg"))]
-    rows = g2p.evaluate(params, config, split, task.src_vocab, task.tgt_vocab, backend,
-                        searches=searches, limit=args.test_words)
-    for r in rows:
-        print(f"   {r['search']}: PER {r['per']:.2f} %, WER {r['wer']:.2f} % "
-              f"({r['words']} words, {r['seconds']:.0f} s)", flush=True)
-    return {"variant": name, "stress": VARIANTS[name], "backend": backend.name,
-            "recipe": {**g2p.RECIPE, **overrides}, "parameters": int(sum(
-                v.size for v in result.params.values())),
-            "train_pairs": len(task.train), "train_minutes": train_minutes,
-            "dev_words": len(split.dev) if args.dev_words is None
-            else min(args.dev_words, len(split.dev)),
-            "epochs": len(result.history), "best_epoch": result.best_epoch,
-            "stopped": result.stopped, "history": result.history,
-            "scores": [{k: r[k] for k in ("search", "per", "wer", "words", "seconds")}
-                       for r in rows]}
+def markdown(results: dict, command: str) -> str:
+    from xpseq.tasks.metrics import format_table
 
-
-def markdown(results: list[dict], command: str) -> str:
-    lines = [f"{common.made_by(command)} ({platform.machine()}, "
-             f"{os.cpu_count()} CPUs, float32).", ""]
-    headers = ["variant", "search", "PER %", "WER %", "test words", "backend",
-               "training (min)", "epochs (best)"]
-    rows = []
-    for res in results:
-        for s in res["scores"]:
-            rows.append([
-                "stress kept" if res["stress"] else "stress removed", s["search"], s["per"],
-                s["wer"], s["words"], res["backend"], f"{res['train_minutes']:.1f}",
-                f"{res['epochs']} ({res['best_epoch']})"])
-    lines += [format_table(headers, rows), ""]
-    for res in results:
-        lines += [f"Learning curve, {res['variant']} ({res['parameters']:,} parameters, "
-                  f"stopped: {res['stopped']}; dev WER/PER: greedy search on "
-                  f"{res['dev_words']} dev words):",
-                  ""]
-        best = res["best_epoch"]
-        curve = [[f"{h['epoch']}{' (best)' if h['epoch'] == best else ''}",
-                  f"{h['minutes']:.1f}", f"{h['train_loss']:.4f}", f"{h['dev_loss']:.4f}",
-                  h.get("dev_per", ""), h.get("dev_wer", ""), f"{h.get('lr_scale', 1):g}"]
-                 for h in res["history"]]
-        lines += [format_table(["epoch", "minutes", "train loss", "dev loss", "dev PER %",
-                                "dev WER %", "lr scale"], curve), ""]
+    lines = [f"{common.made_by(command)} ({platform.machine()}, {os.cpu_count()} CPUs, "
+             "float32).", ""]
+    table = [["first recipe: LSTM, step size halved on plateaus (earlier run)", "",
+              "greedy", *FIRST_RECIPE_SCORES["greedy"], ""],
+             ["first recipe: LSTM, step size halved on plateaus (earlier run)", "",
+              "beam k=5", *FIRST_RECIPE_SCORES["beam"], ""]]
+    for r in results["rows"]:
+        table.append([r["model"], f"{r['dev_wer']:.2f}", r["search"], f"{r['per']:.2f}",
+                      f"{r['wer']:.2f}", r["words"]])
+    lines += [format_table(["model", "dev WER %", "search", "test PER %", "test WER %",
+                            "test words"], table), ""]
+    for run in results["runs"]:
+        lines += [f"Learning curve, {run['kind']} ({run['parameters']:,} parameters, "
+                  f"{run['recipe']['devices']} devices, stopped: {run['stopped']}; dev "
+                  "WER/PER: greedy search on the dev words after every epoch):", ""]
+        curve = [[f"{h['epoch']}{' (best)' if h['epoch'] == run['best_epoch'] else ''}",
+                  f"{h['minutes']:.1f}", h["steps"], f"{h['train_loss']:.4f}",
+                  f"{h['dev_loss']:.4f}", h.get("dev_per", ""), h.get("dev_wer", "")]
+                 for h in run["history"]]
+        lines += [format_table(["epoch", "minutes", "steps", "train loss", "dev loss",
+                                "dev PER %", "dev WER %"], curve), ""]
     lines += ["Published results, for context only (older dictionary, other splits):", "",
               format_table(["system", "PER %", "WER %", "data"], PUBLISHED), ""]
     return "\n".join(lines)
@@ -163,22 +215,30 @@ def markdown(results: list[dict], command: str) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    installed = backends.available()
-    name = args.backend or next(n for n in ("jax", "torch", "numpy") if n in installed)
-    backend = backends.get(name)
+    if args.backend == "jax" and args.devices > 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags:
+            os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_count="
+                                       f"{args.devices}").strip()
+    from xpseq import backends
+
+    backend = backends.get(args.backend)
+    if args.backend == "torch":
+        import torch
+        torch.set_num_threads(1)
     out = common.output_dir(args.out)
-    results = []
+    split = load_split(args)
+    print(f"{common.command_line('g2p_recipe.py', argv)} ({platform.machine()}, "
+          f"{os.cpu_count()} CPUs)", flush=True)
     command = common.command_line("g2p_recipe.py", argv)
-    for variant in args.variants:
-        res = run_variant(variant, args, backend)
-        for h in res["history"]:
-            h["minutes"] = h["elapsed"] / 60
-        results.append(res)
-        # Written after every variant, so a long run keeps what it finished.
+    if args.phase in ("all", "train"):
+        train_runs(args, backend, split, out)
+    if args.phase in ("all", "evaluate"):
+        results = evaluate_runs(args, backend, split, out)
         text = markdown(results, command)
         md, js = common.write_report(out, "results", text + "\n", results, indent=1)
-    print("\n" + text)
-    print(f"wrote {md} and {js}")
+        print("\n" + text)
+        print(f"wrote {md} and {js}")
     return 0
 
 

@@ -262,17 +262,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     if backend is None:                   # the processes of a torch group did the work
         return 0
     _check_writable(args.out)
+    if args.task == "g2p":
+        return _train_g2p(args, backend)
+    args.model = args.model or "rnn"
     defaults = TOY_DEFAULTS if args.model == "rnn" else TRANSFORMER_DEFAULTS
     foreign = [f"--{n.replace('_', '-')}" for n in set(TOY_DEFAULTS) ^ set(TRANSFORMER_DEFAULTS)
                if n not in defaults and getattr(args, n) is not None]
     if foreign:
         raise CommandError(f"{', '.join(sorted(foreign))}: not an option of --model "
                            f"{args.model}")
-    if args.task == "g2p" and args.model != "rnn":
-        raise CommandError("--task g2p trains the recipe's rnn model; --model transformer "
-                           "trains on --task toy or tsv")
-    if args.task == "g2p":
-        return _train_g2p(args, backend)
     if args.stress or args.time_limit is not None or args.monitor is not None:
         raise CommandError("--stress, --time-limit and --monitor are options of --task g2p")
     if args.task == "toy":
@@ -319,13 +317,23 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
     if args.train_file or args.dev_file or args.quick:
         raise CommandError("--task g2p reads the CMU dictionary; --train, --dev and --quick "
                            "are options of the other tasks")
-    split = _load_g2p(args.stress)
-    overrides = {k: getattr(args, k) for k in TOY_DEFAULTS if getattr(args, k) is not None}
+    kind = args.model or g2p.RECIPE["model"]
+    names = set(TOY_DEFAULTS) | set(TRANSFORMER_DEFAULTS) | {"label_smoothing"}
+    overrides = {k: getattr(args, k) for k in sorted(names) if getattr(args, k) is not None}
+    if "layers" in overrides and kind == "transformer":
+        overrides["encoder_layers"] = overrides["decoder_layers"] = overrides.pop("layers")
+    foreign = sorted(f"--{k.replace('_', '-')}" for k in overrides
+                     if k not in g2p.RECIPE and k not in g2p.MODELS[kind])
+    if foreign:
+        raise CommandError(f"{', '.join(foreign)}: not an option of the G2P recipe with "
+                           f"--model {kind}")
+    overrides["model"] = kind
     if args.time_limit is not None:
         overrides["time_limit_minutes"] = args.time_limit
     if args.monitor is not None:
         overrides["monitor"] = args.monitor
-    recipe = {**g2p.RECIPE, **overrides}
+    split = _load_g2p(args.stress)
+    recipe, _ = g2p.recipe(**overrides)
     print(f"training G2P on {backend.name} ({args.dtype}): CMU dictionary, stress "
           f"{'kept' if args.stress else 'removed'}, {len(split.train)} train / "
           f"{len(split.dev)} dev / {len(split.test)} test words; at most "
@@ -539,8 +547,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--style", choices=("luong", "bahdanau"), default=None,
                    help="(default: luong)")
     p.add_argument("--cell", choices=("lstm", "gru"), default=None, help="(default: lstm)")
-    p.add_argument("--model", choices=("rnn", "transformer"), default="rnn",
-                   help="the model kind (default: rnn); --attention, --style, --cell, --embed "
+    p.add_argument("--model", choices=("rnn", "transformer"), default=None,
+                   help="the model kind (default: rnn; for g2p the recipe's); --attention, --style, --cell, --embed "
                    "and --hidden shape the rnn, --d-model, --heads, --layers, --d-ff, --norm, "
                    "--label-smoothing, --warmup and --max-tokens the transformer")
     tdefaults = ", ".join(f"{k} {v}" for k, v in TRANSFORMER_DEFAULTS.items())
@@ -570,10 +578,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stress", action="store_true",
                    help="g2p: keep the stress marks (AH0, AH1, ...; default: removed)")
     p.add_argument("--time-limit", type=_positive_float, default=None, metavar="MINUTES",
-                   help="g2p: stop training after this many minutes (default: 45)")
+                   help="g2p: stop training after this many minutes (default: the recipe's)")
     p.add_argument("--monitor", choices=("dev_loss", "dev_wer"), default=None,
-                   help="g2p: what early stopping, the step-size decay and the kept epoch "
-                   "watch: the greedy WER on the dev words (default) or the dev loss")
+                   help="g2p: what the kept epoch (and early stopping or the step-size decay, "
+                   "if on) watch: the greedy WER on the dev words (default) or the dev loss")
     p.add_argument("--quick", action="store_true", help="the small toy dataset")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--devices", type=_positive, default=1,

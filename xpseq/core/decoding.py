@@ -40,9 +40,11 @@ from typing import Any, Callable, NamedTuple
 
 import array_api_compat as compat
 
+from .kernels import log_softmax
 from .tree import flatten, map_leaves
 
-__all__ = ["greedy_search", "beam_search", "Hypotheses", "tile_beams", "LENGTH_PENALTIES"]
+__all__ = ["greedy_search", "beam_search", "Hypotheses", "tile_beams", "ensemble_step",
+           "LENGTH_PENALTIES"]
 
 LENGTH_PENALTIES = ("none", "avg", "gnmt")
 
@@ -74,6 +76,39 @@ def tile_beams(tree: Any, k: int) -> Any:
         return xp.take(x, index, axis=0)
 
     return map_leaves(tile, tree)
+
+
+def ensemble_step(steps: Any) -> Callable:
+    """One step function from several: ``ensemble_step([step_1, ..., step_m])`` runs each
+    member on its own part of the state (a tuple ``(state_1, ..., state_m)``) and returns
+    the mean of their log-probabilities, renormalised (``log_softmax`` of the mean: the
+    normalised geometric mean of the members' distributions), and the mean of the
+    attention weights of the members that return any (``None`` if none does).
+
+    An ensemble of one gives its member's log-probabilities unchanged; members must share
+    the target vocabulary and see the same source batch.
+    """
+    steps = tuple(steps)
+    if not steps or not all(callable(s) for s in steps):
+        raise ValueError(f"ensemble_step: steps must be a non-empty sequence of step "
+                         f"functions, got {steps!r}")
+
+    def step(state: tuple, y_prev: Any) -> tuple:
+        logps, states, weights = [], [], []
+        for member, member_state in zip(steps, state):
+            logp, new_state, attn = member(member_state, y_prev)
+            logps.append(logp)
+            states.append(new_state)
+            if attn is not None:
+                weights.append(attn)
+        attention = None if not weights else sum(weights[1:], weights[0]) / len(weights)
+        if len(logps) == 1:
+            return logps[0], tuple(states), attention
+        mean = sum(logps[1:], logps[0]) / len(logps)
+        return log_softmax(mean, axis=-1, xp=compat.array_namespace(mean)), tuple(states), \
+            attention
+
+    return step
 
 
 def greedy_search(step: Callable, state: Any, *, batch_size: int, bos_id: int, eos_id: int,

@@ -83,6 +83,9 @@ class Seq2SeqConfig(DictConfig):
         Dropout rate on ``o_t`` during training.
     pad_id : int
         The padding id of both vocabularies: ignored by the loss.
+    label_smoothing : float in ``[0, 1)``
+        For the training loss: each token's target is ``(1 - ε) onehot(y) + ε / V``
+        (the dev loss is the plain negative log-likelihood).
     """
 
     src_vocab: int
@@ -95,6 +98,7 @@ class Seq2SeqConfig(DictConfig):
     input_feeding: bool | None = None
     dropout: float = 0.0
     pad_id: int = 0
+    label_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("src_vocab", "tgt_vocab", "embed", "hidden"):
@@ -118,10 +122,12 @@ class Seq2SeqConfig(DictConfig):
         if self.input_feeding and self.attention == "none":
             raise ValueError("Seq2SeqConfig: input_feeding feeds the attentional vector o_t back "
                              "into the cell; it needs attention other than 'none'")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, numbers.Real) \
-                or not 0 <= self.dropout < 1:
-            raise ValueError(f"Seq2SeqConfig: dropout must be a number in [0, 1), "
-                             f"got {self.dropout!r}")
+        for name in ("dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                    or not 0 <= value < 1:
+                raise ValueError(f"Seq2SeqConfig: {name} must be a number in [0, 1), "
+                                 f"got {value!r}")
         check_pad_id("Seq2SeqConfig", self)
 
     @property
@@ -336,16 +342,16 @@ def dropout_shapes(config: Seq2SeqConfig, src_shape: tuple[int, ...],
 def _loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
           keep: Any, *, scan: Callable | None, xp: Any, custom_vjp: Callable | None = None) -> Any:
     total, count = _nll_sum(params, config, batch, _keep_mask(keep), scan=scan,
-                            custom_vjp=custom_vjp, xp=xp)
+                            custom_vjp=custom_vjp, xp=xp, smoothing=config.label_smoothing)
     return total / xp.maximum(count, xp.ones_like(count))
 
 
 def _nll_sum(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
              keep: Any = None, *, scan: Callable | None, xp: Any,
-             custom_vjp: Callable | None = None) -> tuple[Any, Any]:
+             custom_vjp: Callable | None = None, smoothing: float = 0.0) -> tuple[Any, Any]:
     logits, _ = _forward(params, config, batch["src"], batch["src_len"], batch["tgt_in"], keep,
                          scan=scan, custom_vjp=custom_vjp, xp=xp)
-    return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
+    return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp, smoothing=smoothing)
 
 
 def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
@@ -432,7 +438,8 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
         tape.append(bp)
     logits, out_bp = vjp.linear(xp.stack(outputs, axis=1), params["out.W"], params["out.b"],
                                 xp=xp)
-    (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
+    (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp,
+                                         smoothing=config.label_smoothing)
     denom = xp.maximum(count, xp.ones_like(count))
 
     def backprop(d_loss: Any) -> dict:

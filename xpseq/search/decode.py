@@ -9,6 +9,10 @@ its own length and its source's length.
 
 The maximum output length is a function of the source length:
 ``max_len = ceil(max_len_a * src_len + max_len_b)`` for each sentence.
+
+An :class:`Ensemble` of configurations, with a sequence of parameter dicts, decodes
+several models as one: their log-probabilities are averaged at every step
+(:func:`xpseq.core.decoding.ensemble_step`).
 """
 
 from __future__ import annotations
@@ -21,12 +25,12 @@ import numpy as np
 
 from xpseq import models
 from xpseq.backends import Backend
-from xpseq.core.decoding import Hypotheses, beam_search, greedy_search, tile_beams
+from xpseq.core.decoding import Hypotheses, beam_search, ensemble_step, greedy_search, tile_beams
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 from xpseq.models import check_ids
 from xpseq.train import compiled
 
-__all__ = ["SearchOptions", "search", "to_lists"]
+__all__ = ["SearchOptions", "Ensemble", "search", "to_lists"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,26 +65,82 @@ class SearchOptions:
             raise ValueError("max_len_a must be >= 0 and max_len_b >= 1")
 
 
-def _search_arrays(params: Mapping[str, Any], src: Any, src_len: Any, *, config: Any,
+@dataclasses.dataclass(frozen=True)
+class Ensemble:
+    """Several trained models decoded as one: pass ``Ensemble((config_1, ..., config_m))``
+    as :func:`search`'s ``config`` and the members' parameters, in the same order, as its
+    ``params``. At every step the members' log-probabilities are averaged and renormalised
+    (:func:`xpseq.core.decoding.ensemble_step`). The members may be of different kinds;
+    they must have the same vocabulary sizes and padding id (that their vocabularies are
+    the same lists is the caller's to check, e.g. from their checkpoints)."""
+
+    configs: tuple
+
+    def __post_init__(self) -> None:
+        if isinstance(self.configs, (str, bytes)) or not hasattr(self.configs, "__iter__"):
+            raise TypeError(f"Ensemble: configs must be a sequence of model configurations, "
+                            f"got {type(self.configs).__name__}")
+        configs = tuple(self.configs)
+        if not configs:
+            raise ValueError("Ensemble: configs must hold at least one model configuration")
+        for config in configs:
+            models.of(config)              # a TypeError names what is not a configuration
+        for name in ("src_vocab", "tgt_vocab", "pad_id"):
+            values = [getattr(c, name) for c in configs]
+            if len(set(values)) > 1:
+                raise ValueError(f"Ensemble: the members' {name} differ ({values}); an "
+                                 "ensemble needs one vocabulary")
+        object.__setattr__(self, "configs", configs)
+
+    @property
+    def src_vocab(self) -> int:
+        return self.configs[0].src_vocab
+
+    @property
+    def tgt_vocab(self) -> int:
+        return self.configs[0].tgt_vocab
+
+
+def _members(params: Any, config: Any) -> tuple[tuple, tuple]:
+    """``(configs, params)`` of the models a search runs: one, or an ensemble's members."""
+    if not isinstance(config, Ensemble):
+        return (config,), (params,)
+    if isinstance(params, Mapping) or len(params) != len(config.configs):
+        raise ValueError(f"search: an Ensemble of {len(config.configs)} models needs a "
+                         f"sequence of as many parameter dicts, got "
+                         f"{type(params).__name__}"
+                         f"{'' if isinstance(params, Mapping) else f' of {len(params)}'}")
+    return config.configs, tuple(params)
+
+
+def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
                    options: SearchOptions, max_len: int, backend: Backend) -> Hypotheses:
     xp = backend.xp
-    kernels = models.of(config).kernels
+    configs, member_params = _members(params, config)
     scan = backend.scan if backend.compiles else None
     # A compiled loop needs the decoder state's shapes fixed (a key/value cache of max_len
     # positions); an eager loop lets a cache grow a position per step.
     capacity = max_len if backend.compiles else None
-    encoded = kernels.encode(params, config, src, src_len, scan=backend.scan, xp=xp)
+    encoded = tuple(models.of(c).kernels.encode(p, c, src, src_len, scan=backend.scan, xp=xp)
+                    for c, p in zip(configs, member_params))
     limits = xp.astype(xp.ceil(options.max_len_a * xp.astype(src_len, xp.float64)
                                + options.max_len_b), xp.int64)
     batch = src.shape[0]
+
+    def decoder(encoded: tuple) -> tuple[Any, Any]:
+        pairs = [models.of(c).kernels.decoder(p, c, e, attention=options.attention,
+                                              max_len=capacity, xp=xp)
+                 for c, p, e in zip(configs, member_params, encoded)]
+        if len(pairs) == 1:
+            return pairs[0]
+        return ensemble_step([s for s, _ in pairs]), tuple(state for _, state in pairs)
+
     if options.method == "greedy":
-        step, state = kernels.decoder(params, config, encoded, attention=options.attention,
-                                      max_len=capacity, xp=xp)
+        step, state = decoder(encoded)
         return greedy_search(step, state, batch_size=batch, bos_id=BOS_ID, eos_id=EOS_ID,
                              pad_id=PAD_ID, max_len=max_len, max_lens=limits,
                              min_len=options.min_len, scan=scan)
-    step, state = kernels.decoder(params, config, tile_beams(encoded, options.k),
-                                  attention=options.attention, max_len=capacity, xp=xp)
+    step, state = decoder(tile_beams(encoded, options.k))
     return beam_search(step, state, batch_size=batch,
                        k=options.k, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
                        max_len=max_len, max_lens=limits, min_len=options.min_len,
@@ -88,14 +148,16 @@ def _search_arrays(params: Mapping[str, Any], src: Any, src_len: Any, *, config:
                        n_best=options.n_best, scan=scan)
 
 
-def search(params: Mapping[str, Any], config: Any, src: np.ndarray,
+def search(params: Any, config: Any, src: np.ndarray,
            src_len: np.ndarray, backend: Backend,
            options: SearchOptions = SearchOptions()) -> Hypotheses:
     """Decode a batch of sources.
 
     Parameters
     ----------
-    params : the model's parameters as arrays of ``backend``
+    params : the model's parameters as arrays of ``backend`` (for an :class:`Ensemble`, a
+        sequence of its members' parameters)
+    config : the model's configuration, or an :class:`Ensemble`
     src : integer array ``(B, S)``, padded; src_len : ``(B,)`` real lengths
     options : :class:`SearchOptions`
 
@@ -107,6 +169,7 @@ def search(params: Mapping[str, Any], config: Any, src: np.ndarray,
     import array_api_compat.numpy as np_xp
 
     src_np, len_np = np.asarray(src), np.asarray(src_len)
+    _members(params, config)
     check_ids("search", config, np_xp, src=src_np, src_len=len_np)
     max_len = math.ceil(options.max_len_a * src_np.shape[1] + options.max_len_b)
     if options.min_len >= max_len:

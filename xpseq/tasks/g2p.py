@@ -23,29 +23,51 @@ from xpseq.core.optim import adam
 from xpseq.data import Vocab
 from xpseq.search.decode import SearchOptions
 from xpseq.train import callbacks as cb
+from xpseq.train import schedules
 from xpseq.train.loop import FitResult, TrainConfig
 
 from .experiment import Task, model_config, task_from_pairs, train_model, translate
 
-__all__ = ["RECIPE", "SEARCHES", "word_tokens", "g2p_task", "train", "predict", "evaluate"]
+__all__ = ["RECIPE", "MODELS", "FIRST_RECIPE", "SEARCHES", "recipe", "word_tokens", "g2p_task",
+           "train", "predict", "evaluate"]
 
-#: The defaults of ``xpseq train --task g2p``: a bi-LSTM encoder and a Luong (general)
-#: attention decoder with input feeding, dropout 0.2, Adam whose step size halves whenever
-#: the dev WER of greedy search stalls, length-bucketed batches, early stopping on that WER
-#: (the best dev epoch is kept) and a wall-clock limit in minutes.
-#: ``monitor="dev_loss"`` watches the dev loss instead, which needs no decoding (see
-#: :func:`train`'s ``dev_words``). ``gradients="hand-derived"``: the fastest way each
-#: backend has (on JAX the encoder's recurrences differentiate by xpseq's rules, see
+#: The defaults of ``xpseq train --task g2p`` (the model kind's own options are in
+#: :data:`MODELS`): label smoothing 0.1, Adam (β2 = 0.98) whose step size rises linearly for
+#: ``warmup`` steps and then falls as the inverse square root of the step, batches of 256
+#: words bucketed by length, dropout 0.2, the dev WER of greedy search after every epoch
+#: (the best dev epoch is kept, and the last ``keep_epochs`` epochs are written for
+#: :func:`xpseq.train.checkpoint.average`) and a wall-clock limit in minutes.
+#: ``lr_decay`` (halve the step size after each epoch whose ``monitor`` is not a new best)
+#: and ``patience`` (early stopping) are off (``None``); ``warmup=None`` gives a constant
+#: step size. ``gradients="hand-derived"``: the fastest way each backend has (see
 #: :func:`xpseq.train.make_train_step`; ``None`` for the backend's own).
 RECIPE: dict[str, Any] = {
-    "embed": 64, "hidden": 128, "attention": "general", "style": "luong", "cell": "lstm",
-    "dropout": 0.2, "lr": 2e-3, "lr_decay": 0.5, "batch_size": 128, "bucket": 4,
-    "epochs": 40, "patience": 3, "monitor": "dev_wer", "time_limit_minutes": 45.0,
-    "gradients": "hand-derived",
+    "model": "transformer", "dropout": 0.2, "label_smoothing": 0.1,
+    "lr": 1e-3, "beta2": 0.98, "warmup": 2000, "lr_decay": None, "patience": None,
+    "batch_size": 256, "bucket": 4, "epochs": 200, "monitor": "dev_wer",
+    "time_limit_minutes": 45.0, "keep_epochs": 5, "gradients": "hand-derived",
 }
 
-#: The keys of :data:`RECIPE` that shape the model (:func:`xpseq.tasks.model_config`).
-MODEL_KEYS = ("attention", "style", "cell", "embed", "hidden", "dropout")
+#: The model options of each kind (:func:`xpseq.tasks.model_config`), as the recipe sets
+#: them: a Transformer of 3 + 3 layers, d 256, 4 heads, d_ff 1024; or a bi-LSTM encoder
+#: (128 units each way) over 64-dimensional character embeddings and an LSTM decoder with
+#: Luong general attention and input feeding.
+MODELS: dict[str, dict[str, Any]] = {
+    "transformer": {"d_model": 256, "heads": 4, "encoder_layers": 3, "decoder_layers": 3,
+                    "d_ff": 1024},
+    "rnn": {"embed": 64, "hidden": 128, "attention": "general", "style": "luong",
+            "cell": "lstm"},
+}
+
+#: The recipe keys that every model kind takes as a model option.
+MODEL_KEYS = ("dropout", "label_smoothing")
+
+#: The first recipe (an LSTM, constant step size halved on plateaus, early stopping), as
+#: overrides of :data:`RECIPE`: ``train(split, backend, **FIRST_RECIPE)``.
+FIRST_RECIPE: dict[str, Any] = {
+    "model": "rnn", "label_smoothing": 0.0, "lr": 2e-3, "beta2": 0.999, "warmup": None,
+    "lr_decay": 0.5, "patience": 3, "batch_size": 128, "keep_epochs": 0,
+}
 
 #: The searches :func:`evaluate` scores by default: greedy, and beam search with k = 5.
 SEARCHES: tuple[tuple[str, SearchOptions], ...] = (
@@ -69,6 +91,23 @@ def g2p_task(split: Any) -> Task:
     return task_from_pairs(split.pairs("train"), split.pairs("dev"), {})
 
 
+def recipe(**overrides: Any) -> tuple[dict, dict]:
+    """The training options and the model options of :data:`RECIPE` changed by
+    ``overrides`` (any key of :data:`RECIPE` or of the chosen kind's :data:`MODELS`)."""
+    kind = overrides.get("model", RECIPE["model"])
+    if kind not in MODELS:
+        raise ValueError(f"g2p: model must be one of {sorted(MODELS)}, got {kind!r}")
+    unknown = sorted(set(overrides) - set(RECIPE) - set(MODELS[kind]))
+    if unknown:
+        raise ValueError(f"g2p: unknown recipe options {unknown} for model {kind!r}; the "
+                         f"recipe has {sorted(RECIPE)} and the model "
+                         f"{sorted(MODELS[kind])}")
+    options = {**RECIPE, **{k: v for k, v in overrides.items() if k in RECIPE}}
+    fields = {**MODELS[kind], **{k: v for k, v in overrides.items() if k in MODELS[kind]}}
+    fields.update({k: options[k] for k in MODEL_KEYS})
+    return options, fields
+
+
 def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: int = 0,
           dtype: str = "float32", progress: bool = True, dev_words: int | None = None,
           devices: int = 1, **overrides: Any) -> tuple[Any, FitResult, Task]:
@@ -79,14 +118,16 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     split : :class:`xpseq.data.cmudict.G2PSplit`
     backend : the training backend (``jax`` is the fastest on CPU)
     checkpoint : path of the checkpoint (written after every epoch; at the end it holds
-        the best dev epoch's parameters)
+        the best dev epoch's parameters); with ``keep_epochs`` the last epochs' parameters
+        go next to it (``<stem>.epoch<N>.safetensors``)
     dev_words : after every epoch, score greedy search on the first this many dev words
         (``dev_wer``, ``dev_per`` in the history: the learning curve, and what
         ``monitor="dev_wer"`` watches); ``None`` for all of them, 0 for none (then the
         recipe must monitor ``"dev_loss"``)
-    overrides : any key of :data:`RECIPE`, e.g. ``hidden=64, time_limit_minutes=5``;
-        ``time_limit_minutes=None`` for no limit
     devices : train data-parallel on this many devices (``TrainConfig.devices``)
+    overrides : any key of :data:`RECIPE` or of the model kind's :data:`MODELS`, e.g.
+        ``model="rnn", hidden=64, time_limit_minutes=5``; ``time_limit_minutes=None`` for
+        no limit; ``**FIRST_RECIPE`` for the first recipe
 
     Returns
     -------
@@ -94,19 +135,15 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     """
     if dev_words is not None:
         _check_count("train", "dev_words", dev_words, allow_zero=True)
-    unknown = sorted(set(overrides) - set(RECIPE))
-    if unknown:
-        raise ValueError(f"train: unknown recipe options {unknown}; the recipe has "
-                         f"{sorted(RECIPE)}")
-    recipe = {**RECIPE, **overrides}
+    options, fields = recipe(**overrides)
     task = g2p_task(split)
-    minutes = recipe.pop("time_limit_minutes")
+    minutes = options["time_limit_minutes"]
     metadata = {"task": "g2p", "stress": bool(split.stress), "split_seed": int(split.seed),
-                "recipe": {**recipe, "time_limit_minutes": minutes}}
-    if dev_words == 0 and recipe["monitor"] != "dev_loss":
-        raise ValueError(f"train: monitor={recipe['monitor']!r} needs dev words to score; "
+                "recipe": {**options, **fields}}
+    if dev_words == 0 and options["monitor"] != "dev_loss":
+        raise ValueError(f"train: monitor={options['monitor']!r} needs dev words to score; "
                          "dev_words=0 scores none (monitor='dev_loss' does not need them)")
-    config = model_config(task, **{k: recipe[k] for k in MODEL_KEYS})
+    config = model_config(task, options["model"], **fields)
     parts: list[cb.Callback] = []
     if dev_words != 0:
         def dev_scores(record: dict, params: dict) -> dict:
@@ -115,18 +152,26 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
             return {"dev_wer": row["wer"], "dev_per": row["per"]}
 
         parts.append(cb.EpochMetrics(dev_scores))
-    if recipe["lr_decay"] is not None:
-        parts.append(cb.ReduceLROnPlateau(recipe["lr_decay"]))
-    parts += [cb.EarlyStopping(recipe["patience"]), cb.RestoreBest()]
+    if options["lr_decay"] is not None:
+        parts.append(cb.ReduceLROnPlateau(options["lr_decay"]))
+    if options["patience"] is not None:
+        parts.append(cb.EarlyStopping(options["patience"]))
+    parts.append(cb.RestoreBest())
     if minutes is not None:
         parts.append(cb.TimeLimit(60.0 * minutes))
-    settings = TrainConfig(epochs=recipe["epochs"], optimizer=adam(recipe["lr"]), seed=seed,
-                           monitor=recipe["monitor"], gradients=recipe["gradients"],
-                           progress=progress, devices=devices)
+    if checkpoint is not None:
+        vocabs = {"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()}
+        parts.append(cb.Checkpoint(checkpoint, vocabs=vocabs, metadata=metadata,
+                                   keep_epochs=options["keep_epochs"]))
+    schedule = None if not options["warmup"] else schedules.warmup_inverse_sqrt(
+        options["warmup"])
+    settings = TrainConfig(epochs=options["epochs"],
+                           optimizer=adam(options["lr"], b2=options["beta2"]),
+                           schedule=schedule, seed=seed, monitor=options["monitor"],
+                           gradients=options["gradients"], progress=progress, devices=devices)
     config, result = train_model(task, backend, config, settings,
-                                 batch_size=recipe["batch_size"], bucket=recipe["bucket"],
-                                 dtype=dtype, callbacks=parts, checkpoint=checkpoint,
-                                 metadata=metadata)
+                                 batch_size=options["batch_size"], bucket=options["bucket"],
+                                 dtype=dtype, callbacks=parts)
     return config, result, task
 
 

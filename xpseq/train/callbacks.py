@@ -141,17 +141,26 @@ class TimeLimit(Callback):
 class Checkpoint(Callback):
     """Write a checkpoint (:func:`xpseq.train.checkpoint.save`) after every epoch, every
     ``every_steps`` steps if given, and at the end (after :class:`RestoreBest`, when it
-    comes before this one in the list). ``vocabs`` and ``metadata`` are stored with it."""
+    comes before this one in the list). ``vocabs`` and ``metadata`` are stored with it.
+
+    ``keep_epochs = k`` also writes each epoch's parameters alone (no optimiser state) to
+    :meth:`epoch_path` (``<stem>.epoch<N><suffix>``, next to ``path``) and removes all but
+    the last ``k`` of them: the inputs of :func:`xpseq.train.checkpoint.average`."""
 
     def __init__(self, path: str | os.PathLike, *, every_steps: int | None = None,
                  vocabs: Mapping[str, list] | None = None,
-                 metadata: Mapping[str, Any] | None = None):
-        if every_steps is not None and (isinstance(every_steps, bool) or
-                                        not isinstance(every_steps, int) or every_steps < 1):
-            raise ValueError(f"Checkpoint: every_steps must be a positive int or None, got "
-                             f"{every_steps!r}")
+                 metadata: Mapping[str, Any] | None = None, keep_epochs: int = 0):
+        for name, value, low in (("every_steps", every_steps, 1),
+                                 ("keep_epochs", keep_epochs, 0)):
+            if value is None and name == "every_steps":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"Checkpoint: {name} must be an int >= {low}"
+                                 f"{' or None' if name == 'every_steps' else ''}, got "
+                                 f"{value!r}")
         self.path = pathlib.Path(path)
         self.every_steps = every_steps
+        self.keep_epochs = keep_epochs
         self.saved_step: int | None = None
         self.vocabs = vocabs
         self.metadata = metadata
@@ -182,8 +191,20 @@ class Checkpoint(Callback):
         if self.every_steps and loop.state["step"] % self.every_steps == 0 and not loop.stop:
             self.save(loop)
 
+    def epoch_path(self, epoch: int) -> pathlib.Path:
+        """Where ``keep_epochs`` writes the parameters of ``epoch``."""
+        return self.path.with_name(f"{self.path.stem}.epoch{epoch}{self.path.suffix}")
+
     def on_epoch_end(self, loop: Loop, record: dict) -> None:
         self.save(loop)
+        if self.keep_epochs and loop.place.main:
+            from . import checkpoint
+
+            epoch = int(record["epoch"])
+            checkpoint.save(self.epoch_path(epoch), config=loop.config,
+                            params=loop.params_numpy(), vocabs=self.vocabs,
+                            train_state=loop.state, metadata=self.metadata)
+            self.epoch_path(epoch - self.keep_epochs).unlink(missing_ok=True)
 
     def on_train_end(self, loop: Loop) -> None:
         if loop.stopped == "max_steps" or loop.restored:

@@ -40,14 +40,14 @@ import os
 import pathlib
 import tempfile
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from xpseq import models
 from xpseq.core.optim import Optimizer, from_spec
 
-__all__ = ["save", "load", "Checkpoint", "CheckpointError", "FORMAT_VERSION"]
+__all__ = ["save", "load", "average", "Checkpoint", "CheckpointError", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 2
 #: Formats this version reads: 1 (no model kind: an "rnn" model) and 2.
@@ -243,6 +243,49 @@ def load(path: str | os.PathLike, backend: Any = None, *,
         if opt_state is not None:
             ckpt.opt_state = _map(opt_state, backend.asarray)
     return ckpt
+
+
+def average(paths: Sequence[str | os.PathLike], backend: Any = None) -> Checkpoint:
+    """The element-wise mean of the parameters of several checkpoints of one model (e.g.
+    the last epochs of a run, which ``Checkpoint(..., keep_epochs=k)`` writes).
+
+    The mean is taken in float64 and stored in the parameters' own dtype. The result has
+    the first file's configuration, vocabularies and metadata, no optimiser state, and
+    ``path`` of the first file; ``train_state`` records the files averaged
+    (``{"averaged": [...]}``).
+
+    Raises
+    ------
+    ValueError
+        No paths, or checkpoints whose model kind, configuration, vocabularies or parameter
+        dtypes differ (their shapes then agree: :func:`load` checks them against the
+        configuration).
+    """
+    if isinstance(paths, (str, os.PathLike)) or not len(paths):
+        raise ValueError(f"average: paths must be a non-empty sequence of checkpoint files, "
+                         f"got {paths!r}")
+    loaded = [load(p) for p in paths]
+    first = loaded[0]
+    for other in loaded[1:]:
+        for what, a, b in (("model configuration", first.config, other.config),
+                           ("vocabularies", first.vocabs, other.vocabs),
+                           ("parameter dtypes", {k: v.dtype for k, v in first.params.items()},
+                            {k: v.dtype for k, v in other.params.items()})):
+            if a != b:
+                raise ValueError(f"average: {other.path} and {first.path} have different "
+                                 f"{what}; only checkpoints of one model can be averaged")
+    params = {}
+    for name, array in first.params.items():
+        total = np.zeros(array.shape, dtype=np.float64)
+        for ckpt in loaded:
+            total += ckpt.params[name]
+        params[name] = (total / len(loaded)).astype(array.dtype)
+    if backend is not None:
+        params = {k: backend.asarray(v) for k, v in params.items()}
+    return Checkpoint(path=first.path, config=first.config, params=params, opt_state=None,
+                      optimizer=None, vocabs=first.vocabs,
+                      train_state={"averaged": [str(c.path) for c in loaded]},
+                      metadata=first.metadata)
 
 
 # ------------------------------------------------------------------------- helpers
