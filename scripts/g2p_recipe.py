@@ -9,12 +9,15 @@ which ``make``'s set-up installs). With stress removed, on the seeded split:
    after every epoch (the learning curve) and the last epochs kept for averaging;
 2. *evaluate*: for each run, its best dev epoch and the average of its last epochs, scored
    on the dev words to choose; then the test words with greedy and beam search, and the
-   ensemble of the runs' chosen models (log-probabilities averaged at every step).
+   ensemble of the runs' chosen models (log-probabilities averaged at every step);
+3. *ship*: the model or ensemble with the lowest dev WER goes into the package
+   (``xpseq/g2p/model``, float16 storage when that leaves the test WER unchanged), with
+   ``shipped.json``: its files and its test scores, which ``xpseq g2p`` and the README use.
 
 Writes ``<out>/results.md`` (the tables, the learning curves and the command),
 ``<out>/results.json``, and per run ``<out>/<kind>.safetensors`` (the best epoch),
 ``<out>/<kind>.epoch<N>.safetensors`` (the last epochs) and ``<out>/<kind>.avg.safetensors``.
-``--phase train`` or ``--phase evaluate`` runs one phase (evaluate reads what train
+``--phase train``, ``evaluate`` or ``ship`` runs one phase (each reads what the one before
 wrote). ``--train-words`` / ``--test-words`` cut the data for quick checks (the results are
 then not comparable).
 """
@@ -39,7 +42,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = common.script_parser(__doc__)
     p.add_argument("--runs", default="transformer,rnn",
                    help="comma-separated model kinds to train (default: %(default)s)")
-    p.add_argument("--phase", choices=("all", "train", "evaluate"), default="all")
+    p.add_argument("--phase", choices=("all", "train", "evaluate", "ship"), default="all",
+                   help="train, evaluate (reads what train wrote), ship (copies the chosen "
+                   "model into --ship-to), or all three (default)")
+    p.add_argument("--ship-to", default=str(ROOT / "xpseq" / "g2p" / "model"),
+                   help="the folder of the shipped model (default: the package's)")
     p.add_argument("--backend", default="jax", choices=("jax", "torch", "numpy"),
                    help="training and decoding backend (default: jax)")
     p.add_argument("--devices", type=int, default=2,
@@ -143,13 +150,14 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
         return (params, ckpt.config, Vocab.from_list(ckpt.vocabs["src"]),
                 Vocab.from_list(ckpt.vocabs["tgt"]))
 
-    rows, chosen = [], []
+    rows, chosen, options = [], [], []
     for run in runs:
         kind = run["kind"]
         best = checkpoint.load(out / f"{kind}.safetensors")
         epochs = sorted(out.glob(f"{kind}.epoch*.safetensors"),
                         key=lambda p: int(p.suffixes[-2][len(".epoch"):]))
         candidates = {f"{kind}, best epoch ({run['best_epoch']})": best}
+        files = {f"{kind}, best epoch ({run['best_epoch']})": f"{kind}.safetensors"}
         if len(epochs) > 1:
             averaged = checkpoint.average(epochs)
             checkpoint.save(out / f"{kind}.avg.safetensors", config=averaged.config,
@@ -157,6 +165,7 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
                             train_state=averaged.train_state, metadata=averaged.metadata)
             first, last = (int(p.suffixes[-2][len(".epoch"):]) for p in (epochs[0], epochs[-1]))
             candidates[f"{kind}, average of epochs {first}-{last}"] = averaged
+            files[f"{kind}, average of epochs {first}-{last}"] = f"{kind}.avg.safetensors"
         dev = {}
         for name, ckpt in candidates.items():
             dev[name] = score(as_model(ckpt), split, backend, "dev", greedy, args.dev_words)
@@ -170,6 +179,7 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
         print(f"   {name}, {beam[0]}: test PER {test['per']:.2f} % WER {test['wer']:.2f} %",
               flush=True)
         chosen.append((name, candidates[name]))
+        options.append({"model": name, "files": [files[name]], "dev_wer": dev[name]["wer"]})
     if len(chosen) > 1:
         members = [as_model(c) for _, c in chosen]
         ensemble = (tuple(m[0] for m in members), Ensemble(tuple(m[1] for m in members)),
@@ -181,7 +191,68 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
             rows.append({"model": name, "dev_wer": dev_wer, **test})
             print(f"   {name}, {search[0]}: test PER {test['per']:.2f} % WER "
                   f"{test['wer']:.2f} %", flush=True)
-    return {"runs": runs, "rows": rows, "chosen": [n for n, _ in chosen]}
+        options.append({"model": name, "files": [f for o in options for f in o["files"]],
+                        "dev_wer": dev_wer})
+    # What ships: the model (or ensemble) with the lowest dev WER; the test words never
+    # take part in the choice.
+    return {"runs": runs, "rows": rows, "options": options,
+            "choice": min(options, key=lambda o: o["dev_wer"])}
+
+
+def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: dict,
+         command: str) -> dict:
+    """Copy the chosen model into the package folder ``--ship-to`` with float16 storage if
+    that leaves its greedy test WER what it was in float32 (else float32), and write the
+    manifest ``shipped.json`` with the stored model's test scores, greedy and beam."""
+    from xpseq import g2p as shipped_g2p
+    from xpseq.search import SearchOptions
+    from xpseq.tasks import g2p
+    from xpseq.train import checkpoint
+
+    choice = results["choice"]
+    folder = pathlib.Path(args.ship_to)
+    folder.mkdir(parents=True, exist_ok=True)
+    searches = [("greedy", SearchOptions()),
+                (f"beam k={args.beam}", SearchOptions(method="beam", k=args.beam,
+                                                      length_penalty="avg"))]
+    [float32_wer] = [r["wer"] for r in results["rows"]
+                     if r["model"] == choice["model"] and r["search"] == "greedy"]
+
+    def store(dtype: str) -> tuple[list[str], dict]:
+        for old in folder.glob("*.safetensors"):
+            old.unlink()
+        names = []
+        for name in choice["files"]:
+            ckpt = checkpoint.load(out / name)
+            target = folder / name.replace(".avg", "")
+            checkpoint.save(target, config=ckpt.config, vocabs=ckpt.vocabs,
+                            params={k: v.astype(dtype) for k, v in ckpt.params.items()},
+                            metadata={**(ckpt.metadata or {}), "shipped_from": name})
+            names.append(target.name)
+        model = shipped_g2p.G2P([folder / n for n in names], backend=backend)
+        scores = {}
+        for label, options in searches:
+            [row] = g2p.evaluate(model.params, model.config, split, model.src_vocab,
+                                 model.tgt_vocab, backend, searches=[(label, options)],
+                                 limit=args.test_words)
+            scores[label] = {k: row[k] for k in ("per", "wer", "words", "seconds")}
+            if label == "greedy" and dtype == "float16" and row["wer"] != float32_wer:
+                break
+        return names, scores
+
+    dtype = "float16"
+    names, scores = store(dtype)
+    if scores["greedy"]["wer"] != float32_wer:
+        print(f"   float16 storage moves the greedy test WER ({float32_wer:.2f} -> "
+              f"{scores['greedy']['wer']:.2f} %): shipping float32", flush=True)
+        dtype = "float32"
+        names, scores = store(dtype)
+    manifest = {"files": names, "stress": bool(args.stress), "model": choice["model"],
+                "storage": dtype, "dev_wer": choice["dev_wer"], "scores": scores,
+                "command": command}
+    (folder / "shipped.json").write_text(json.dumps(manifest, indent=1) + "\n",
+                                         encoding="utf-8")
+    return manifest
 
 
 def markdown(results: dict, command: str) -> str:
@@ -239,6 +310,11 @@ def main(argv=None) -> int:
         md, js = common.write_report(out, "results", text + "\n", results, indent=1)
         print("\n" + text)
         print(f"wrote {md} and {js}")
+    if args.phase in ("all", "ship"):
+        results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        manifest = ship(args, backend, split, out, results, command)
+        print(f"shipped {manifest['model']} ({manifest['storage']}) to {args.ship_to}: test "
+              f"WER {manifest['scores']['greedy']['wer']:.2f} % greedy", flush=True)
     return 0
 
 
