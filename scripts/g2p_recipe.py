@@ -37,6 +37,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
 import _common as common  # noqa: E402
 
+from xpseq.app.cli import positive  # noqa: E402  (imports no array library)
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = common.script_parser(__doc__)
@@ -49,23 +51,39 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="the folder of the shipped model (default: the package's)")
     p.add_argument("--backend", default="jax", choices=("jax", "torch", "numpy"),
                    help="training and decoding backend (default: jax)")
-    p.add_argument("--devices", type=int, default=2,
+    p.add_argument("--devices", type=positive(int), default=2,
                    help="data-parallel devices for training (default: 2)")
-    p.add_argument("--minutes", type=float, default=45.0,
+    p.add_argument("--minutes", type=positive(float), default=45.0,
                    help="training time of each run (default: %(default)s)")
     p.add_argument("--stress", action="store_true", help="keep the stress marks")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change a recipe option of every run (xpseq.tasks.g2p.RECIPE, or the "
+                   "model kind's in MODELS), e.g. --set lr=2e-3 --set hidden=64")
     p.add_argument("--beam", type=int, default=5, help="beam size (default: 5)")
-    p.add_argument("--dev-words", type=int, default=None,
+    p.add_argument("--dev-words", type=positive(int), default=None,
                    help="dev words scored after every epoch (default: all)")
-    p.add_argument("--train-words", type=int, default=None,
+    p.add_argument("--train-words", type=positive(int), default=None,
                    help="train on the first N training words only (quick checks)")
-    p.add_argument("--test-words", type=int, default=None,
+    p.add_argument("--test-words", type=positive(int), default=None,
                    help="score the first N test words only (quick checks)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/g2p", help="output folder (default: out/g2p)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     args.runs = common.comma_list(args.runs)
+    bad = [r for r in args.runs if r not in ("transformer", "rnn")]
+    if bad or not args.runs:
+        p.error(f"--runs takes transformer and/or rnn, got {bad or args.runs}")
+    common.require_at_least(p, args, ("beam",), 2, "greedy search is always scored")
+    args.overrides = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            p.error(f"--set takes KEY=VALUE, got {item!r}")
+        try:
+            args.overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            args.overrides[key] = value
     return args
 
 
@@ -83,18 +101,25 @@ def load_split(args: argparse.Namespace):
 def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> list[dict]:
     from xpseq.tasks import g2p
 
+    known = set(g2p.RECIPE).union(*g2p.MODELS.values())
+    unknown = sorted(set(args.overrides) - known)
+    if unknown:
+        raise ValueError(f"--set: unknown recipe options {unknown}; known: {sorted(known)}")
     runs = []
     for kind in args.runs:
+        # A model option of the other kind is not this run's.
+        mine = {k: v for k, v in args.overrides.items()
+                if k in g2p.RECIPE or k in g2p.MODELS[kind]}
         print(f"\n== {kind}: {len(split.train)} train / {len(split.dev)} dev words, "
               f"{backend.name} on {args.devices} device(s), {args.minutes} min", flush=True)
         start = time.perf_counter()
         config, result, task = g2p.train(
             split, backend, checkpoint=str(out / f"{kind}.safetensors"), seed=args.seed,
             progress=not args.no_progress, dev_words=args.dev_words, devices=args.devices,
-            model=kind, time_limit_minutes=args.minutes)
+            **{**mine, "model": kind, "time_limit_minutes": args.minutes})
         for h in result.history:
             h["minutes"] = h["elapsed"] / 60
-        options, fields = g2p.recipe(model=kind)
+        options, fields = g2p.recipe(**{**mine, "model": kind})
         runs.append({"kind": kind, "recipe": {**options, **fields, "devices": args.devices,
                                               "time_limit_minutes": args.minutes},
                      "parameters": int(sum(v.size for v in result.params.values())),

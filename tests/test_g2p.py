@@ -225,7 +225,7 @@ def trained(tmp_path_factory):
     be = backends.get("numpy")
     config, result, task = g2p.train(
         split, be, checkpoint=str(path), seed=0, progress=False, dev_words=20,
-        monitor="dev_loss",
+        monitor="dev_loss", model="rnn", warmup=None, keep_epochs=0,
         embed=8, hidden=8, epochs=2, lr=1e-2, batch_size=64, time_limit_minutes=None)
     return split, path, config, result, task
 
@@ -380,7 +380,8 @@ def assert_one_error(done: subprocess.CompletedProcess, *fragments: str) -> None
 def cli_checkpoint(tmp_path_factory, full):
     """``xpseq train --task g2p`` on the whole dictionary, stopped after 0.02 minutes."""
     path = tmp_path_factory.mktemp("g2p_cli") / "g2p.safetensors"
-    done = xpseq("train", "--task", "g2p", "--backend", "numpy", "--hidden", 8, "--embed", 8,
+    done = xpseq("train", "--task", "g2p", "--model", "rnn", "--backend", "numpy", "--hidden", 8,
+                 "--embed", 8,
                  "--epochs", 1, "--lr", 0.01, "--time-limit", 0.02, "--monitor", "dev_wer",
                  "--no-progress", "--out", path)
     assert_ok(done)
@@ -509,51 +510,71 @@ def test_cli_g2p_errors(tmp_path):
 
 
 def test_recipe_script_quick_run(tmp_path, full, capsys):
+    """Train (two short epochs of a tiny LSTM model), evaluate and ship, on NumPy, into
+    temporary folders; the scores are recomputed from the checkpoints it wrote."""
+    from xpseq import g2p as shipped_g2p
+    from xpseq.search import Ensemble
+
     script = load_script("g2p_recipe")
-    out = tmp_path / "out"
-    code = script.main(["--variants", "nostress", "--backend", "numpy", "--train-words", "200",
-                        "--test-words", "30", "--dev-words", "10", "--hidden", "8",
-                        "--embed", "8", "--epochs", "1", "--time-limit", "1",
-                        "--no-progress", "--out", str(out)])
+    out, ship_to = tmp_path / "out", tmp_path / "model"
+    code = script.main(["--runs", "rnn,transformer", "--backend", "numpy", "--devices", "1",
+                        "--train-words", "200", "--test-words", "30", "--dev-words", "10",
+                        "--set", "epochs=2", "--set", "batch_size=128", "--set", "warmup=null",
+                        "--set", "lr=0.01", "--set", "d_model=8", "--set", "d_ff=8",
+                        "--set", "encoder_layers=1", "--set", "decoder_layers=1",
+                        "--minutes", "1", "--no-progress", "--out", str(out),
+                        "--ship-to", str(ship_to)])
     assert code == 0
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    [res] = results
-    assert (res["variant"], res["stress"], res["backend"]) == ("nostress", False, "numpy")
+    runs = {r["kind"]: r for r in results["runs"]}
     first_200 = list(full.train)[:200]
-    assert res["train_pairs"] == sum(len(full.train[w]) for w in first_200)
-    assert res["epochs"] == 1 and res["best_epoch"] == 1
-    assert res["recipe"]["hidden"] == 8 and res["recipe"]["time_limit_minutes"] == 1
-    assert "dev_wer" in res["history"][0] and "dev_per" in res["history"][0]
-    assert [s["search"] for s in res["scores"]] == ["greedy", "beam k=5"]
-    assert [s["words"] for s in res["scores"]] == [30, 30]
+    assert runs["rnn"]["train_pairs"] == sum(len(full.train[w]) for w in first_200)
+    assert runs["rnn"]["epochs"] == 2 and runs["rnn"]["recipe"]["hidden"] == 128
+    assert runs["transformer"]["recipe"]["d_model"] == 8
+    assert "dev_wer" in runs["rnn"]["history"][0]
+    assert {p.name for p in out.glob("rnn.*")} >= {"rnn.safetensors", "rnn.epoch1.safetensors",
+                                                   "rnn.epoch2.safetensors",
+                                                   "rnn.avg.safetensors"}
+    rows = {(r["model"], r["search"]): r for r in results["rows"]}
+    assert ("rnn, average of epochs 1-2", "greedy") in rows
+    ensembles = [r for r in results["rows"] if r["model"].startswith("ensemble: ")]
+    assert [r["search"] for r in ensembles] == ["greedy", "beam k=5"]
 
-    # The scores, recomputed from the checkpoint the script wrote.
-    params, config, src_vocab, tgt_vocab = _checkpoint_model(out / "nostress.safetensors")
+    # Greedy test scores of the averaged model and of the ensemble, recomputed.
     words, refs = full.references("test")
     words, refs = ["".join(w) for w in words[:30]], refs[:30]
     be = backends.get("numpy")
-    for score, (_, options) in zip(res["scores"], g2p.SEARCHES):
-        predictions = g2p.predict(params, config, words, src_vocab, tgt_vocab, be, options)
-        expected = g2p_scores(predictions, refs)
-        assert (score["per"], score["wer"]) == pytest.approx((expected.per, expected.wer),
-                                                             abs=1e-12)
+    average = shipped_g2p.G2P(out / "rnn.avg.safetensors")
+    expected = g2p_scores(average.pronounce(words), refs)
+    got = rows[("rnn, average of epochs 1-2", "greedy")]
+    assert (got["per"], got["wer"]) == pytest.approx((expected.per, expected.wer), abs=1e-12)
+    members = [out / f for o in results["options"][:2] for f in o["files"]]
+    pair = shipped_g2p.G2P(members, backend=be)
+    assert isinstance(pair.config, Ensemble)
+    expected = g2p_scores(pair.pronounce(words), refs)
+    assert (ensembles[0]["per"], ensembles[0]["wer"]) == pytest.approx(
+        (expected.per, expected.wer), abs=1e-12)
+
+    # The shipped copy: the lowest dev WER option, its manifest's scores its own.
+    manifest = json.loads((ship_to / "shipped.json").read_text(encoding="utf-8"))
+    assert manifest["model"] == results["choice"]["model"]
+    assert manifest["storage"] in ("float16", "float32")
+    assert results["choice"]["dev_wer"] == min(o["dev_wer"] for o in results["options"])
+    stored = shipped_g2p.G2P([ship_to / f for f in manifest["files"]])
+    expected = g2p_scores(stored.pronounce(words), refs)
+    assert manifest["scores"]["greedy"]["wer"] == pytest.approx(expected.wer, abs=1e-12)
 
     text = (out / "results.md").read_text(encoding="utf-8")
-    for fragment in ("| variant", "PER %", "WER %", "stress removed", "greedy", "beam k=5",
-                     "Learning curve, nostress", "dev PER %",
-                     "Sequitur joint-sequence (Bisani & Ney 2008)", "5.88", "24.53",
-                     "Toshniwal & Livescu 2016", "20.24", "--variants nostress"):
+    for fragment in ("dev WER %", "test WER %", "first recipe", "28.39",
+                     "Learning curve, rnn", "Learning curve, transformer",
+                     "Toshniwal & Livescu 2016", "--runs rnn,transformer"):
         assert fragment in text, fragment
-    for score in res["scores"]:
-        assert re.search(rf"\| +{re.escape(score['search'])} +\| +{score['per']:.2f} +\| +"
-                         rf"{score['wer']:.2f} +\| +30 +\|", text), text
-    assert "wrote" in capsys.readouterr().out
+    assert "shipped" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv", [["--variants", "foo"], ["--variants", ","],
-                                  ["--beam", "1"], ["--backend", "foo"],
-                                  ["--time-limit", "0"], ["--test-words", "-1"],
-                                  ["--dev-words", "0"]])
+@pytest.mark.parametrize("argv", [["--runs", "foo"], ["--set", "nokey"], ["--beam", "1"],
+                                  ["--backend", "foo"], ["--minutes", "0"],
+                                  ["--test-words", "-1"], ["--dev-words", "0"]])
 def test_recipe_script_bad_arguments_exit(argv, capsys):
     script = load_script("g2p_recipe")
     with pytest.raises(SystemExit) as info:
