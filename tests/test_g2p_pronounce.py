@@ -173,6 +173,24 @@ def test_cli_g2p_lookup_n_best_and_ensemble(models):
     assert done.returncode == 1 and "does not exist" in done.stderr, show(done)
 
 
+def test_cli_evaluate_an_ensemble_of_checkpoints(models):
+    from xpseq.data.cmudict import load_g2p
+    from xpseq.tasks.metrics import g2p_scores
+
+    done = xpseq("evaluate", *models, "--limit", 20, "--backend", "numpy")
+    assert_ok(done)
+    greedy = [line for line in done.stdout.splitlines() if line.startswith("| greedy")]
+    cells = [c.strip() for c in greedy[0].strip("|").split("|")]
+    words, refs = load_g2p().references("test")
+    pair = g2p.G2P([str(p) for p in models])
+    expected = g2p_scores(pair.pronounce(["".join(w) for w in words[:20]]), refs[:20])
+    assert cells[1:4] == [f"{expected.per:.2f}", f"{expected.wer:.2f}", "20"], show(done)
+    done = xpseq("evaluate", "--shipped", models[0])
+    assert done.returncode == 1 and "give no CHECKPOINT with it" in done.stderr, show(done)
+    done = xpseq("evaluate")
+    assert done.returncode == 1 and "evaluate needs a CHECKPOINT" in done.stderr, show(done)
+
+
 # ------------------------------------------------------------------ the shipped model
 
 

@@ -375,6 +375,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from xpseq.tasks.metrics import format_table
 
     backend = _backend(args.backend)
+    if args.shipped or len(args.checkpoint) > 1:
+        return _evaluate_g2p_model(args, backend)
+    if not args.checkpoint:
+        raise CommandError("evaluate needs a CHECKPOINT (or --shipped, the shipped G2P model)")
+    args.checkpoint = args.checkpoint[0]
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
     is_g2p = (loaded.metadata or {}).get("task") == "g2p"
     if args.task == "g2p" or (args.task is None and is_g2p):
@@ -383,7 +388,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.test_file:
             raise CommandError("a g2p checkpoint is scored on the dictionary's split "
                                "(--part); --test is for TSV checkpoints")
-        return _evaluate_g2p(args, loaded, params, src_vocab, tgt_vocab, backend)
+        return _evaluate_g2p(args, loaded.metadata, params, loaded.config, src_vocab,
+                             tgt_vocab, backend)
     if args.test_file:
         pairs = _read_tsv(args.test_file, args.tokens)
         task = Task([], [], {"test": pairs}, src_vocab, tgt_vocab)
@@ -405,19 +411,35 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate_g2p(args, loaded, params, src_vocab, tgt_vocab, backend) -> int:
+def _evaluate_g2p_model(args, backend) -> int:
+    """``evaluate --shipped`` or several G2P checkpoints (an ensemble)."""
+    from xpseq import g2p
+
+    if args.shipped and args.checkpoint:
+        raise CommandError("--shipped evaluates the shipped model; give no CHECKPOINT with it")
+    if args.test_file or args.task not in (None, "g2p"):
+        raise CommandError("the shipped model and ensembles of checkpoints are G2P models, "
+                           "scored on the dictionary's split (no --test, --task g2p)")
+    try:
+        model = g2p.G2P(None if args.shipped else args.checkpoint, backend=backend)
+    except (FileNotFoundError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    return _evaluate_g2p(args, model.metadata, model.params, model.config, model.src_vocab,
+                         model.tgt_vocab, backend)
+
+
+def _evaluate_g2p(args, meta, params, config, src_vocab, tgt_vocab, backend) -> int:
     from xpseq.search import SearchOptions
     from xpseq.tasks import g2p
     from xpseq.tasks.metrics import format_table
 
-    meta = loaded.metadata
     split = _load_g2p(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
     k = args.beam if args.beam > 1 else 5
     searches = [("greedy", SearchOptions()),
                 (f"beam k={k}", SearchOptions(method="beam", k=k,
                                               length_penalty=args.length_penalty,
                                               alpha=args.alpha))]
-    rows = g2p.evaluate(params, loaded.config, split, src_vocab, tgt_vocab, backend,
+    rows = g2p.evaluate(params, config, split, src_vocab, tgt_vocab, backend,
                         part=args.part, searches=searches, limit=args.limit)
     print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
           f"{rows[0]['words']} {args.part} words, decoded on {backend.name}")
@@ -666,7 +688,10 @@ def _parser() -> argparse.ArgumentParser:
                        "phone and word error rates on the dictionary's test split, for "
                        "greedy and beam search (k = --beam, 5 by default).")
     common(p, "backend to decode on (default: the fastest installed)")
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", nargs="*", help="the checkpoint (several G2P checkpoints: "
+                   "their ensemble)")
+    p.add_argument("--shipped", action="store_true",
+                   help="evaluate the G2P model that ships with xpseq")
     p.add_argument("--test", dest="test_file", help="test pairs as TSV (default: the toy "
                    "task's test buckets, for a toy checkpoint)")
     p.add_argument("--tokens", choices=("word", "char"), default="word")

@@ -92,6 +92,7 @@ class G2P:
                 raise ValueError(f"G2P: {ckpt.path} and {loaded[0].path} differ in stress "
                                  "marks")
         self.paths = paths
+        self.metadata = loaded[0].metadata
         self.stress = bool(loaded[0].metadata.get("stress"))
         self.src_vocab = Vocab.from_list(loaded[0].vocabs["src"])
         self.tgt_vocab = Vocab.from_list(loaded[0].vocabs["tgt"])
