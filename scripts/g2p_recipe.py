@@ -4,7 +4,8 @@ Run: ``python scripts/g2p_recipe.py`` (``make g2p``; needs ``pip install "xpseq[
 which ``make``'s set-up installs). With stress removed, on the seeded split:
 
 1. *train* each model kind of ``--runs`` (default: the Transformer, then the LSTM model)
-   with ``xpseq.tasks.g2p.RECIPE`` for ``--minutes`` each, data-parallel on ``--devices``
+   with ``xpseq.tasks.g2p.RECIPE`` for ``--minutes`` (45 for the Transformer and 60 for
+   the LSTM model: 105 minutes in all), data-parallel on ``--devices``
    (default 2: the machine's two cores as two JAX devices), the dev WER of greedy search
    after every epoch (the learning curve) and the last epochs kept for averaging;
 2. *evaluate*: for each run, its best dev epoch and the average of its last epochs, scored
@@ -53,8 +54,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="training and decoding backend (default: jax)")
     p.add_argument("--devices", type=positive(int), default=2,
                    help="data-parallel devices for training (default: 2)")
-    p.add_argument("--minutes", type=positive(float), default=45.0,
-                   help="training time of each run (default: %(default)s)")
+    p.add_argument("--minutes", default="transformer=45,rnn=60",
+                   help="training minutes: one number for every run, or KIND=MINUTES pairs "
+                   "(default: %(default)s)")
     p.add_argument("--stress", action="store_true", help="keep the stress marks")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change a recipe option of every run (xpseq.tasks.g2p.RECIPE, or the "
@@ -75,6 +77,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     if bad or not args.runs:
         p.error(f"--runs takes transformer and/or rnn, got {bad or args.runs}")
     common.require_at_least(p, args, ("beam",), 2, "greedy search is always scored")
+    try:
+        if "=" in args.minutes:
+            pairs = [item.split("=") for item in common.comma_list(args.minutes)]
+            args.minutes = {k: positive(float)(v) for k, v in pairs}
+        else:
+            args.minutes = dict.fromkeys(args.runs, positive(float)(args.minutes))
+    except (ValueError, argparse.ArgumentTypeError) as err:
+        p.error(f"--minutes takes a positive number or KIND=MINUTES pairs: {err}")
+    missing = [r for r in args.runs if r not in args.minutes]
+    if missing:
+        p.error(f"--minutes gives no time for {missing}")
     args.overrides = {}
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -105,23 +118,29 @@ def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> l
     unknown = sorted(set(args.overrides) - known)
     if unknown:
         raise ValueError(f"--set: unknown recipe options {unknown}; known: {sorted(known)}")
-    runs = []
+    # Runs of other kinds that an earlier call wrote are kept (train one kind again alone).
+    path = out / "training.json"
+    earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    runs = [r for r in earlier if r["kind"] not in args.runs]
     for kind in args.runs:
         # A model option of the other kind is not this run's.
         mine = {k: v for k, v in args.overrides.items()
                 if k in g2p.RECIPE or k in g2p.MODELS[kind]}
         print(f"\n== {kind}: {len(split.train)} train / {len(split.dev)} dev words, "
-              f"{backend.name} on {args.devices} device(s), {args.minutes} min", flush=True)
+              f"{backend.name} on {args.devices} device(s), {args.minutes[kind]} min",
+              flush=True)
+        for old in out.glob(f"{kind}.epoch*.safetensors"):    # an earlier run's
+            old.unlink()
         start = time.perf_counter()
         config, result, task = g2p.train(
             split, backend, checkpoint=str(out / f"{kind}.safetensors"), seed=args.seed,
             progress=not args.no_progress, dev_words=args.dev_words, devices=args.devices,
-            **{**mine, "model": kind, "time_limit_minutes": args.minutes})
+            **{**mine, "model": kind, "time_limit_minutes": args.minutes[kind]})
         for h in result.history:
             h["minutes"] = h["elapsed"] / 60
         options, fields = g2p.recipe(**{**mine, "model": kind})
         runs.append({"kind": kind, "recipe": {**options, **fields, "devices": args.devices,
-                                              "time_limit_minutes": args.minutes},
+                                              "time_limit_minutes": args.minutes[kind]},
                      "parameters": int(sum(v.size for v in result.params.values())),
                      "train_pairs": len(task.train),
                      "train_minutes": (time.perf_counter() - start) / 60,

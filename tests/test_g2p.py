@@ -522,6 +522,7 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
                         "--set", "epochs=2", "--set", "batch_size=128", "--set", "warmup=null",
                         "--set", "lr=0.01", "--set", "d_model=8", "--set", "d_ff=8",
                         "--set", "encoder_layers=1", "--set", "decoder_layers=1",
+                        "--set", "hidden=16", "--set", "embed=8",
                         "--minutes", "1", "--no-progress", "--out", str(out),
                         "--ship-to", str(ship_to)])
     assert code == 0
@@ -529,7 +530,7 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
     runs = {r["kind"]: r for r in results["runs"]}
     first_200 = list(full.train)[:200]
     assert runs["rnn"]["train_pairs"] == sum(len(full.train[w]) for w in first_200)
-    assert runs["rnn"]["epochs"] == 2 and runs["rnn"]["recipe"]["hidden"] == 128
+    assert runs["rnn"]["epochs"] == 2 and runs["rnn"]["recipe"]["hidden"] == 16
     assert runs["transformer"]["recipe"]["d_model"] == 8
     assert "dev_wer" in runs["rnn"]["history"][0]
     assert {p.name for p in out.glob("rnn.*")} >= {"rnn.safetensors", "rnn.epoch1.safetensors",
@@ -574,6 +575,7 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
 
 @pytest.mark.parametrize("argv", [["--runs", "foo"], ["--set", "nokey"], ["--beam", "1"],
                                   ["--backend", "foo"], ["--minutes", "0"],
+                                  ["--minutes", "rnn=5"], ["--minutes", "rnn=x,transformer=1"],
                                   ["--test-words", "-1"], ["--dev-words", "0"]])
 def test_recipe_script_bad_arguments_exit(argv, capsys):
     script = load_script("g2p_recipe")

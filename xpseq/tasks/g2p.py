@@ -50,12 +50,12 @@ RECIPE: dict[str, Any] = {
 
 #: The model options of each kind (:func:`xpseq.tasks.model_config`), as the recipe sets
 #: them: a Transformer of 3 + 3 layers, d 256, 4 heads, d_ff 1024; or a bi-LSTM encoder
-#: (128 units each way) over 64-dimensional character embeddings and an LSTM decoder with
-#: Luong general attention and input feeding.
+#: (256 units each way) over 64-dimensional character embeddings and an LSTM decoder (512
+#: units) with Luong general attention and input feeding.
 MODELS: dict[str, dict[str, Any]] = {
     "transformer": {"d_model": 256, "heads": 4, "encoder_layers": 3, "decoder_layers": 3,
                     "d_ff": 1024},
-    "rnn": {"embed": 64, "hidden": 128, "attention": "general", "style": "luong",
+    "rnn": {"embed": 64, "hidden": 256, "attention": "general", "style": "luong",
             "cell": "lstm"},
 }
 
@@ -65,7 +65,7 @@ MODEL_KEYS = ("dropout", "label_smoothing")
 #: The first recipe (an LSTM, constant step size halved on plateaus, early stopping), as
 #: overrides of :data:`RECIPE`: ``train(split, backend, **FIRST_RECIPE)``.
 FIRST_RECIPE: dict[str, Any] = {
-    "model": "rnn", "label_smoothing": 0.0, "lr": 2e-3, "beta2": 0.999, "warmup": None,
+    "model": "rnn", "hidden": 128, "label_smoothing": 0.0, "lr": 2e-3, "beta2": 0.999, "warmup": None,
     "lr_decay": 0.5, "patience": 3, "batch_size": 128, "keep_epochs": 0,
 }
 
