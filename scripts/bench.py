@@ -1009,8 +1009,9 @@ def _torch_group_timing(config: Any, batches: list, init: dict, lr: float, repea
 def run_parallel(bench: Bench) -> list[Row]:
     """Training throughput on 2 devices against 1, both model kinds: JAX on a device mesh
     of the host's two cores, PyTorch with 2 processes of one thread (a gloo group); and
-    PyTorch with 2 intra-op threads in one process, for comparison. The 1-device runs are
-    pinned to ``--threads`` CPUs as in ``train``; the others run on all the process's."""
+    PyTorch with 2 intra-op threads in one process and JAX's 1-device run left on both
+    cores (XLA's own intra-op threads), for comparison. The other 1-device runs are pinned
+    to ``--threads`` CPUs as in ``train``; the rest run on all the process's."""
     import json
     import tempfile
 
@@ -1044,6 +1045,7 @@ def run_parallel(bench: Bench) -> list[Row]:
             return pinned
 
         times = common.take_turns({"jax 1": on_one_core(jax_runs[1]), "jax 2": jax_runs[2],
+                                   "jax 1 all cores": jax_runs[1],
                                    "torch 1": on_one_core(one_torch),
                                    "torch 2 threads": torch_two_threads}, args.repeats)
         with tempfile.TemporaryDirectory() as tmp:
@@ -1060,6 +1062,10 @@ def run_parallel(bench: Bench) -> list[Row]:
                             rate[two] / rate[base], target, met,
                             f"1 device: {rate[base]:,.0f} tok/s; {len(batches)} batches, "
                             f"{tokens} target tokens"))
+        rows.append(Row("parallel", f"{name} jax 2 devices vs 1 device on both cores",
+                        rate["jax 2"], "tok/s", rate["jax 2"] / rate["jax 1 all cores"],
+                        detail="the 1-device run unpinned: XLA's own threads on both cores "
+                        f"({rate['jax 1 all cores']:,.0f} tok/s)"))
         rows.append(Row("parallel", f"{name} torch 2 intra-op threads vs 1",
                         rate["torch 2 threads"], "tok/s",
                         rate["torch 2 threads"] / rate["torch 1"],

@@ -111,10 +111,13 @@ def test_bench_script_reports_every_section(tmp_path):
                                                       "parallel"}
     for kind in ("rnn", "transformer"):
         for label in ("jax 2 devices vs 1", "torch 2 processes vs 1",
+                      "jax 2 devices vs 1 device on both cores",
                       "torch 2 intra-op threads vs 1"):
             assert rows[f"{kind} {label}"]["ratio"] > 0, (kind, label)
     assert rows["transformer jax 2 devices vs 1"]["target"] == ">= 1.7x"
     assert rows["native loss check (float64, |native − xpseq|)"]["met"] is True
+    assert rows["xpseq-jax throughput vs native"]["target"] == ">= 1.3x"
+    assert rows["xpseq-torch throughput vs native"]["target"] == "—"
     for name in ("xpseq-jax", "xpseq-jax, hand-derived backward", "xpseq-torch",
                  "xpseq-torch, hand-derived backward"):
         assert rows[f"{name} vs native torch"]["ratio"] > 0, name
