@@ -65,8 +65,8 @@ MODEL_KEYS = ("dropout", "label_smoothing")
 #: The first recipe (an LSTM, constant step size halved on plateaus, early stopping), as
 #: overrides of :data:`RECIPE`: ``train(split, backend, **FIRST_RECIPE)``.
 FIRST_RECIPE: dict[str, Any] = {
-    "model": "rnn", "hidden": 128, "label_smoothing": 0.0, "lr": 2e-3, "beta2": 0.999, "warmup": None,
-    "lr_decay": 0.5, "patience": 3, "batch_size": 128, "keep_epochs": 0,
+    "model": "rnn", "hidden": 128, "label_smoothing": 0.0, "lr": 2e-3, "beta2": 0.999,
+    "warmup": None, "lr_decay": 0.5, "patience": 3, "batch_size": 128, "keep_epochs": 0,
 }
 
 #: The searches :func:`evaluate` scores by default: greedy, and beam search with k = 5.
