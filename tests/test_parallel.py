@@ -101,3 +101,60 @@ def test_torch_processes_stop_together_and_one_writes_the_checkpoint(tmp_path):
     assert loaded.train_state["step"] == 1
     for name, value in params.items():
         np.testing.assert_array_equal(loaded.params[name], value)
+
+
+def test_jax_processes_train_like_devices_of_one_process(tmp_path):
+    """``xpseq train --backend jax --devices 2`` as two JAX processes of one CPU device each
+    (``XPSEQ_COORDINATOR`` / ``XPSEQ_PROCESSES`` / ``XPSEQ_PROCESS_ID``, as on two
+    machines; gloo between them) gives the checkpoint of one process with two devices, to
+    1e-12 in float64, dropout included; only process 0 prints and writes it."""
+    import os
+    import socket
+
+    pytest.importorskip("jax")
+    from xpseq.train import checkpoint
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{a} {b} c\tc {b} {a}\n" for a in "abcd" for b in "xyz"),
+                     encoding="utf-8")
+    args = [sys.executable, "-m", "xpseq", "train", "--task", "tsv", "--train", pairs, "--dev",
+            pairs, "--backend", "jax", "--dtype", "float64", "--devices", "2", "--epochs", "2",
+            "--embed", "4", "--hidden", "4", "--batch-size", "12", "--no-progress"]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen([*map(str, args), "--out", str(tmp_path / f"p{i}.ckpt")],
+                              env={**env, "XPSEQ_COORDINATOR": f"localhost:{port}",
+                                   "XPSEQ_PROCESSES": "2", "XPSEQ_PROCESS_ID": str(i)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    one = subprocess.run([*map(str, args), "--out", str(tmp_path / "one.ckpt")], env=env,
+                         capture_output=True, text=True, timeout=240)
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert one.returncode == 0, one.stderr[-3000:]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    # (gloo's own C++ note of the connection goes to each process's stdout)
+    assert "saved" in outs[0][0] and "saved" not in outs[1][0] + outs[1][1]
+    assert not (tmp_path / "p1.ckpt").exists()
+    a, b = checkpoint.load(tmp_path / "one.ckpt"), checkpoint.load(tmp_path / "p0.ckpt")
+    assert a.config.dropout > 0
+    for name, value in a.params.items():
+        np.testing.assert_allclose(b.params[name], value, rtol=1e-12, atol=1e-14, err_msg=name)
+    assert [h["train_loss"] for h in a.train_state["history"]] == pytest.approx(
+        [h["train_loss"] for h in b.train_state["history"]], rel=1e-12)
+
+
+def test_jax_processes_need_all_three_variables(tmp_path):
+    import os
+
+    pytest.importorskip("jax")
+    env = {**os.environ, "XPSEQ_COORDINATOR": "localhost:1"}
+    env.pop("XPSEQ_PROCESSES", None)
+    done = subprocess.run([sys.executable, "-m", "xpseq", "train", "--backend", "jax",
+                           "--devices", "2", "--out", str(tmp_path / "m.ckpt")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "needs XPSEQ_COORDINATOR, XPSEQ_PROCESSES, XPSEQ_PROCESS_ID" in done.stderr
+    assert not (tmp_path / "m.ckpt").exists()

@@ -76,10 +76,18 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
         raise CommandError(f"--devices {args.devices}: data parallelism needs --backend jax "
                            f"or torch; {name} trains on one process")
     if name == "jax":
+        processes = _jax_processes(args.devices)
+        local = args.devices // (processes[1] if processes else 1)
         flags = os.environ.get("XLA_FLAGS", "")
         if "xla_force_host_platform_device_count" not in flags and "jax" not in sys.modules:
             os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_count="
-                                       f"{args.devices}").strip()
+                                       f"{local}").strip()
+        backend = backends.get("jax")
+        if processes:
+            coordinator, count, index = processes
+            backend.join_processes(coordinator, count, index)
+            if index != 0:                                     # one process prints
+                sys.stdout = sys.stderr = open(os.devnull, "w")
         return _backend(name)
     from xpseq.train import parallel
 
@@ -93,6 +101,30 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
         return backend
     parallel.spawn(_main_in_group, args.devices, args.argv)
     return None
+
+
+def _jax_processes(devices: int) -> tuple[str, int, int] | None:
+    """``(coordinator, processes, this process's index)`` from ``XPSEQ_COORDINATOR``
+    (``HOST:PORT`` of process 0), ``XPSEQ_PROCESSES`` and ``XPSEQ_PROCESS_ID``, for a JAX
+    run over several machines (each runs the same command); ``None`` when unset."""
+    names = ("XPSEQ_COORDINATOR", "XPSEQ_PROCESSES", "XPSEQ_PROCESS_ID")
+    given = [n for n in names if os.environ.get(n)]
+    if not given:
+        return None
+    if len(given) < 3:
+        raise CommandError(f"a JAX run over several processes needs {', '.join(names)}; "
+                           f"only {', '.join(given)} set")
+    try:
+        count, index = (int(os.environ[n]) for n in names[1:])
+    except ValueError:
+        raise CommandError("XPSEQ_PROCESSES and XPSEQ_PROCESS_ID must be integers") from None
+    if count < 1 or not 0 <= index < count:
+        raise CommandError(f"XPSEQ_PROCESS_ID must lie in [0, XPSEQ_PROCESSES = {count}), "
+                           f"got {index}")
+    if devices % count:
+        raise CommandError(f"--devices {devices} must be a multiple of XPSEQ_PROCESSES "
+                           f"({count}): each process brings as many devices")
+    return os.environ["XPSEQ_COORDINATOR"], count, index
 
 
 def _main_in_group(argv: Sequence[str]) -> None:

@@ -44,10 +44,11 @@ class JaxBackend(Backend):
                 "jax.asarray: float64/int64 was asked for but jax_enable_x64 has been turned "
                 "off since the jax backend enabled it; JAX would silently give 32 bits"
             )
-        # Committed to the default device, like the outputs of a jitted function: a jitted
-        # step fed its own outputs then reuses its first compilation instead of compiling
-        # a second time for "uncommitted" inputs.
-        return self._jax.device_put(self.xp.asarray(host, dtype=dtype), self._jax.devices()[0])
+        # Committed to this process's first device, like the outputs of a jitted function:
+        # a jitted step fed its own outputs then reuses its first compilation instead of
+        # compiling a second time for "uncommitted" inputs.
+        return self._jax.device_put(self.xp.asarray(host, dtype=dtype),
+                                    self._jax.local_devices()[0])
 
     def dropout_keep(self, seed: int, step: Any, shape: tuple[int, ...], rate: float,
                      stream: int = 0) -> Any:
@@ -72,6 +73,34 @@ class JaxBackend(Backend):
     def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
              length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
         return self._jax.lax.scan(fn, carry, xs, length=length, reverse=reverse)
+
+    def join_processes(self, coordinator: str, processes: int, process_id: int) -> None:
+        """Make this process one of ``processes`` JAX processes (``jax.distributed.initialize``
+        with ``coordinator``, ``"HOST:PORT"`` of process 0): ``jax.devices()`` then lists
+        every process's devices, and a mesh over them spans the machines. Call it before
+        anything else uses JAX. CPU devices talk through gloo."""
+        jax = self._jax
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(coordinator_address=coordinator, num_processes=processes,
+                                   process_id=process_id)
+
+    def process_group(self) -> tuple[int, int] | None:
+        """``(process index, process count)`` when JAX runs as several processes
+        (:meth:`join_processes`), ``None`` for one."""
+        jax = self._jax
+        return None if jax.process_count() == 1 else (jax.process_index(), jax.process_count())
+
+    def broadcast(self, obj: Any) -> Any:
+        """Process 0's ``obj`` (anything JSON can write) on every JAX process."""
+        import json
+
+        from jax.experimental import multihost_utils
+
+        data = np.frombuffer(json.dumps(obj).encode(), dtype=np.uint8)
+        size = int(multihost_utils.broadcast_one_to_all(np.int32(data.size)))
+        buffer = np.zeros(size, dtype=np.uint8)
+        buffer[:min(size, data.size)] = data[:size]
+        return json.loads(bytes(np.asarray(multihost_utils.broadcast_one_to_all(buffer))))
 
     def mesh(self, devices: int) -> Any:
         """A one-axis :class:`jax.sharding.Mesh` (axis ``"batch"``) over the first

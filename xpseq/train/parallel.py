@@ -142,6 +142,12 @@ class MeshPlacement(Placement):
         super().__init__(backend)
         self.devices = devices
         self.mesh = backend.mesh(devices)
+        # Several JAX processes (machines) share the mesh: each feeds the same whole batch,
+        # process 0 decides when to stop, prints and writes the files.
+        self.processes = backend.process_group()
+        if self.processes is not None:
+            self.rank = self.processes[0]
+            self.main = self.rank == 0
 
     def params(self, tree: Mapping[str, Any]) -> dict:
         return self.backend.put(dict(tree), self.mesh, split=False)
@@ -152,6 +158,14 @@ class MeshPlacement(Placement):
 
     def local(self, params: dict) -> dict:
         return to_backend(self.backend, {k: self.backend.to_numpy(v) for k, v in params.items()})
+
+    def agree(self, value: Any) -> Any:
+        if self.processes is None:
+            return value
+        # Process 0's decision; its reason only when it has one (one collective a step).
+        if not self.backend.broadcast(value is not None):
+            return None
+        return self.backend.broadcast(value)
 
 
 class ProcessPlacement(Placement):
