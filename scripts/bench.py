@@ -70,7 +70,13 @@ Sections (targets are the project's; the script reports whether each is met):
     2 intra-op threads in one process, for comparison. The 1-device runs are pinned to one
     CPU as in ``train`` (unpinned, XLA spreads even one device's work over both cores); the
     2-device runs have all the process's CPUs. Targets: >= 1.7x for the Transformer,
-    >= 1.5x for the RNN model.
+    >= 1.5x for the RNN model. Also JAX's 2 devices against its 1 device left on both
+    cores (XLA's own threads), the fair comparison for a user with both cores.
+``g2p`` (only with ``--only g2p``)
+    The shipped G2P model (``xpseq.g2p``) decoding the 6,304 test words greedily, model
+    loaded once, on one core: seconds on numpy, torch and JAX (the second call; the first,
+    with JAX's compilations, in the detail), target <= 10 s; the ratio is against the
+    same words decoded one per call on NumPy (``--g2p-loop-words`` of them, scaled).
 ``profile`` (only with ``--only profile``)
     Where the time goes: ``torch.profiler`` over the ``train`` steps of xpseq-torch
     (autograd and hand-derived) and native PyTorch, and over one batched beam search (the
@@ -134,7 +140,7 @@ import _common as common  # noqa: E402
 
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa")       # the order they run in
 #: Sections run only when ``--only`` names them.
-EXTRA_SECTIONS = ("profile", "transformer", "parallel")
+EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "OPENBLAS_CORETYPE", "XLA_FLAGS")
 KEYS = common.BATCH_KEYS
@@ -224,6 +230,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="xpseq-JAX Transformer training steps before its searches")
     g.add_argument("--transformer-sentences", type=int, default=100,
                    help="test sentences for the Transformer's beam and greedy searches")
+    g.add_argument("--g2p-loop-words", type=int, default=200,
+                   help="g2p: words decoded one per call for the baseline (default: 200)")
     args = p.parse_args(argv)
     args.sections = common.comma_list(args.only)
     unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))
@@ -301,6 +309,7 @@ class Bench:
         self.beam: dict | None = None
         self.transformer: dict | None = None
         self.parallel: dict | None = None
+        self.g2p: dict | None = None
         self.affinity: Any = None
         self.trained_loss: float | None = None
         self._trained: dict | None = None
@@ -1195,10 +1204,47 @@ def run_profile(bench: Bench) -> list[Row]:
     return rows
 
 
+def run_g2p(bench: Bench) -> list[Row]:
+    """The shipped G2P model (``xpseq.g2p``) decoding the 6,304 test words greedily, on one
+    core, model loaded once: on each backend the whole list (JAX: the second call, and
+    the first with its compilations), against the same words one per call on NumPy (on
+    ``--g2p-loop-words`` of them, scaled to the whole list)."""
+    from xpseq import g2p
+    from xpseq.data.cmudict import load_g2p
+
+    words, _ = load_g2p().references("test")
+    words = ["".join(w) for w in words]
+    loop_words = words[:bench.args.g2p_loop_words]
+    rows, seconds = [], {}
+    model = g2p.load(backend="numpy")
+    start = time.perf_counter()
+    for w in loop_words:
+        model.pronounce([w])
+    per_word = (time.perf_counter() - start) / len(loop_words)
+    for name in ("numpy", "torch", "jax"):
+        model = g2p.load(backend=name)
+        start = time.perf_counter()
+        first = model.pronounce(words)
+        seconds[f"{name} first"] = time.perf_counter() - start
+        start = time.perf_counter()
+        again = model.pronounce(words)
+        seconds[name] = time.perf_counter() - start
+        assert first == again
+        target, met = "<= 10 s", seconds[name] <= 10.0
+        rows.append(Row("g2p", f"shipped model, {len(words)} test words greedy on {name}",
+                        seconds[name], "s", per_word * len(words) / seconds[name], target, met,
+                        f"ratio: against one word per call on numpy ({1e3 * per_word:.1f} "
+                        f"ms a word, {len(loop_words)} words); first call "
+                        f"{seconds[name + ' first']:.1f} s"))
+    bench.g2p = {"seconds": seconds, "per_word_numpy": per_word, "words": len(words),
+                 "model": g2p.shipped()["model"]}
+    return rows
+
+
 RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "compile": run_compile, "train": run_train, "flops": run_flops, "beam": run_beam,
     "sdpa": run_sdpa, "profile": run_profile, "transformer": run_transformer,
-    "parallel": run_parallel,
+    "parallel": run_parallel, "g2p": run_g2p,
 }
 
 
@@ -1263,7 +1309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.repeats} repeats.\n\n{table}\n")
     details = {"train": bench.train_result, "beam": bench.beam, "flops": bench.flops,
                "profile": bench.profile, "transformer": bench.transformer,
-               "parallel": bench.parallel}
+               "parallel": bench.parallel, "g2p": bench.g2p}
     data = {"command": command, "date": datetime.date.today().isoformat(), "seconds": total,
             "section_seconds": seconds,
             "args": {k: v for k, v in vars(args).items() if k != "sdpa_shape"},
