@@ -7,7 +7,7 @@
 * :func:`xpseq.train.checkpoint.average` against the plain NumPy mean;
   ``Checkpoint(keep_epochs=k)`` keeps exactly the last ``k`` epochs' parameters.
 * ``Seq2SeqConfig(label_smoothing=ε)``: the training loss recomputed from the logits, and
-  the hand-derived gradient against JAX's autodiff.
+  the hand-derived gradient against PyTorch's autograd.
 """
 
 from __future__ import annotations
@@ -204,9 +204,9 @@ def test_checkpoint_keeps_the_last_epochs(tmp_path):
 
 def test_rnn_label_smoothing_loss_and_gradient():
     """The smoothed loss, recomputed from the teacher-forced logits; the hand-derived
-    gradient equals JAX's autodiff of it (float64); the dev loss stays unsmoothed."""
-    pytest.importorskip("jax")
-    jax_be = backends.get("jax")
+    gradient equals PyTorch's autograd of it (float64); the dev loss stays unsmoothed."""
+    pytest.importorskip("torch")
+    torch_be = backends.get("torch")
     eps = 0.2
     config = dataclasses.replace(RNN, label_smoothing=eps)
     model = models.of(config)
@@ -231,12 +231,11 @@ def test_rnn_label_smoothing_loss_and_gradient():
     plain = -np.take_along_axis(logp, tgt[..., None], -1)[..., 0][real].sum()
     assert math.isclose(float(total), plain, rel_tol=1e-12) and float(count) == real.sum()
 
-    import jax
-
-    jparams = {k: jax_be.asarray(v) for k, v in params.items()}
-    jbatch = {k: jax_be.asarray(v) for k, v in batch.items()}
-    auto = jax.grad(lambda p: model.loss(p, config, jbatch, scan=jax_be.scan))(jparams)
+    tparams = {k: torch_be.asarray(v) for k, v in params.items()}
+    tbatch = {k: torch_be.asarray(v) for k, v in batch.items()}
+    value, auto = torch_be.value_and_grad(lambda p: model.loss(p, config, tbatch))(tparams)
+    assert math.isclose(float(value), expected, rel_tol=1e-12)
     for name, g in grads.items():
-        np.testing.assert_allclose(g, np.asarray(auto[name]), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(g, torch_be.to_numpy(auto[name]), rtol=1e-9, atol=1e-12)
     with pytest.raises(ValueError, match="label_smoothing must be a number in"):
         dataclasses.replace(RNN, label_smoothing=1.0)
