@@ -220,21 +220,24 @@ def test_translate_arguments_stdin_empty_lines_unknown_words_and_max_tokens(toy)
             show(done)
 
 
-def test_translate_n_best_prints_index_rank_and_hypothesis(toy, translations):
+def test_translate_n_best_prints_index_rank_score_and_hypothesis(toy, translations):
     done = xpseq("translate", toy, "--dtype", "float64", "--beam", 3, "--n-best", 2,
                  stdin=f"{SENTENCES[0]}\n\n{SENTENCES[1]}\n")
     assert_ok(done)
     rows = [line.split("\t") for line in done.stdout.splitlines()]
     full = [r for r in rows if r[0] != "1"]
     assert [r[:2] for r in full] == [["0", "0"], ["0", "1"], ["2", "0"], ["2", "1"]], rows
-    assert all(len(r) == 3 and r[2].strip() for r in full), rows
-    assert full[0][2] != full[1][2] and full[2][2] != full[3][2], rows
+    assert all(len(r) == 4 and r[3].strip() for r in full), rows
+    assert full[0][3] != full[1][3] and full[2][3] != full[3][3], rows
+    # Scores: summed log-probabilities, below zero; with the avg length penalty the ranking
+    # is per token, so only their sign is fixed here.
+    assert all(float(r[2]) < 0 for r in full), rows
     # The best of the 2-best is what --beam 3 prints on its own.
     beam3 = translations["numpy", 3].stdout.splitlines()
-    assert [full[0][2], full[2][2]] == beam3[:2]
-    # The empty line: its index, rank 0 and an empty hypothesis, as tab-separated as
-    # every other line (three fields).
-    assert [r for r in rows if r[0] == "1"] == [["1", "0", ""]], rows
+    assert [full[0][3], full[2][3]] == beam3[:2]
+    # The empty line: its index, rank 0, no score and an empty hypothesis, as
+    # tab-separated as every other line (four fields).
+    assert [r for r in rows if r[0] == "1"] == [["1", "0", "", ""]], rows
 
 
 def test_translate_options_may_come_before_the_sentences(toy, translations):
@@ -491,3 +494,13 @@ def test_train_on_two_devices(workdir):
     assert_ok(xpseq("translate", model, SENTENCES[0]))
     assert_one_line_error(runs["numpy"], "--devices 2: data parallelism needs --backend jax "
                                          "or torch; numpy trains on one process")
+
+
+def test_version_names_xpseq_and_the_array_libraries():
+    from importlib import metadata
+
+    done = xpseq("--version")
+    assert_ok(done)
+    line = done.stdout.strip()
+    assert line.startswith(f"xpseq {metadata.version('xpseq')} (numpy "), line
+    assert f"numpy {metadata.version('numpy')}" in line

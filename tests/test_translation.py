@@ -289,7 +289,11 @@ def test_ascii_heatmap_shape_labels_and_shades():
                         [0.0, 0.09, 0.91]])
     text = ascii_heatmap(weights, source, output)
     lines = text.splitlines()
-    assert len(lines) == 1 + len(output)
+    assert len(lines) == 2 + len(output)
+    assert lines[-1] == ("weights: ' ' < 0.1, '.' 0.1-0.2, ':' 0.2-0.3, '-' 0.3-0.4, "
+                         "'=' 0.4-0.5, '+' 0.5-0.6, '*' 0.6-0.7, '#' 0.7-0.8, '%' 0.8-0.9, "
+                         "'@' >= 0.9")
+    lines = lines[:-1]
     assert lines[0].split() == source
     assert [line.split()[0] for line in lines[1:]] == output
     width = 5                                   # max(3, longest source token) + 1

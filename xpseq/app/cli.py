@@ -393,12 +393,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
                                   backend, options)
     for i, result in enumerate(results):
         if result is None:
-            print("" if args.n_best == 1 else f"{i}\t0\t")
+            print("" if args.n_best == 1 else f"{i}\t0\t\t")
         elif args.n_best == 1:
             print(" ".join(result["tokens"]))
         else:
-            for rank, hyp in enumerate(result["n_best"]):
-                print(f"{i}\t{rank}\t{' '.join(hyp)}")
+            for rank, (hyp, score) in enumerate(zip(result["n_best"],
+                                                    result["n_best_scores"])):
+                print(f"{i}\t{rank}\t{score:.4f}\t{' '.join(hyp)}")
     return 0
 
 
@@ -577,6 +578,21 @@ def cmd_tour(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------- parser
 
 
+def _version() -> str:
+    """``xpseq VERSION`` and the versions of the array libraries installed."""
+    from importlib import metadata
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    found = [f"{n} {v}" for n in ("numpy", "jax", "torch", "array-api-strict")
+             if (v := version(n))]
+    return f"xpseq {version('xpseq') or 'unknown'} ({', '.join(found)})"
+
+
 class _Parser(argparse.ArgumentParser):
     """Argument errors as one line (no usage dump), pointing at ``--help``; exit code 2."""
 
@@ -588,6 +604,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="xpseq", description="Sequence-to-sequence learning with attention, written once "
         "for NumPy, JAX and PyTorch.")
+    parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of a failure instead of one line (also: "
                         "XPSEQ_DEBUG=1)")
@@ -608,7 +625,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--alpha", type=_number_in(0.0, 10.0, high_open=False), default=0.6,
                        help="GNMT length penalty exponent, in [0, 10] (default: 0.6)")
         p.add_argument("--n-best", type=_positive, default=1, metavar="N",
-                       help="print the N best hypotheses (N <= K)")
+                       help="print the N best hypotheses (N <= K), a line each: "
+                       "index<TAB>rank<TAB>score<TAB>translation (index: the input line "
+                       "from 0; rank: 0 is the best; score: summed log-probability)")
 
     p = sub.add_parser("demo", help="train attention and seq2seq on the toy task and compare",
                        description="The attention experiment end to end: trains the attention "

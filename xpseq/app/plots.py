@@ -22,8 +22,9 @@ def ascii_heatmap(weights: np.ndarray, source: Sequence[str], output: Sequence[s
 
     Returns
     -------
-    str: a header of source tokens and one line per output token, each cell a shade from
-    ``' '`` (weight < 0.1) to ``'@'`` (weight >= 0.9), drawn twice for width.
+    str: a header of source tokens, one line per output token, each cell a shade from
+    ``' '`` (weight < 0.1) to ``'@'`` (weight >= 0.9) drawn twice for width, and a legend
+    line of the shades.
     """
     weights = np.asarray(weights, dtype=float)
     if weights.shape != (len(output), len(source)):
@@ -36,7 +37,15 @@ def ascii_heatmap(weights: np.ndarray, source: Sequence[str], output: Sequence[s
     for token, row in zip(output, weights):
         cells = "".join((_SHADES[min(int(w * 10), 9)] * 2).rjust(width) for w in row)
         lines.append(f"{token.rjust(label)} {cells}")
+    lines.append(legend())
     return "\n".join(lines)
+
+
+def legend() -> str:
+    """The shades of :func:`ascii_heatmap` and the weights they stand for."""
+    steps = [f"'{_SHADES[0]}' < 0.1"]
+    steps += [f"'{c}' {i / 10:.1f}-{(i + 1) / 10:.1f}" for i, c in enumerate(_SHADES[1:-1], 1)]
+    return "weights: " + ", ".join(steps + [f"'{_SHADES[-1]}' >= 0.9"])
 
 
 def save_heatmap(path: str | pathlib.Path, weights: np.ndarray, source: Sequence[str],

@@ -132,7 +132,9 @@ def translate(params: dict, config: Any, sources: Sequence[Sequence[str]],
               batch_size: int = 256) -> list[dict]:
     """Translate token lists; results come back in the order of ``sources``.
 
-    Each result: ``tokens`` (the output words), ``score``, ``attention`` of shape
+    Each result: ``tokens`` (the output words), ``score`` (its summed log-probability),
+    ``n_best`` and ``n_best_scores`` (every hypothesis kept, best first), ``attention`` of
+    shape
     ``(rows, len(source) + 1)`` over the source and its ``</s>``; the rows are the output
     words and the ``</s>`` that ended it (``len(tokens) + 1`` rows), or only the words
     when the output was cut at its length limit without ``</s>``.
@@ -147,7 +149,8 @@ def translate(params: dict, config: Any, sources: Sequence[Sequence[str]],
             top = best[0]
             results[int(i)] = {"tokens": tgt_vocab.decode(top["tokens"]), "ids": top["tokens"],
                                "score": top["score"], "attention": top["attention"],
-                               "n_best": [tgt_vocab.decode(h["tokens"]) for h in best]}
+                               "n_best": [tgt_vocab.decode(h["tokens"]) for h in best],
+                               "n_best_scores": [h["score"] for h in best]}
     return results
 
 
