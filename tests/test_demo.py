@@ -3,6 +3,8 @@ hand-derived gradients: the real numbers come from `make demo`, quoted in the RE
 
 from __future__ import annotations
 
+import re
+
 from xpseq.app import cli, demo
 
 TINY = {"data": {"n_train": 120, "n_dev": 20, "n_test_per_bucket": 6},
@@ -13,10 +15,11 @@ TINY = {"data": {"n_train": 120, "n_dev": 20, "n_test_per_bucket": 6},
 
 def test_demo_runs_every_section(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(demo, "QUICK", TINY)
-    code = cli.main(["demo", "--quick", "--backend", "numpy", "--out", str(tmp_path),
-                     "--no-progress"])
+    code = cli.main(["demo", "--quick", "--backend", "numpy", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0
+    # With progress bars, each model's epoch is reported once (by the training loop).
+    assert len(re.findall(r"^epoch 1: train loss", out, flags=re.M)) == 3, out
     for section in ("training the attention model", "training the seq2seq model",
                     "training the transformer model",
                     "by source length", "greedy vs beam search", "attention heatmap",

@@ -84,7 +84,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
                                      dtype=dtype)
         models[name] = ({k: backend.asarray(v) for k, v in result.params.items()}, config)
         histories[name] = result.history
-        for h in result.history:
+        for h in result.history if not progress else ():   # (fit printed them already)
             traces = "" if h["traces"] is None else f", {h['traces']} traces"
             print(f"  epoch {h['epoch']}: train loss {h['train_loss']:.4f}, dev loss "
                   f"{h['dev_loss']:.4f} ({h['seconds']:.1f} s{traces})")
