@@ -39,7 +39,9 @@ class SearchOptions:
 
     method : {"greedy", "beam"}
     k : beam size; n_best : hypotheses returned per sentence (``<= k``)
-    length_penalty : {"none", "avg", "gnmt"}; alpha : the GNMT exponent
+    length_penalty : {"none", "avg", "gnmt"}, how beam search ranks hypotheses of
+        different lengths (``"avg"``, the mean log-probability per token, by default, as
+        on the command line; greedy search ignores it); alpha : the GNMT exponent
     min_len : no ``</s>`` before this many tokens
     max_len_a, max_len_b : ``max_len = ceil(a · src_len + b)`` per sentence
     attention : return each hypothesis's attention weights (``False`` skips keeping them:
@@ -49,7 +51,7 @@ class SearchOptions:
     method: str = "greedy"
     k: int = 1
     n_best: int = 1
-    length_penalty: str = "none"
+    length_penalty: str = "avg"
     alpha: float = 0.6
     min_len: int = 0
     max_len_a: float = 2.0
