@@ -504,3 +504,24 @@ def test_version_names_xpseq_and_the_array_libraries():
     line = done.stdout.strip()
     assert line.startswith(f"xpseq {metadata.version('xpseq')} (numpy "), line
     assert f"numpy {metadata.version('numpy')}" in line
+
+
+def test_data_toy_export_writes_the_demo_pairs_as_tsv(tmp_path):
+    """``data toy --export``: the quick toy task's pairs, as ``train --task tsv`` reads them
+    (the same pairs as ``xpseq.tasks.toy_task`` makes)."""
+    from xpseq.app.demo import QUICK
+    from xpseq.tasks import toy_task
+
+    done = xpseq("data", "toy", "--export", tmp_path / "toy", "--quick", "--seed", 3)
+    assert_ok(done)
+    task = toy_task(**QUICK["data"], seed=3)
+    expected = {"train": task.train, "dev": task.dev,
+                **{f"test-{b}": pairs for b, pairs in task.test.items()}}
+    assert sorted(p.stem for p in (tmp_path / "toy").iterdir()) == sorted(expected)
+    for name, pairs in expected.items():
+        lines = (tmp_path / "toy" / f"{name}.tsv").read_text(encoding="utf-8").splitlines()
+        assert [tuple(x.split() for x in line.split("\t")) for line in lines] == \
+            [(list(s), list(t)) for s, t in pairs], name
+        assert f"{tmp_path / 'toy' / name}.tsv: {len(pairs)} sentence pairs" in done.stdout
+    done = xpseq("data", "toy", "--export", tmp_path / "x", "--stress")
+    assert done.returncode == 1 and "--stress is an option of the g2p data" in done.stderr

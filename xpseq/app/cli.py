@@ -485,6 +485,10 @@ def _evaluate_g2p(args, meta, params, config, src_vocab, tgt_vocab, backend) -> 
 def cmd_data(args: argparse.Namespace) -> int:
     from xpseq.data.cmudict import export_tsv
 
+    if args.dataset == "toy":
+        return _export_toy(args)
+    if args.quick:
+        raise CommandError("--quick is an option of the toy data")
     split = _load_g2p(args.stress, args.seed)
     try:
         paths = export_tsv(split, args.export)
@@ -494,6 +498,30 @@ def cmd_data(args: argparse.Namespace) -> int:
         words = getattr(split, part)
         print(f"{path}: {len(words)} words, {sum(len(v) for v in words.values())} "
               "pronunciations")
+    return 0
+
+
+def _export_toy(args: argparse.Namespace) -> int:
+    """``data toy --export DIR``: the toy task's pairs as TSV files that ``train --task tsv``
+    reads (``train.tsv``, ``dev.tsv``, ``test-<phrases>.tsv``)."""
+    from xpseq.app.demo import FULL, QUICK
+
+    if args.stress:
+        raise CommandError("--stress is an option of the g2p data")
+    spec = dict((QUICK if args.quick else FULL)["data"], seed=args.seed)
+    task = _toy_task(spec)
+    parts = {"train": task.train, "dev": task.dev,
+             **{f"test-{bucket}": pairs for bucket, pairs in task.test.items()}}
+    folder = pathlib.Path(args.export)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, pairs in parts.items():
+            path = folder / f"{name}.tsv"
+            path.write_text("".join(f"{' '.join(s)}\t{' '.join(t)}\n" for s, t in pairs),
+                            encoding="utf-8")
+            print(f"{path}: {len(pairs)} sentence pairs")
+    except OSError as err:
+        raise CommandError(f"cannot write {args.export}: {err.strerror or err}") from None
     return 0
 
 
@@ -755,15 +783,20 @@ def _parser() -> argparse.ArgumentParser:
     search(p)
     p.set_defaults(func=cmd_evaluate, parser=p)
 
-    p = sub.add_parser("data", help="export a task's data (the CMU dictionary G2P split)",
-                       description="Write the seeded CMU dictionary split as train.tsv, "
+    p = sub.add_parser("data", help="export a task's data as TSV (the G2P split, the toy task)",
+                       description="g2p: write the seeded CMU dictionary split as train.tsv, "
                        "dev.tsv and test.tsv (word<TAB>phones, one line per pronunciation), "
-                       "so that other G2P tools train and score on exactly the same words.")
-    p.add_argument("dataset", choices=("g2p",))
+                       "so that other G2P tools train and score on exactly the same words. "
+                       "toy: write the toy task's pairs (the demo's, or --quick's) as "
+                       "train.tsv, dev.tsv and test-0.tsv ... test-4.tsv (by phrase count), "
+                       "source<TAB>target, which train --task tsv reads.")
+    p.add_argument("dataset", choices=("g2p", "toy"))
     p.add_argument("--export", required=True, metavar="DIR", help="the folder to write")
-    p.add_argument("--stress", action="store_true", help="keep the stress marks")
+    p.add_argument("--stress", action="store_true", help="g2p: keep the stress marks")
+    p.add_argument("--quick", action="store_true", help="toy: the small toy dataset")
     p.add_argument("--seed", type=_seed, default=0,
-                   help="the split's seed (default: 0, the published split)")
+                   help="the split's seed (g2p; default: 0, the published split) or the toy "
+                   "data's")
     p.set_defaults(func=cmd_data, parser=p)
 
     p = sub.add_parser("heatmap", help="the attention of one translation, in the terminal "
