@@ -427,11 +427,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         pairs = _read_tsv(args.test_file, args.tokens)
         task = Task([], [], {"test": pairs}, src_vocab, tgt_vocab)
     else:
+        from xpseq.app.demo import FULL
+
         meta = loaded.metadata or {}
-        if meta.get("task") != "toy" or "data" not in meta:
-            raise CommandError("this checkpoint was not trained on the toy task; pass --test "
-                               "FILE.tsv")
-        toy = _toy_task(meta["data"])
+        if meta.get("task") == "toy" and "data" in meta:
+            spec = meta["data"]
+        elif args.task == "toy":
+            # A toy model trained from Python keeps no record of its data: the demo's
+            # test sentences (seed --seed), read with the checkpoint's vocabularies.
+            spec = dict(FULL["data"], seed=args.seed)
+        else:
+            raise CommandError("this checkpoint records no toy data (it was trained from "
+                               "Python or on other data): pass --task toy for the demo's "
+                               "test sentences, or --test FILE.tsv")
+        toy = _toy_task(spec)
         task = Task([], [], toy.test, src_vocab, tgt_vocab)
     # The table's column: the attention of an rnn model, or the model kind.
     name = getattr(loaded.config, "attention", loaded.model.kind)
