@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from xpseq.app import cli, demo
+from xpseq.train import checkpoint
 
 TINY = {"data": {"n_train": 120, "n_dev": 20, "n_test_per_bucket": 6},
         "model": {"embed": 8, "hidden": 8, "bucket": 32}, "epochs": 1, "beam_sentences": 10,
@@ -33,3 +34,10 @@ def test_demo_runs_every_section(tmp_path, monkeypatch, capsys):
     assert "| teacher-forced input | predicts | autoregressive input | predicts |" in out
     for name in ("attention_heatmap.png", "loss_curves.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    # The trained models are kept, as checkpoints that translate and evaluate read.
+    for name in ("attention", "seq2seq", "transformer"):
+        path = tmp_path / f"{name}.safetensors"
+        loaded = checkpoint.load(path)
+        assert loaded.metadata == {"task": "toy", "data": dict(TINY["data"], seed=0)}
+        assert str(path) in out
+    assert cli.main(["translate", str(tmp_path / "attention.safetensors"), "the cat"]) == 0

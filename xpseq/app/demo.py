@@ -65,7 +65,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
           f"{len(task.src_vocab)} English / {len(task.tgt_vocab)} Zhoric")
     print(f"  English: {' '.join(src)}\n  Zhoric:  {' '.join(tgt)}")
 
-    models, histories = {}, {}
+    models, histories, saved = {}, {}, []
     rnn = dict(setup["model"])
     bucket = rnn.pop("bucket")
     recipes = {   # the RNNs: Adam at 3e-3; the Transformer: 1e-3 after a warm-up
@@ -80,8 +80,12 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
         settings = TrainConfig(epochs=setup["epochs"], seed=seed, progress=progress,
                                optimizer=adam(3e-3 if schedule is None else 1e-3),
                                schedule=schedule)
+        path = pathlib.Path(out) / f"{name}.safetensors"
         config, result = train_model(task, backend, config, settings, bucket=bucket,
-                                     dtype=dtype)
+                                     dtype=dtype, checkpoint=str(path),
+                                     metadata={"task": "toy", "data": dict(setup["data"],
+                                                                           seed=seed)})
+        saved.append(str(path))
         models[name] = ({k: backend.asarray(v) for k, v in result.params.items()}, config)
         histories[name] = result.history
         for h in result.history if not progress else ():   # (fit printed them already)
@@ -146,6 +150,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
     heat = save_heatmap(out / "attention_heatmap.png", result["attention"], source, output,
                         title="attention (general, Luong)")
     curves = save_loss_curves(out / "loss_curves.png", histories)
-    print(f"\nwrote {heat} and {curves}")
+    print(f"\nwrote {heat} and {curves}; the trained models: {', '.join(saved)} "
+          f"(xpseq translate {saved[0]} \"the cat sees the dog\")")
     print(f"demo finished in {time.perf_counter() - started:.0f} s")
     return 0
