@@ -1,0 +1,600 @@
+"""What each ``xpseq`` subcommand does (``cmd_<name>(args)``), and the helpers they share:
+choosing and loading the backend, reading checkpoints, sentences and TSV files, the toy
+and G2P tasks. The parser, the exit codes and the one-line errors are
+:mod:`xpseq.app.cli`'s; a :class:`CommandError` here is such a line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+import sys
+import time
+from typing import Any, Sequence
+
+from xpseq import backends
+
+FASTEST = ("jax", "torch")       # training backends, fastest first (see README)
+
+
+class CommandError(Exception):
+    """A failure to report as one line and exit code 1."""
+
+
+def _oserror(err: OSError) -> str:
+    """``"<what>: <file>"`` for an OSError, without the ``[Errno N]`` prefix."""
+    if err.filename is not None:
+        return f"{err.strerror}: {err.filename}"
+    return str(err)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _backend(name: str | None) -> backends.Backend:
+    if name is None:
+        installed = backends.available()
+        name = ([n for n in FASTEST if n in installed] or ["numpy"])[0]
+    try:
+        backend = backends.get(name)
+    except (ValueError, ModuleNotFoundError) as err:
+        raise CommandError(str(err)) from None
+    if name == "torch":
+        import torch
+
+        torch.set_num_threads(1)   # small models: one thread avoids contention on 2 cores
+    return backend
+
+
+def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
+    """The backend for ``train --devices N`` (N > 1). JAX: the host's cores become N CPU
+    devices (``--xla_force_host_platform_device_count``, set before JAX starts). PyTorch:
+    inside a process group (``torchrun``, or one this function started) the backend;
+    otherwise it starts N processes that each run this command in a ``gloo`` group, waits
+    for them and returns ``None``."""
+    name = args.backend
+    if name is None:
+        installed = backends.available()
+        name = ([n for n in FASTEST if n in installed] or ["numpy"])[0]
+    if name not in ("jax", "torch"):
+        raise CommandError(f"--devices {args.devices}: data parallelism needs --backend jax "
+                           f"or torch; {name} trains on one process")
+    if name == "jax":
+        processes = _jax_processes(args.devices)
+        local = args.devices // (processes[1] if processes else 1)
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags and "jax" not in sys.modules:
+            os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_count="
+                                       f"{local}").strip()
+        backend = backends.get("jax")
+        if processes:
+            coordinator, count, index = processes
+            backend.join_processes(coordinator, count, index)
+            if index != 0:                                     # one process prints
+                sys.stdout = sys.stderr = open(os.devnull, "w")
+        return _backend(name)
+    from xpseq.train import parallel
+
+    backend = _backend(name)
+    group = backend.process_group()
+    if group is None and "WORLD_SIZE" in os.environ:
+        group = parallel.join_group()                          # started by torchrun
+    if group is not None:
+        if group[0] != 0:                                      # one process prints
+            sys.stdout = sys.stderr = open(os.devnull, "w")
+        return backend
+    parallel.spawn(_main_in_group, args.devices, args.argv)
+    return None
+
+
+def _jax_processes(devices: int) -> tuple[str, int, int] | None:
+    """``(coordinator, processes, this process's index)`` from ``XPSEQ_COORDINATOR``
+    (``HOST:PORT`` of process 0), ``XPSEQ_PROCESSES`` and ``XPSEQ_PROCESS_ID``, for a JAX
+    run over several machines (each runs the same command); ``None`` when unset."""
+    names = ("XPSEQ_COORDINATOR", "XPSEQ_PROCESSES", "XPSEQ_PROCESS_ID")
+    given = [n for n in names if os.environ.get(n)]
+    if not given:
+        return None
+    if len(given) < 3:
+        raise CommandError(f"a JAX run over several processes needs {', '.join(names)}; "
+                           f"only {', '.join(given)} set")
+    try:
+        count, index = (int(os.environ[n]) for n in names[1:])
+    except ValueError:
+        raise CommandError("XPSEQ_PROCESSES and XPSEQ_PROCESS_ID must be integers") from None
+    if count < 1 or not 0 <= index < count:
+        raise CommandError(f"XPSEQ_PROCESS_ID must lie in [0, XPSEQ_PROCESSES = {count}), "
+                           f"got {index}")
+    if devices % count:
+        raise CommandError(f"--devices {devices} must be a multiple of XPSEQ_PROCESSES "
+                           f"({count}): each process brings as many devices")
+    return os.environ["XPSEQ_COORDINATOR"], count, index
+
+
+def _main_in_group(argv: Sequence[str]) -> None:
+    """One process of ``train --devices N`` on torch: the command, failing loudly."""
+    from .cli import main
+
+    code = main(argv)
+    if code:
+        raise SystemExit(code)
+
+
+def _load(path: str, backend: backends.Backend, dtype: str):
+    from xpseq.data import Vocab
+    from xpseq.train import checkpoint as ckpt
+
+    try:
+        loaded = ckpt.load(path)
+    except (FileNotFoundError, ckpt.CheckpointError) as err:
+        raise CommandError(str(err)) from None
+    if not loaded.vocabs:
+        raise CommandError(f"{path}: the checkpoint holds no vocabularies; it cannot translate")
+    params = {k: backend.asarray(v.astype(dtype)) for k, v in loaded.params.items()}
+    return (loaded, params, Vocab.from_list(loaded.vocabs["src"]),
+            Vocab.from_list(loaded.vocabs["tgt"]))
+
+
+def _check_writable(path: str) -> None:
+    """Fail before any work if ``path`` cannot be written (a folder, or no such folder)."""
+    target = pathlib.Path(path)
+    if target.is_dir():
+        raise CommandError(f"cannot write {path}: it is a folder")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CommandError(f"cannot write {path}: {err.strerror}") from None
+    if not os.access(target.parent, os.W_OK):
+        raise CommandError(f"cannot write {path}: the folder is not writable")
+
+
+def _search_options(args: argparse.Namespace):
+    from xpseq.search import SearchOptions
+
+    if args.beam == 1 and args.n_best == 1:
+        return SearchOptions()
+    return SearchOptions(method="beam", k=args.beam, n_best=args.n_best,
+                         length_penalty=args.length_penalty, alpha=args.alpha)
+
+
+def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[str]]:
+    """Token lists from the arguments or stdin: words split on whitespace, or, for a G2P
+    checkpoint, one word per argument or line read as its (lower-cased) characters."""
+    from xpseq.tasks.g2p import word_tokens
+
+    lines = args.sentences if args.sentences else _stdin_lines()
+    out = []
+    for i, line in enumerate(lines, 1):
+        tokens = word_tokens(line) if g2p else line.split()
+        if len(tokens) > args.max_tokens:
+            print(f"xpseq: note: sentence {i} has {len(tokens)} tokens; cut to the first "
+                  f"{args.max_tokens} (--max-tokens)", file=sys.stderr)
+            tokens = tokens[:args.max_tokens]
+        out.append(tokens)
+    return out
+
+
+def _stdin_lines() -> list[str]:
+    """The lines of standard input, decoded as UTF-8 whatever the locale says."""
+    if sys.stdin is None:
+        raise CommandError("no sentences given and standard input is closed")
+    try:
+        data = sys.stdin.buffer.read()
+    except (OSError, ValueError) as err:
+        raise CommandError(f"cannot read standard input: {err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise CommandError(f"standard input is not UTF-8 (line {line}: {err.reason} at byte "
+                           f"{err.start})") from None
+    return text.removeprefix("\ufeff").splitlines()
+
+
+def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
+    unknown = sorted({t for s in sentences for t in s if t not in vocab})
+    if unknown:
+        shown = ", ".join(unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+        print(f"xpseq: note: {len(unknown)} unknown source word(s) read as <unk>: {shown}",
+              file=sys.stderr)
+
+
+def _translate_nonempty(params, config, sentences, src_vocab, tgt_vocab, backend, options):
+    from xpseq.tasks import translate
+
+    keep = [i for i, s in enumerate(sentences) if s]
+    done = translate(params, config, [sentences[i] for i in keep], src_vocab, tgt_vocab,
+                     backend, options)
+    out: list[dict | None] = [None] * len(sentences)
+    for i, result in zip(keep, done):
+        out[i] = result
+    return out
+
+
+#: What a toy checkpoint's metadata may say about its data, and the largest values read
+#: from a file (the command builds the test set again from them).
+TOY_DATA_LIMITS = {"n_train": 10**6, "n_dev": 10**5, "n_test_per_bucket": 10**5,
+                   "seed": 2**32 - 1}
+
+
+def _read_tsv(path: str, tokens: str) -> list:
+    """The pairs of a TSV corpus, or a one-line error (missing, a folder, unreadable,
+    malformed, or empty)."""
+    from xpseq.data import read_parallel_tsv
+
+    if os.path.isdir(path):
+        raise CommandError(f"{path} is a folder, not a TSV file")
+    try:
+        pairs = read_parallel_tsv(path, tokens=tokens)
+    except OSError as err:
+        raise CommandError(_oserror(err)) from None
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    if not pairs:
+        raise CommandError(f"{path}: no sentence pairs (the file is empty)")
+    return pairs
+
+
+def _toy_task(spec: Any):
+    from xpseq.tasks import toy_task
+
+    if not isinstance(spec, dict) or set(spec) - set(TOY_DATA_LIMITS):
+        unknown = sorted(set(spec) - set(TOY_DATA_LIMITS)) if isinstance(spec, dict) else spec
+        raise CommandError(f"the checkpoint's metadata describes its toy data with unknown "
+                           f"entries {unknown!r}; expected some of {sorted(TOY_DATA_LIMITS)}")
+    for key, value in spec.items():
+        limit = TOY_DATA_LIMITS[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+            raise CommandError(f"the checkpoint's metadata says {key} = {value!r}; expected an "
+                               f"int in [0, {limit}]")
+    return toy_task(**spec)
+
+
+# ------------------------------------------------------------------------ commands
+
+
+TOY_DEFAULTS = {"attention": "general", "style": "luong", "cell": "lstm", "embed": 32,
+                "hidden": 64, "dropout": 0.1, "epochs": 5, "lr": 3e-3, "batch_size": 64}
+TRANSFORMER_DEFAULTS = {"d_model": 64, "heads": 4, "layers": 2, "d_ff": 256, "dropout": 0.1,
+                        "norm": "pre", "label_smoothing": 0.1, "epochs": 8, "lr": 1e-3,
+                        "warmup": 400, "batch_size": 64, "max_tokens": None}
+#: Options of the training, not of the model's configuration.
+TRAINING_OPTIONS = ("epochs", "lr", "batch_size", "warmup", "max_tokens")
+
+
+def _load_g2p(stress: bool, seed: int = 0):
+    from xpseq.data.cmudict import load_g2p
+
+    try:
+        return load_g2p(stress=stress, seed=seed)
+    except (ModuleNotFoundError, ValueError) as err:
+        raise CommandError(str(err)) from None
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from xpseq.core.optim import adam
+    from xpseq.tasks import model_config, task_from_pairs, train_model
+    from xpseq.train import TrainConfig, schedules
+
+    backend = _parallel_backend(args) if args.devices > 1 else _backend(args.backend)
+    if backend is None:                   # the processes of a torch group did the work
+        return 0
+    _check_writable(args.out)
+    if args.task == "g2p":
+        return _train_g2p(args, backend)
+    args.model = args.model or "rnn"
+    defaults = TOY_DEFAULTS if args.model == "rnn" else TRANSFORMER_DEFAULTS
+    foreign = [f"--{n.replace('_', '-')}" for n in set(TOY_DEFAULTS) ^ set(TRANSFORMER_DEFAULTS)
+               if n not in defaults and getattr(args, n) is not None]
+    if foreign:
+        raise CommandError(f"{', '.join(sorted(foreign))}: not an option of --model "
+                           f"{args.model}")
+    if args.stress or args.time_limit is not None or args.monitor is not None:
+        raise CommandError("--stress, --time-limit and --monitor are options of --task g2p")
+    if args.task == "toy":
+        from xpseq.app.demo import FULL, QUICK
+
+        spec = dict((QUICK if args.quick else FULL)["data"], seed=args.seed)
+        task = _toy_task(spec)
+        metadata = {"task": "toy", "data": spec}
+    else:
+        if not args.train_file or not args.dev_file:
+            raise CommandError("--task tsv needs --train FILE and --dev FILE")
+        train = _read_tsv(args.train_file, args.tokens)
+        dev = _read_tsv(args.dev_file, args.tokens)
+        task = task_from_pairs(train, dev, {})
+        metadata = {"task": "tsv", "tokens": args.tokens}
+    defaults = TOY_DEFAULTS if args.model == "rnn" else TRANSFORMER_DEFAULTS
+    options = {name: getattr(args, name) for name in defaults}
+    options.update({k: v for k, v in defaults.items() if options[k] is None})
+    print(f"training on {backend.name} ({args.dtype}): {len(task.train)} sentence pairs, "
+          f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {args.model}",
+          file=sys.stderr)
+    fields = {k: options[k] for k in defaults if k not in TRAINING_OPTIONS}
+    if args.model == "transformer":
+        layers = fields.pop("layers")
+        fields.update(encoder_layers=layers, decoder_layers=layers)
+    config = model_config(task, args.model, **fields)
+    schedule = None if not options.get("warmup") else schedules.warmup_inverse_sqrt(
+        options["warmup"])
+    settings = TrainConfig(epochs=options["epochs"], optimizer=adam(options["lr"]),
+                           schedule=schedule, seed=args.seed, progress=not args.no_progress,
+                           devices=args.devices)
+    _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
+                            max_tokens=options.get("max_tokens"), dtype=args.dtype,
+                            checkpoint=args.out, metadata=metadata)
+    last = result.history[-1]
+    print(f"saved {args.out}: {len(result.history)} epochs, train loss "
+          f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
+    return 0
+
+
+def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
+    from xpseq.tasks import g2p
+
+    if args.train_file or args.dev_file or args.quick:
+        raise CommandError("--task g2p reads the CMU dictionary; --train, --dev and --quick "
+                           "are options of the other tasks")
+    kind = args.model or g2p.RECIPE["model"]
+    names = set(TOY_DEFAULTS) | set(TRANSFORMER_DEFAULTS) | {"label_smoothing"}
+    overrides = {k: getattr(args, k) for k in sorted(names) if getattr(args, k) is not None}
+    if "layers" in overrides and kind == "transformer":
+        overrides["encoder_layers"] = overrides["decoder_layers"] = overrides.pop("layers")
+    foreign = sorted(f"--{k.replace('_', '-')}" for k in overrides
+                     if k not in g2p.RECIPE and k not in g2p.MODELS[kind])
+    if foreign:
+        raise CommandError(f"{', '.join(foreign)}: not an option of the G2P recipe with "
+                           f"--model {kind}")
+    overrides["model"] = kind
+    if args.time_limit is not None:
+        overrides["time_limit_minutes"] = args.time_limit
+    if args.monitor is not None:
+        overrides["monitor"] = args.monitor
+    split = _load_g2p(args.stress)
+    recipe, _ = g2p.recipe(**overrides)
+    print(f"training G2P on {backend.name} ({args.dtype}): CMU dictionary, stress "
+          f"{'kept' if args.stress else 'removed'}, {len(split.train)} train / "
+          f"{len(split.dev)} dev / {len(split.test)} test words; at most "
+          f"{recipe['epochs']} epochs or {recipe['time_limit_minutes']} minutes",
+          file=sys.stderr)
+    start = time.perf_counter()
+    _, result, _ = g2p.train(split, backend, checkpoint=args.out, seed=args.seed,
+                             dtype=args.dtype, progress=not args.no_progress,
+                             devices=args.devices, **overrides)
+    best = result.history[result.best_epoch - 1]
+    wer = f", dev WER {best['dev_wer']:.2f} %" if "dev_wer" in best else ""
+    print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "
+          f"{result.best_epoch}, dev loss {best['dev_loss']:.4f}{wer}; {result.stopped}) in "
+          f"{(time.perf_counter() - start) / 60:.1f} min")
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    backend = _backend(args.backend or "numpy")
+    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
+    sentences = _read_sentences(args, g2p=(loaded.metadata or {}).get("task") == "g2p")
+    _note_unknown(sentences, src_vocab)
+    options = dataclasses.replace(_search_options(args), attention=False)   # never printed
+    results = _translate_nonempty(params, loaded.config, sentences, src_vocab, tgt_vocab,
+                                  backend, options)
+    for i, result in enumerate(results):
+        if result is None:
+            print("" if args.n_best == 1 else f"{i}\t0\t\t")
+        elif args.n_best == 1:
+            print(" ".join(result["tokens"]))
+        else:
+            for rank, (hyp, score) in enumerate(zip(result["n_best"],
+                                                    result["n_best_scores"])):
+                print(f"{i}\t{rank}\t{score:.4f}\t{' '.join(hyp)}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from xpseq.tasks import Task, bucket_table
+    from xpseq.tasks.metrics import format_table
+
+    backend = _backend(args.backend)
+    if args.shipped or len(args.checkpoint) > 1:
+        return _evaluate_g2p_model(args, backend)
+    if not args.checkpoint:
+        raise CommandError("evaluate needs a CHECKPOINT (or --shipped, the shipped G2P model)")
+    args.checkpoint = args.checkpoint[0]
+    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
+    is_g2p = (loaded.metadata or {}).get("task") == "g2p"
+    if args.task == "g2p" or (args.task is None and is_g2p):
+        if not is_g2p:
+            raise CommandError(f"{args.checkpoint} was not trained with --task g2p")
+        if args.test_file:
+            raise CommandError("a g2p checkpoint is scored on the dictionary's split "
+                               "(--part); --test is for TSV checkpoints")
+        return _evaluate_g2p(args, loaded.metadata, params, loaded.config, src_vocab,
+                             tgt_vocab, backend)
+    if args.test_file:
+        pairs = _read_tsv(args.test_file, args.tokens)
+        task = Task([], [], {"test": pairs}, src_vocab, tgt_vocab)
+    else:
+        from xpseq.app.demo import FULL
+
+        meta = loaded.metadata or {}
+        if meta.get("task") == "toy" and "data" in meta:
+            spec = meta["data"]
+        elif args.task == "toy":
+            # A toy model trained from Python keeps no record of its data: the demo's
+            # test sentences (seed --seed), read with the checkpoint's vocabularies.
+            spec = dict(FULL["data"], seed=args.seed)
+        else:
+            raise CommandError("this checkpoint records no toy data (it was trained from "
+                               "Python or on other data): pass --task toy for the demo's "
+                               "test sentences, or --test FILE.tsv")
+        toy = _toy_task(spec)
+        task = Task([], [], toy.test, src_vocab, tgt_vocab)
+    # The table's column: the attention of an rnn model, or the model kind.
+    name = getattr(loaded.config, "attention", loaded.model.kind)
+    name = "seq2seq" if name == "none" else name
+    headers, rows, details = bucket_table({name: (params, loaded.config)}, task, backend,
+                                          _search_options(args))
+    print(format_table(headers, rows))
+    first = next(iter(details[name].values()))
+    print(f"\nBLEU: sacrebleu {first['signature']}")
+    return 0
+
+
+def _evaluate_g2p_model(args, backend) -> int:
+    """``evaluate --shipped`` or several G2P checkpoints (an ensemble)."""
+    from xpseq import g2p
+
+    if args.shipped and args.checkpoint:
+        raise CommandError("--shipped evaluates the shipped model; give no CHECKPOINT with it")
+    if args.test_file or args.task not in (None, "g2p"):
+        raise CommandError("the shipped model and ensembles of checkpoints are G2P models, "
+                           "scored on the dictionary's split (no --test, --task g2p)")
+    try:
+        model = g2p.G2P(None if args.shipped else args.checkpoint, backend=backend)
+    except (FileNotFoundError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    return _evaluate_g2p(args, model.metadata, model.params, model.config, model.src_vocab,
+                         model.tgt_vocab, backend)
+
+
+def _evaluate_g2p(args, meta, params, config, src_vocab, tgt_vocab, backend) -> int:
+    from xpseq.search import SearchOptions
+    from xpseq.tasks import g2p
+    from xpseq.tasks.metrics import format_table
+
+    split = _load_g2p(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
+    k = args.beam if args.beam > 1 else 5
+    searches = [("greedy", SearchOptions()),
+                (f"beam k={k}", SearchOptions(method="beam", k=k,
+                                              length_penalty=args.length_penalty,
+                                              alpha=args.alpha))]
+    rows = g2p.evaluate(params, config, split, src_vocab, tgt_vocab, backend,
+                        part=args.part, searches=searches, limit=args.limit)
+    print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
+          f"{rows[0]['words']} {args.part} words, decoded on {backend.name}")
+    print(format_table(["search", "PER %", "WER %", "words", "seconds"],
+                       [[r["search"], r["per"], r["wer"], r["words"], r["seconds"]]
+                        for r in rows]))
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from xpseq.data.cmudict import export_tsv
+
+    if args.dataset == "toy":
+        return _export_toy(args)
+    if args.quick:
+        raise CommandError("--quick is an option of the toy data")
+    split = _load_g2p(args.stress, args.seed)
+    try:
+        paths = export_tsv(split, args.export)
+    except OSError as err:
+        raise CommandError(f"cannot write {args.export}: {err.strerror or err}") from None
+    for part, path in paths.items():
+        words = getattr(split, part)
+        print(f"{path}: {len(words)} words, {sum(len(v) for v in words.values())} "
+              "pronunciations")
+    return 0
+
+
+def _export_toy(args: argparse.Namespace) -> int:
+    """``data toy --export DIR``: the toy task's pairs as TSV files that ``train --task tsv``
+    reads (``train.tsv``, ``dev.tsv``, ``test-<phrases>.tsv``)."""
+    from xpseq.app.demo import FULL, QUICK
+
+    if args.stress:
+        raise CommandError("--stress is an option of the g2p data")
+    spec = dict((QUICK if args.quick else FULL)["data"], seed=args.seed)
+    task = _toy_task(spec)
+    parts = {"train": task.train, "dev": task.dev,
+             **{f"test-{bucket}": pairs for bucket, pairs in task.test.items()}}
+    folder = pathlib.Path(args.export)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, pairs in parts.items():
+            path = folder / f"{name}.tsv"
+            path.write_text("".join(f"{' '.join(s)}\t{' '.join(t)}\n" for s, t in pairs),
+                            encoding="utf-8")
+            print(f"{path}: {len(pairs)} sentence pairs")
+    except OSError as err:
+        raise CommandError(f"cannot write {args.export}: {err.strerror or err}") from None
+    return 0
+
+
+def cmd_heatmap(args: argparse.Namespace) -> int:
+    from xpseq.app.plots import ascii_heatmap, save_heatmap
+    from xpseq.tasks import attention_labels
+
+    backend = _backend(args.backend or "numpy")
+    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
+    tokens = args.sentence.split()
+    if not tokens:
+        raise CommandError("the sentence is empty")
+    _note_unknown([tokens], src_vocab)
+    [result] = _translate_nonempty(params, loaded.config, [tokens], src_vocab, tgt_vocab,
+                                   backend, _search_options(args))
+    if result["attention"] is None:
+        raise CommandError("this model has no attention (its decoder returns no weights)")
+    source, output = attention_labels(tokens, result, src_vocab)
+    print(" ".join(result["tokens"]))
+    print(ascii_heatmap(result["attention"], source, output))
+    if args.png:
+        try:
+            path = save_heatmap(args.png, result["attention"], source, output,
+                                title=" ".join(tokens))
+        except OSError as err:
+            raise CommandError(f"cannot write {args.png}: {err.strerror or err}") from None
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_g2p(args: argparse.Namespace) -> int:
+    import warnings
+
+    from xpseq import g2p
+
+    words = list(args.words) if args.words else [line.rstrip("\r\n") for line in sys.stdin]
+    try:
+        model = g2p.load(args.model or None, backend=args.backend or "numpy")
+    except (FileNotFoundError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    lexicon = {}
+    if args.lookup:
+        try:
+            lexicon = model.lexicon()
+        except (ModuleNotFoundError, FileNotFoundError) as err:
+            raise CommandError(f"--lookup: {err}") from None
+    for word in words:
+        unknown = [] if word.strip().lower() in lexicon else model.unknown_characters(word)
+        if unknown:
+            print(f"xpseq: note: {word.strip()!r}: the model knows no "
+                  f"{', '.join(map(repr, unknown))}; answered from the other characters",
+                  file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", g2p.UnknownCharacterWarning)
+        answers = model.pronounce(words, beam=args.beam, n_best=args.n_best,
+                                  lookup=args.lookup)
+    for word, answer in zip(words, answers):
+        if not word.strip():
+            print("")
+            continue
+        for phones in ([answer] if args.n_best == 1 else answer):
+            print(f"{word.strip()}\t{' '.join(phones)}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from xpseq.app.demo import run_demo
+
+    backend = _backend(args.backend)
+    return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,
+                    seed=args.seed, progress=not args.no_progress)
+
+
+def cmd_tour(args: argparse.Namespace) -> int:
+    from xpseq.tour import main as tour
+
+    argv = (["--lesson", str(args.lesson)] if args.lesson else []) + \
+        (["--list"] if args.list else [])
+    return tour(argv)
