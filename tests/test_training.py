@@ -372,3 +372,40 @@ def test_a_non_finite_dev_loss_stops_the_run():
             FloatingPointError, match=r"dev loss became nan after epoch 1"):
         fit(CONFIG, init_params(CONFIG, seed=0), BATCHES, backends.get("numpy"), dev_batches=DEV,
             train=TrainConfig(epochs=2, progress=False), callbacks=[Diverge()])
+
+
+def test_metrics_log_writes_the_history_as_csv_and_tensorboard_events(tmp_path):
+    """Three epochs: the CSV holds each epoch's record as it was returned; the TensorBoard
+    event file (read back record by record) holds the train and dev loss of each epoch."""
+    import csv
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    from xpseq.train.callbacks import MetricsLog
+
+    config = Seq2SeqConfig(src_vocab=9, tgt_vocab=9, embed=4, hidden=4)
+    rng = np.random.default_rng(0)
+    batch = {"src": rng.integers(3, 9, (4, 5)), "src_len": np.array([5, 4, 3, 5]),
+             "tgt_in": rng.integers(3, 9, (4, 4)), "tgt_out": rng.integers(3, 9, (4, 4))}
+    params = {k: v.astype(np.float64) for k, v in init_params(config).items()}
+    log = MetricsLog(tmp_path / "run.csv", tensorboard=tmp_path / "tb")
+    result = fit(config, params, [batch], backends.get("numpy"), dev_batches=[batch],
+                 train=TrainConfig(epochs=3, progress=False), callbacks=[log])
+    with open(tmp_path / "run.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3]
+    for row, record in zip(rows, result.history):
+        for key in ("train_loss", "dev_loss", "seconds", "elapsed"):
+            assert float(row[key]) == record[key], key
+    [events] = list((tmp_path / "tb").iterdir())
+    data, scalars = events.read_bytes(), {}
+    while data:
+        (n,) = struct.unpack("<Q", data[:8])
+        event = Event.FromString(data[12:12 + n])
+        data = data[12 + n + 4:]
+        for value in event.summary.value:
+            scalars[value.tag, event.step] = value.simple_value
+    for record in result.history:
+        for key in ("train_loss", "dev_loss"):
+            assert scalars[key, record["epoch"]] == pytest.approx(record[key], rel=1e-6)

@@ -277,6 +277,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from xpseq.core.optim import adam
     from xpseq.tasks import model_config, task_from_pairs, train_model
     from xpseq.train import TrainConfig, schedules
+    from xpseq.train.callbacks import EarlyStopping
 
     backend = _parallel_backend(args) if args.devices > 1 else _backend(args.backend)
     if backend is None:                   # the processes of a torch group did the work
@@ -324,11 +325,22 @@ def cmd_train(args: argparse.Namespace) -> int:
                            devices=args.devices)
     _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
                             max_tokens=options.get("max_tokens"), dtype=args.dtype,
-                            checkpoint=args.out, metadata=metadata)
+                            checkpoint=args.out, metadata=metadata,
+                            callbacks=[EarlyStopping(patience=3), _metrics_log(args.out)])
     last = result.history[-1]
     print(f"saved {args.out}: {len(result.history)} epochs, train loss "
           f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
     return 0
+
+
+def _metrics_log(out: str) -> Any:
+    """The metrics log of ``train --out M.safetensors``: ``M.metrics.csv``, and TensorBoard
+    event files in ``M.tb/`` when tensorboardX or ``tensorboard`` is installed."""
+    from xpseq.train.callbacks import MetricsLog
+
+    path = pathlib.Path(out)
+    return MetricsLog(path.with_name(f"{path.stem}.metrics.csv"),
+                      tensorboard=path.with_name(f"{path.stem}.tb"))
 
 
 def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
@@ -362,7 +374,8 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
     start = time.perf_counter()
     _, result, _ = g2p.train(split, backend, checkpoint=args.out, seed=args.seed,
                              dtype=args.dtype, progress=not args.no_progress,
-                             devices=args.devices, **overrides)
+                             devices=args.devices, callbacks=[_metrics_log(args.out)],
+                             **overrides)
     best = result.history[result.best_epoch - 1]
     wer = f", dev WER {best['dev_wer']:.2f} %" if "dev_wer" in best else ""
     print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "

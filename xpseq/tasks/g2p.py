@@ -110,7 +110,8 @@ def recipe(**overrides: Any) -> tuple[dict, dict]:
 
 def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: int = 0,
           dtype: str = "float32", progress: bool = True, dev_words: int | None = None,
-          devices: int = 1, **overrides: Any) -> tuple[Any, FitResult, Task]:
+          devices: int = 1, callbacks: Sequence[cb.Callback] = (),
+          **overrides: Any) -> tuple[Any, FitResult, Task]:
     """Train a G2P model on ``split`` with :data:`RECIPE`, changed by ``overrides``.
 
     Parameters
@@ -125,6 +126,8 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
         ``monitor="dev_wer"`` watches); ``None`` for all of them, 0 for none (then the
         recipe must monitor ``"dev_loss"``)
     devices : train data-parallel on this many devices (``TrainConfig.devices``)
+    callbacks : more :mod:`xpseq.train.callbacks` (e.g. a ``MetricsLog``), run after the
+        recipe's own and before its checkpoint
     overrides : any key of :data:`RECIPE` or of the model kind's :data:`MODELS`, e.g.
         ``model="rnn", hidden=64, time_limit_minutes=5``; ``time_limit_minutes=None`` for
         no limit; ``**FIRST_RECIPE`` for the first recipe
@@ -159,6 +162,7 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     parts.append(cb.RestoreBest())
     if minutes is not None:
         parts.append(cb.TimeLimit(60.0 * minutes))
+    parts += list(callbacks)
     if checkpoint is not None:
         vocabs = {"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()}
         parts.append(cb.Checkpoint(checkpoint, vocabs=vocabs, metadata=metadata,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .loop import Loop
 
 __all__ = ["Callback", "EarlyStopping", "ReduceLROnPlateau", "RestoreBest", "TimeLimit",
-           "Checkpoint", "EpochMetrics"]
+           "Checkpoint", "EpochMetrics", "MetricsLog"]
 
 
 class Callback:
@@ -225,3 +225,62 @@ class EpochMetrics(Callback):
 
     def on_epoch_metrics(self, loop: Loop, record: dict) -> Mapping[str, Any] | None:
         return self.fn(dict(record), loop.place.local(loop.params))
+
+
+class MetricsLog(Callback):
+    """The history as it grows: after every epoch its record (epoch, steps, losses, the
+    metrics of :class:`EpochMetrics`, ``lr_scale``, seconds, elapsed) is written to the CSV
+    file ``path`` (a header, then a row per epoch; a column that appears later, such as a
+    metric that starts at epoch 2, is added). With ``tensorboard`` a folder and tensorboardX
+    or PyTorch's ``torch.utils.tensorboard`` (which needs the ``tensorboard`` package)
+    installed, the numbers also go to TensorBoard event files there, one scalar per key
+    against the epoch (``tensorboard --logdir FOLDER``). Only the main process writes."""
+
+    def __init__(self, path: str | os.PathLike, *,
+                 tensorboard: str | os.PathLike | None = None):
+        self.path = pathlib.Path(path)
+        self.tensorboard = None if tensorboard is None else pathlib.Path(tensorboard)
+        self.rows: list[dict] = []
+        self.writer: Any = None
+
+    def on_train_begin(self, loop: Loop) -> None:
+        self.rows = [dict(r) for r in loop.state.get("history", [])]     # a resumed run
+        if self.tensorboard is not None and loop.place.main:
+            self.writer = _summary_writer(self.tensorboard)
+
+    def on_epoch_end(self, loop: Loop, record: dict) -> None:
+        if not loop.place.main:
+            return
+        import csv
+
+        self.rows.append(dict(record))
+        columns = list(dict.fromkeys(k for row in self.rows for k in row))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(self.rows)
+        if self.writer is not None:
+            for key, value in record.items():
+                if key != "epoch" and isinstance(value, (int, float)) \
+                        and not isinstance(value, bool):
+                    self.writer.add_scalar(key, value, record["epoch"])
+            self.writer.flush()
+
+    def on_train_end(self, loop: Loop) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def _summary_writer(folder: pathlib.Path) -> Any:
+    """A TensorBoard ``SummaryWriter`` for ``folder`` from tensorboardX or PyTorch, or
+    ``None`` when neither can write event files here."""
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:        # no torch, or torch without the tensorboard package
+            return None
+    return SummaryWriter(str(folder))
