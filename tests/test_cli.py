@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from helpers import assert_ok, show
 
@@ -551,3 +552,40 @@ def test_evaluate_task_toy_for_a_checkpoint_saved_from_python(tmp_path):
     rows = [line for line in done.stdout.splitlines() if re.match(r"\| +\d +\|", line)]
     assert [int(r.split("|")[1]) for r in rows] == [0, 1, 2, 3, 4], show(done)
     assert all(int(r.split("|")[2]) == 300 for r in rows), show(done)
+
+
+def test_train_config_file_and_exact_resume(tmp_path):
+    """Options from a TOML file (the command line wins), stored in the checkpoint with the
+    defaults filled in; ``--resume`` of a 1-epoch run with ``--epochs 3`` ends with the
+    parameters of a straight 3-epoch run (float64, dropout on); what it may not change is
+    refused, and so is a file with an unknown option."""
+    from xpseq.train import checkpoint
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{a} {b} c\tc {b} {a}\n" for a in "abcd" for b in "xyz"),
+                     encoding="utf-8")
+    config = tmp_path / "run.toml"
+    config.write_text(f'task = "tsv"\ntrain = "{pairs}"\ndev = "{pairs}"\nbackend = "numpy"\n'
+                      'dtype = "float64"\nembed = 4\nhidden = 4\nbatch-size = 6\nepochs = 3\n'
+                      "no_progress = true\n", encoding="utf-8")
+    full, part, resumed = (tmp_path / f"{n}.ckpt" for n in ("full", "part", "resumed"))
+    assert_ok(xpseq("train", "--config", config, "--out", full))
+    assert_ok(xpseq("train", "--config", config, "--epochs", 1, "--out", part))
+    stored = checkpoint.load(part).metadata["options"]
+    assert (stored["embed"], stored["batch_size"], stored["epochs"]) == (4, 6, 1)
+    assert stored["dropout"] == 0.1 and stored["task"] == "tsv"          # a default, filled
+    done = xpseq("train", "--resume", part, "--epochs", 3, "--out", resumed)
+    assert_ok(done)
+    a, b = checkpoint.load(full), checkpoint.load(resumed)
+    assert [h["epoch"] for h in b.train_state["history"]] == [1, 2, 3]
+    for name, value in a.params.items():
+        np.testing.assert_array_equal(b.params[name], value, err_msg=name)
+
+    done = xpseq("train", "--resume", part, "--hidden", 8, "--out", resumed)
+    assert done.returncode == 1 and "cannot change --hidden" in done.stderr, show(done)
+    config.write_text('hiden = 4\n', encoding="utf-8")
+    done = xpseq("train", "--config", config, "--out", full)
+    assert done.returncode == 1 and "'hiden' is not an option of train" in done.stderr
+    config.write_text('embed = -1\n', encoding="utf-8")
+    done = xpseq("train", "--config", config, "--out", full)
+    assert done.returncode == 2 and "argument --embed" in done.stderr, show(done)

@@ -116,7 +116,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dev", dest="dev_file", help="dev pairs, source<TAB>target")
     p.add_argument("--tokens", choices=("word", "char"), default="word",
                    help="how TSV lines are split into tokens (default: word)")
-    p.add_argument("--out", required=True, help="the checkpoint to write (.safetensors)")
+    p.add_argument("--out", help="the checkpoint to write (.safetensors; required, except "
+                   "with --resume, which then writes the checkpoint it continues)")
+    p.add_argument("--config", metavar="FILE.toml",
+                   help="options from a TOML file (keys are the options' names, e.g. "
+                   "model = \"transformer\", d_model = 128); options on the command line "
+                   "win; the effective values are stored in the checkpoint")
+    p.add_argument("--resume", metavar="CHECKPOINT",
+                   help="continue the run that wrote CHECKPOINT (its stored options, "
+                   "parameters, optimiser state and place in the data); only --epochs, "
+                   "--time-limit, --out, --backend, --devices and --no-progress may change")
     p.add_argument("--attention", choices=("none", "dot", "general", "additive", "scaled_dot"),
                    default=None, help="(default: general)")
     p.add_argument("--style", choices=("luong", "bahdanau"), default=None,
@@ -308,11 +317,104 @@ def _seed(text: str) -> int:
     return value
 
 
+#: ``train`` options that a ``--config`` file cannot set.
+NOT_CONFIGURABLE = ("out", "config", "resume", "func", "parser", "argv", "debug", "command")
+#: ``train`` options that are not part of a run's stored settings.
+NOT_STORED = NOT_CONFIGURABLE + ("no_progress",)
+#: What ``train --resume`` may change.
+RESUMABLE = ("epochs", "time_limit", "out", "backend", "devices", "no_progress", "resume")
+
+
+def _as_arguments(options: dict, parser: argparse.ArgumentParser, where: str) -> list[str]:
+    """``{name: value}`` as the command-line words of ``parser``'s options (``--name
+    value``; a flag for ``True``, nothing for ``False`` or ``None``), so that the parser
+    checks them as it checks typed ones."""
+    flags = {a.dest: a for a in parser._actions if a.option_strings}
+    words = []
+    for key, value in options.items():
+        dest = key.replace("-", "_")
+        dest = {"train": "train_file", "dev": "dev_file"}.get(dest, dest)
+        action = flags.get(dest)
+        if action is None or dest in NOT_CONFIGURABLE:
+            known = sorted(a.option_strings[-1].lstrip("-") for d, a in flags.items()
+                           if d not in NOT_CONFIGURABLE + ("help",))
+            raise CommandError(f"{where}: {key!r} is not an option of train; known: "
+                               f"{', '.join(known)}")
+        if value is None or value is False:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            if value is not True:
+                raise CommandError(f"{where}: {key} is a flag, true or false; got {value!r}")
+            words.append(action.option_strings[0])
+        elif isinstance(value, (dict, list)):
+            raise CommandError(f"{where}: {key} must be a number or a string, got {value!r}")
+        else:
+            words += [action.option_strings[0], str(value)]
+    return words
+
+
+def _train_arguments(argv: list[str], args: argparse.Namespace,
+                     parser: argparse.ArgumentParser) -> list[str]:
+    """``train --config FILE`` / ``--resume CHECKPOINT``: the stored or written options in
+    front of the typed ones (which come later and so win)."""
+    index = argv.index("train")
+    typed = argv[index + 1:]
+    if args.config and args.resume:
+        raise CommandError("--config starts a run and --resume continues one; give one")
+    if args.config:
+        try:
+            import tomllib
+        except ModuleNotFoundError:                       # Python 3.10
+            import tomli as tomllib
+        try:
+            with open(args.config, "rb") as f:
+                options = tomllib.load(f)
+        except tomllib.TOMLDecodeError as err:
+            raise CommandError(f"{args.config}: not valid TOML: {err}") from None
+        return argv[:index + 1] + _as_arguments(options, parser, args.config) + typed
+    from xpseq.train import checkpoint
+
+    try:
+        loaded = checkpoint.load(args.resume)
+    except checkpoint.CheckpointError as err:
+        raise CommandError(str(err)) from None
+    stored = (loaded.metadata or {}).get("options")
+    if not isinstance(stored, dict) or loaded.opt_state is None:
+        raise CommandError(f"{args.resume}: not a checkpoint of xpseq train that can be "
+                           "continued (it records no options or no optimiser state)")
+    defaults = vars(_defaults(parser))
+    changed = sorted(k for k, v in vars(args).items()
+                     if k in defaults and v != defaults[k] and k not in RESUMABLE)
+    if changed:
+        raise CommandError(f"--resume continues the stored run; it cannot change "
+                           f"{', '.join('--' + c.replace('_', '-') for c in changed)} "
+                           f"(only --epochs, --time-limit, --out, --backend, --devices)")
+    out = [] if args.out else ["--out", args.resume]
+    return argv[:index + 1] + _as_arguments(stored, parser, str(args.resume)) + typed + out
+
+
+def _defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    return argparse.Namespace(**{a.dest: a.default for a in parser._actions
+                                 if a.dest != "help"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args, extra = parser.parse_known_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.command == "train" and (args.config or args.resume):
+        try:
+            argv = _train_arguments(argv, args, args.parser)
+        except CommandError as err:
+            print(f"xpseq: error: {err}", file=sys.stderr)
+            return 1
+        resume = args.resume
+        args, extra = parser.parse_known_args(argv)
+        args.resume = resume
+    if args.command == "train" and not args.out:
+        args.parser.error("the following arguments are required: --out")
+    args.argv = argv
     debug = args.debug or os.environ.get("XPSEQ_DEBUG", "") not in ("", "0")
     command_parser = args.parser
     if extra:

@@ -323,14 +323,33 @@ def cmd_train(args: argparse.Namespace) -> int:
     settings = TrainConfig(epochs=options["epochs"], optimizer=adam(options["lr"]),
                            schedule=schedule, seed=args.seed, progress=not args.no_progress,
                            devices=args.devices)
+    metadata["options"] = _stored_options(args, options)
     _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
                             max_tokens=options.get("max_tokens"), dtype=args.dtype,
                             checkpoint=args.out, metadata=metadata,
-                            callbacks=[EarlyStopping(patience=3), _metrics_log(args.out)])
+                            callbacks=[EarlyStopping(patience=3), _metrics_log(args.out)],
+                            resume=_resumed(args))
     last = result.history[-1]
     print(f"saved {args.out}: {len(result.history)} epochs, train loss "
           f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
     return 0
+
+
+def _stored_options(args: argparse.Namespace, effective: dict) -> dict:
+    """The run's options as ``train --resume`` (and the record) reads them: every option of
+    the command, with the model's and training's defaults filled in."""
+    from .cli import NOT_STORED
+
+    stored = {k: v for k, v in vars(args).items() if k not in NOT_STORED}
+    stored.update(effective)
+    return stored
+
+
+def _resumed(args: argparse.Namespace) -> Any:
+    """The checkpoint ``--resume`` names, loaded (``None`` without it)."""
+    from xpseq.train import checkpoint
+
+    return None if not args.resume else checkpoint.load(args.resume)
 
 
 def _metrics_log(out: str) -> Any:
@@ -375,7 +394,8 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
     _, result, _ = g2p.train(split, backend, checkpoint=args.out, seed=args.seed,
                              dtype=args.dtype, progress=not args.no_progress,
                              devices=args.devices, callbacks=[_metrics_log(args.out)],
-                             **overrides)
+                             resume=_resumed(args),
+                             metadata={"options": _stored_options(args, {})}, **overrides)
     best = result.history[result.best_epoch - 1]
     wer = f", dev WER {best['dev_wer']:.2f} %" if "dev_wer" in best else ""
     print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "

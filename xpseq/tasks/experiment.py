@@ -88,7 +88,7 @@ def train_model(task: Task, backend: Backend, config: Any = None,
                 max_tokens: int | None = None, dtype: str = "float32",
                 callbacks: Sequence[Callback] | None = None,
                 checkpoint: str | None = None,
-                metadata: dict | None = None) -> tuple[Any, FitResult]:
+                metadata: dict | None = None, resume: Any = None) -> tuple[Any, FitResult]:
     """Train one model on ``task``: batch it, initialise, :func:`xpseq.train.fit`.
 
     Parameters
@@ -106,6 +106,8 @@ def train_model(task: Task, backend: Backend, config: Any = None,
     callbacks : :mod:`xpseq.train.callbacks`; ``[EarlyStopping(patience=3)]`` by default
     checkpoint : write a checkpoint here (after the other callbacks), with the task's
         vocabularies and ``metadata``
+    resume : a :class:`xpseq.train.checkpoint.Checkpoint` of this run to continue (see
+        :func:`xpseq.train.fit`)
 
     Returns
     -------
@@ -122,7 +124,7 @@ def train_model(task: Task, backend: Backend, config: Any = None,
     result = fit(config, params, task.batches(task.train, batch_size, bucket, max_tokens),
                  backend,
                  dev_batches=task.batches(task.dev, 256, bucket), train=train,
-                 callbacks=callbacks)
+                 callbacks=callbacks, resume=resume)
     return config, result
 
 

@@ -110,8 +110,8 @@ def recipe(**overrides: Any) -> tuple[dict, dict]:
 
 def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: int = 0,
           dtype: str = "float32", progress: bool = True, dev_words: int | None = None,
-          devices: int = 1, callbacks: Sequence[cb.Callback] = (),
-          **overrides: Any) -> tuple[Any, FitResult, Task]:
+          devices: int = 1, callbacks: Sequence[cb.Callback] = (), resume: Any = None,
+          metadata: dict | None = None, **overrides: Any) -> tuple[Any, FitResult, Task]:
     """Train a G2P model on ``split`` with :data:`RECIPE`, changed by ``overrides``.
 
     Parameters
@@ -128,6 +128,9 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     devices : train data-parallel on this many devices (``TrainConfig.devices``)
     callbacks : more :mod:`xpseq.train.callbacks` (e.g. a ``MetricsLog``), run after the
         recipe's own and before its checkpoint
+    resume : a :class:`xpseq.train.checkpoint.Checkpoint` of this run to continue
+    metadata : more entries for the checkpoint's metadata (beside the task, the split and
+        the effective recipe, which it always holds)
     overrides : any key of :data:`RECIPE` or of the model kind's :data:`MODELS`, e.g.
         ``model="rnn", hidden=64, time_limit_minutes=5``; ``time_limit_minutes=None`` for
         no limit; ``**FIRST_RECIPE`` for the first recipe
@@ -141,8 +144,8 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     options, fields = recipe(**overrides)
     task = g2p_task(split)
     minutes = options["time_limit_minutes"]
-    metadata = {"task": "g2p", "stress": bool(split.stress), "split_seed": int(split.seed),
-                "recipe": {**options, **fields}}
+    metadata = {**(metadata or {}), "task": "g2p", "stress": bool(split.stress),
+                "split_seed": int(split.seed), "recipe": {**options, **fields}}
     if dev_words == 0 and options["monitor"] != "dev_loss":
         raise ValueError(f"train: monitor={options['monitor']!r} needs dev words to score; "
                          "dev_words=0 scores none (monitor='dev_loss' does not need them)")
@@ -175,7 +178,7 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
                            gradients=options["gradients"], progress=progress, devices=devices)
     config, result = train_model(task, backend, config, settings,
                                  batch_size=options["batch_size"], bucket=options["bucket"],
-                                 dtype=dtype, callbacks=parts)
+                                 dtype=dtype, callbacks=parts, resume=resume)
     return config, result, task
 
 
