@@ -22,6 +22,10 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_backend_optimization_level=0").strip()
 
+# Commands that the tests run without --backend use NumPy (the default rule would pick JAX
+# and compile for a one-sentence translation); test_backends.py tests the rule itself.
+os.environ.setdefault("XPSEQ_BACKEND", "numpy")
+
 from xpseq import backends
 
 GRAD_BACKENDS = ("jax", "torch")

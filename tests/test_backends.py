@@ -825,3 +825,26 @@ def test_core_imports_no_array_library():
     for path in files:
         found += forbidden_imports(path.read_text(encoding="utf-8"), str(path))
     assert found == []
+
+
+def test_the_default_backend_rule(monkeypatch):
+    """``XPSEQ_BACKEND`` if set, else the first installed of jax, torch, numpy; a wrong name
+    is an error naming the variable (and, on the command line, one line)."""
+    import subprocess
+    import sys
+
+    monkeypatch.delenv("XPSEQ_BACKEND", raising=False)
+    installed = backends.available()
+    assert backends.default_name() == next(n for n in ("jax", "torch", "numpy")
+                                           if n in installed)
+    monkeypatch.setenv("XPSEQ_BACKEND", "torch")
+    assert backends.default_name() == "torch"
+    monkeypatch.setenv("XPSEQ_BACKEND", "tensorflow")
+    with pytest.raises(ValueError, match="XPSEQ_BACKEND='tensorflow' is not a backend"):
+        backends.default()
+    done = subprocess.run([sys.executable, "-m", "xpseq", "translate", "nowhere.safetensors",
+                           "a"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("xpseq: error: XPSEQ_BACKEND='tensorflow' is not a "
+                                   "backend; choose one of ['numpy', 'jax', 'torch', "
+                                   "'array_api_strict']")

@@ -312,9 +312,10 @@ def test_heatmap_prints_the_attention_and_writes_a_png(toy, workdir, translation
     words = lines[0].split()
     assert words                                   # the translation ...
     assert lines[1].split() == sentence.split() + ["<unk>", "</s>"]   # ... the source ...
-    rows = lines[2:-1]                              # ... a row per output token and </s>
+    rows = lines[2:-2]                              # ... a row per output token and </s>
     assert [r.split()[0] for r in rows] == words + ["</s>"], done.stdout
     assert all(set(r[max(map(len, words + ["</s>"])) + 1:]) <= set(" .:-=+*#%@") for r in rows)
+    assert lines[-2].startswith("weights: ' ' < 0.1, '.' 0.1-0.2,")      # the legend
     assert lines[-1] == f"wrote {png}"
     assert "zzz" in done.stderr
     assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 1000
@@ -343,7 +344,7 @@ def test_heatmap_of_a_translation_that_never_ends(toy, workdir):
     lines = done.stdout.splitlines()
     assert lines[0].split() == words
     assert lines[1].split() == sentence.split() + ["</s>"]
-    assert [r.split()[0] for r in lines[2:-1]] == words
+    assert [r.split()[0] for r in lines[2:-2]] == words
     assert png.read_bytes()[:8] == PNG_MAGIC
 
 
@@ -387,7 +388,8 @@ def test_train_on_a_tsv_corpus_writes_a_checkpoint_that_translates(workdir):
     assert_ok(done)
     assert done.stdout.startswith(f"saved {out}: 1 epochs")
     ckpt = load(out)
-    assert ckpt.metadata == {"task": "tsv", "tokens": "word"}
+    assert (ckpt.metadata["task"], ckpt.metadata["tokens"]) == ("tsv", "word")
+    assert ckpt.metadata["options"]["attention"] == "additive"
     assert ckpt.config.attention == "additive" and ckpt.config.hidden == 4
     src_words = {w for s, _ in DATA.train for w in s}
     assert set(ckpt.vocabs["src"][4:]) == src_words

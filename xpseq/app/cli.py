@@ -60,6 +60,10 @@ def _version() -> str:
     return f"xpseq {version('xpseq') or 'unknown'} ({', '.join(found)})"
 
 
+#: How every command picks its backend when --backend is not given.
+DEFAULT_BACKEND = "(default: $XPSEQ_BACKEND, else the fastest installed: jax, torch, numpy)"
+
+
 class _Parser(argparse.ArgumentParser):
     """Argument errors as one line (no usage dump), pointing at ``--help``; exit code 2."""
 
@@ -101,14 +105,14 @@ def _parser() -> argparse.ArgumentParser:
                        "model and the plain seq2seq baseline on the toy English->Zhoric task, "
                        "then prints the table by sentence length, greedy vs beam search, an "
                        "attention heatmap and teacher forcing vs autoregressive decoding.")
-    common(p, "training backend (default: the fastest installed, jax then torch)")
+    common(p, "training backend " + DEFAULT_BACKEND)
     p.add_argument("--quick", action="store_true", help="a small smoke run (under a minute)")
     p.add_argument("--out", default="out", help="folder for the PNGs (default: out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo, parser=p)
 
     p = sub.add_parser("train", help="train a model and save a checkpoint")
-    common(p, "training backend (default: the fastest installed, jax then torch)")
+    common(p, "training backend " + DEFAULT_BACKEND)
     p.add_argument("--task", choices=("toy", "tsv", "g2p"), default="toy",
                    help="the toy task, your own TSV corpus, or grapheme-to-phoneme "
                    "conversion on the CMU dictionary (needs xpseq[g2p]) (default: toy)")
@@ -178,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("translate", help="translate sentences with a checkpoint",
                        description="Translate sentences given as arguments, or one per line "
                        "on stdin. Unknown words become <unk>; an empty line gives an empty line.")
-    common(p, "backend to decode on (default: numpy)")
+    common(p, "backend to decode on " + DEFAULT_BACKEND)
     p.add_argument("checkpoint")
     p.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     p.add_argument("--max-tokens", type=_positive, default=256,
@@ -195,7 +199,7 @@ def _parser() -> argparse.ArgumentParser:
                        "xpseq (CMU dictionary, stress removed).")
     p.add_argument("words", nargs="*", help="words (default: read stdin)")
     p.add_argument("--backend", choices=backends.NAMES, default=None,
-                   help="backend to decode on (default: numpy)")
+                   help="backend to decode on " + DEFAULT_BACKEND)
     p.add_argument("--model", action="append", metavar="PATH",
                    help="a checkpoint of xpseq train --task g2p instead of the shipped model "
                    "(repeat for an ensemble)")
@@ -214,7 +218,7 @@ def _parser() -> argparse.ArgumentParser:
                        "counts 0-4, or one row for a TSV test file. A G2P checkpoint prints "
                        "phone and word error rates on the dictionary's test split, for "
                        "greedy and beam search (k = --beam, 5 by default).")
-    common(p, "backend to decode on (default: the fastest installed)")
+    common(p, "backend to decode on " + DEFAULT_BACKEND)
     p.add_argument("checkpoint", nargs="*", help="the checkpoint (several G2P checkpoints: "
                    "their ensemble)")
     p.add_argument("--shipped", action="store_true",
@@ -251,7 +255,7 @@ def _parser() -> argparse.ArgumentParser:
                        "and as a PNG",
                        description="Translate one sentence and draw its attention weights: "
                        "rows are the generated words, columns the source words.")
-    common(p, "backend to decode on (default: numpy)")
+    common(p, "backend to decode on " + DEFAULT_BACKEND)
     p.add_argument("checkpoint")
     p.add_argument("sentence", help="the source sentence (quoted)")
     p.add_argument("--png", help="also write the heatmap to this PNG")

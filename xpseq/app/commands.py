@@ -16,8 +16,6 @@ from typing import Any, Sequence
 
 from xpseq import backends
 
-FASTEST = ("jax", "torch")       # training backends, fastest first (see README)
-
 
 class CommandError(Exception):
     """A failure to report as one line and exit code 1."""
@@ -34,10 +32,10 @@ def _oserror(err: OSError) -> str:
 
 
 def _backend(name: str | None) -> backends.Backend:
-    if name is None:
-        installed = backends.available()
-        name = ([n for n in FASTEST if n in installed] or ["numpy"])[0]
+    """``--backend``, or the one default rule (``XPSEQ_BACKEND``, else the fastest
+    installed: :func:`xpseq.backends.default_name`)."""
     try:
+        name = name or backends.default_name()
         backend = backends.get(name)
     except (ValueError, ModuleNotFoundError) as err:
         raise CommandError(str(err)) from None
@@ -54,10 +52,10 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
     inside a process group (``torchrun``, or one this function started) the backend;
     otherwise it starts N processes that each run this command in a ``gloo`` group, waits
     for them and returns ``None``."""
-    name = args.backend
-    if name is None:
-        installed = backends.available()
-        name = ([n for n in FASTEST if n in installed] or ["numpy"])[0]
+    try:
+        name = args.backend or backends.default_name()
+    except ValueError as err:
+        raise CommandError(str(err)) from None
     if name not in ("jax", "torch"):
         raise CommandError(f"--devices {args.devices}: data parallelism needs --backend jax "
                            f"or torch; {name} trains on one process")
@@ -405,7 +403,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    backend = _backend(args.backend or "numpy")
+    backend = _backend(args.backend)
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
     sentences = _read_sentences(args, g2p=(loaded.metadata or {}).get("task") == "g2p")
     _note_unknown(sentences, src_vocab)
@@ -559,7 +557,7 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
     from xpseq.app.plots import ascii_heatmap, save_heatmap
     from xpseq.tasks import attention_labels
 
-    backend = _backend(args.backend or "numpy")
+    backend = _backend(args.backend)
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
     tokens = args.sentence.split()
     if not tokens:
@@ -589,7 +587,7 @@ def cmd_g2p(args: argparse.Namespace) -> int:
 
     words = list(args.words) if args.words else [line.rstrip("\r\n") for line in sys.stdin]
     try:
-        model = g2p.load(args.model or None, backend=args.backend or "numpy")
+        model = g2p.load(args.model or None, backend=_backend(args.backend))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
     lexicon = {}

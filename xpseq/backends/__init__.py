@@ -25,18 +25,26 @@ and no cell: the hand-derived recurrence that uses it lives in
 :func:`xpseq.core.recurrent.hand_derived_recurrence`.
 
 Libraries are imported only when their backend is first asked for.
+
+:func:`default` is the one rule for "no backend given", everywhere (the command, the
+Python front door): the ``XPSEQ_BACKEND`` environment variable if it is set, otherwise the
+first installed of :data:`PREFERENCE` (the fastest on this project's benchmarks first).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 
 from ._base import Backend
 
-__all__ = ["Backend", "NAMES", "available", "get"]
+__all__ = ["Backend", "NAMES", "PREFERENCE", "available", "get", "default_name", "default"]
 
 NAMES = ("numpy", "jax", "torch", "array_api_strict")
+#: The order :func:`default` picks an installed backend in (fastest first; see the
+#: README's benchmarks).
+PREFERENCE = ("jax", "torch", "numpy")
 
 _CLASSES = {
     "numpy": ("._numpy", "NumpyBackend"),
@@ -74,3 +82,27 @@ def get(name: str) -> Backend:
         module = importlib.import_module(module_name, __name__)
         _cache[name] = getattr(module, class_name)()
     return _cache[name]
+
+
+def default_name() -> str:
+    """The backend used when none is named: ``XPSEQ_BACKEND`` if set (one of
+    :data:`NAMES`), otherwise the first installed of :data:`PREFERENCE`.
+
+    Raises
+    ------
+    ValueError
+        ``XPSEQ_BACKEND`` names no backend.
+    """
+    chosen = os.environ.get("XPSEQ_BACKEND", "").strip()
+    if chosen:
+        if chosen not in NAMES:
+            raise ValueError(f"XPSEQ_BACKEND={chosen!r} is not a backend; choose one of "
+                             f"{list(NAMES)}")
+        return chosen
+    installed = available()
+    return next(n for n in PREFERENCE if n in installed)
+
+
+def default() -> Backend:
+    """The backend :func:`default_name` names."""
+    return get(default_name())
