@@ -17,9 +17,29 @@ package             what it holds
 ``xpseq.tour``      the autodiff tour
 ``xpseq.testing``   the parity tolerances and comparison helpers
 ==================  ======================================================================
+
+The front door (:mod:`xpseq.tasks.translator`)::
+
+    task = xpseq.toy_task()                                   # or xpseq.task_from_pairs(...)
+    model = xpseq.Translator.train(task, model="transformer", epochs=5)
+    model.translate(["the old cat sees the dog"], beam=5)
+    model.save("toy.safetensors"); xpseq.load("toy.safetensors", backend="numpy")
 """
 
 from . import backends, core
 
-__all__ = ["backends", "core", "__version__"]
+__all__ = ["backends", "core", "Translator", "load", "toy_task", "task_from_pairs",
+           "__version__"]
 __version__ = "0.1.0.dev0"
+
+_FRONT_DOOR = {"Translator": "translator", "load": "translator", "toy_task": "experiment",
+               "task_from_pairs": "experiment"}
+
+
+def __getattr__(name: str):
+    # The front door's names, imported when first used (``import xpseq`` stays light).
+    if name in _FRONT_DOOR:
+        import importlib
+
+        return getattr(importlib.import_module(f"xpseq.tasks.{_FRONT_DOOR[name]}"), name)
+    raise AttributeError(f"module 'xpseq' has no attribute {name!r}")

@@ -1,0 +1,178 @@
+"""The front door in Python: train, translate, evaluate, save and load in a few lines.
+
+>>> import xpseq
+>>> task = xpseq.toy_task(n_train=2000)                          # doctest: +SKIP
+>>> model = xpseq.Translator.train(task, model="transformer", epochs=3)  # doctest: +SKIP
+>>> model.translate(["the old cat sees the dog"], beam=5)        # doctest: +SKIP
+['zo gulu ...']
+>>> model.evaluate()                                             # doctest: +SKIP
+>>> model.save("toy.safetensors")                                # doctest: +SKIP
+>>> xpseq.load("toy.safetensors", backend="numpy")               # doctest: +SKIP
+
+A :class:`Translator` is a trained model with its vocabularies on a backend. Underneath are
+the functions it calls, unchanged: :func:`xpseq.tasks.train_model`,
+:func:`xpseq.tasks.translate`, :func:`xpseq.tasks.bucket_table` and
+:mod:`xpseq.train.checkpoint`.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Sequence
+
+from xpseq import backends
+from xpseq.data import Vocab
+from xpseq.search import SearchOptions
+
+from .experiment import Task, model_config, train_model, translate
+
+__all__ = ["Translator", "load"]
+
+
+def _backend(backend: str | backends.Backend | None) -> backends.Backend:
+    if isinstance(backend, backends.Backend):
+        return backend
+    return backends.get(backend) if backend is not None else backends.default()
+
+
+def _options(beam: int, n_best: int, fname: str) -> SearchOptions:
+    for name, value in (("beam", beam), ("n_best", n_best)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{fname}: {name} must be a positive int, got {value!r}")
+    if n_best > beam:
+        raise ValueError(f"{fname}: n_best ({n_best}) must be at most beam ({beam})")
+    if beam == 1:
+        return SearchOptions(attention=False)
+    return SearchOptions(method="beam", k=beam, n_best=n_best, attention=False)
+
+
+class Translator:
+    """A trained sequence-to-sequence model, its vocabularies and the backend it runs on.
+
+    Make one with :meth:`train` or :func:`load`. ``history`` is the training's per-epoch
+    record (empty for a loaded model without one); ``task`` the task it was trained on,
+    when known.
+    """
+
+    def __init__(self, params: dict, config: Any, src_vocab: Vocab, tgt_vocab: Vocab,
+                 backend: backends.Backend, *, history: Sequence[dict] = (),
+                 task: Task | None = None, metadata: dict | None = None):
+        self.params, self.config = params, config
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.backend = backend
+        self.history = list(history)
+        self.task = task
+        self.metadata = dict(metadata or {})
+
+    @classmethod
+    def train(cls, task: Task, *, model: str = "rnn", backend: str | None = None,
+              epochs: int = 5, lr: float | None = None, batch_size: int = 64,
+              warmup: int | None = None, dtype: str = "float32", seed: int = 0,
+              progress: bool = True, **options: Any) -> Translator:
+        """Train a model of kind ``model`` (``"rnn"`` or ``"transformer"``) on ``task``.
+
+        Parameters
+        ----------
+        task : a :class:`xpseq.tasks.Task` (:func:`xpseq.toy_task`,
+            :func:`xpseq.tasks.task_from_pairs`)
+        backend : a backend name; ``None`` for :func:`xpseq.backends.default`
+        epochs, batch_size, dtype, seed : as their names say (at most ``epochs``: training
+            stops early after 3 epochs without a better dev loss)
+        lr : Adam's step size (default: 3e-3 for the RNN, 1e-3 for the Transformer)
+        warmup : steps of a linear warm-up then inverse-square-root decay (default: none
+            for the RNN, 400 for the Transformer)
+        options : the model's options (:class:`xpseq.models.rnn.Seq2SeqConfig`,
+            :class:`xpseq.models.transformer.TransformerConfig`), e.g. ``hidden=64`` or
+            ``d_model=128, heads=4``
+        """
+        from xpseq.core.optim import adam
+        from xpseq.train import TrainConfig, schedules
+
+        if model not in ("rnn", "transformer"):
+            raise ValueError(f"Translator.train: model must be 'rnn' or 'transformer', got "
+                             f"{model!r}")
+        be = _backend(backend)
+        if model == "transformer":
+            lr = 1e-3 if lr is None else lr
+            warmup = 400 if warmup is None else warmup
+        lr = 3e-3 if lr is None else lr
+        config = model_config(task, model, **options)
+        schedule = schedules.warmup_inverse_sqrt(warmup) if warmup else None
+        settings = TrainConfig(epochs=epochs, optimizer=adam(lr), schedule=schedule,
+                               seed=seed, progress=progress)
+        config, result = train_model(task, be, config, settings, batch_size=batch_size,
+                                     dtype=dtype)
+        params = {k: be.asarray(v) for k, v in result.params.items()}
+        return cls(params, config, task.src_vocab, task.tgt_vocab, be,
+                   history=result.history, task=task)
+
+    def translate(self, sentences: Sequence[str | Sequence[str]], *, beam: int = 1,
+                  n_best: int = 1) -> list:
+        """Translate sentences (strings, split on whitespace, or token lists), in order.
+
+        Returns one string per sentence; with ``n_best > 1`` a list of ``n_best`` strings
+        per sentence, best first. Unknown words are read as ``<unk>``.
+        """
+        if isinstance(sentences, str):
+            raise TypeError("translate: sentences must be a list of sentences, not one str")
+        options = _options(beam, n_best, "translate")
+        tokens = [s.split() if isinstance(s, str) else list(s) for s in sentences]
+        results = translate(self.params, self.config, tokens, self.src_vocab, self.tgt_vocab,
+                            self.backend, options)
+        if n_best == 1:
+            return [" ".join(r["tokens"]) for r in results]
+        return [[" ".join(h) for h in r["n_best"]] for r in results]
+
+    def evaluate(self, pairs: Sequence[tuple] | None = None, *, beam: int = 1) -> dict:
+        """BLEU (sacrebleu) and exact match: on ``pairs`` (``(source, target)`` strings or
+        token lists), or by test bucket of the task it was trained on.
+
+        Returns ``{bucket: {"bleu", "exact", "sentences"}}`` (one bucket, ``"test"``, for
+        ``pairs``).
+        """
+        from .experiment import bucket_table
+
+        if pairs is None:
+            if self.task is None or not self.task.test:
+                raise ValueError("evaluate: this model knows no test set (it was loaded, or "
+                                 "its task has none); pass pairs=[(source, target), ...]")
+            test = self.task.test
+        else:
+            test = {"test": [(s.split() if isinstance(s, str) else list(s),
+                              t.split() if isinstance(t, str) else list(t)) for s, t in pairs]}
+        task = Task([], [], test, self.src_vocab, self.tgt_vocab)
+        options = _options(beam, 1, "evaluate")
+        _, _, details = bucket_table({"model": (self.params, self.config)}, task,
+                                     self.backend, options)
+        return {bucket: {"bleu": d["bleu"], "exact": d["exact"],
+                         "sentences": len(test[bucket])}
+                for bucket, d in details["model"].items()}
+
+    def save(self, path: str | pathlib.Path) -> pathlib.Path:
+        """Write a checkpoint (:func:`xpseq.train.checkpoint.save`) that :func:`load`, and
+        ``xpseq translate`` / ``evaluate`` read."""
+        from xpseq.train import checkpoint
+
+        return checkpoint.save(path, config=self.config,
+                               params={k: self.backend.to_numpy(v)
+                                       for k, v in self.params.items()},
+                               vocabs={"src": self.src_vocab.to_list(),
+                                       "tgt": self.tgt_vocab.to_list()},
+                               train_state={"history": self.history},
+                               metadata=self.metadata or None)
+
+
+def load(path: str | pathlib.Path, *, backend: str | None = None) -> Translator:
+    """A :class:`Translator` from a checkpoint (``Translator.save``, ``xpseq train``,
+    ``xpseq demo``), on ``backend`` (``None`` for :func:`xpseq.backends.default`)."""
+    from xpseq.train import checkpoint
+
+    be = _backend(backend)
+    loaded = checkpoint.load(path)
+    if not loaded.vocabs:
+        raise ValueError(f"load: {path} holds no vocabularies; it cannot translate")
+    params = {k: be.asarray(v) for k, v in loaded.params.items()}
+    history = (loaded.train_state or {}).get("history", [])
+    return Translator(params, loaded.config, Vocab.from_list(loaded.vocabs["src"]),
+                      Vocab.from_list(loaded.vocabs["tgt"]), be, history=history,
+                      metadata=loaded.metadata)
