@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: demo test test-full bench g2p clean
+.PHONY: demo test test-full bench g2p docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test: $(STAMP)
 test-full: $(STAMP)
 	$(BIN)/python -m pytest -n 2
 
+# The documentation site (Sphinx, PyData theme, MyST notebooks executed at every build),
+# into docs/_build/html; any warning fails the build.
+docs: $(STAMP)
+	$(PIP) install -c constraints.txt -e ".[docs]"
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+
 # Benchmarks: ratios against native PyTorch and the peers, measured in one run (~2 min).
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
@@ -36,4 +42,4 @@ g2p: $(STAMP)
 	$(BIN)/python scripts/g2p_recipe.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis docs/_build docs/_autosummary

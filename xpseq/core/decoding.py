@@ -68,8 +68,9 @@ class Hypotheses(NamedTuple):
 
 
 def tile_beams(tree: Any, k: int) -> Any:
-    """Repeat every array of ``tree`` ``k`` times along axis 0: ``(B, ...) -> (B·k, ...)``,
-    the copies of sentence ``b`` at rows ``b·k .. b·k + k - 1``."""
+    """Repeat every array of a tree k times along axis 0, one copy per beam.
+
+    ``(B, ...) -> (B·k, ...)``: the copies of sentence ``b`` at rows ``b·k .. b·k + k - 1``."""
     def tile(x: Any) -> Any:
         xp = compat.array_namespace(x)
         index = xp.arange(x.shape[0] * k, device=compat.device(x)) // k
@@ -79,8 +80,9 @@ def tile_beams(tree: Any, k: int) -> Any:
 
 
 def ensemble_step(steps: Any) -> Callable:
-    """One step function from several: ``ensemble_step([step_1, ..., step_m])`` runs each
-    member on its own part of the state (a tuple ``(state_1, ..., state_m)``) and returns
+    """One step function that averages the steps of several models.
+
+    ``ensemble_step([step_1, ..., step_m])`` runs each member on its own part of the state (a tuple ``(state_1, ..., state_m)``) and returns
     the mean of their log-probabilities, renormalised (``log_softmax`` of the mean: the
     normalised geometric mean of the members' distributions), and the mean of the
     attention weights of the members that return any (``None`` if none does).

@@ -12,27 +12,27 @@ Call a kernel only with arguments a public function would have accepted: a wrong
 here is a wrong answer or an error from deep inside the array library, not a clear
 message.
 
-=================================  =======================================================
-kernel                             public, checked counterpart
-=================================  =======================================================
-linear, embedding, sigmoid,        :mod:`xpseq.core.layers`
+=====================================  ========================================================
+kernel                                 public, checked counterpart
+=====================================  ========================================================
+linear, embedding, sigmoid,            :mod:`xpseq.core.layers`
 dropout, zeros, layer_norm (and
 ``_parts``), gelu, relu,
 feed_forward, sinusoidal_positions
-sequence_mask, masked_softmax,     :mod:`xpseq.core.masking` (``masked_softmax`` takes the
-logsumexp, log_softmax             boolean keep-mask itself)
-nll_sum, nll_parts (with label     :func:`xpseq.core.losses.cross_entropy`
+sequence_mask, masked_softmax,         :mod:`xpseq.core.masking` (``masked_softmax`` takes the
+logsumexp, log_softmax                 boolean keep-mask itself)
+nll_sum, nll_parts (with label         :func:`xpseq.core.losses.cross_entropy`
 smoothing)
-dot_scores, general_scores,        :mod:`xpseq.core.attention`
+dot_scores, general_scores,            :mod:`xpseq.core.attention`
 additive_scores,
 additive_from_projections, attend,
 split_heads, merge_heads,
 multi_head_attention
-lstm_step, gru_step (and their     :mod:`xpseq.core.recurrent` (cells and
-``*_parts``), STEPS,               ``run_sequence``)
+lstm_step, gru_step (and their         :mod:`xpseq.core.recurrent` (cells and
+``*_parts``), STEPS,                   ``run_sequence``)
 initial_zeros, run_sequence,
 keep_valid
-=================================  =======================================================
+=====================================  ========================================================
 """
 
 from __future__ import annotations

@@ -29,8 +29,10 @@ from xpseq.core import checks
 __all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "BATCH_KEYS", "Grads",
            "sub_params", "DictConfig", "check_pad_id"]
 
-#: The arrays of a training batch: ``src (B, S)``, ``src_len (B,)``, ``tgt_in (B, T)``
-#: (``<s> y_1 ... y_{T-1}``) and ``tgt_out (B, T)`` (``y_1 ... </s>``, then padding).
+#: The arrays of a training batch.
+#:
+#: ``src (B, S)``, ``src_len (B,)``, ``tgt_in (B, T)`` (``<s> y_1 ... y_{T-1}``) and
+#: ``tgt_out (B, T)`` (``y_1 ... </s>``, then padding).
 BATCH_KEYS = ("src", "src_len", "tgt_in", "tgt_out")
 
 
@@ -164,8 +166,10 @@ def sub_params(params: Mapping[str, Any], prefix: str) -> dict:
 
 
 def check_ids(fname: str, config: Any, xp: Any, **arrays: Any) -> None:
-    """Check token-id arrays (``src``, ``src_len``, ``tgt``, ``tgt_out``) against
-    ``config``'s vocabularies: integer dtypes, ranks, ids inside the vocabularies,
+    """Check token-id arrays against a configuration's vocabularies.
+
+    The arrays (``src``, ``src_len``, ``tgt``, ``tgt_out``) against ``config``'s
+    vocabularies: integer dtypes, ranks, ids inside the vocabularies,
     ``1 <= src_len <= S``, one batch size."""
     vocab = {"src": config.src_vocab, "tgt": config.tgt_vocab, "tgt_out": config.tgt_vocab}
     for name, ids in arrays.items():
