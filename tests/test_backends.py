@@ -848,3 +848,29 @@ def test_the_default_backend_rule(monkeypatch):
     assert done.stderr.strip() == ("xpseq: error: XPSEQ_BACKEND='tensorflow' is not a "
                                    "backend; choose one of ['numpy', 'jax', 'torch', "
                                    "'array_api_strict']")
+
+
+def test_set_threads_sets_torch_and_blas_in_one_place(monkeypatch):
+    """``set_threads(n)``: PyTorch's intra-op threads and NumPy's BLAS (threadpoolctl);
+    without a number, ``OMP_NUM_THREADS`` or 1. Restored afterwards."""
+    torch = pytest.importorskip("torch")
+    from threadpoolctl import threadpool_info
+
+    def blas() -> set:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    backends.get("torch")
+    before_torch, before_blas = torch.get_num_threads(), blas()
+    try:
+        assert backends.set_threads(2) == 2
+        assert torch.get_num_threads() == 2 and blas() <= {2}
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert backends.set_threads() == 3 and torch.get_num_threads() == 3
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        assert backends.set_threads() == 1 and torch.get_num_threads() == 1
+        assert blas() <= {1}
+        with pytest.raises(ValueError, match="threads must be a positive int"):
+            backends.set_threads(0)
+    finally:
+        backends.set_threads(max(before_blas or {1}))
+        torch.set_num_threads(before_torch)

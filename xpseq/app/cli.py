@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="xpseq", description="Sequence-to-sequence learning with attention, written once "
         "for NumPy, JAX and PyTorch.")
     parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--threads", type=_positive, default=None, metavar="N",
+                        help="threads of PyTorch and NumPy's BLAS (and XLA's, when given); "
+                        "default: $OMP_NUM_THREADS, else 1 (the models are small: a second "
+                        "thread on a busy machine costs more than it gives)")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of a failure instead of one line (also: "
                         "XPSEQ_DEBUG=1)")
@@ -418,6 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.resume = resume
     if args.command == "train" and not args.out:
         args.parser.error("the following arguments are required: --out")
+    backends.set_threads(args.threads, jax=args.threads is not None)
     args.argv = argv
     debug = args.debug or os.environ.get("XPSEQ_DEBUG", "") not in ("", "0")
     command_parser = args.parser

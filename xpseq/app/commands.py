@@ -39,10 +39,6 @@ def _backend(name: str | None) -> backends.Backend:
         backend = backends.get(name)
     except (ValueError, ModuleNotFoundError) as err:
         raise CommandError(str(err)) from None
-    if name == "torch":
-        import torch
-
-        torch.set_num_threads(1)   # small models: one thread avoids contention on 2 cores
     return backend
 
 

@@ -36,10 +36,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 
 from ._base import Backend
 
-__all__ = ["Backend", "NAMES", "PREFERENCE", "available", "get", "default_name", "default"]
+__all__ = ["Backend", "NAMES", "PREFERENCE", "available", "get", "default_name", "default",
+           "set_threads"]
 
 NAMES = ("numpy", "jax", "torch", "array_api_strict")
 #: The order :func:`default` picks an installed backend in (fastest first; see the
@@ -54,6 +56,7 @@ _CLASSES = {
 }
 _EXTRAS = {"jax": "jax", "torch": "torch", "array_api_strict": "strict"}
 _cache: dict[str, Backend] = {}
+_threads: int | None = None            # what set_threads asked for
 
 
 def available() -> list[str]:
@@ -81,6 +84,8 @@ def get(name: str) -> Backend:
         module_name, class_name = _CLASSES[name]
         module = importlib.import_module(module_name, __name__)
         _cache[name] = getattr(module, class_name)()
+        if name == "torch" and _threads is not None:
+            sys.modules["torch"].set_num_threads(_threads)
     return _cache[name]
 
 
@@ -106,3 +111,34 @@ def default_name() -> str:
 def default() -> Backend:
     """The backend :func:`default_name` names."""
     return get(default_name())
+
+
+def set_threads(threads: int | None = None, *, jax: bool = False) -> int:
+    """The threads of every array library's own parallelism, set in one place.
+
+    PyTorch's intra-op threads (``torch.set_num_threads``: now if PyTorch is imported,
+    else when the torch backend is first made) and NumPy's BLAS (through
+    ``threadpoolctl``); with ``jax=True`` also XLA's CPU thread pool, which only takes
+    effect before JAX starts (``XLA_FLAGS``: one thread turns off XLA's multi-threaded
+    Eigen). ``None`` takes ``OMP_NUM_THREADS`` when it is set, else 1: the models here are
+    small, and on a busy 2-core machine a second thread costs more in contention than it
+    gives (measured: the benchmarks page). Returns the number set.
+    """
+    if threads is None:
+        text = os.environ.get("OMP_NUM_THREADS", "").strip()
+        threads = int(text) if text.isdigit() and int(text) > 0 else 1
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"set_threads: threads must be a positive int, got {threads!r}")
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads, user_api="blas")
+    global _threads
+    _threads = threads
+    if "torch" in sys.modules:          # else when the torch backend is first made
+        sys.modules["torch"].set_num_threads(threads)
+    if jax and "jax" not in sys.modules:
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "intra_op_parallelism_threads" not in flags and threads == 1:
+            os.environ["XLA_FLAGS"] = (f"{flags} --xla_cpu_multi_thread_eigen=false "
+                                       "intra_op_parallelism_threads=1").strip()
+    return threads

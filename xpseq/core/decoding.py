@@ -82,10 +82,11 @@ def tile_beams(tree: Any, k: int) -> Any:
 def ensemble_step(steps: Any) -> Callable:
     """One step function that averages the steps of several models.
 
-    ``ensemble_step([step_1, ..., step_m])`` runs each member on its own part of the state (a tuple ``(state_1, ..., state_m)``) and returns
-    the mean of their log-probabilities, renormalised (``log_softmax`` of the mean: the
-    normalised geometric mean of the members' distributions), and the mean of the
-    attention weights of the members that return any (``None`` if none does).
+    ``ensemble_step([step_1, ..., step_m])`` runs each member on its own part of the state
+    (a tuple ``(state_1, ..., state_m)``) and returns the mean of their log-probabilities,
+    renormalised (``log_softmax`` of the mean: the normalised geometric mean of the
+    members' distributions), and the mean of the attention weights of the members that
+    return any (``None`` if none does).
 
     An ensemble of one gives its member's log-probabilities unchanged; members must share
     the target vocabulary and see the same source batch.
