@@ -213,3 +213,11 @@ def test_shipped_model_scores_what_the_readme_claims():
     assert abs(scores.per - per) <= 1.5, (scores.per, per)
     assert sum(p.stat().st_size for p in g2p.MODEL_DIR.iterdir()) <= 20 * 2**20
     assert not np.isnan(scores.per)
+
+
+def test_the_command_uses_the_shipped_model_by_default():
+    done = xpseq("g2p", "Hello", "", "xylophone")
+    assert_ok(done)
+    expected = g2p.pronounce(["Hello", "xylophone"])
+    assert done.stdout.splitlines() == [f"Hello\t{' '.join(expected[0])}", "",
+                                        f"xylophone\t{' '.join(expected[1])}"], show(done)
