@@ -45,7 +45,7 @@ __all__ = ["Backend", "NAMES", "PREFERENCE", "available", "get", "default_name",
 
 NAMES = ("numpy", "jax", "torch", "array_api_strict")
 #: The order :func:`default` picks an installed backend in (fastest first; see the
-#: README's benchmarks).
+#: benchmarks page, docs/benchmarks.md).
 PREFERENCE = ("jax", "torch", "numpy")
 
 _CLASSES = {

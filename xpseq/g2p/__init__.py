@@ -2,11 +2,12 @@
 
 No training and no network: the package holds a grapheme-to-phoneme model trained on the
 CMU Pronouncing Dictionary (stress removed; its recipe, its scores on the dictionary's
-held-out test words and the command that reproduces it are in the README)::
+held-out test words and the command that reproduces it are in the README and the G2P
+guide)::
 
     >>> from xpseq import g2p
     >>> g2p.pronounce(["xylophone", "Dijkstra"])          # doctest: +SKIP
-    [['Z', 'AY', 'L', 'AH', 'F', 'OW', 'N'], ['D', 'AY', 'K', 'S', 'T', 'R', 'AH']]
+    [['Z', 'AY', 'L', 'AH', 'F', 'OW', 'N'], ['D', 'IY', 'K', 'S', 'T', 'R', 'AH']]
 
 :func:`pronounce` decodes a list of words in batches with a model loaded once (and kept
 for later calls); :class:`G2P` is that loaded model, for another checkpoint (``xpseq
@@ -18,7 +19,7 @@ that are in the CMU dictionary from it (their first pronunciation) and only the 
 from the model, as g2p_en does; it needs the dictionary's package (``xpseq[g2p]``).
 
 The shipped model's files are listed in ``model/shipped.json`` next to this module, with
-the scores the README states (:data:`SHIPPED`).
+the scores the README states (:func:`shipped`).
 """
 
 from __future__ import annotations

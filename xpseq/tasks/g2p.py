@@ -8,7 +8,7 @@ several pronunciations gives one training pair per pronunciation, and a predicti
 right when it equals any of them.
 
 :data:`RECIPE` holds the defaults of ``xpseq train --task g2p`` (sized for a 2-core
-machine: see the README for how they were chosen and what they reach);
+machine: the G2P guide, docs/guide/g2p.md, says how they were chosen and what they reach);
 :func:`train` trains one model, :func:`evaluate` scores it with greedy and beam search,
 :func:`predict` turns words into phones.
 """
