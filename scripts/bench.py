@@ -1260,6 +1260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "xla_force_host_platform_device_count" not in flags:
             os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=2".strip()
     affinity = common.pin_threads(args.threads, args.pin)
+
     pinned = affinity.pinned
     command = common.command_line("bench.py", argv)
     started = time.perf_counter()
