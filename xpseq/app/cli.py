@@ -326,7 +326,8 @@ def _seed(text: str) -> int:
 
 
 #: ``train`` options that a ``--config`` file cannot set.
-NOT_CONFIGURABLE = ("out", "config", "resume", "func", "parser", "argv", "debug", "command")
+NOT_CONFIGURABLE = ("out", "config", "resume", "func", "parser", "argv", "debug", "command",
+                    "threads")
 #: ``train`` options that are not part of a run's stored settings.
 NOT_STORED = NOT_CONFIGURABLE + ("no_progress",)
 #: What ``train --resume`` may change.
