@@ -391,7 +391,7 @@ def _train_arguments(argv: list[str], args: argparse.Namespace,
     if not isinstance(stored, dict) or loaded.opt_state is None:
         raise CommandError(f"{args.resume}: not a checkpoint of xpseq train that can be "
                            "continued (it records no options or no optimiser state)")
-    defaults = vars(_defaults(parser))
+    defaults = {a.dest: a.default for a in parser._actions if a.dest != "help"}
     changed = sorted(k for k, v in vars(args).items()
                      if k in defaults and v != defaults[k] and k not in RESUMABLE)
     if changed:
@@ -400,11 +400,6 @@ def _train_arguments(argv: list[str], args: argparse.Namespace,
                            f"(only --epochs, --time-limit, --out, --backend, --devices)")
     out = [] if args.out else ["--out", args.resume]
     return argv[:index + 1] + _as_arguments(stored, parser, str(args.resume)) + typed + out
-
-
-def _defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    return argparse.Namespace(**{a.dest: a.default for a in parser._actions
-                                 if a.dest != "help"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -586,22 +586,21 @@ def cmd_g2p(args: argparse.Namespace) -> int:
         model = g2p.load(args.model or None, backend=_backend(args.backend))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
-    lexicon = {}
-    if args.lookup:
+    if args.lookup:                 # read once here, for a one-line error without it
         try:
-            lexicon = model.lexicon()
+            model.lexicon()
         except (ModuleNotFoundError, FileNotFoundError) as err:
             raise CommandError(f"--lookup: {err}") from None
-    for word in words:
-        unknown = [] if word.strip().lower() in lexicon else model.unknown_characters(word)
-        if unknown:
-            print(f"xpseq: note: {word.strip()!r}: the model knows no "
-                  f"{', '.join(map(repr, unknown))}; answered from the other characters",
-                  file=sys.stderr)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", g2p.UnknownCharacterWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", g2p.UnknownCharacterWarning)
         answers = model.pronounce(words, beam=args.beam, n_best=args.n_best,
                                   lookup=args.lookup)
+    for warning in caught:          # pronounce names the characters it left out
+        if issubclass(warning.category, g2p.UnknownCharacterWarning):
+            print(f"xpseq: note: {warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
     for word, answer in zip(words, answers):
         if not word.strip():
             print("")

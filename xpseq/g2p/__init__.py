@@ -137,20 +137,14 @@ class G2P:
         ``n_best`` phone lists per word (best first; from the dictionary, as many as it
         has, at most ``n_best``).
         """
-        from xpseq.search import SearchOptions
+        from xpseq.search import options_for
         from xpseq.tasks.experiment import translate
         from xpseq.tasks.g2p import word_tokens
 
         if isinstance(words, str) or not all(isinstance(w, str) for w in words):
             raise TypeError("pronounce: words must be a sequence of str (a list of words, "
                             "not one string)")
-        for name, value in (("beam", beam), ("n_best", n_best)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"pronounce: {name} must be a positive int, got {value!r}")
-        if n_best > beam:
-            raise ValueError(f"pronounce: n_best ({n_best}) must be at most beam ({beam})")
-        options = SearchOptions(attention=False) if beam == 1 else SearchOptions(
-            method="beam", k=beam, n_best=n_best, length_penalty="avg", attention=False)
+        options = options_for(beam, n_best, caller="pronounce")
         answers: list = [None] * len(words)
         todo = []
         lexicon = self.lexicon() if lookup else {}

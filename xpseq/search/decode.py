@@ -30,7 +30,7 @@ from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 from xpseq.models import check_ids
 from xpseq.train import compiled
 
-__all__ = ["SearchOptions", "Ensemble", "search", "to_lists"]
+__all__ = ["SearchOptions", "Ensemble", "search", "to_lists", "options_for"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +65,20 @@ class SearchOptions:
             raise ValueError("greedy search has k = 1 and n_best = 1; use method='beam'")
         if not (self.max_len_a >= 0 and self.max_len_b >= 1):
             raise ValueError("max_len_a must be >= 0 and max_len_b >= 1")
+
+
+def options_for(beam: int, n_best: int = 1, *, caller: str = "search",
+                attention: bool = False) -> SearchOptions:
+    """The :class:`SearchOptions` of ``beam`` (1: greedy search) and ``n_best``, checked
+    for a front-door function named ``caller``: both positive ints, ``n_best <= beam``."""
+    for name, value in (("beam", beam), ("n_best", n_best)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{caller}: {name} must be a positive int, got {value!r}")
+    if n_best > beam:
+        raise ValueError(f"{caller}: n_best ({n_best}) must be at most beam ({beam})")
+    if beam == 1:
+        return SearchOptions(attention=attention)
+    return SearchOptions(method="beam", k=beam, n_best=n_best, attention=attention)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from xpseq import backends
 from xpseq.data import Vocab
-from xpseq.search import SearchOptions
+from xpseq.search import options_for
 
 from .experiment import Task, model_config, train_model, translate
 
@@ -33,17 +33,6 @@ def _backend(backend: str | backends.Backend | None) -> backends.Backend:
     if isinstance(backend, backends.Backend):
         return backend
     return backends.get(backend) if backend is not None else backends.default()
-
-
-def _options(beam: int, n_best: int, fname: str) -> SearchOptions:
-    for name, value in (("beam", beam), ("n_best", n_best)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{fname}: {name} must be a positive int, got {value!r}")
-    if n_best > beam:
-        raise ValueError(f"{fname}: n_best ({n_best}) must be at most beam ({beam})")
-    if beam == 1:
-        return SearchOptions(attention=False)
-    return SearchOptions(method="beam", k=beam, n_best=n_best, attention=False)
 
 
 class Translator:
@@ -115,7 +104,7 @@ class Translator:
         """
         if isinstance(sentences, str):
             raise TypeError("translate: sentences must be a list of sentences, not one str")
-        options = _options(beam, n_best, "translate")
+        options = options_for(beam, n_best, caller="translate")
         tokens = [s.split() if isinstance(s, str) else list(s) for s in sentences]
         results = translate(self.params, self.config, tokens, self.src_vocab, self.tgt_vocab,
                             self.backend, options)
@@ -141,7 +130,7 @@ class Translator:
             test = {"test": [(s.split() if isinstance(s, str) else list(s),
                               t.split() if isinstance(t, str) else list(t)) for s, t in pairs]}
         task = Task([], [], test, self.src_vocab, self.tgt_vocab)
-        options = _options(beam, 1, "evaluate")
+        options = options_for(beam, caller="evaluate")
         _, _, details = bucket_table({"model": (self.params, self.config)}, task,
                                      self.backend, options)
         return {bucket: {"bleu": d["bleu"], "exact": d["exact"],

@@ -162,10 +162,7 @@ class MeshPlacement(Placement):
     def agree(self, value: Any) -> Any:
         if self.processes is None:
             return value
-        # Process 0's decision; its reason only when it has one (one collective a step).
-        if not self.backend.broadcast(value is not None):
-            return None
-        return self.backend.broadcast(value)
+        return self.backend.broadcast(value)          # process 0's decision
 
 
 class ProcessPlacement(Placement):
