@@ -25,7 +25,10 @@ extensions = [
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 html_theme = "pydata_sphinx_theme"
 html_title = "xpseq"
-html_theme_options = {"show_toc_level": 2, "navigation_with_keys": False}
+html_theme_options = {"show_toc_level": 2, "navigation_with_keys": False,
+                      "header_links_before_dropdown": 7}
+html_static_path = ["_static"]
+html_css_files = ["xpseq.css"]
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
 nb_execution_mode = "force"            # every tutorial runs at every build: none can rot

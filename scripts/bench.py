@@ -77,6 +77,13 @@ Sections (targets are the project's; the script reports whether each is met):
     loaded once, on one core: seconds on numpy, torch and JAX (the second call; the first,
     with JAX's compilations, in the detail), target <= 10 s; the ratio is against the
     same words decoded one per call on NumPy (``--g2p-loop-words`` of them, scaled).
+``threads`` (only with ``--only threads``)
+    What ``xpseq --threads`` (default 1) is worth: the seconds of the second epoch of
+    ``xpseq --threads N train --task toy --epochs 2`` (the command's defaults: the RNN
+    model, and ``--model transformer``), each in a fresh process on all the machine's
+    cores, on numpy, torch and JAX, with 2 threads against 1; once on an idle machine and
+    once with another process spinning on one core (a busy machine). The ratio is the
+    1-thread seconds over the 2-thread seconds (above 1: the second thread helps).
 ``profile`` (only with ``--only profile``)
     Where the time goes: ``torch.profiler`` over the ``train`` steps of xpseq-torch
     (autograd and hand-derived) and native PyTorch, and over one batched beam search (the
@@ -123,12 +130,14 @@ changed (set them before starting Python); ``OPENBLAS_CORETYPE`` is never touche
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import datetime
 import math
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -140,7 +149,7 @@ import _common as common  # noqa: E402
 
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa")       # the order they run in
 #: Sections run only when ``--only`` names them.
-EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p")
+EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p", "threads")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "OPENBLAS_CORETYPE", "XLA_FLAGS")
 KEYS = common.BATCH_KEYS
@@ -312,6 +321,7 @@ class Bench:
         self.transformer: dict | None = None
         self.parallel: dict | None = None
         self.g2p: dict | None = None
+        self.threads: dict | None = None
         self.affinity: Any = None
         self.trained_loss: float | None = None
         self._trained: dict | None = None
@@ -1243,10 +1253,65 @@ def run_g2p(bench: Bench) -> list[Row]:
     return rows
 
 
+def _epoch_seconds(backend: str, model: str, threads: int, folder: pathlib.Path) -> float:
+    """Seconds of the second epoch (the first compiles on JAX) of ``xpseq --threads
+    {threads} train --task toy --epochs 2``, from the run's metrics log, in a fresh
+    process: XLA's thread pool is fixed when JAX starts. The thread variables are left out
+    of its environment, so that ``--threads`` alone decides."""
+    out = folder / f"{backend}-{model}-{threads}.safetensors"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                        "XLA_FLAGS")}
+    done = subprocess.run([sys.executable, "-m", "xpseq", "--threads", str(threads), "train",
+                           "--task", "toy", "--backend", backend, "--model", model,
+                           "--epochs", "2", "--no-progress", "--out", str(out)],
+                          env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"xpseq train on {backend} failed:\n{done.stderr[-2000:]}")
+    with open(out.with_suffix(".metrics.csv"), newline="") as f:
+        return float(list(csv.DictReader(f))[-1]["seconds"])
+
+
+def run_threads(bench: Bench) -> list[Row]:
+    """``xpseq --threads 2`` against 1 for training, per backend and model kind, on an idle
+    machine and with one core kept busy by another process (see the module docstring)."""
+    import tempfile
+
+    backends_, models, counts = ("numpy", "torch", "jax"), ("rnn", "transformer"), (1, 2)
+    times: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for load in ("idle", "busy"):
+            spinner = (subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                       if load == "busy" else None)
+            try:
+                for _ in range(bench.args.repeats):       # the settings take turns
+                    for backend in backends_:
+                        for model in models:
+                            for n in counts:
+                                key = f"{load} {backend} {model} {n}"
+                                seconds = _epoch_seconds(backend, model, n, pathlib.Path(tmp))
+                                times.setdefault(key, []).append(seconds)
+            finally:
+                if spinner is not None:
+                    spinner.kill()
+                    spinner.wait()
+    median = {k: statistics.median(v) for k, v in times.items()}
+    rows = []
+    for load in ("idle", "busy"):
+        for backend in backends_:
+            for model in models:
+                one, two = (median[f"{load} {backend} {model} {n}"] for n in counts)
+                rows.append(Row("threads", f"toy {model} on {backend}, 2 threads vs 1, "
+                                f"{load} machine", two, "s/epoch", one / two,
+                                detail=f"1 thread: {one:.2f} s/epoch"))
+    bench.threads = {"seconds": times, "median": median}
+    return rows
+
+
 RUNNERS: dict[str, Callable[[Bench], list[Row]]] = {
     "compile": run_compile, "train": run_train, "flops": run_flops, "beam": run_beam,
     "sdpa": run_sdpa, "profile": run_profile, "transformer": run_transformer,
-    "parallel": run_parallel, "g2p": run_g2p,
+    "parallel": run_parallel, "g2p": run_g2p, "threads": run_threads,
 }
 
 
@@ -1287,8 +1352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name not in args.sections:
             continue
         start = time.perf_counter()
-        if name in ("compile", "parallel"):    # XLA compiles on every core it may use;
-            affinity.release()                   # two devices need two cores
+        if name in ("compile", "parallel", "threads"):  # XLA compiles on every core it may
+            affinity.release()          # use; two devices or threads need two cores
         new = RUNNERS[name](bench)
         affinity.pin()
         seconds[name] = time.perf_counter() - start
@@ -1312,7 +1377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.repeats} repeats.\n\n{table}\n")
     details = {"train": bench.train_result, "beam": bench.beam, "flops": bench.flops,
                "profile": bench.profile, "transformer": bench.transformer,
-               "parallel": bench.parallel, "g2p": bench.g2p}
+               "parallel": bench.parallel, "g2p": bench.g2p, "threads": bench.threads}
     data = {"command": command, "date": datetime.date.today().isoformat(), "seconds": total,
             "section_seconds": seconds,
             "args": {k: v for k, v in vars(args).items() if k != "sdpa_shape"},

@@ -9,8 +9,10 @@ from __future__ import annotations
 import ast
 import importlib.util
 import math
+import os
 import pathlib
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -874,3 +876,22 @@ def test_set_threads_sets_torch_and_blas_in_one_place(monkeypatch):
     finally:
         backends.set_threads(max(before_blas or {1}))
         torch.set_num_threads(before_torch)
+
+
+def test_set_threads_turns_xla_eigen_off_for_one_thread_before_jax_starts(monkeypatch):
+    """With ``jax=True`` and JAX not yet started, one thread adds exactly
+    ``--xla_cpu_multi_thread_eigen=false`` to ``XLA_FLAGS`` (after what is there); a flag
+    already given, more threads, or a JAX already started leave ``XLA_FLAGS`` alone."""
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    backends.set_threads(1, jax=True)
+    assert os.environ["XLA_FLAGS"].split() == ["--xla_force_host_platform_device_count=2",
+                                               "--xla_cpu_multi_thread_eigen=false"]
+    for flags, threads in (("--xla_cpu_multi_thread_eigen=true", 1), ("", 2)):
+        monkeypatch.setenv("XLA_FLAGS", flags)
+        backends.set_threads(threads, jax=True)
+        assert os.environ["XLA_FLAGS"] == flags
+    monkeypatch.setitem(sys.modules, "jax", object())
+    monkeypatch.setenv("XLA_FLAGS", "")
+    backends.set_threads(1, jax=True)
+    assert os.environ["XLA_FLAGS"] == ""

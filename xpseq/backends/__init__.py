@@ -138,7 +138,6 @@ def set_threads(threads: int | None = None, *, jax: bool = False) -> int:
         sys.modules["torch"].set_num_threads(threads)
     if jax and "jax" not in sys.modules:
         flags = os.environ.get("XLA_FLAGS", "")
-        if "intra_op_parallelism_threads" not in flags and threads == 1:
-            os.environ["XLA_FLAGS"] = (f"{flags} --xla_cpu_multi_thread_eigen=false "
-                                       "intra_op_parallelism_threads=1").strip()
+        if "xla_cpu_multi_thread_eigen" not in flags and threads == 1:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
     return threads

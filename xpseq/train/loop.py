@@ -213,11 +213,13 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     -------
     FitResult
     """
-    from tqdm.auto import tqdm
-
     train = TrainConfig() if train is None else train
     if not isinstance(train, TrainConfig):
         raise TypeError(f"fit: train must be a TrainConfig, got {type(train).__name__}")
+    if train.progress:     # a notebook's widget bar where one can be drawn, else text
+        from tqdm.auto import tqdm
+    else:                  # (tqdm.auto warns in a notebook without ipywidgets)
+        from tqdm import tqdm
     callbacks = list(callbacks)
     for cb in callbacks:
         if not isinstance(cb, Callback):
