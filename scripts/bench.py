@@ -1253,18 +1253,20 @@ def run_g2p(bench: Bench) -> list[Row]:
     return rows
 
 
-def _epoch_seconds(backend: str, model: str, threads: int, folder: pathlib.Path) -> float:
+def _epoch_seconds(backend: str, model: str, threads: int, folder: pathlib.Path,
+                   quick: bool = False) -> float:
     """Seconds of the second epoch (the first compiles on JAX) of ``xpseq --threads
     {threads} train --task toy --epochs 2``, from the run's metrics log, in a fresh
     process: XLA's thread pool is fixed when JAX starts. The thread variables are left out
     of its environment, so that ``--threads`` alone decides."""
-    out = folder / f"{backend}-{model}-{threads}.safetensors"
+    out = folder / f"{backend}-{model}-{threads}.safetensors"       # (quick: small data)
     env = {k: v for k, v in os.environ.items()
            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                         "XLA_FLAGS")}
     done = subprocess.run([sys.executable, "-m", "xpseq", "--threads", str(threads), "train",
                            "--task", "toy", "--backend", backend, "--model", model,
-                           "--epochs", "2", "--no-progress", "--out", str(out)],
+                           "--epochs", "2", "--no-progress", "--out", str(out),
+                           *(["--quick"] if quick else [])],
                           env=env, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"xpseq train on {backend} failed:\n{done.stderr[-2000:]}")

@@ -150,3 +150,13 @@ def test_bench_script_reports_every_section(tmp_path):
     for measure in rows:
         assert measure.replace("|", "\\|") in table
     assert "| sentences differing, xpseq-torch vs loop | 0 |" in table
+
+
+def test_threads_section_reads_the_second_epoch_of_the_command(tmp_path):
+    """The ``threads`` section times ``xpseq --threads N train`` in a child process: the
+    seconds it returns are the second epoch's, as the run's metrics log has them."""
+    bench = load_script("bench")
+    seconds = bench._epoch_seconds("numpy", "rnn", 1, tmp_path, quick=True)
+    log = (tmp_path / "numpy-rnn-1.metrics.csv").read_text().splitlines()
+    assert len(log) == 3 and log[0].startswith("epoch,")
+    assert seconds == float(log[2].split(",")[log[0].split(",").index("seconds")]) > 0
