@@ -11,6 +11,7 @@ import json
 import pathlib
 import struct
 import subprocess
+import sys
 import types
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]   # the checkout
@@ -21,6 +22,7 @@ def load_script(name: str) -> types.ModuleType:
     package), without running its ``main``."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module          # dataclasses look their module up while defined
     spec.loader.exec_module(module)
     return module
 
