@@ -1,4 +1,4 @@
-"""Seed 003's findings, reproduced small: the claims `make demo` shows at full size.
+"""The demo's findings, reproduced small: the claims `make demo` shows at full size.
 
 Two models trained on the toy task with one recipe (JAX, float32, 6000 pairs with 0-3
 phrases, embed 32, hidden 48, Adam 5e-3, batch 64, 6 epochs, one padded shape):

@@ -1,11 +1,12 @@
-"""The seeds' attention examples, computed by the same xpseq code on every installed backend.
+"""Two worked attention examples, computed by the same xpseq code on every installed backend.
 
-Run: ``python scripts/seed_examples.py`` (a few seconds).
+Run: ``python scripts/attention_examples.py`` (a few seconds).
 
-Prints seed 000's worked example (weights, context, difference from a plain-Python scalar
-computation), its rejected empty row and the finite ``-1e6`` sentinel counterexample, then
-seed 002's six checks of scaled dot-product attention with a boolean mask. Every number is
-computed at run time; the script exits non-zero if any backend disagrees with the seeds.
+Prints example 1, one query over four keys with the last one padded (weights, context,
+difference from a plain-Python scalar computation), its rejected empty row and the finite
+``-1e6`` sentinel counterexample; then example 2, six checks of scaled dot-product
+attention with a boolean mask. Every number is computed at run time; the script exits
+non-zero if any backend disagrees with the reference values.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import xpseq.core as C
 from xpseq import backends
 
 
-def scalar_seed000() -> tuple[list[float], list[float]]:
-    """Seed 000 by hand: softmax of [1, 0, 1] over the 3 valid keys, then the context."""
+def scalar_padded_key() -> tuple[list[float], list[float]]:
+    """Example 1 by hand: softmax of [1, 0, 1] over the 3 valid keys, then the context."""
     exps = [math.exp(s - 1.0) for s in (1.0, 0.0, 1.0)]
     total = math.fsum(exps)
     w = [e / total for e in exps] + [0.0]
@@ -28,13 +29,13 @@ def scalar_seed000() -> tuple[list[float], list[float]]:
     return w, [math.fsum(w[j] * values[j][d] for j in range(3)) for d in range(2)]
 
 
-def seed000(be) -> dict:
+def padded_key(be) -> dict:
     q = be.asarray([[[1.0]]])
     k = be.asarray([[[1.0], [0.0], [1.0], [2.0]]])
     v = be.asarray([[[1.0, 0.0], [0.0, 2.0], [2.0, 1.0], [100.0, 100.0]]])
     context, weights = C.scaled_dot_product_attention(q, k, v, valid_lens=be.asarray([3]))
     w, c = be.to_numpy(weights)[0, 0], be.to_numpy(context)[0, 0]
-    ref_w, ref_c = scalar_seed000()
+    ref_w, ref_c = scalar_padded_key()
     try:
         C.scaled_dot_product_attention(q, k, v, valid_lens=be.asarray([0]))
         empty = "ACCEPTED (wrong)"
@@ -54,7 +55,7 @@ def seed000(be) -> dict:
     }
 
 
-SEED002 = [
+MASKED_CHECKS = [
     ("q=[0,0], both keys", [0.0, 0.0], [True, True], [10.0, 20.0], 15.0),
     ("q=[1,0], key 2 masked", [1.0, 0.0], [True, False], [10.0, 20.0], 10.0),
     ("q=[1,0], all masked", [1.0, 0.0], [False, False], [10.0, 20.0], 0.0),
@@ -63,10 +64,10 @@ SEED002 = [
 ]
 
 
-def seed002(be) -> list[tuple[float, bool]]:
+def masked_checks(be) -> list[tuple[float, bool]]:
     keys = be.asarray([[1.0, 0.0], [0.0, 1.0]])
     rows = []
-    for _, query, allowed, values, expected in SEED002:
+    for _, query, allowed, values, expected in MASKED_CHECKS:
         context, _ = C.scaled_dot_product_attention(
             be.asarray([query]), keys, be.asarray([[x] for x in values]),
             mask=be.asarray([allowed], dtype="bool"), empty="zero")
@@ -87,12 +88,12 @@ def fmt(values) -> str:
 
 def main() -> int:
     names = backends.available()
-    print(f"xpseq seed examples, float64, on: {', '.join(names)}\n")
-    results = {n: seed000(backends.get(n)) for n in names}
+    print(f"xpseq attention examples, float64, on: {', '.join(names)}\n")
+    results = {n: padded_key(backends.get(n)) for n in names}
     width = max(len(n) for n in names) + 2
 
-    print("Seed 000 - one query, keys [1, 0, 1, 2] with the last one padded (valid_lens=3)")
-    print(f"  published: weights {fmt([0.422319, 0.155362, 0.422319, 0])}  "
+    print("Example 1 - one query, keys [1, 0, 1, 2] with the last one padded (valid_lens=3)")
+    print(f"  reference: weights {fmt([0.422319, 0.155362, 0.422319, 0])}  "
           f"context {fmt([1.266956, 0.733044])}")
     for n, r in results.items():
         print(f"  {n:<{width}} weights {fmt(r['weights'])}  context {fmt(r['context'])}  "
@@ -103,11 +104,11 @@ def main() -> int:
     print(f"    xpseq, empty='zero':        {fmt(r0['ours'])}   <- exact zeros; "
           "empty='error' raises instead")
 
-    print("\nSeed 002 - scaled dot-product attention, keys [[1,0],[0,1]], boolean mask")
-    checks = {n: seed002(backends.get(n)) for n in names}
+    print("\nExample 2 - scaled dot-product attention, keys [[1,0],[0,1]], boolean mask")
+    checks = {n: masked_checks(backends.get(n)) for n in names}
     header = "  " + f"{'check':<24}{'expected':>9}" + "".join(f"{n:>{width + 6}}" for n in names)
     print(header)
-    for i, (label, *_rest, expected) in enumerate(SEED002):
+    for i, (label, *_rest, expected) in enumerate(MASKED_CHECKS):
         cells = "".join(f"{checks[n][i][0]:>{width}.6f} {'ok' if checks[n][i][1] else 'FAIL':>5}"
                         for n in names)
         print(f"  {label:<24}{expected:>9.1f}{cells}")
@@ -117,7 +118,7 @@ def main() -> int:
 
     ok = all(r["ok"] for r in results.values()) and all(c[1] for rows in checks.values()
                                                          for c in rows)
-    print("\nAll seed checks pass on every backend." if ok else "\nSOME SEED CHECKS FAILED.")
+    print("\nAll checks pass on every backend." if ok else "\nSOME CHECKS FAILED.")
     return 0 if ok else 1
 
 
