@@ -409,3 +409,12 @@ def test_metrics_log_writes_the_history_as_csv_and_tensorboard_events(tmp_path):
     for record in result.history:
         for key in ("train_loss", "dev_loss"):
             assert scalars[key, record["epoch"]] == pytest.approx(record[key], rel=1e-6)
+
+
+def test_progress_to_a_log_file_is_the_epoch_lines_without_the_bar(capsys):
+    """``progress=True`` with stderr not a terminal (a log file, CI): a line per epoch and
+    no redrawn bar (on a terminal, tqdm draws one)."""
+    run("numpy", epochs=2, progress=True)
+    out, err = capsys.readouterr()
+    assert [line.split(":")[0] for line in out.splitlines()] == ["epoch 1", "epoch 2"]
+    assert "it/s" not in err and "\r" not in err

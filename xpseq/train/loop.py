@@ -62,7 +62,8 @@ class TrainConfig:
     min_delta : an epoch improves ``monitor`` when it beats the best by more than this
     gradients : ``None`` (the backend's own), ``"autodiff"`` or ``"hand-derived"``, as in
         :func:`xpseq.train.make_train_step`
-    progress : show a tqdm progress bar per epoch and a line per finished epoch
+    progress : a tqdm progress bar per epoch (on a terminal or in a notebook) and a line
+        per finished epoch
     devices : train data-parallel on this many devices (see :mod:`xpseq.train.parallel`):
         on JAX a device mesh (on CPU, the host's cores, which XLA exposes only when told
         before it starts), on PyTorch as many processes of a ``gloo`` process group
@@ -245,7 +246,9 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         order = np.random.default_rng([train.seed, state["epoch"]]).permutation(
             len(train_batches))
         bar = tqdm(total=len(order), initial=state["batch"],
-                   disable=not (train.progress and place.main),
+                   # None: only on a terminal (a log file gets the epoch lines, not
+                   # every redraw); a notebook's widget shows anyway
+                   disable=None if train.progress and place.main else True,
                    desc=f"epoch {state['epoch'] + 1}/{train.epochs} [{backend.name}]",
                    leave=False)
         while state["batch"] < len(order) and loop.stop is None:
