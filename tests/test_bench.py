@@ -21,7 +21,7 @@ from xpseq.models.rnn import Seq2SeqConfig, init_params, loss_and_grad  # noqa: 
 from xpseq.search import SearchOptions, search, to_lists  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "2", "--repeats", "1",
+TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "1", "--repeats", "1",
         "--pairs", "40", "--bucket", "32", "--beam-sentences", "5", "--beam-train-steps", "3",
         "--sdpa", "2,2,8,4", "--sdpa-iters", "2", "--matmul", "64",
         "--transformer", "8,2,1,16,200", "--transformer-train-steps", "1",
