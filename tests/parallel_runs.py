@@ -79,5 +79,6 @@ def jax_comparisons(out: str) -> None:
 
 if __name__ == "__main__":
     assert sys.argv[1] == "jax"
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")      # the suite's opt level
+                               + " --xla_force_host_platform_device_count=2").strip()
     jax_comparisons(sys.argv[2])
