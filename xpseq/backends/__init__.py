@@ -121,8 +121,9 @@ def set_threads(threads: int | None = None, *, jax: bool = False) -> int:
     ``threadpoolctl``); with ``jax=True`` also XLA's CPU thread pool, which only takes
     effect before JAX starts (``XLA_FLAGS``: one thread turns off XLA's multi-threaded
     Eigen). ``None`` takes ``OMP_NUM_THREADS`` when it is set, else 1: the models here are
-    small, and on a busy 2-core machine a second thread costs more in contention than it
-    gives (measured: the benchmarks page). Returns the number set.
+    small; on a 2-core machine a second thread gained at most 1.4x (PyTorch, idle) and cost
+    NumPy and PyTorch 3x when the other core was busy (the benchmarks page, ``Threads``).
+    Returns the number set.
     """
     if threads is None:
         text = os.environ.get("OMP_NUM_THREADS", "").strip()
