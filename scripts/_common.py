@@ -189,20 +189,17 @@ class Affinity:
 
 def pin_threads(threads: int, pin: bool) -> Affinity:
     """Pin the process to ``threads`` CPUs (XLA has no thread-count setting, so this is
-    what keeps JAX on as many cores as PyTorch); before JAX starts, turn XLA's Eigen
-    thread pool off for one thread; then ``torch.set_num_threads`` and NumPy's BLAS
-    threads (``xpseq.backends.set_threads``)."""
+    what keeps JAX on as many cores as PyTorch); then ``xpseq.backends.set_threads``:
+    ``torch.set_num_threads``, NumPy's BLAS threads and, before JAX starts, XLA's Eigen
+    thread pool off for one thread."""
     affinity = Affinity(threads, pin)
     affinity.pin()
-    flags = os.environ.get("XLA_FLAGS", "")
-    if threads == 1 and "xla_cpu_multi_thread_eigen" not in flags:
-        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
-    set_torch_threads(threads)
+    set_torch_threads(threads)          # imports torch, so that set_threads reaches it
     # NumPy's BLAS too: OpenBLAS started with a thread per core, and two of its threads
     # spinning on one pinned core made NumPy's decoding 60x slower (measured).
     from xpseq import backends
 
-    backends.set_threads(threads)
+    backends.set_threads(threads, jax=True)
     return affinity
 
 

@@ -1261,8 +1261,7 @@ def _epoch_seconds(backend: str, model: str, threads: int, folder: pathlib.Path,
     of its environment, so that ``--threads`` alone decides."""
     out = folder / f"{backend}-{model}-{threads}.safetensors"       # (quick: small data)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                        "XLA_FLAGS")}
+           if k not in THREAD_VARS or k == "OPENBLAS_CORETYPE"}
     done = subprocess.run([sys.executable, "-m", "xpseq", "--threads", str(threads), "train",
                            "--task", "toy", "--backend", backend, "--model", model,
                            "--epochs", "2", "--no-progress", "--out", str(out),
