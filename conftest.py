@@ -22,6 +22,11 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_backend_optimization_level=0").strip()
 
+# The parity contract is float64 on every backend, JAX included: the suite turns on JAX's
+# 64-bit mode itself, for its own processes (xpseq never changes JAX's settings). Tests of
+# JAX's default configuration run in a child process without it.
+os.environ.setdefault("JAX_ENABLE_X64", "1")
+
 # Commands that the tests run without --backend use NumPy (the default rule would pick JAX
 # and compile for a one-sentence translation); test_backends.py tests the rule itself.
 os.environ.setdefault("XPSEQ_BACKEND", "numpy")

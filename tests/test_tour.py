@@ -302,7 +302,7 @@ def test_lesson6_jax_without_x64_gives_float32_and_the_process_keeps_x64():
     assert "float64" in f["jax_explicit_warning"]
     assert f["jax_from_numpy_warning"] == ""                   # the silent one
     assert f["jax_from_numpy_with_x64"] == "float64"
-    assert jax.config.jax_enable_x64                          # the lesson left it on
+    assert jax.config.jax_enable_x64             # the suite's own setting, left as it was
     assert {f[f"numpy_{k}"] for k in ("from_numpy", "python_float", "explicit")} == {"float64"}
     assert f["torch_from_numpy"] == "float64" and f["torch_explicit"] == "float64"
     assert f["torch_python_float"] == str(torch.get_default_dtype()).replace("torch.", "")

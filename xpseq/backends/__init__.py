@@ -13,7 +13,7 @@ Each backend has ``name``, ``xp`` (the array namespace), ``asarray``, ``to_numpy
 backend       xp                          value_and_grad      jit           scan
 ============  ==========================  ==================  ============  ============
 numpy         array_api_compat.numpy      hand-derived rules  identity      Python loop
-jax           jax.numpy (x64 enabled)     jax.value_and_grad  jax.jit       lax.scan
+jax           jax.numpy                   jax.value_and_grad  jax.jit       lax.scan
 torch         array_api_compat.torch      autograd tape       identity      Python loop
 strict        array_api_strict            hand-derived rules  identity      Python loop
 ============  ==========================  ==================  ============  ============
@@ -24,7 +24,10 @@ numpy and array_api_strict the rule their ``value_and_grad`` runs. Backends know
 and no cell: the hand-derived recurrence that uses it lives in
 :func:`xpseq.core.recurrent.hand_derived_recurrence`.
 
-Libraries are imported only when their backend is first asked for.
+Libraries are imported only when their backend is first asked for, and their global
+settings are left as they are: float64 on JAX needs JAX's 64-bit mode, which the caller
+turns on (``jax.config.update("jax_enable_x64", True)``); without it, asking for float64 is
+an error that says so.
 
 :func:`default` is the one rule for "no backend given", everywhere (the command, the
 Python front door): the ``XPSEQ_BACKEND`` environment variable if it is set, otherwise the
@@ -37,6 +40,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from typing import Any
 
 from ._base import Backend
 
@@ -55,7 +59,7 @@ _CLASSES = {
     "array_api_strict": ("._strict", "StrictBackend"),
 }
 _EXTRAS = {"jax": "jax", "torch": "torch", "array_api_strict": "strict"}
-_cache: dict[str, Backend] = {}
+_cache: dict[tuple[str, str | None], Backend] = {}
 _threads: int | None = None            # what set_threads asked for
 
 
@@ -64,29 +68,51 @@ def available() -> list[str]:
     return [n for n in NAMES if importlib.util.find_spec(n) is not None]
 
 
-def get(name: str) -> Backend:
-    """The backend called ``name`` (one of :data:`NAMES`), created once and cached.
+def get(name: str, device: Any = None) -> Backend:
+    """The backend called ``name`` (one of :data:`NAMES`) on ``device``, created once per
+    ``(name, device)`` and cached. Creating it changes none of the library's global settings.
+
+    ``device`` is where :meth:`Backend.asarray` places parameters and batches: for torch a
+    ``torch.device`` or its name (``"cpu"``, ``"cuda"``, ``"cuda:1"``), for JAX a
+    ``jax.Device`` or ``"cpu"``, ``"gpu"``, ``"gpu:1"``; ``None`` is the library's first
+    device (the CPU unless JAX found an accelerator). NumPy and array_api_strict have the
+    CPU only (``None`` or ``"cpu"``).
 
     Raises
     ------
     ValueError
-        ``name`` is not a known backend.
+        ``name`` is not a known backend, or ``device`` is not one of its devices.
     ModuleNotFoundError
         The library is not installed (the message says which extra installs it).
     """
     if not isinstance(name, str) or name not in _CLASSES:
         raise ValueError(f"unknown backend {name!r}; choose one of {list(NAMES)}")
-    if name not in _cache:
-        if importlib.util.find_spec(name) is None:
-            raise ModuleNotFoundError(
-                f"backend {name!r} needs the {name} package: pip install 'xpseq[{_EXTRAS[name]}]'"
-            )
-        module_name, class_name = _CLASSES[name]
-        module = importlib.import_module(module_name, __name__)
-        _cache[name] = getattr(module, class_name)()
-        if name == "torch" and _threads is not None:
-            sys.modules["torch"].set_num_threads(_threads)
-    return _cache[name]
+    key = (name, None if device is None else str(device))
+    if key not in _cache:
+        made = _make(name, device)
+        # Another name for a device already in use (None and "cpu") gets the same backend.
+        same = [b for b in _cache.values() if b.name == name and str(b.device) == str(made.device)]
+        _cache[key] = same[0] if same else made
+    return _cache[key]
+
+
+def _make(name: str, device: Any) -> Backend:
+    if importlib.util.find_spec(name) is None:
+        raise ModuleNotFoundError(
+            f"backend {name!r} needs the {name} package: pip install 'xpseq[{_EXTRAS[name]}]'"
+        )
+    module_name, class_name = _CLASSES[name]
+    cls = getattr(importlib.import_module(module_name, __name__), class_name)
+    if name in ("jax", "torch"):
+        backend = cls(device)
+    elif device is None or device == "cpu":
+        backend = cls()
+    else:
+        raise ValueError(f"backends.get({name!r}, device={device!r}): the {name} backend has "
+                         "the CPU only (device None or 'cpu')")
+    if name == "torch" and _threads is not None:
+        sys.modules["torch"].set_num_threads(_threads)
+    return backend
 
 
 def default_name() -> str:

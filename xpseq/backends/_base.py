@@ -25,27 +25,30 @@ class Backend:
         ``"numpy"``, ``"jax"``, ``"torch"`` or ``"array_api_strict"``.
     xp : module
         The array API namespace of the library.
-    differentiable : bool
-        Whether :meth:`value_and_grad` is available (on every backend now).
     gradients : str
         How gradients come: ``"autodiff"`` (JAX transforms the function, PyTorch records a
         tape) or ``"hand-derived"`` (NumPy and array_api_strict run the backward rules of
         :mod:`xpseq.core.vjp` attached to the function with ``defvjp``).
     compiles : bool
         Whether :meth:`jit` compiles (so that a function is traced once per input shape).
+    device : object
+        Where :meth:`asarray` places the arrays it makes (parameters, batches): the
+        library's device object (``torch.device("cpu")``, a ``jax.Device``; ``"cpu"`` for
+        NumPy and array_api_strict). Everything the models and search create from those
+        arrays takes their device.
     """
 
     name: str = ""
-    differentiable: bool = True
     gradients: str = "hand-derived"
     compiles: bool = False
 
-    def __init__(self, xp: Any):
+    def __init__(self, xp: Any, device: Any = "cpu"):
         self.xp = xp
+        self.device = device
         self._dtypes = {n: getattr(xp, n) for n in DTYPE_NAMES}
 
     def __repr__(self) -> str:
-        return f"<xpseq backend {self.name!r}>"
+        return f"<xpseq backend {self.name!r} on {self.device}>"
 
     # ---------------------------------------------------------------- conversion
 

@@ -1,10 +1,13 @@
 """JAX: ``jax.jit``, ``jax.value_and_grad`` and ``lax.scan``.
 
-Getting this backend turns on JAX's 64-bit mode for the whole process
-(``jax.config.update("jax_enable_x64", True)``): without it ``jnp.asarray`` of a float64
-array silently gives float32. The effect is global: afterwards, JAX code elsewhere in the
-same process also makes float64 arrays from Python floats. Ask for ``dtype="float32"``
-explicitly where float32 is wanted.
+The backend leaves JAX's configuration as it finds it. JAX computes in 64 bits only in its
+64-bit mode, a switch for the whole process that belongs to the caller:
+``jax.config.update("jax_enable_x64", True)``, before JAX creates any array (the ``xpseq``
+command and the test suite turn it on). Without it float32 works as on every backend,
+integer arrays become JAX's ``int32`` (their values checked to fit), and asking for
+float64 or int64 (``dtype="float64"``, a float64 array, Python floats with ``dtype=None``)
+raises an error that says how to turn the mode on, where JAX itself would silently give
+32 bits.
 """
 
 from __future__ import annotations
@@ -12,8 +15,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
-
-from xpseq.core import native
 
 from ._base import Backend
 
@@ -23,32 +24,43 @@ class JaxBackend(Backend):
     gradients = "autodiff"
     compiles = True
 
-    def __init__(self) -> None:
+    def __init__(self, device: Any = None) -> None:
         import jax
-
-        jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp
 
         self._jax = jax
-        super().__init__(jnp)
-        native.register("sigmoid", jnp, jax.nn.sigmoid)
+        super().__init__(jnp, device=_jax_device(jax, device))
         # jnp.float64 is a scalar type; arrays carry NumPy dtypes, so compare with those.
         self._dtypes = {n: np.dtype(n) for n in self._dtypes}
 
     def is_array(self, x: Any) -> bool:
         return isinstance(x, self._jax.Array)
 
+    def x64(self) -> bool:
+        """Whether JAX's 64-bit mode is on (``jax.config.jax_enable_x64``)."""
+        return bool(self._jax.config.jax_enable_x64)
+
+    def _default_dtype(self, host_dtype: np.dtype) -> Any:
+        if host_dtype.kind in "iu" and not self.x64():
+            return self._dtypes["int32"]                 # JAX's own integer default
+        return super()._default_dtype(host_dtype)
+
     def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
-        if np.dtype(dtype).itemsize == 8 and not self._jax.config.jax_enable_x64:
+        if np.dtype(dtype).itemsize == 8 and not self.x64():
             raise RuntimeError(
-                "jax.asarray: float64/int64 was asked for but jax_enable_x64 has been turned "
-                "off since the jax backend enabled it; JAX would silently give 32 bits"
-            )
-        # Committed to this process's first device, like the outputs of a jitted function:
-        # a jitted step fed its own outputs then reuses its first compilation instead of
-        # compiling a second time for "uncommitted" inputs.
-        return self._jax.device_put(self.xp.asarray(host, dtype=dtype),
-                                    self._jax.local_devices()[0])
+                f"jax.asarray: {np.dtype(dtype)} needs JAX's 64-bit mode, which is off (JAX "
+                "would silently give 32 bits); turn it on before JAX creates arrays: "
+                'jax.config.update("jax_enable_x64", True), or ask for float32')
+        if host.dtype.kind in "iu" and np.dtype(dtype) == np.int32 and host.size \
+                and host.dtype.itemsize > 4 and not (
+                    np.iinfo(np.int32).min <= host.min() and host.max() <= np.iinfo(np.int32).max):
+            raise ValueError(
+                f"jax.asarray: the integers span [{host.min()}, {host.max()}], beyond int32; "
+                'int64 needs JAX\'s 64-bit mode: jax.config.update("jax_enable_x64", True)')
+        # Committed to the backend's device (by default this process's first), like the
+        # outputs of a jitted function: a jitted step fed its own outputs then reuses its
+        # first compilation instead of compiling a second time for "uncommitted" inputs.
+        return self._jax.device_put(self.xp.asarray(host, dtype=dtype), self.device)
 
     def dropout_keep(self, seed: int, step: Any, shape: tuple[int, ...], rate: float,
                      stream: int = 0) -> Any:
@@ -161,3 +173,27 @@ class JaxBackend(Backend):
         wrapped = self._jax.custom_vjp(fn)
         wrapped.defvjp(fwd, bwd)
         return wrapped
+
+
+def _jax_device(jax: Any, device: Any) -> Any:
+    """The ``jax.Device`` that ``device`` names: ``None`` for this process's first device, a
+    ``jax.Device``, or ``"PLATFORM"`` / ``"PLATFORM:INDEX"`` (``"cpu"``, ``"gpu:1"``)."""
+    if device is None:
+        return jax.local_devices()[0]
+    if isinstance(device, jax.Device):
+        return device
+    if not isinstance(device, str):
+        raise TypeError(f"backends.get('jax', device=...): expected a jax.Device or a string "
+                        f"such as 'cpu' or 'gpu:0', got {type(device).__name__}")
+    platform, _, index = device.partition(":")
+    try:
+        found = jax.devices(platform)
+    except RuntimeError:
+        raise ValueError(f"backends.get('jax', device={device!r}): JAX has no {platform!r} "
+                         "devices here") from None
+    if not index:
+        return found[0]
+    if not index.isdigit() or int(index) >= len(found):
+        raise ValueError(f"backends.get('jax', device={device!r}): JAX sees {len(found)} "
+                         f"{platform} device(s), numbered from 0")
+    return found[int(index)]

@@ -15,7 +15,7 @@ class StrictBackend(Backend):
     name = "array_api_strict"
 
     def __init__(self) -> None:
-        super().__init__(array_api_strict)
+        super().__init__(array_api_strict, device=array_api_strict.Device())
 
     def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
         return array_api_strict.asarray(np.array(host, copy=True), dtype=dtype)

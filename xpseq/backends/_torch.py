@@ -1,4 +1,7 @@
-"""PyTorch: gradients from the autograd tape, loops in Python, CPU tensors.
+"""PyTorch: gradients from the autograd tape, loops in Python, tensors on one device.
+
+``backends.get("torch", device="cuda")`` places what :meth:`~TorchBackend.asarray` makes on
+that device (default ``"cpu"``).
 
 ``jit`` is the identity: ``torch.compile`` is left to the caller (it is opt-in and slow to
 warm up for the small models here). Python floats become float64 tensors through
@@ -12,7 +15,7 @@ from typing import Any, Callable
 import array_api_compat.torch as xp_torch
 import numpy as np
 
-from xpseq.core import native, tree
+from xpseq.core import tree
 
 from ._base import Backend
 
@@ -21,18 +24,25 @@ class TorchBackend(Backend):
     name = "torch"
     gradients = "autodiff"
 
-    def __init__(self) -> None:
+    def __init__(self, device: Any = None) -> None:
         import torch
 
         self._torch = torch
-        super().__init__(xp_torch)
-        native.register("sigmoid", xp_torch, torch.sigmoid)
+        try:
+            place = torch.device("cpu" if device is None else device)
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(f"backends.get('torch', device=...): {device!r} is not a torch "
+                             f"device ({err})") from None
+        if place.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"backends.get('torch', device={device!r}): this PyTorch sees no "
+                             "CUDA device")
+        super().__init__(xp_torch, device=place)
 
     def is_array(self, x: Any) -> bool:
         return isinstance(x, self._torch.Tensor)
 
     def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
-        return self._torch.tensor(host, dtype=dtype)
+        return self._torch.tensor(host, dtype=dtype, device=self.device)
 
     def process_group(self) -> tuple[int, int] | None:
         """``(rank, world_size)`` of the initialised ``torch.distributed`` process group,

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import array_api_compat as compat
 
-from . import checks, kernels
+from . import checks, delegation, kernels
 from .masking import (
     check_no_empty_rows,
     keep_mask,
@@ -197,8 +197,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     scale = checks.check_scale(fname, scale)
     if not isinstance(need_weights, bool):
         raise TypeError(f"{fname}: need_weights must be a bool, got {need_weights!r}")
-    fused = not need_weights and kernels.has_fused_attention(xp) \
-        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+    fused = not need_weights and delegation.has_fused_attention(q, k, v, xp=xp)
     # The fused path checks its one output for NaN / infinity instead of its three inputs
     # (a non-finite input, or an overflowing q kᵀ, always reaches the output).
     _check_qkv(fname, q, k, v, xp, finite=not fused)
@@ -207,8 +206,8 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
         shape = (*q.shape[:-1], k.shape[-2])
         keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(q),
                          compact=True)
-        if keep is None or checks.concrete(xp.all(xp.any(keep, axis=-1))):
-            context = kernels.fused_attention(q, k, v, keep, scale, xp=xp)
+        context = delegation.fused_attention(q, k, v, keep, scale, xp=xp)
+        if context is not None:
             # max and min propagate NaN and show infinities: two reductions, no temporary
             finite = context.size == 0 or checks.concrete(
                 xp.isfinite(xp.max(context)) & xp.isfinite(xp.min(context)))
@@ -304,35 +303,10 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
         check_no_empty_rows(fname, "the scores", scores_shape, keep, xp=xp)
     if scale is None:
         scale = 1.0 / math.sqrt(d_model // num_heads)
-    scores, vh = _mha_scores(p, q, k, v, num_heads=num_heads, scale=scale, xp=xp)
-    keep = _per_head(keep, scores, xp=xp)
-    checks.check_finite(fname, "the per-head scores", scores, xp, where=keep)
-    return _mha_pool(p, scores, vh, keep, xp=xp)
-
-
-# ------------------------------------------------------------------- private kernels
-
-
-def _mha_scores(p: Mapping[str, Any], q: Any, k: Any, v: Any, *, num_heads: int,
-                scale: float, xp: Any) -> tuple[Any, Any]:
-    """Per-head scores ``(..., H, Q, K)`` and projected values ``(..., H, K, d_value / H)``."""
-    qh = kernels.split_heads(kernels.linear(q, p["W_q"], p["b_q"], xp=xp), num_heads, xp=xp)
-    kh = kernels.split_heads(kernels.linear(k, p["W_k"], p["b_k"], xp=xp), num_heads, xp=xp)
-    vh = kernels.split_heads(kernels.linear(v, p["W_v"], p["b_v"], xp=xp), num_heads, xp=xp)
-    return kernels.dot_scores(qh, kh, scale, xp=xp), vh
-
-
-def _per_head(keep: Any, scores: Any, *, xp: Any) -> Any:
-    """A ``(..., Q, K)`` keep mask repeated over the heads axis of ``scores``."""
-    if keep is None:
-        return None
-    return xp.broadcast_to(xp.expand_dims(keep, axis=-3), tuple(scores.shape))
-
-
-def _mha_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
-              xp: Any) -> tuple[Any, Any]:
-    context, weights = kernels.attend(scores, vh, keep, xp=xp)
-    return kernels.linear(kernels.merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp), weights
+    scores, vh = kernels.head_scores(p, q, k, v, num_heads, scale, xp=xp)
+    checks.check_finite(fname, "the per-head scores", scores, xp,
+                        where=kernels.heads_keep(keep, num_heads, xp=xp))
+    return kernels.head_pool(p, scores, vh, keep, xp=xp)
 
 
 # ------------------------------------------------------------------------- helpers

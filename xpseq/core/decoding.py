@@ -40,7 +40,7 @@ from typing import Any, Callable, NamedTuple
 
 import array_api_compat as compat
 
-from .kernels import log_softmax
+from .kernels import int_dtype, log_softmax
 from .tree import flatten, map_leaves
 
 __all__ = ["greedy_search", "beam_search", "Hypotheses", "tile_beams", "ensemble_step",
@@ -144,15 +144,15 @@ def greedy_search(step: Callable, state: Any, *, batch_size: int, bos_id: int, e
     device = compat.device(like)
     limits = _limits(max_lens, B, L, xp, device)
     positions = xp.arange(L, device=device)
-    probe = step(state, xp.full((B,), bos_id, dtype=xp.int64, device=device))
+    probe = step(state, xp.full((B,), bos_id, dtype=int_dtype(xp), device=device))
     S = None if probe[2] is None else probe[2].shape[-1]
     carry = {
         "state": state,
-        "y": xp.full((B,), bos_id, dtype=xp.int64, device=device),
+        "y": xp.full((B,), bos_id, dtype=int_dtype(xp), device=device),
         "finished": xp.zeros((B,), dtype=xp.bool, device=device),
         "score": xp.zeros((B,), dtype=like.dtype, device=device),
-        "length": xp.zeros((B,), dtype=xp.int64, device=device),
-        "tokens": xp.full((B, L), pad_id, dtype=xp.int64, device=device),
+        "length": xp.zeros((B,), dtype=int_dtype(xp), device=device),
+        "tokens": xp.full((B, L), pad_id, dtype=int_dtype(xp), device=device),
     }
     if S is not None:
         carry["attention"] = xp.zeros((B, L, S), dtype=like.dtype, device=device)
@@ -170,7 +170,7 @@ def greedy_search(step: Callable, state: Any, *, batch_size: int, bos_id: int, e
             "state": new_state,
             "y": y,
             "score": c["score"] + xp.where(live, picked, 0.0),
-            "length": c["length"] + xp.astype(live, xp.int64),
+            "length": c["length"] + xp.astype(live, int_dtype(xp)),
             "tokens": xp.where(at_t & live[:, None], y[:, None], c["tokens"]),
             "finished": c["finished"] | (y == eos_id) | (t + 1 >= limits),
         }
@@ -224,7 +224,7 @@ def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: 
     limits = _limits(max_lens, B, L, xp, device)
     positions = xp.arange(L, device=device)
     rows = xp.reshape(xp.arange(B, device=device) * K, (B, 1))         # first beam row of b
-    probe = step(state, xp.full((B * K,), bos_id, dtype=xp.int64, device=device))
+    probe = step(state, xp.full((B * K,), bos_id, dtype=int_dtype(xp), device=device))
     V = probe[0].shape[-1]
     S = None if probe[2] is None else probe[2].shape[-1]
     dtype = like.dtype
@@ -242,13 +242,13 @@ def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: 
     first = xp.reshape(xp.arange(K, device=device) == 0, (1, K))
     carry = {
         "state": state,
-        "y": xp.full((B * K,), bos_id, dtype=xp.int64, device=device),
+        "y": xp.full((B * K,), bos_id, dtype=int_dtype(xp), device=device),
         "live_score": xp.where(first, xp.zeros((B, K), dtype=dtype, device=device), neg_inf),
-        "live_tokens": xp.full((B, K, L), pad_id, dtype=xp.int64, device=device),
-        "pool_tokens": xp.full((B, K, L), pad_id, dtype=xp.int64, device=device),
+        "live_tokens": xp.full((B, K, L), pad_id, dtype=int_dtype(xp), device=device),
+        "pool_tokens": xp.full((B, K, L), pad_id, dtype=int_dtype(xp), device=device),
         "pool_score": xp.full((B, K), neg_inf, dtype=dtype, device=device),
         "pool_rank": xp.full((B, K), neg_inf, dtype=dtype, device=device),
-        "pool_length": xp.zeros((B, K), dtype=xp.int64, device=device),
+        "pool_length": xp.zeros((B, K), dtype=int_dtype(xp), device=device),
         "done": xp.zeros((B,), dtype=xp.bool, device=device),
     }
     if S is not None:
@@ -264,14 +264,14 @@ def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: 
         parent, token = order // V, order % V
         final = t + 1 >= limits                                          # (B,) last step
         is_eos = token == eos_id
-        not_eos = xp.astype(~is_eos, xp.int64)
+        not_eos = xp.astype(~is_eos, int_dtype(xp))
         live_before = xp.cumulative_sum(not_eos, axis=-1) - not_eos
         rank = xp.reshape(xp.arange(2 * K, device=device), (1, 2 * K))
         accept = xp.where(final[:, None], rank < K, is_eos & (live_before < K))
         accept = accept & ~c["done"][:, None] & (cand_score > neg_inf)
         at_t = positions == t
         cand_tokens = xp.where(at_t, token[..., None], _pick(c["live_tokens"], parent, xp))
-        length = xp.zeros((B, 2 * K), dtype=xp.int64, device=device) + (t + 1)
+        length = xp.zeros((B, 2 * K), dtype=int_dtype(xp), device=device) + (t + 1)
         cand_rank = xp.where(accept, penalised(cand_score, length), neg_inf)
         # Merge the accepted candidates into the pool of the k best finished hypotheses.
         merged_rank = xp.concat([c["pool_rank"], cand_rank], axis=-1)      # (B, 3K)
@@ -331,7 +331,7 @@ def _pick(x: Any, index: Any, xp: Any) -> Any:
 def _run(body: Callable, carry: dict, steps: int, scan: Callable | None, xp: Any, device: Any,
          finished: Callable[[dict], Any]) -> dict:
     """Run ``body`` for ``steps`` steps: under ``scan`` all of them, eagerly until done."""
-    ts = xp.arange(steps, dtype=xp.int64, device=device)
+    ts = xp.arange(steps, dtype=int_dtype(xp), device=device)
     if scan is not None:
         carry, _ = scan(body, carry, ts)
         return carry
@@ -351,12 +351,12 @@ def _forbid_eos(logp: Any, t: Any, min_len: int, eos_id: int, xp: Any) -> Any:
 
 def _limits(max_lens: Any, batch: int, max_len: int, xp: Any, device: Any) -> Any:
     if max_lens is None:
-        return xp.full((batch,), max_len, dtype=xp.int64, device=device)
+        return xp.full((batch,), max_len, dtype=int_dtype(xp), device=device)
     if tuple(max_lens.shape) != (batch,):
         raise ValueError(f"max_lens must have shape (batch,) = ({batch},), "
                          f"got {tuple(max_lens.shape)}")
-    return xp.minimum(xp.astype(max_lens, xp.int64),
-                      xp.full((batch,), max_len, dtype=xp.int64, device=device))
+    return xp.minimum(xp.astype(max_lens, int_dtype(xp)),
+                      xp.full((batch,), max_len, dtype=int_dtype(xp), device=device))
 
 
 def _namespace_of(state: Any) -> tuple[Any, Any]:

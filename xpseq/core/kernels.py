@@ -42,16 +42,15 @@ from typing import Any, Callable, Mapping
 
 import array_api_compat as compat
 
-from . import native
+from .delegation import relu, sigmoid
 from .loops import scan as python_scan
 
-__all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "sequence_mask",
+__all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "sequence_mask",
            "masked_softmax", "logsumexp", "log_softmax", "nll_sum", "nll_parts", "dot_scores",
            "general_scores", "additive_scores", "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
            "sinusoidal_positions", "split_heads", "merge_heads", "heads_keep",
-           "multi_head_attention", "has_fused_attention", "fused_attention",
-           "lstm_parts", "gru_parts", "lstm_step", "gru_step", "STEPS", "initial_zeros",
+           "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts", "lstm_step", "gru_step", "STEPS", "initial_zeros",
            "run_sequence", "keep_valid"]
 
 
@@ -65,19 +64,6 @@ def embedding(ids: Any, E: Any, *, xp: Any) -> Any:
     return xp.reshape(flat, (*ids.shape, E.shape[1]))
 
 
-def sigmoid(x: Any, *, xp: Any) -> Any:
-    """``1 / (1 + exp(-x))`` from ``exp(-|x|)``, or the library's own where its backend
-    registered one (:mod:`xpseq.core.native`: ``jax.nn.sigmoid``, ``torch.sigmoid``), whose
-    gradient keeps only its output, where differentiating these two branches keeps the
-    branch mask and four arrays the size of ``x``, at every step of a recurrence."""
-    fn = native.lookup("sigmoid", xp)
-    if fn is not None:
-        return fn(x)
-    positive = x >= 0
-    e = xp.exp(xp.where(positive, -x, x))                 # exp(-|x|), in (0, 1]
-    return xp.where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
 def dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> Any:
     if rate == 0.0:
         return x
@@ -89,11 +75,19 @@ def zeros(shape: tuple[int, ...], like: Any, *, xp: Any) -> Any:
     return xp.zeros(shape, dtype=like.dtype, device=compat.device(like))
 
 
+def int_dtype(xp: Any) -> Any:
+    """The namespace's default integer dtype (``__array_namespace_info__``): ``int64`` on
+    NumPy, PyTorch, array_api_strict and JAX in its 64-bit mode, ``int32`` on JAX
+    otherwise. Positions, lengths and token ids are made in it."""
+    return xp.__array_namespace_info__().default_dtypes()["integral"]
+
+
 def sequence_mask(lengths: Any, max_len: int, *, xp: Any) -> Any:
-    """``positions < lengths`` in int64 (in ``lengths``' own small dtype, ``arange`` would
-    wrap: ``int8`` counts no further than 127)."""
-    positions = xp.arange(max_len, dtype=xp.int64, device=compat.device(lengths))
-    return positions < xp.expand_dims(xp.astype(lengths, xp.int64), axis=-1)
+    """``positions < lengths`` in the default integer dtype (in ``lengths``' own small
+    dtype, ``arange`` would wrap: ``int8`` counts no further than 127)."""
+    wide = int_dtype(xp)
+    positions = xp.arange(max_len, dtype=wide, device=compat.device(lengths))
+    return positions < xp.expand_dims(xp.astype(lengths, wide), axis=-1)
 
 
 def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> Any:
@@ -187,14 +181,6 @@ def gelu(x: Any, *, xp: Any) -> Any:
     return 0.5 * x * (1.0 + xp.tanh(GELU_C * (x + GELU_A * x * x * x)))
 
 
-def relu(x: Any, *, xp: Any) -> Any:
-    """``max(x, 0)``; on PyTorch its own ``relu`` (the same values, and the same zero
-    derivative at 0, about 15× faster than ``where`` forward and backward)."""
-    if compat.is_torch_namespace(xp):
-        return xp.nn.functional.relu(x)
-    return xp.where(x > 0, x, 0.0)
-
-
 ACTIVATIONS = {"relu": relu, "gelu": gelu}
 
 
@@ -270,33 +256,37 @@ def heads_keep(keep: Any, num_heads: int, *, xp: Any) -> Any:
     return None if keep is None else xp.expand_dims(keep, axis=-3)
 
 
-def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,
-                         num_heads: int, scale: float, *, xp: Any) -> tuple[Any, Any]:
-    """:func:`xpseq.core.multi_head_attention` unchecked: ``p`` holds ``W_q, W_k, W_v, W_o``
-    and ``b_q, b_k, b_v, b_o`` (each bias may be ``None``); ``keep`` is ``None`` or a bool
-    ``(..., Q, K)`` mask. Returns the context ``(..., Q, d_out)`` and the weights
-    ``(..., H, Q, K)``."""
+def head_scores(p: Mapping[str, Any], q: Any, k: Any, v: Any, num_heads: int, scale: float,
+                *, xp: Any) -> tuple[Any, Any]:
+    """Multi-head attention's first half: per-head scores ``(..., H, Q, K)`` and projected
+    values ``(..., H, K, d_value / H)``. ``p`` holds ``W_q, W_k, W_v`` and ``b_q, b_k, b_v``
+    (each bias may be ``None`` or absent)."""
     qh = split_heads(linear(q, p["W_q"], p.get("b_q"), xp=xp), num_heads, xp=xp)
     kh = split_heads(linear(k, p["W_k"], p.get("b_k"), xp=xp), num_heads, xp=xp)
     vh = split_heads(linear(v, p["W_v"], p.get("b_v"), xp=xp), num_heads, xp=xp)
-    scores = dot_scores(qh, kh, scale, xp=xp)
-    keep_h = None if keep is None else xp.broadcast_to(heads_keep(keep, num_heads, xp=xp),
-                                                       tuple(scores.shape))
+    return dot_scores(qh, kh, scale, xp=xp), vh
+
+
+def head_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
+              xp: Any) -> tuple[Any, Any]:
+    """Multi-head attention's second half: the masked softmax of every head's ``scores``
+    (``keep``: ``None`` or a bool ``(..., Q, K)`` mask, the same for every head), the
+    weighted values, the heads merged and projected by ``W_o`` (and ``b_o``). Returns the
+    context ``(..., Q, d_out)`` and the weights ``(..., H, Q, K)``."""
+    keep_h = None if keep is None else xp.broadcast_to(
+        heads_keep(keep, scores.shape[-3], xp=xp), tuple(scores.shape))
     context, weights = attend(scores, vh, keep_h, xp=xp)
     return linear(merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp), weights
 
 
-def has_fused_attention(xp: Any) -> bool:
-    """Whether the library has a fused attention kernel with the core's semantics
-    (PyTorch's ``scaled_dot_product_attention``) for :func:`fused_attention`."""
-    return compat.is_torch_namespace(xp)
-
-
-def fused_attention(q: Any, k: Any, v: Any, keep: Any, scale: float, *, xp: Any) -> Any:
-    """``softmax(q kᵀ scale) v`` by the library's fused kernel (only where
-    :func:`has_fused_attention`; ``keep``, a boolean mask that broadcasts to the scores,
-    must leave every row a key)."""
-    return xp.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,
+                         num_heads: int, scale: float, *, xp: Any) -> tuple[Any, Any]:
+    """:func:`xpseq.core.multi_head_attention` unchecked (:func:`head_scores`, then
+    :func:`head_pool`): ``p`` holds ``W_q, W_k, W_v, W_o`` and ``b_q, b_k, b_v, b_o`` (each
+    bias may be ``None``); ``keep`` is ``None`` or a bool ``(..., Q, K)`` mask. Returns the
+    context ``(..., Q, d_out)`` and the weights ``(..., H, Q, K)``."""
+    scores, vh = head_scores(p, q, k, v, num_heads, scale, xp=xp)
+    return head_pool(p, scores, vh, keep, xp=xp)
 
 
 def lstm_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,

@@ -262,7 +262,7 @@ def _as_lengths(fname: str, valid_lens: Any, *, xp: Any, device: Any) -> Any:
         flat = _flatten(valid_lens)
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in flat):
             raise TypeError(f"{fname}: valid_lens must hold integers, got {valid_lens!r}")
-        return xp.asarray(valid_lens, dtype=xp.int64, device=device)
+        return xp.asarray(valid_lens, dtype=kernels.int_dtype(xp), device=device)
     if not xp.isdtype(valid_lens.dtype, "integral"):
         raise TypeError(f"{fname}: valid_lens must have an integer dtype, got {valid_lens.dtype}")
     return valid_lens
@@ -315,8 +315,8 @@ def _lengths_to_keep(fname: str, shape: tuple[int, ...], valid_lens: Any, *, xp:
 
 def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_text: str,
                          xp: Any) -> None:
-    # Compare in int64: a bound such as 300 does not fit an int8 array's dtype.
-    wide = xp.astype(lengths, xp.int64)
+    # Compare in the default integer dtype: a bound such as 300 does not fit an int8 array's.
+    wide = xp.astype(lengths, kernels.int_dtype(xp))
     for bad, rule in ((wide < 0, ">= 0"), (wide > upper, f"<= {upper_text}")):
         index = checks.first_true_index(bad, xp)
         if index is not None:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 import array_api_extra as xpx
 
-from . import checks, kernels
+from . import delegation, kernels
 
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "layer_norm",
            "feed_forward", "concat", "dropout",
@@ -366,7 +366,7 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
     ``v`` are one array (self-attention), the caller adds the three.
 
     With ``need_weights=False`` the weights come back ``None``; where the library has a
-    fused attention kernel (:func:`xpseq.core.kernels.fused_attention`) and every row
+    fused attention kernel (:func:`xpseq.core.delegation.fused_attention`) and every row
     keeps a key, the context is computed by it, and ``backprop`` (when called, e.g. by
     PyTorch asked for hand-derived gradients) recomputes the weights it needs.
     """
@@ -377,10 +377,9 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
     kh = kernels.split_heads(pk, num_heads, xp=xp)
     vh = kernels.split_heads(pv, num_heads, xp=xp)
     keep_c = None if keep is None else kernels.heads_keep(keep, num_heads, xp=xp)
-    recompute = not need_weights and kernels.has_fused_attention(xp) and (
-        keep_c is None or bool(checks.concrete(xp.all(xp.any(keep_c, axis=-1)))))
-    if recompute:
-        context = kernels.fused_attention(qh, kh, vh, keep_c, scale, xp=xp)
+    context = None if need_weights else delegation.fused_attention(qh, kh, vh, keep_c, scale,
+                                                                   xp=xp)
+    recompute = context is not None
 
     def generic() -> tuple:
         scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)

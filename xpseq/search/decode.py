@@ -26,6 +26,7 @@ import numpy as np
 from xpseq import models
 from xpseq.backends import Backend
 from xpseq.core.decoding import Hypotheses, beam_search, ensemble_step, greedy_search, tile_beams
+from xpseq.core.kernels import int_dtype
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 from xpseq.models import check_ids
 from xpseq.train import compiled
@@ -139,8 +140,11 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
     capacity = max_len if backend.compiles else None
     encoded = tuple(models.of(c).kernels.encode(p, c, src, src_len, scan=backend.scan, xp=xp)
                     for c, p in zip(configs, member_params))
-    limits = xp.astype(xp.ceil(options.max_len_a * xp.astype(src_len, xp.float64)
-                               + options.max_len_b), xp.int64)
+    # ceil(a n + b) in float64 where the library has it (not JAX outside its 64-bit mode)
+    ints = int_dtype(xp)
+    wide = xp.float64 if ints == xp.int64 else xp.float32
+    limits = xp.astype(xp.ceil(options.max_len_a * xp.astype(src_len, wide)
+                               + options.max_len_b), ints)
     batch = src.shape[0]
 
     def decoder(encoded: tuple) -> tuple[Any, Any]:

@@ -92,8 +92,7 @@ def _installed(name: str) -> bool:
 
 
 def _jax() -> tuple[Any, Any]:
-    """``jax`` and ``jax.numpy``, with 64-bit mode on (through xpseq's jax backend)."""
-    backends.get("jax")
+    """``jax`` and ``jax.numpy`` (a lesson's JAX part runs in 64-bit mode: :func:`_columns`)."""
     import jax
     import jax.numpy as jnp
 
@@ -108,7 +107,11 @@ def _torch() -> Any:
 
 
 def _columns(facts: dict[str, Any], **parts: Part) -> dict[str, Cells | None]:
-    """Run each library's part (numpy first); ``None`` for a library that is not installed."""
+    """Run each library's part (numpy first); ``None`` for a library that is not installed.
+
+    The lessons compare float64 results, so the JAX part runs with JAX's 64-bit mode on for
+    its duration only (``jax.enable_x64``, scoped: the caller's setting is back afterwards).
+    """
     out: dict[str, Cells | None] = {}
     for name in FRAMEWORKS:
         part = parts.get(name)
@@ -116,6 +119,11 @@ def _columns(facts: dict[str, Any], **parts: Part) -> dict[str, Cells | None]:
             out[name] = {}
         elif not _installed(name):
             out[name] = None
+        elif name == "jax":
+            import jax
+
+            with jax.enable_x64(True):
+                out[name] = part(facts)
         else:
             out[name] = part(facts)
     return out

@@ -85,7 +85,7 @@ def lesson_silent_float32() -> tuple[str, list[Row], dict[str, Any]]:
         ("from_numpy", "array from a float64 NumPy array (jax: x64 off, in a subprocess)"),
         ("python_float", "array from the Python float 1.0"),
         ("explicit", "array(1.0, dtype=float64)"),
-        ("x64", "from the float64 NumPy array with x64 on (xpseq's jax backend; "
+        ("x64", "from the float64 NumPy array with x64 on (jax.enable_x64; "
                 "numpy, torch: no such flag)"),
     ])
     def warned(key: str) -> str:
@@ -94,8 +94,10 @@ def lesson_silent_float32() -> tuple[str, list[Row], dict[str, Any]]:
     explanation = (
         f"Without jax_enable_x64, JAX turns a float64 NumPy array into "
         f"{_fact(facts, 'jax_from_numpy')} {warned('from_numpy')} and even an explicit "
-        f"dtype=float64 into {_fact(facts, 'jax_explicit')} {warned('explicit')}, so xpseq's jax "
-        f"backend turns x64 on ({_fact(facts, 'jax_from_numpy_with_x64')}); torch keeps "
+        f"dtype=float64 into {_fact(facts, 'jax_explicit')} {warned('explicit')}. With x64 on it "
+        f"stays {_fact(facts, 'jax_from_numpy_with_x64')}; xpseq leaves that switch to the "
+        f"caller and refuses float64 on JAX without it, instead of computing in float32; "
+        f"torch keeps "
         f"float64 arrays but makes Python floats {_fact(facts, 'torch_python_float')}."
     )
     return explanation, rows, facts

@@ -1,0 +1,136 @@
+"""xpseq leaves its caller's global settings alone, and its kernels take one path per namespace.
+
+JAX's 64-bit mode is the caller's switch (the suite turns it on for itself in conftest.py):
+creating a backend, pronouncing with the shipped model and training a Translator on JAX must
+leave it as it was, float64 without it must be a clear error, and the core must run on
+JAX's default configuration without dtype warnings. These run in a child process with JAX's
+defaults (``JAX_ENABLE_X64`` removed from its environment).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from xpseq.core import delegation
+
+CHILD = textwrap.dedent(r"""
+    import json, warnings
+    warnings.simplefilter("error")           # any warning fails the child
+    import numpy as np
+    import jax, jax.numpy as jnp
+    import xpseq
+    from xpseq import backends, core
+
+    out = {"x64_at_start": bool(jax.config.jax_enable_x64)}
+    # A core function before any backend exists: its values and the path it takes.
+    x = jnp.asarray(np.linspace(-30.0, 30.0, 7), dtype=jnp.float32)
+    calls = []
+    real = jax.nn.sigmoid
+    jax.nn.sigmoid = lambda z: calls.append(1) or real(z)
+    out["sigmoid_before"] = np.asarray(core.sigmoid(x)).tolist()
+    out["native_calls_before"] = len(calls)
+
+    be = backends.get("jax")
+    out["x64_after_backend"] = bool(jax.config.jax_enable_x64)
+    out["sigmoid_after"] = np.asarray(core.sigmoid(x)).tolist()
+    out["native_calls_after"] = len(calls) - out["native_calls_before"]
+    jax.nn.sigmoid = real
+
+    # Float64 without 64-bit mode: a clear error, never JAX's silent float32.
+    for name, make in (("python_floats", lambda: be.asarray([1.5])),
+                       ("float64_array", lambda: be.asarray(np.ones(2))),
+                       ("dtype_float64", lambda: be.asarray([1], dtype="float64"))):
+        try:
+            make()
+            out[name] = "no error"
+        except RuntimeError as err:
+            out[name] = str(err)
+    out["ints"] = str(be.asarray([1, 2]).dtype)
+
+    # The attention of the worked example on default-configured JAX arrays: no warning.
+    q = jnp.asarray([[[1.0]]], dtype=jnp.float32)
+    k = jnp.asarray([[[1.0], [0.0], [1.0], [2.0]]], dtype=jnp.float32)
+    v = jnp.asarray([[[1.0, 0.0], [0.0, 2.0], [2.0, 1.0], [100.0, 100.0]]], dtype=jnp.float32)
+    context, weights = core.scaled_dot_product_attention(q, k, v, valid_lens=[3])
+    out["sdpa_weights"] = np.asarray(weights).ravel().tolist()
+    out["sdpa_context"] = np.asarray(context).ravel().tolist()
+    core.masked_softmax(jnp.ones((2, 3), dtype=jnp.float32), jnp.asarray([1, 3]))
+
+    from xpseq import g2p
+    out["g2p"] = g2p.pronounce(["hello"], backend="jax")
+    out["x64_after_g2p"] = bool(jax.config.jax_enable_x64)
+
+    task = xpseq.toy_task(n_train=64, n_dev=16, n_test_per_bucket=2, seed=0)
+    model = xpseq.Translator.train(task, backend="jax", epochs=1, embed=8, hidden=16,
+                                   progress=False)
+    out["translated"] = len(model.translate(["the cat sees the dog"]))
+    out["x64_after_translator"] = bool(jax.config.jax_enable_x64)
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def child() -> dict:
+    pytest.importorskip("jax")
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_jax_64_bit_mode_is_left_as_the_caller_set_it(child):
+    assert child["x64_at_start"] is False
+    assert child["x64_after_backend"] is False
+    assert child["x64_after_g2p"] is False
+    assert child["x64_after_translator"] is False
+    assert child["g2p"] == [["HH", "EH", "L", "OW"]]              # as on NumPy
+    assert child["translated"] == 1
+
+
+def test_float64_on_jax_without_64_bit_mode_is_a_clear_error(child):
+    for name in ("python_floats", "float64_array", "dtype_float64"):
+        message = child[name]
+        assert "64-bit mode" in message and 'jax.config.update("jax_enable_x64", True)' in message
+    assert child["ints"] == "int32"                       # JAX's own integer default
+
+
+def test_core_runs_on_default_jax_without_warnings(child):
+    # (the child turns every warning into an error)
+    np.testing.assert_allclose(child["sdpa_weights"], [0.422319, 0.155362, 0.422319, 0.0],
+                               atol=1e-6)
+    assert child["sdpa_weights"][3] == 0.0
+    np.testing.assert_allclose(child["sdpa_context"], [1.266956, 0.733044], atol=1e-6)
+
+
+def test_a_core_function_takes_one_path_whatever_ran_before(child):
+    assert child["sigmoid_before"] == child["sigmoid_after"]
+    assert child["native_calls_before"] == 1 and child["native_calls_after"] == 1
+
+
+def test_delegation_is_decided_by_the_namespace_alone():
+    import array_api_compat.numpy as xnp
+    import array_api_strict
+
+    assert delegation.DELEGATES == {"sigmoid": ("jax", "torch"), "relu": ("torch",),
+                                    "fused_attention": ("torch",)}
+    for xp in (xnp, array_api_strict):
+        assert not any(delegation.delegates(k, xp) for k in delegation.DELEGATES)
+    torch = pytest.importorskip("torch")
+    import array_api_compat.torch as xtorch
+
+    assert all(delegation.delegates(k, xtorch) for k in delegation.DELEGATES)
+    x = torch.linspace(-40, 40, 81, dtype=torch.float64)
+    np.testing.assert_allclose(delegation.sigmoid(x, xp=xtorch).numpy(),
+                               delegation.generic_sigmoid(x, xp=xtorch).numpy(), rtol=1e-15,
+                               atol=0)
+    assert torch.equal(delegation.relu(x, xp=xtorch), delegation.generic_relu(x, xp=xtorch))
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        delegation.delegates("softmax", xtorch)

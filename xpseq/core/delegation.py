@@ -1,0 +1,112 @@
+"""Where an array library's own kernel replaces the generic array API code.
+
+All delegation of :mod:`xpseq.core` lives here, in the manner of array-api-extra's
+``_delegation.py``: each kernel decides inside itself, from the namespace of its arrays
+alone, whether the library has its own version with the same semantics (dtype, mask,
+empty-row policy) and calls it; otherwise it runs the generic body, which stays the
+reference. Nothing registers anywhere: the same arrays take the same path whatever ran
+earlier in the process (creating a backend included). The parity tests compare both paths
+on every library that delegates.
+
+=====================  ==================  ================================================
+kernel                 delegates on        to
+=====================  ==================  ================================================
+``sigmoid``            jax, torch          ``jax.nn.sigmoid``, ``torch.sigmoid`` (their
+                                           gradient keeps only the output)
+``relu``               torch               ``torch.nn.functional.relu`` (about 15x faster
+                                           than ``where``, forward and backward)
+``fused_attention``    torch               ``torch.nn.functional.scaled_dot_product_attention``
+                                           where every query row keeps a key
+=====================  ==================  ================================================
+
+Delegation is a speed choice, never a semantic one: each library's function computes the
+generic body's values to rounding. No library is imported here: a kernel reaches its
+library's function only when handed that library's arrays, so the library is loaded.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import array_api_compat as compat
+
+from .checks import concrete
+
+__all__ = ["DELEGATES", "library", "delegates", "sigmoid", "generic_sigmoid", "relu",
+           "generic_relu", "has_fused_attention", "fused_attention"]
+
+#: For each delegating kernel, the libraries whose own version it calls.
+DELEGATES = {"sigmoid": ("jax", "torch"), "relu": ("torch",), "fused_attention": ("torch",)}
+
+
+def library(xp: Any) -> str | None:
+    """``"jax"`` or ``"torch"`` for those libraries' namespaces, else ``None``."""
+    if compat.is_torch_namespace(xp):
+        return "torch"
+    if compat.is_jax_namespace(xp):
+        return "jax"
+    return None
+
+
+def delegates(kernel: str, xp: Any) -> bool:
+    """Whether ``kernel`` (a key of :data:`DELEGATES`) calls the library's own version on
+    arrays of namespace ``xp``."""
+    if kernel not in DELEGATES:
+        raise ValueError(f"delegates: kernel must be one of {sorted(DELEGATES)}, got {kernel!r}")
+    return library(xp) in DELEGATES[kernel]
+
+
+def sigmoid(x: Any, *, xp: Any) -> Any:
+    """``1 / (1 + exp(-x))``: ``jax.nn.sigmoid`` / ``torch.sigmoid`` on their arrays, whose
+    gradient keeps only the output (differentiating :func:`generic_sigmoid`'s two branches
+    keeps the branch mask and four arrays the size of ``x``, at every step of a
+    recurrence); :func:`generic_sigmoid` elsewhere."""
+    lib = library(xp)
+    if lib == "torch":
+        return xp.sigmoid(x)
+    if lib == "jax":
+        return sys.modules["jax"].nn.sigmoid(x)     # JAX's arrays: JAX is loaded
+    return generic_sigmoid(x, xp=xp)
+
+
+def generic_sigmoid(x: Any, *, xp: Any) -> Any:
+    """The reference body of :func:`sigmoid`: ``1 / (1 + e)`` or ``e / (1 + e)`` from
+    ``e = exp(-|x|)`` (no overflow; relatively accurate in the negative tail)."""
+    positive = x >= 0
+    e = xp.exp(xp.where(positive, -x, x))                 # exp(-|x|), in (0, 1]
+    return xp.where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def relu(x: Any, *, xp: Any) -> Any:
+    """``max(x, 0)``: ``torch.nn.functional.relu`` on PyTorch (the same values and the same
+    zero derivative at 0), :func:`generic_relu` elsewhere."""
+    if library(xp) == "torch":
+        return xp.nn.functional.relu(x)
+    return generic_relu(x, xp=xp)
+
+
+def generic_relu(x: Any, *, xp: Any) -> Any:
+    """The reference body of :func:`relu`."""
+    return xp.where(x > 0, x, 0.0)
+
+
+def has_fused_attention(q: Any, k: Any, v: Any, *, xp: Any) -> bool:
+    """Whether :func:`fused_attention` may apply to ``q``, ``k``, ``v``: the library has a
+    fused kernel with the core's semantics and the three share their leading shape (the
+    fused kernel does not broadcast them). The rows' rule is :func:`fused_attention`'s."""
+    return delegates("fused_attention", xp) and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+
+
+def fused_attention(q: Any, k: Any, v: Any, keep: Any, scale: float, *, xp: Any) -> Any:
+    """``softmax(q kᵀ scale) v`` by the library's fused kernel, or ``None`` where it does
+    not apply: where :func:`has_fused_attention` is false, or where some query row of
+    ``keep`` (a boolean mask that broadcasts to the scores, or ``None``) keeps no key (the
+    fused kernel's answer there is NaN; the core's policy is an error or a zero row), or
+    where that cannot be told because the values are not concrete. The caller then runs
+    the generic body."""
+    if not has_fused_attention(q, k, v, xp=xp):
+        return None
+    if keep is not None and not concrete(xp.all(xp.any(keep, axis=-1))):
+        return None
+    return xp.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
