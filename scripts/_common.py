@@ -30,6 +30,18 @@ import sys
 import time
 from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
+def jax_float64() -> None:
+    """Turn on JAX's 64-bit mode for this script's process: the scripts compare float64
+    results on every backend, and xpseq leaves the switch to its caller. Set before JAX
+    starts (``JAX_ENABLE_X64``), or through ``jax.config`` when it has already."""
+    if "jax" in sys.modules:
+        sys.modules["jax"].config.update("jax_enable_x64", True)
+    else:
+        os.environ["JAX_ENABLE_X64"] = "1"
+
+
+jax_float64()
+
 #: The thread-count variables of OpenMP and the BLAS libraries NumPy and PyTorch use; they
 #: act only when set before the library loads.
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
