@@ -42,6 +42,8 @@ import os
 import sys
 from typing import Any
 
+from xpseq.core import checks
+
 from ._base import Backend
 
 __all__ = ["Backend", "NAMES", "PREFERENCE", "available", "get", "default_name", "default",
@@ -154,7 +156,7 @@ def set_threads(threads: int | None = None, *, jax: bool = False) -> int:
     if threads is None:
         text = os.environ.get("OMP_NUM_THREADS", "").strip()
         threads = int(text) if text.isdigit() and int(text) > 0 else 1
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+    if not checks.is_int(threads) or threads < 1:
         raise ValueError(f"set_threads: threads must be a positive int, got {threads!r}")
     from threadpoolctl import threadpool_limits
 

@@ -19,13 +19,16 @@ module            contents
 ``vjp``           the hand-derived backward rules (how NumPy gets gradients)
 ``kernels``       the unchecked kernels under the checked functions above (a named internal
                   API for the models: no validation, ``xp`` passed in)
+``delegation``    where a library's own kernel replaces the generic code (sigmoid, relu,
+                  fused attention), decided by the arrays' namespace alone
 ``loops``         scan, the Python loop (``lax.scan``'s semantics)
 ``tree``          flatten / unflatten / map_leaves over nested dicts, lists and tuples
 ``checks``        the argument checks of the public functions
 ================  ==========================================================================
 """
 
-from . import attention, decoding, kernels, layers, losses, masking, optim, recurrent, vjp
+from . import (attention, decoding, delegation, kernels, layers, losses, masking, optim,
+               recurrent, vjp)
 from .attention import (
     additive_scores,
     attend,
@@ -59,6 +62,6 @@ __all__ = [
     "sinusoidal_positions",
     "lstm_cell", "gru_cell", "run_sequence",
     "cross_entropy", "scan", "greedy_search", "beam_search", "tile_beams",
-    "attention", "decoding", "kernels", "layers", "losses", "masking", "optim", "recurrent",
-    "vjp",
+    "attention", "decoding", "delegation", "kernels", "layers", "losses", "masking", "optim",
+    "recurrent", "vjp",
 ]

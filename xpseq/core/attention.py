@@ -19,7 +19,6 @@ value checks under ``jax.jit``) and then calls a private kernel that does only t
 from __future__ import annotations
 
 import math
-import numbers
 import operator
 from typing import Any, Mapping
 
@@ -267,7 +266,7 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
     p = {n: params.get(n) for n in required + optional}
     xp = checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask,
                            **{n: a for n, a in p.items() if a is not None})
-    if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral):
+    if not checks.is_int(num_heads):
         raise TypeError(f"{fname}: num_heads must be an int, got {type(num_heads).__name__}")
     num_heads = operator.index(num_heads)
     if num_heads < 1:

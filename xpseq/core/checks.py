@@ -23,6 +23,18 @@ import array_api_compat as compat
 EMPTY_POLICIES = ("error", "zero")
 
 
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer (Python or NumPy) and not a ``bool`` (which Python
+    counts as an int: ``True`` must not pass for ``1``)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value: Any) -> bool:
+    """Whether ``value`` is a real number (an int or a float, Python or NumPy) and not a
+    ``bool``."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def library_name(x: Any) -> str:
     """Short name of the library an array belongs to (``"numpy"``, ``"torch"``, ...)."""
     if compat.is_numpy_array(x):
@@ -171,7 +183,7 @@ def check_scale(fname: str, scale: Any) -> float | None:
     """``scale`` must be ``None`` or a finite real Python number."""
     if scale is None:
         return None
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+    if not is_real(scale):
         raise TypeError(f"{fname}: scale must be a real number or None, got {type(scale).__name__}")
     if not math.isfinite(scale):
         raise ValueError(f"{fname}: scale must be finite, got {scale}")

@@ -35,11 +35,11 @@ beam search is greedy search.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Callable, NamedTuple
 
 import array_api_compat as compat
 
+from . import checks
 from .kernels import int_dtype, log_softmax
 from .tree import flatten, map_leaves
 
@@ -209,14 +209,14 @@ def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: 
     fname = "beam_search"
     _check_common(fname, batch_size, max_len, min_len, bos_id, eos_id, pad_id)
     for name, value in (("k", k), ("n_best", n_best)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        if not checks.is_int(value) or value < 1:
             raise ValueError(f"{fname}: {name} must be a positive int, got {value!r}")
     if n_best > k:
         raise ValueError(f"{fname}: n_best ({n_best}) cannot exceed the beam size k ({k})")
     if length_penalty not in LENGTH_PENALTIES:
         raise ValueError(f"{fname}: length_penalty must be one of {list(LENGTH_PENALTIES)}, "
                          f"got {length_penalty!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha >= 0:
+    if not checks.is_real(alpha) or not alpha >= 0:
         raise ValueError(f"{fname}: alpha must be a number >= 0, got {alpha!r}")
     xp, like = _namespace_of(state)
     B, K, L = batch_size, k, max_len
@@ -369,12 +369,12 @@ def _namespace_of(state: Any) -> tuple[Any, Any]:
 
 def _check_common(fname: str, batch_size: int, max_len: int, min_len: int, *ids: int) -> None:
     for name, value in (("batch_size", batch_size), ("max_len", max_len)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        if not checks.is_int(value) or value < 1:
             raise ValueError(f"{fname}: {name} must be a positive int, got {value!r}")
-    if isinstance(min_len, bool) or not isinstance(min_len, numbers.Integral) or min_len < 0:
+    if not checks.is_int(min_len) or min_len < 0:
         raise ValueError(f"{fname}: min_len must be an int >= 0, got {min_len!r}")
     if min_len >= max_len:
         raise ValueError(f"{fname}: min_len ({min_len}) must be below max_len ({max_len})")
     for value in ids:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        if not checks.is_int(value) or value < 0:
             raise ValueError(f"{fname}: token ids must be ints >= 0, got {value!r}")

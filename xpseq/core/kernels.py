@@ -8,17 +8,19 @@ The public functions of ``masking``, ``layers``, ``attention``, ``losses`` and
 ``recurrent`` check their arguments once, then call these; the models call them directly
 after checking their own inputs at their public boundary.
 
-Call a kernel only with arguments a public function would have accepted: a wrong shape
-here is a wrong answer or an error from deep inside the array library, not a clear
-message.
+``sigmoid`` and ``relu`` are :mod:`xpseq.core.delegation`'s: they call the library's own
+function where it has one. Call a kernel only with arguments a public function would have
+accepted: a wrong shape here is a wrong answer or an error from deep inside the array
+library, not a clear message.
 
 =====================================  ========================================================
 kernel                                 public, checked counterpart
 =====================================  ========================================================
 linear, embedding, sigmoid,            :mod:`xpseq.core.layers`
-dropout, zeros, layer_norm (and
-``_parts``), gelu, relu,
-feed_forward, sinusoidal_positions
+dropout, zeros, int_dtype,
+layer_norm (and ``_parts``), gelu,
+relu, feed_forward,
+sinusoidal_positions
 sequence_mask, masked_softmax,         :mod:`xpseq.core.masking` (``masked_softmax`` takes the
 logsumexp, log_softmax                 boolean keep-mask itself)
 nll_sum, nll_parts (with label         :func:`xpseq.core.losses.cross_entropy`
@@ -27,6 +29,7 @@ dot_scores, general_scores,            :mod:`xpseq.core.attention`
 additive_scores,
 additive_from_projections, attend,
 split_heads, merge_heads,
+head_scores, head_pool,
 multi_head_attention
 lstm_step, gru_step (and their         :mod:`xpseq.core.recurrent` (cells and
 ``*_parts``), STEPS,                   ``run_sequence``)
@@ -50,8 +53,8 @@ __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "s
            "general_scores", "additive_scores", "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
            "sinusoidal_positions", "split_heads", "merge_heads", "heads_keep",
-           "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts", "lstm_step", "gru_step", "STEPS", "initial_zeros",
-           "run_sequence", "keep_valid"]
+           "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts",
+           "lstm_step", "gru_step", "STEPS", "initial_zeros", "run_sequence", "keep_valid"]
 
 
 def linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:

@@ -10,7 +10,6 @@ inside their loops, after checking their own inputs once.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Mapping
 
 from . import checks, kernels
@@ -131,7 +130,7 @@ def dropout(x: Any, keep: Any, rate: float) -> Any:
     checks.check_floating(fname, "x", x, xp)
     if keep.dtype != xp.bool:
         raise TypeError(f"{fname}: keep must have a bool dtype, got {keep.dtype}")
-    if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
+    if not checks.is_real(rate):
         raise TypeError(f"{fname}: rate must be a real number, got {type(rate).__name__}")
     if not 0 <= rate < 1:
         raise ValueError(f"{fname}: rate must lie in [0, 1), got {rate!r}")
@@ -166,7 +165,7 @@ def layer_norm(x: Any, gamma: Any, beta: Any, *, eps: float = 1e-5) -> Any:
     for name, a in (("gamma", gamma), ("beta", beta)):
         checks.check_ndim(fname, name, a, 1, exact=True, layout="(d,)")
         checks.check_dim(fname, name, a, 0, x.shape[-1], "the last dimension of x")
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
+    if not checks.is_real(eps) or not 0 < eps < math.inf:
         raise ValueError(f"{fname}: eps must be a positive number, got {eps!r}")
     checks.check_all_finite(fname, xp, x=x, gamma=gamma, beta=beta)
     return kernels.layer_norm(x, gamma, beta, float(eps), xp=xp)
@@ -259,7 +258,7 @@ def feed_forward(params: Mapping[str, Any], x: Any, *, activation: str = "relu",
             raise TypeError(f"{fname}: keep must have a bool dtype, got {keep.dtype}")
         checks.broadcast_leading(fname, xp, hidden=(*x.shape[:-1], d_ff),
                                  keep=tuple(keep.shape))
-    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 <= rate < 1:
+    if not checks.is_real(rate) or not 0 <= rate < 1:
         raise ValueError(f"{fname}: rate must be a number in [0, 1), got {rate!r}")
     checks.check_all_finite(fname, xp, x=x, **{n: params[n] for n in FF_PARAMS})
     return kernels.feed_forward(params, x, activation, keep, float(rate), xp=xp)
@@ -285,8 +284,7 @@ def sinusoidal_positions(positions: Any, d_model: int, *, dtype: Any) -> Any:
     if not xp.isdtype(positions.dtype, "integral"):
         raise TypeError(f"{fname}: positions must have an integer dtype, got "
                         f"{positions.dtype}")
-    if isinstance(d_model, bool) or not isinstance(d_model, numbers.Integral) \
-            or d_model < 2 or d_model % 2:
+    if not checks.is_int(d_model) or d_model < 2 or d_model % 2:
         raise ValueError(f"{fname}: d_model must be an even int >= 2, got {d_model!r}")
     if not xp.isdtype(dtype, "real floating"):
         raise TypeError(f"{fname}: dtype must be a real floating dtype, got {dtype}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 from . import checks, kernels
@@ -47,11 +46,9 @@ def cross_entropy(logits: Any, targets: Any, *, pad_id: int | None = None,
     if tuple(targets.shape) != tuple(logits.shape[:-1]):
         raise ValueError(f"{fname}: targets has shape {tuple(targets.shape)} but logits of "
                          f"shape {tuple(logits.shape)} need {tuple(logits.shape[:-1])}")
-    if pad_id is not None and (isinstance(pad_id, bool)
-                               or not isinstance(pad_id, numbers.Integral)):
+    if pad_id is not None and not checks.is_int(pad_id):
         raise TypeError(f"{fname}: pad_id must be an int or None, got {type(pad_id).__name__}")
-    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real) \
-            or not 0 <= label_smoothing < 1:
+    if not checks.is_real(label_smoothing) or not 0 <= label_smoothing < 1:
         raise ValueError(f"{fname}: label_smoothing must be a number in [0, 1), got "
                          f"{label_smoothing!r}")
     vocab = logits.shape[-1]

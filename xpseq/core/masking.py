@@ -11,7 +11,6 @@ nor any gradient is ever NaN because of masking.
 from __future__ import annotations
 
 import math
-import numbers
 import operator
 from typing import Any
 
@@ -56,7 +55,7 @@ def sequence_mask(lengths: Any, max_len: int) -> Any:
     xp = checks.namespace(fname, lengths=lengths)
     if not xp.isdtype(lengths.dtype, "integral"):
         raise TypeError(f"{fname}: lengths must have an integer dtype, got {lengths.dtype}")
-    if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral):
+    if not checks.is_int(max_len):
         raise TypeError(f"{fname}: max_len must be an int, got {type(max_len).__name__}")
     max_len = operator.index(max_len)
     if max_len < 0:
@@ -260,7 +259,7 @@ def check_no_empty_rows(fname: str, what: str, shape: tuple[int, ...], keep: Any
 def _as_lengths(fname: str, valid_lens: Any, *, xp: Any, device: Any) -> Any:
     if isinstance(valid_lens, (list, tuple)):
         flat = _flatten(valid_lens)
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in flat):
+        if not all(checks.is_int(v) for v in flat):
             raise TypeError(f"{fname}: valid_lens must hold integers, got {valid_lens!r}")
         return xp.asarray(valid_lens, dtype=kernels.int_dtype(xp), device=device)
     if not xp.isdtype(valid_lens.dtype, "integral"):
@@ -332,7 +331,7 @@ def _broadcasts_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
 
 
 def _check_axis(fname: str, axis: Any, ndim: int) -> int:
-    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+    if not checks.is_int(axis):
         raise TypeError(f"{fname}: axis must be an int, got {type(axis).__name__}")
     if not -ndim <= axis < ndim:
         raise ValueError(f"{fname}: axis {axis} is out of range for an array of {ndim} dimensions")

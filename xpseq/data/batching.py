@@ -15,10 +15,11 @@ an epoch has only a few distinct shapes (each new shape is a new trace under ``j
 
 from __future__ import annotations
 
-import numbers
 from typing import Sequence
 
 import numpy as np
+
+from xpseq.core import checks
 
 __all__ = ["make_batches", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID"]
 
@@ -58,7 +59,7 @@ def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
     """
     sizes = (("batch_size", batch_size), ("bucket", bucket))
     for name, value in sizes + ((("max_tokens", max_tokens),) if max_tokens is not None else ()):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        if not checks.is_int(value) or value < 1:
             raise ValueError(f"make_batches: {name} must be a positive int, got {value!r}")
     cleaned = []
     for i, pair in enumerate(pairs):

@@ -52,10 +52,11 @@ veno``; ``follows`` -> ``tambir`` at the end.)
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from typing import Sequence
 
 import numpy as np
+
+from xpseq.core import checks
 
 __all__ = ["translate", "generate_pairs", "make_dataset", "ToyDataset", "NOUNS",
            "ADJECTIVES", "VERBS", "PREPOSITIONS", "DETERMINER", "SUBJECT_MARKER",
@@ -226,13 +227,13 @@ class ToyDataset:
 
 
 def _check_count(name: str, value, *, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+    if not checks.is_int(value) or value < 0:
         raise ValueError(f"{where}: {name} must be a non-negative int, got {value!r}")
     return int(value)
 
 
 def _check_phrases(phrases, *, where: str) -> tuple[int, ...]:
-    if isinstance(phrases, numbers.Integral) and not isinstance(phrases, bool):
+    if checks.is_int(phrases):
         phrases = (phrases,)
     elif isinstance(phrases, (str, bytes)) or not isinstance(phrases, Sequence):
         raise ValueError(f"{where}: phrases must be an int or a sequence of ints, "
@@ -240,7 +241,7 @@ def _check_phrases(phrases, *, where: str) -> tuple[int, ...]:
     if len(phrases) == 0:
         raise ValueError(f"{where}: phrases is empty")
     for k in phrases:
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
+        if not checks.is_int(k) or k < 0:
             raise ValueError(f"{where}: phrases must hold non-negative ints, got {k!r} "
                              f"in {phrases!r}")
     return tuple(int(k) for k in phrases)

@@ -17,9 +17,10 @@ the same data always gives the same ids. A vocabulary is saved as its token list
 from __future__ import annotations
 
 import collections
-import numbers
 import operator
 from typing import Iterable, Sequence
+
+from xpseq.core import checks
 
 from .batching import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -89,7 +90,7 @@ class Vocab:
         ValueError
             ``min_count`` is not a positive int.
         """
-        if (isinstance(min_count, bool) or not isinstance(min_count, numbers.Integral)
+        if (not checks.is_int(min_count)
                 or min_count < 1):
             raise ValueError(f"Vocab.build: min_count must be a positive int, got {min_count!r}")
         if isinstance(sequences, (str, bytes)):
@@ -140,7 +141,7 @@ class Vocab:
 
     def token(self, id: int) -> str:
         """The token with id ``id`` (0 <= id < len(self); IndexError otherwise)."""
-        if isinstance(id, bool) or not isinstance(id, numbers.Integral):
+        if not checks.is_int(id):
             raise TypeError(f"Vocab.token: id must be an int, got {type(id).__name__} {id!r}")
         if not 0 <= id < len(self._tokens):
             raise IndexError(f"Vocab.token: id {int(id)} is out of range for a vocabulary of "

@@ -25,6 +25,7 @@ import numpy as np
 
 from xpseq import models
 from xpseq.backends import Backend
+from xpseq.core import checks
 from xpseq.core.decoding import Hypotheses, beam_search, ensemble_step, greedy_search, tile_beams
 from xpseq.core.kernels import int_dtype
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
@@ -73,7 +74,7 @@ def options_for(beam: int, n_best: int = 1, *, caller: str = "search",
     """The :class:`SearchOptions` of ``beam`` (1: greedy search) and ``n_best``, checked
     for a front-door function named ``caller``: both positive ints, ``n_best <= beam``."""
     for name, value in (("beam", beam), ("n_best", n_best)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not checks.is_int(value) or value < 1:
             raise ValueError(f"{caller}: {name} must be a positive int, got {value!r}")
     if n_best > beam:
         raise ValueError(f"{caller}: n_best ({n_best}) must be at most beam ({beam})")
