@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-from parity_helpers import lens_keep, normals, to_backend
+from parity_helpers import lens_keep, normals
 
 import xpseq.core as C
 from xpseq import backends
@@ -63,13 +63,13 @@ class Case:
     allow_neg_inf: bool = False
 
     def call(self, be: backends.Backend) -> tuple:
-        args = tuple(to_backend(be, a) for a in self.args)
-        kwargs = {n: to_backend(be, a) for n, a in self.kwargs.items()}
+        args = tuple(be.asarray_tree(a) for a in self.args)
+        kwargs = {n: be.asarray_tree(a) for n, a in self.kwargs.items()}
         return as_tuple(self.fn(*args, **kwargs))
 
     def call_jit(self, be: backends.Backend) -> tuple:
-        args = tuple(to_backend(be, a) for a in self.args)
-        kwargs = {n: to_backend(be, a) for n, a in self.kwargs.items()}
+        args = tuple(be.asarray_tree(a) for a in self.args)
+        kwargs = {n: be.asarray_tree(a) for n, a in self.kwargs.items()}
         return as_tuple(be.jit(self.fn)(*args, **kwargs))
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-from parity_helpers import lens_keep, normals, to_backend
+from parity_helpers import lens_keep, normals
 
 import xpseq.core as C
 from xpseq import backends
@@ -93,9 +93,9 @@ class GradCase:
         vg = be.value_and_grad(self.loss(be), argnums=tuple(range(len(self.args))))
         if jit:
             vg = be.jit(vg)
-        args = to_backend(be, self.args)
+        args = be.asarray_tree(self.args)
         assert isinstance(args, tuple)
-        value, grads = vg(*args, **to_backend(be, self.consts))
+        value, grads = vg(*args, **be.asarray_tree(self.consts))
         return float(be.to_numpy(value)), tuple(to_numpy(be, g) for g in grads)
 
 
@@ -323,7 +323,7 @@ def test_masked_rows_give_finite_gradients(grad_backend, which, garbage):
     be = grad_backend
     cid, fn, args, consts, keep = next(c for c in masked_score_cases(garbage) if c[0] == which)
     case = with_R(GradCase(f"{cid}-masked-{garbage}", fn, args, consts))
-    out = fn(*to_backend(be, args), **to_backend(be, consts))
+    out = fn(*be.asarray_tree(args), **be.asarray_tree(consts))
     out = out if isinstance(out, tuple) else (out,)
     for o in out:
         assert np.isfinite(be.to_numpy(o)).all(), f"{which}: non-finite forward value"
@@ -416,7 +416,7 @@ def test_masked_softmax_stable_at_1e4(grad_backend, masked):
     np.testing.assert_allclose(w_np, w_ref, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
 
     case = GradCase("stable", C.masked_softmax, (s,), consts, (R,))
-    w = be.to_numpy(C.masked_softmax(*to_backend(be, (s,)), **to_backend(be, consts)))
+    w = be.to_numpy(C.masked_softmax(*be.asarray_tree((s,)), **be.asarray_tree(consts)))
     assert np.isfinite(w).all()
     np.testing.assert_allclose(w, w_ref, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
     assert (w[~keep] == 0.0).all()

@@ -30,7 +30,6 @@ from typing import Any, Callable
 import array_api_compat
 import numpy as np
 import pytest
-from parity_helpers import to_backend
 
 import xpseq.core as C
 from xpseq import backends
@@ -719,7 +718,7 @@ def jax_results(case_id: str) -> tuple[dict, tuple, dict]:
 
     case = BY_ID[case_id]
     be = backends.get("jax")
-    consts = to_backend(be, case.consts)
+    consts = be.asarray_tree(case.consts)
 
     def run(inputs: dict, cots: tuple) -> tuple[dict, tuple, dict]:
         _, pullback = jax.vjp(lambda a: tuple(case.forward(be.xp, a, consts)), inputs)
@@ -729,7 +728,7 @@ def jax_results(case_id: str) -> tuple[dict, tuple, dict]:
 
     if not case_id.startswith("run_sequence"):
         run = jax.jit(run)
-    return run(to_backend(be, case.inputs), tuple(be.asarray(t) for t in case.cots))
+    return run(be.asarray_tree(case.inputs), tuple(be.asarray(t) for t in case.cots))
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -757,7 +756,7 @@ def test_custom_vjp_recurrence_matches_the_numpy_rule(case: Case, name: str) -> 
     and gradients (padding, empty rows and zero steps included)."""
     pytest.importorskip(name)
     be = backends.get(name)
-    consts = to_backend(be, case.consts)
+    consts = be.asarray_tree(case.consts)
     cell = case.consts["cell"]
 
     def forward(a: dict) -> tuple:
@@ -767,7 +766,7 @@ def test_custom_vjp_recurrence_matches_the_numpy_rule(case: Case, name: str) -> 
             reverse=case.consts["reverse"], scan=be.scan, custom_vjp=be.custom_vjp)
         return (out, *final)
 
-    inputs = to_backend(be, case.inputs)
+    inputs = be.asarray_tree(case.inputs)
     cots = tuple(be.asarray(t) for t in case.cots)
     if name == "jax":
         import jax
@@ -801,7 +800,7 @@ def test_torch_custom_vjp_records_one_node() -> None:
     torch = pytest.importorskip("torch")
     be = backends.get("torch")
     case = BY_ID["run_sequence-lstm-forward-mixed"]
-    a = to_backend(be, case.inputs)
+    a = be.asarray_tree(case.inputs)
     xs = a["xs"].requires_grad_(True)
     lengths = be.asarray(case.consts["lengths"])
     out, _ = C.run_sequence({n: a[n] for n in PARAMS}, xs, lengths, custom_vjp=be.custom_vjp)
@@ -826,7 +825,7 @@ def test_jax_custom_vjp_recurrence_has_no_forward_mode() -> None:
     jax = pytest.importorskip("jax")
     be = backends.get("jax")
     case = BY_ID["run_sequence-lstm-forward-mixed"]
-    a = to_backend(be, case.inputs)
+    a = be.asarray_tree(case.inputs)
     lengths = be.asarray(case.consts["lengths"])
 
     def f(xs):
@@ -842,7 +841,7 @@ def torch_vjp(case: Case) -> dict[str, np.ndarray]:
     torch = pytest.importorskip("torch")
     be = backends.get("torch")
     inputs = {n: be.asarray(v).requires_grad_(True) for n, v in case.inputs.items()}
-    outs = case.forward(be.xp, inputs, to_backend(be, case.consts))
+    outs = case.forward(be.xp, inputs, be.asarray_tree(case.consts))
     pairs = [(o, be.asarray(t)) for o, t in zip(outs, case.cots) if o.requires_grad]
     names = list(inputs)
     grads = torch.autograd.grad([o for o, _ in pairs], [inputs[n] for n in names],
@@ -887,7 +886,7 @@ def test_rule_on_other_array_libraries(case: Case, name: str) -> None:
     if name == "jax":
         _, outs, grads = jax_results(case.id)
     else:
-        outs, back = case.rule(be.xp, to_backend(be, case.inputs), to_backend(be, case.consts))
+        outs, back = case.rule(be.xp, be.asarray_tree(case.inputs), be.asarray_tree(case.consts))
         grads = back(tuple(be.asarray(t) for t in case.cots))
     np_outs, np_grads = numpy_rule(case.id)
     assert len(outs) == len(np_outs)
@@ -1147,7 +1146,7 @@ HAND_DERIVED = ("numpy", "array_api_strict")
 def test_value_and_grad_uses_the_rule(name: str) -> None:
     pytest.importorskip(name)
     be = backends.get(name)
-    args = to_backend(be, linear_loss_args())
+    args = be.asarray_tree(linear_loss_args())
     value0, grads0, y0 = linear_loss_expected()
 
     value, grads = be.value_and_grad(make_loss(), argnums=(0, 1, 2))(*args)
@@ -1179,14 +1178,14 @@ def test_value_and_grad_without_rule_names_defvjp(name: str) -> None:
     loss = make_loss(with_rule=False)
     assert not hasattr(loss, "vjp")
     with pytest.raises(NotImplementedError, match="defvjp"):
-        be.value_and_grad(loss)(*to_backend(be, linear_loss_args()))
+        be.value_and_grad(loss)(*be.asarray_tree(linear_loss_args()))
 
 
 @pytest.mark.parametrize("name", ["jax", "torch"])
 def test_autodiff_backends_ignore_the_rule(name: str) -> None:
     pytest.importorskip(name)
     be = backends.get(name)
-    args = to_backend(be, linear_loss_args())
+    args = be.asarray_tree(linear_loss_args())
     value0, grads0, _ = linear_loss_expected()
     value, grads = be.value_and_grad(make_loss(scale_grads=2.0), argnums=(0, 1, 2))(*args)
     np.testing.assert_allclose(be.to_numpy(value), value0, rtol=1e-14)

@@ -35,10 +35,6 @@ def _rng(seed=0):
     return np.random.default_rng(seed)
 
 
-def to_backend(be, tree):
-    return {k: be.asarray(v) for k, v in tree.items()}
-
-
 # ------------------------------------------------------------------ torch helpers
 
 
@@ -111,7 +107,7 @@ def test_cell_matches_torch_cell(backend, cell):
     module = torch_cell(torch, cell, seed=1)
     params_np = cell_params_from_torch(module)
     assert params_np["W_ih"].shape == (GATES[cell] * H, IN)
-    params = to_backend(backend, params_np)
+    params = backend.asarray_tree(params_np)
     rng = _rng(2)
     for trial in range(4):
         scale = 3.0 if trial == 3 else 1.0   # the last trial saturates the gates
@@ -154,7 +150,7 @@ def test_run_sequence_matches_torch_on_packed_sequences(backend, case, cell, rev
     torch = pytest.importorskip("torch")
     lengths, given_state = SEQ_CASES[case]
     module = _randomize(torch, torch_rnn(torch, cell), seed=3)
-    params = to_backend(backend, cell_params_from_torch(module, "_l0"))
+    params = backend.asarray_tree(cell_params_from_torch(module, "_l0"))
     rng = _rng(4)
     xs = rng.standard_normal((B, T, IN))
     real = np.arange(T)[None, :] < lengths[:, None]                      # (B, T)
@@ -192,7 +188,7 @@ def test_run_sequence_matches_torch_on_packed_sequences(backend, case, cell, rev
 def test_run_sequence_ignores_padding_and_zero_lengths(backend, reverse):
     """Padded inputs never matter (bit for bit), and a length-0 row keeps its initial state."""
     rng = _rng(5)
-    params = to_backend(backend, {n: rng.standard_normal(s) * 0.5 for n, s in
+    params = backend.asarray_tree({n: rng.standard_normal(s) * 0.5 for n, s in
                                   recurrent.cell_param_shapes("lstm", IN, H).items()})
     lengths = np.array([3, 0, 6, 1])
     real = np.arange(T)[None, :] < lengths[:, None]
@@ -239,7 +235,7 @@ def test_encoder_matches_torch_bidirectional_rnn(backend, cell):
     out, h_n, c_n = torch_packed_run(torch, module, emb, SRC_LEN)
     assert out.shape == (ENC_B, ENC_S, 2 * config.hidden) and h_n.shape[0] == 2
 
-    encoded = encode(to_backend(backend, params_np), config, backend.asarray(src),
+    encoded = encode(backend.asarray_tree(params_np), config, backend.asarray(src),
                      backend.asarray(SRC_LEN), scan=backend.scan)
     memory = backend.to_numpy(encoded["memory"])
     assert memory.shape == (ENC_B, ENC_S, 2 * config.hidden)

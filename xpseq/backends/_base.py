@@ -12,6 +12,7 @@ import array_api_compat as compat
 import numpy as np
 
 from xpseq.core.loops import scan as python_scan
+from xpseq.core.tree import map_leaves
 
 DTYPE_NAMES = ("float32", "float64", "int32", "int64", "bool")
 
@@ -123,6 +124,17 @@ class Backend:
             raise TypeError(f"{self.name}.to_numpy: expected a {self.name} array, got {got}")
         return _to_host(x)
 
+    def asarray_tree(self, tree: Any) -> Any:
+        """``tree`` (arrays in nested dicts, lists and tuples: parameters, a batch) with
+        every array converted by :meth:`asarray` (its dtype kept); other leaves (numbers,
+        strings, ``None``) are left as they are."""
+        return map_leaves(lambda x: self.asarray(x) if _is_array(x) else x, tree)
+
+    def to_numpy_tree(self, tree: Any) -> Any:
+        """``tree`` with every array of this backend converted by :meth:`to_numpy`; other
+        leaves are left as they are."""
+        return map_leaves(lambda x: self.to_numpy(x) if self.is_array(x) else x, tree)
+
     def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
         raise NotImplementedError
 
@@ -216,6 +228,11 @@ class Backend:
 
         wrapped.vjp = rule
         return wrapped
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, np.generic) or (compat.is_array_api_obj(x)
+                                         and not isinstance(x, (bool, int, float, complex)))
 
 
 def _to_host(obj: Any) -> np.ndarray:
