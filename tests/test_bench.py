@@ -1,6 +1,7 @@
-"""scripts/bench.py runs and reports every section; its native PyTorch reference is xpseq's
-model (the same loss and gradients in float64) and its per-sentence beam loop finds the
-same translations as xpseq's batched beam search."""
+"""scripts/bench.py runs and reports every section of scripts/benchmarks/; its native PyTorch
+reference is xpseq's model (the same loss and gradients in float64), its per-sentence beam
+loop finds the same translations as xpseq's batched beam search, and the sections share
+what the context builds once."""
 
 from __future__ import annotations
 
@@ -21,11 +22,22 @@ from xpseq.models.rnn import Seq2SeqConfig, init_params, loss_and_grad  # noqa: 
 from xpseq.search import SearchOptions, search, to_lists  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+SECTIONS = ("compile", "train", "flops", "beam", "sdpa", "profile", "transformer", "parallel",
+            "g2p", "threads")
 TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "1", "--repeats", "1",
         "--pairs", "40", "--bucket", "32", "--beam-sentences", "5", "--beam-train-steps", "3",
         "--sdpa", "2,2,8,4", "--sdpa-iters", "2", "--matmul", "64",
         "--transformer", "8,2,1,16,200", "--transformer-train-steps", "1",
-        "--transformer-sentences", "2"]
+        "--transformer-sentences", "2", "--g2p-words", "12", "--g2p-loop-words", "3"]
+
+
+def _benchmarks():
+    """The ``scripts/benchmarks`` package and the entry script (loading ``bench.py`` puts
+    ``scripts/`` on ``sys.path``, as running it does)."""
+    bench = load_script("bench")
+    import benchmarks
+
+    return benchmarks, bench
 
 
 def _random_batch(config: Seq2SeqConfig, rng: np.random.Generator, B: int = 4, S: int = 6,
@@ -98,17 +110,24 @@ def test_bench_script_reports_every_section(tmp_path):
     pytest.importorskip("jax")
     out = tmp_path / "bench"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,
-                           "--only", "compile,train,flops,beam,sdpa,profile,transformer,"
-                           "parallel",
+                           "--only", ",".join(s for s in SECTIONS if s != "threads"),
                            "--out", str(out)], capture_output=True, text=True, timeout=300,
                           cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "threads: torch 1 intra-op" in done.stdout and "OMP_NUM_THREADS=" in done.stdout
     report = json.loads((out / "bench.json").read_text())
     rows = {r["measure"]: r for r in report["rows"]}
-    assert {r["section"] for r in report["rows"]} == {"compile", "train", "flops", "beam",
-                                                      "sdpa", "profile", "transformer",
-                                                      "parallel"}
+    assert {r["section"] for r in report["rows"]} == set(SECTIONS) - {"threads"}
+    assert list(report["details"]) == ["train", "beam", "flops", "profile", "transformer",
+                                       "parallel", "g2p", "threads"]
+    assert report["details"]["threads"] is None
+    assert report["details"]["train"]["tokens"] > 0
+    assert report["details"]["beam"]["differ"]["xpseq-torch"] == []
+    assert list(report["section_seconds"]) == [s for s in SECTIONS if s != "threads"]
+    for backend in ("numpy", "torch", "jax"):
+        g2p = rows[f"shipped model, 12 test words greedy on {backend}"]
+        assert g2p["section"] == "g2p" and g2p["value"] > 0 and g2p["target"] == "—"
+    assert report["details"]["g2p"]["words"] == 12
     for kind in ("rnn", "transformer"):
         for label in ("jax 2 devices vs 1", "torch 2 processes vs 1",
                       "jax 2 devices vs 1 device on both cores",
@@ -152,11 +171,82 @@ def test_bench_script_reports_every_section(tmp_path):
     assert "| sentences differing, xpseq-torch vs loop | 0 |" in table
 
 
+def test_every_section_is_a_module_with_run():
+    benchmarks, bench = _benchmarks()
+    assert benchmarks.SECTIONS + benchmarks.EXTRA_SECTIONS == bench.SECTIONS + \
+        bench.EXTRA_SECTIONS
+    assert sorted(benchmarks.SECTIONS + benchmarks.EXTRA_SECTIONS) == sorted(SECTIONS)
+    for name in SECTIONS:
+        module = benchmarks.section(name)
+        assert module.__name__ == f"benchmarks.{name}" and callable(module.run), name
+    with pytest.raises(ValueError, match="unknown section 'nope'"):
+        benchmarks.section("nope")
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--only", "train,nope"])
+
+
+def test_sections_share_what_the_context_builds_once(monkeypatch):
+    """``train`` and ``flops`` both use the ``train`` timings: the context measures them
+    once, and builds nothing before a section asks."""
+    benchmarks, bench = _benchmarks()
+    from benchmarks.context import Context
+
+    context = Context(bench.parse_args(TINY + ["--only", "train,flops"]))
+    assert set(vars(context)) == {"args", "affinity", "_details"}       # nothing built yet
+    names = ("xpseq-jax", "xpseq-jax, hand-derived recurrences", "xpseq-torch",
+             "xpseq-torch, hand-derived backward", "native-torch")
+    timings = {"times": {n: [0.5, 0.25] for n in names}, "tokens": 100, "loss_diff": 0.0,
+               "step_diff": 0.0, "cores_used": dict.fromkeys(names, 1.0),
+               "tokens_per_s": {n: 100.0 * (i + 1) for i, n in enumerate(names)}}
+    calls = []
+    monkeypatch.setattr(benchmarks.section("train"), "measure",
+                        lambda c: calls.append(c) or timings)
+    rows = benchmarks.section("train").run(context) + benchmarks.section("flops").run(context)
+    assert calls == [context]
+    by_name = {r.measure: r for r in rows}
+    assert by_name["xpseq-jax throughput vs native"].ratio == pytest.approx(100 / 500)
+    assert by_name["xpseq-torch, hand-derived backward throughput vs native"].value == 400.0
+    flops = context.details(["flops"])["flops"]
+    expected = sum(benchmarks.section("flops").step_flops(
+        context.config, b["src"].shape[0], b["src"].shape[1], b["tgt_in"].shape[1])
+        for b in context.timed)
+    assert flops["step_flops_total"] == expected > 0
+    assert by_name["native-torch training step"].value == pytest.approx(
+        expected / 0.375 / 1e9)                                  # the median of the times
+    assert context.details(["train", "beam"]) == {"train": timings, "beam": None}
+    assert "trained" not in vars(context) and "transformer" not in vars(context)
+
+
+def test_threads_section_compares_two_threads_with_one_idle_and_busy(monkeypatch):
+    benchmarks, bench = _benchmarks()
+    from benchmarks.context import Context
+
+    threads = benchmarks.section("threads")
+    runs = []
+
+    def epoch_seconds(backend, model, n, folder):
+        runs.append((backend, model, n))
+        return {"numpy": 3.0, "torch": 2.0, "jax": 1.0}[backend] / n
+
+    monkeypatch.setattr(threads, "epoch_seconds", epoch_seconds)
+    context = Context(bench.parse_args(["--only", "threads", "--repeats", "2"]))
+    rows = threads.run(context)
+    assert len(runs) == 2 * 2 * 3 * 2 * 2               # idle/busy, repeats, backends, ...
+    assert [r.measure for r in rows[:2]] == ["toy rnn on numpy, 2 threads vs 1, idle machine",
+                                             "toy transformer on numpy, 2 threads vs 1, "
+                                             "idle machine"]
+    assert len(rows) == 12 and rows[-1].measure.endswith("on jax, 2 threads vs 1, busy machine")
+    assert all(r.ratio == pytest.approx(2.0) and r.unit == "s/epoch" for r in rows)
+    assert rows[0].value == pytest.approx(1.5) and rows[0].detail == "1 thread: 3.00 s/epoch"
+    assert context.details(["threads"])["threads"]["median"]["busy jax rnn 2"] == 0.5
+
+
 def test_threads_section_reads_the_second_epoch_of_the_command(tmp_path):
     """The ``threads`` section times ``xpseq --threads N train`` in a child process: the
     seconds it returns are the second epoch's, as the run's metrics log has them."""
-    bench = load_script("bench")
-    seconds = bench._epoch_seconds("numpy", "rnn", 1, tmp_path, quick=True)
+    benchmarks, _ = _benchmarks()
+    seconds = benchmarks.section("threads").epoch_seconds("numpy", "rnn", 1, tmp_path,
+                                                          quick=True)
     log = (tmp_path / "numpy-rnn-1.metrics.csv").read_text().splitlines()
     assert len(log) == 3 and log[0].startswith("epoch,")
     assert seconds == float(log[2].split(",")[log[0].split(",").index("seconds")]) > 0

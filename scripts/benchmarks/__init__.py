@@ -1,0 +1,48 @@
+"""The sections of ``scripts/bench.py``, one module each.
+
+================  ==========================================================================
+module            contents
+================  ==========================================================================
+``context``       Context: the settings and the shared artefacts (task, batches, initial
+                  and trained parameters, backends, the Transformer's set-up, the
+                  ``train`` timings), each built on first use and kept
+``shared``        Row and the results table, the environment, the implementations' labels,
+                  batches on a backend, the timed loops, the matmul rate
+``compile``       the jitted JAX step's compile time and retraces
+``train``         training throughput against native PyTorch (and the timings ``flops``
+                  and ``profile`` reuse)
+``flops``         the training steps' GFLOP/s against a matmul's
+``beam``          batched beam search against a per-sentence loop
+``sdpa``          scaled dot-product attention against the libraries' own
+``profile``       where the time goes (torch.profiler, JAX's gradient against its forward)
+``transformer``   the Transformer's training, GFLOP/s and searches
+``parallel``      2 devices against 1 (a JAX mesh, a torch gloo group)
+``g2p``           the shipped G2P model's decoding speed
+``threads``       what ``xpseq --threads 2`` is worth against 1
+================  ==========================================================================
+
+Each section module has ``run(context) -> list[Row]``; its docstring says what it measures
+and its targets. The package imports neither xpseq nor a framework when loaded: the entry
+script sets the threads and ``XLA_FLAGS`` first. It is imported with ``scripts/`` on
+``sys.path`` (as ``benchmarks``), beside ``_common`` and ``native_torch``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+#: The sections ``bench.py`` runs by default, in the order they run.
+SECTIONS = ("compile", "train", "flops", "beam", "sdpa")
+#: Sections run only when ``--only`` names them (after the default ones, in this order).
+EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p", "threads")
+#: The sections whose details go into ``bench.json``, in the order they are written.
+DETAILS = ("train", "beam", "flops", "profile", "transformer", "parallel", "g2p", "threads")
+
+
+def section(name: str) -> types.ModuleType:
+    """The module of section ``name`` (one of ``SECTIONS + EXTRA_SECTIONS``)."""
+    if name not in SECTIONS + EXTRA_SECTIONS:
+        raise ValueError(f"unknown section {name!r}; choose from "
+                         f"{list(SECTIONS + EXTRA_SECTIONS)}")
+    return importlib.import_module(f"{__name__}.{name}")
