@@ -8,6 +8,9 @@
   ``getattr`` / ``hasattr`` on a loop or backend object.
 * No module is over 900 lines, no function takes over 16 parameters.
 * The installed package never reads the repository's ``scripts/`` folder.
+* ``scripts/`` (every ``.py`` file under it) keeps the same floor plan: no script imports a
+  private name or module of xpseq (its own helpers, such as ``_common``, are its own), and
+  no script module is over 900 lines.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "xpseq"
 MODULES = sorted(PACKAGE.rglob("*.py"))
+SCRIPTS = sorted((PACKAGE.parent / "scripts").rglob("*.py"))
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -85,6 +89,22 @@ def test_no_module_imports_another_folders_private_names():
     assert not bad, "\n".join(bad)
 
 
+def test_the_private_import_check_covers_the_scripts():
+    source = ("import _common as common\nfrom benchmarks.shared import Row\n"
+              "from .context import Context\nfrom xpseq.train.step import to_backend\n"
+              "from xpseq.train.step import _build_train_step\nimport xpseq.core._lib\n")
+    found = private_reaches(PACKAGE.parent / "scripts" / "benchmarks" / "train.py", source)
+    assert len(found) == 2, found
+    assert "_build_train_step" in found[0] and "xpseq.core._lib" in found[1]
+    assert PACKAGE.parent / "scripts" / "bench.py" in SCRIPTS
+    assert PACKAGE.parent / "scripts" / "benchmarks" / "context.py" in SCRIPTS
+
+
+def test_no_script_imports_a_private_name_of_xpseq():
+    bad = [b for path in SCRIPTS for b in private_reaches(path)]
+    assert not bad, "\n".join(bad)
+
+
 def test_backends_know_no_model_and_no_cell():
     forbidden = ("xpseq.models", "xpseq.core.recurrent", "xpseq.core.vjp", "xpseq.core.kernels")
     bad = []
@@ -113,7 +133,7 @@ def test_core_and_models_never_look_at_a_backend(folder):
 
 
 def test_no_module_is_too_long_and_no_function_takes_too_many_parameters():
-    long_modules = [f"{p.relative_to(PACKAGE.parent)}: {n} lines" for p in MODULES
+    long_modules = [f"{p.relative_to(PACKAGE.parent)}: {n} lines" for p in MODULES + SCRIPTS
                     if (n := len(p.read_text(encoding="utf-8").splitlines())) > 900]
     wide = []
     for path in MODULES:
