@@ -19,14 +19,15 @@ from xpseq.backends import Backend
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, Vocab, make_batches, make_dataset
 from xpseq.search.decode import SearchOptions, search, to_lists
-from xpseq.train.callbacks import Callback, Checkpoint, EarlyStopping
+from xpseq.train.callbacks import Callback, EarlyStopping, SaveCheckpoint
 from xpseq.train.loop import FitResult, TrainConfig, fit
+from xpseq.train.schedules import warmup_inverse_sqrt
 
 from .metrics import corpus_bleu, exact_match
 
-__all__ = ["Task", "toy_task", "task_from_pairs", "model_config", "train_model", "translate",
-           "attention_labels", "score",
-           "bucket_table", "decoder_inputs"]
+__all__ = ["Task", "toy_task", "task_from_pairs", "model_config", "TRAINING_DEFAULTS",
+           "training_defaults", "training_config", "train_model", "translate",
+           "attention_labels", "score", "bucket_table", "decoder_inputs"]
 
 Pair = tuple[list[str], list[str]]
 
@@ -79,13 +80,48 @@ def model_config(task: Task, kind: str = "rnn", **fields: Any) -> Any:
                                    tgt_vocab=len(task.tgt_vocab), **fields)
 
 
-#: What :func:`train_model` trains with when given no :class:`~xpseq.train.TrainConfig`.
-TOY_TRAINING = TrainConfig(epochs=5, optimizer=adam(3e-3))
+#: The training defaults of each model kind: at most ``epochs`` epochs (early stopping may
+#: end sooner) of Adam at step size ``lr`` over batches of ``batch_size`` sentences;
+#: ``warmup`` steps of a linear warm-up and then inverse-square-root decay, or ``None`` for
+#: a constant step size. :func:`training_config`, :func:`train_model`,
+#: :meth:`Translator.train <xpseq.tasks.translator.Translator.train>` and ``xpseq train``
+#: read them (``xpseq demo`` its step sizes and warm-up); a kind the table does not name
+#: trains as ``"rnn"``.
+TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
+    "rnn": {"epochs": 5, "lr": 3e-3, "batch_size": 64, "warmup": None},
+    "transformer": {"epochs": 8, "lr": 1e-3, "batch_size": 64, "warmup": 400},
+}
+
+
+def training_defaults(kind: str) -> dict[str, Any]:
+    """:data:`TRAINING_DEFAULTS` of model kind ``kind`` (a copy; the ``"rnn"`` row for a
+    kind the table does not name)."""
+    return dict(TRAINING_DEFAULTS.get(kind, TRAINING_DEFAULTS["rnn"]))
+
+
+def training_config(kind: str = "rnn", *, epochs: int | None = None, lr: float | None = None,
+                    warmup: int | None = None, **settings: Any) -> TrainConfig:
+    """A :class:`~xpseq.train.TrainConfig` for a model of kind ``kind``: Adam at ``lr``,
+    after ``warmup`` steps of linear warm-up then inverse-square-root decay (``0`` for a
+    constant step size), for at most ``epochs`` epochs; ``None`` takes the kind's
+    :data:`TRAINING_DEFAULTS`. ``settings`` are the other fields of ``TrainConfig``
+    (``seed``, ``progress``, ``devices``, ...)."""
+    table = training_defaults(kind)
+    epochs = table["epochs"] if epochs is None else epochs
+    lr = table["lr"] if lr is None else lr
+    warmup = table["warmup"] if warmup is None else warmup
+    rate = lr * warmup_inverse_sqrt(warmup) if warmup else lr
+    return TrainConfig(epochs=epochs, optimizer=adam(rate), **settings)
+
+
+#: What :func:`train_model` trains an ``"rnn"`` model with when given no
+#: :class:`~xpseq.train.TrainConfig`: ``training_config("rnn")``.
+TOY_TRAINING = training_config("rnn")
 
 
 def train_model(task: Task, backend: Backend, config: Any = None,
-                train: TrainConfig | None = None, *, batch_size: int = 64, bucket: int = 8,
-                max_tokens: int | None = None, dtype: str = "float32",
+                train: TrainConfig | None = None, *, batch_size: int | None = None,
+                bucket: int = 8, max_tokens: int | None = None, dtype: str = "float32",
                 callbacks: Sequence[Callback] | None = None,
                 checkpoint: str | None = None,
                 metadata: dict | None = None, resume: Any = None) -> tuple[Any, FitResult]:
@@ -94,10 +130,11 @@ def train_model(task: Task, backend: Backend, config: Any = None,
     Parameters
     ----------
     config : the model's configuration (any kind); ``model_config(task)`` by default
-    train : a :class:`~xpseq.train.TrainConfig`; :data:`TOY_TRAINING` by default (Adam at
-        3e-3, clipping at 5, at most 5 epochs). Its ``seed`` also draws the initial
-        parameters.
-    batch_size : training sentences per batch (dev batches hold 256)
+    train : a :class:`~xpseq.train.TrainConfig`; by default ``training_config(kind)``, the
+        :data:`TRAINING_DEFAULTS` of the config's kind (for the RNN: Adam at 3e-3, clipping
+        at 5, at most 5 epochs). Its ``seed`` also draws the initial parameters.
+    batch_size : training sentences per batch (dev batches hold 256); by default the
+        kind's :data:`TRAINING_DEFAULTS` (64)
     bucket : pad lengths to multiples of this: fewer distinct shapes (fewer JAX
         compilations) for a larger bucket, less padding for a smaller one
     max_tokens : batch by token count: at most this many padded tokens a batch (and at most
@@ -114,11 +151,14 @@ def train_model(task: Task, backend: Backend, config: Any = None,
     (config, fit result)
     """
     config = model_config(task) if config is None else config
-    train = TOY_TRAINING if train is None else train
+    kind = models.of(config).kind
+    train = training_config(kind) if train is None else train
+    if batch_size is None:
+        batch_size = training_defaults(kind)["batch_size"]
     callbacks = [EarlyStopping(patience=3)] if callbacks is None else list(callbacks)
     if checkpoint is not None:
         vocabs = {"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()}
-        callbacks.append(Checkpoint(checkpoint, vocabs=vocabs, metadata=metadata))
+        callbacks.append(SaveCheckpoint(checkpoint, vocabs=vocabs, metadata=metadata))
     init = models.of(config).init_params(config, seed=train.seed)
     params = {k: v.astype(dtype) for k, v in init.items()}
     result = fit(config, params, task.batches(task.train, batch_size, bucket, max_tokens),

@@ -24,7 +24,7 @@ from xpseq import backends
 from xpseq.data import Vocab
 from xpseq.search import options_for
 
-from .experiment import Task, model_config, train_model, translate
+from .experiment import Task, model_config, train_model, training_config, translate
 
 __all__ = ["Translator", "load"]
 
@@ -55,9 +55,10 @@ class Translator:
 
     @classmethod
     def train(cls, task: Task, *, model: str = "rnn", backend: str | None = None,
-              epochs: int = 5, lr: float | None = None, batch_size: int = 64,
-              warmup: int | None = None, dtype: str = "float32", seed: int = 0,
-              progress: bool = True, **options: Any) -> Translator:
+              epochs: int | None = None, lr: float | None = None,
+              batch_size: int | None = None, warmup: int | None = None,
+              dtype: str = "float32", seed: int = 0, progress: bool = True,
+              **options: Any) -> Translator:
         """Train a model of kind ``model`` (``"rnn"`` or ``"transformer"``) on ``task``.
 
         Parameters
@@ -65,30 +66,28 @@ class Translator:
         task : a :class:`xpseq.tasks.Task` (:func:`xpseq.toy_task`,
             :func:`xpseq.tasks.task_from_pairs`)
         backend : a backend name; ``None`` for :func:`xpseq.backends.default`
-        epochs, batch_size, dtype, seed : as their names say (at most ``epochs``: training
-            stops early after 3 epochs without a better dev loss)
-        lr : Adam's step size (default: 3e-3 for the RNN, 1e-3 for the Transformer)
-        warmup : steps of a linear warm-up then inverse-square-root decay (default: none
-            for the RNN, 400 for the Transformer)
+        epochs : at most this many epochs (training stops early after 3 epochs without a
+            better dev loss)
+        lr : Adam's step size
+        batch_size : training sentences per batch
+        warmup : steps of a linear warm-up then inverse-square-root decay (``0``: none)
+        epochs, lr, batch_size, warmup : ``None`` takes the model kind's
+            :data:`xpseq.tasks.experiment.TRAINING_DEFAULTS` (the RNN: at most 5 epochs of
+            batches of 64 at 3e-3, no warm-up; the Transformer: 8 epochs of batches of 64
+            at 1e-3 after 400 warm-up steps)
+        dtype, seed : the parameters' dtype; the seed of the initial parameters, the batch
+            order and the dropout masks
         options : the model's options (:class:`xpseq.models.rnn.Seq2SeqConfig`,
             :class:`xpseq.models.transformer.TransformerConfig`), e.g. ``hidden=64`` or
             ``d_model=128, heads=4``
         """
-        from xpseq.core.optim import adam
-        from xpseq.train import TrainConfig, schedules
-
         if model not in ("rnn", "transformer"):
             raise ValueError(f"Translator.train: model must be 'rnn' or 'transformer', got "
                              f"{model!r}")
         be = _backend(backend)
-        if model == "transformer":
-            lr = 1e-3 if lr is None else lr
-            warmup = 400 if warmup is None else warmup
-        lr = 3e-3 if lr is None else lr
         config = model_config(task, model, **options)
-        schedule = schedules.warmup_inverse_sqrt(warmup) if warmup else None
-        settings = TrainConfig(epochs=epochs, optimizer=adam(lr), schedule=schedule,
-                               seed=seed, progress=progress)
+        settings = training_config(model, epochs=epochs, lr=lr, warmup=warmup, seed=seed,
+                                   progress=progress)
         config, result = train_model(task, be, config, settings, batch_size=batch_size,
                                      dtype=dtype)
         params = {k: be.asarray(v) for k, v in result.params.items()}
