@@ -21,15 +21,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from xpseq import backends
 
+from . import options as opts
 from .commands import (
-    TOY_DEFAULTS,
-    TRANSFORMER_DEFAULTS,
     CommandError,
-    _oserror,
     cmd_data,
     cmd_demo,
     cmd_evaluate,
@@ -38,9 +36,13 @@ from .commands import (
     cmd_tour,
     cmd_train,
     cmd_translate,
+    oserror_message,
 )
+from .options import DEFAULT_BACKEND, positive
 
-__all__ = ["main"]
+__all__ = ["main", "build", "positive"]   # positive: also the scripts' argparse type
+
+_positive = positive(int)
 
 # -------------------------------------------------------------------------- parser
 
@@ -60,141 +62,68 @@ def _version() -> str:
     return f"xpseq {version('xpseq') or 'unknown'} ({', '.join(found)})"
 
 
-#: How every command picks its backend when --backend is not given.
-DEFAULT_BACKEND = "(default: $XPSEQ_BACKEND, else the fastest installed: jax, torch, numpy)"
+class Command(NamedTuple):
+    """The command's parser, its ``train`` subparser and train's options by dest (what
+    ``--config`` and ``--resume`` fill in)."""
+
+    parser: argparse.ArgumentParser
+    train: argparse.ArgumentParser
+    train_options: dict[str, argparse.Action]
 
 
-class _Parser(argparse.ArgumentParser):
-    """Argument errors as one line (no usage dump), pointing at ``--help``; exit code 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+def build() -> Command:
+    """The ``xpseq`` parser: the global options, then one subparser per subcommand, each
+    built from the groups of :mod:`xpseq.app.options`."""
+    parser = opts.Parser(
         prog="xpseq", description="Sequence-to-sequence learning with attention, written once "
         "for NumPy, JAX and PyTorch.")
-    parser.add_argument("--version", action="version", version=_version())
-    parser.add_argument("--threads", type=_positive, default=None, metavar="N",
-                        help="threads of PyTorch and NumPy's BLAS (and XLA's, when given); "
-                        "default: $OMP_NUM_THREADS, else 1 (measured on 2 cores: a second "
-                        "thread gains at most 1.4x when the machine is idle and costs 3x "
-                        "when it is busy; JAX gains nothing)")
-    parser.add_argument("--debug", action="store_true",
-                        help="show the traceback of a failure instead of one line (also: "
-                        "XPSEQ_DEBUG=1)")
+    opts.global_options(parser, _version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _demo(sub)
+    train, train_options = _train(sub)
+    _translate(sub)
+    _g2p(sub)
+    _evaluate(sub)
+    _data(sub)
+    _heatmap(sub)
+    _tour(sub)
+    return Command(parser, train, train_options)
 
-    def common(p: argparse.ArgumentParser, backend_help: str) -> None:
-        p.add_argument("--backend", choices=backends.NAMES, default=None, help=backend_help)
-        p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                       help="floating dtype of the parameters (default: float32)")
-        p.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
 
-    def search(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--beam", type=_positive, default=1, metavar="K",
-                       help="beam size; 1 is greedy search (default: 1)")
-        p.add_argument("--length-penalty", choices=("none", "avg", "gnmt"), default="avg",
-                       help="how beam search ranks hypotheses of different lengths "
-                       "(default: avg)")
-        p.add_argument("--alpha", type=_number_in(0.0, 10.0, high_open=False), default=0.6,
-                       help="GNMT length penalty exponent, in [0, 10] (default: 0.6)")
-        p.add_argument("--n-best", type=_positive, default=1, metavar="N",
-                       help="print the N best hypotheses (N <= K), a line each: "
-                       "index<TAB>rank<TAB>score<TAB>translation (index: the input line "
-                       "from 0; rank: 0 is the best; score: summed log-probability)")
-
+def _demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="train attention and seq2seq on the toy task and compare",
                        description="The attention experiment end to end: trains the attention "
                        "model and the plain seq2seq baseline on the toy English->Zhoric task, "
                        "then prints the table by sentence length, greedy vs beam search, an "
                        "attention heatmap and teacher forcing vs autoregressive decoding.")
-    common(p, "training backend " + DEFAULT_BACKEND)
+    opts.backend_options(p, "training backend " + DEFAULT_BACKEND)
     p.add_argument("--quick", action="store_true", help="a small smoke run (under a minute)")
     p.add_argument("--out", default="out", help="folder for the PNGs (default: out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo, parser=p)
 
-    p = sub.add_parser("train", help="train a model and save a checkpoint")
-    common(p, "training backend " + DEFAULT_BACKEND)
-    p.add_argument("--task", choices=("toy", "tsv", "g2p"), default="toy",
-                   help="the toy task, your own TSV corpus, or grapheme-to-phoneme "
-                   "conversion on the CMU dictionary (needs xpseq[g2p]) (default: toy)")
-    p.add_argument("--train", dest="train_file", help="training pairs, source<TAB>target")
-    p.add_argument("--dev", dest="dev_file", help="dev pairs, source<TAB>target")
-    p.add_argument("--tokens", choices=("word", "char"), default="word",
-                   help="how TSV lines are split into tokens (default: word)")
-    p.add_argument("--out", help="the checkpoint to write (.safetensors; required, except "
-                   "with --resume, which then writes the checkpoint it continues)")
-    p.add_argument("--config", metavar="FILE.toml",
-                   help="options from a TOML file (keys are the options' names, e.g. "
-                   "model = \"transformer\", d_model = 128); options on the command line "
-                   "win; the effective values are stored in the checkpoint")
-    p.add_argument("--resume", metavar="CHECKPOINT",
-                   help="continue the run that wrote CHECKPOINT (its stored options, "
-                   "parameters, optimiser state and place in the data); only --epochs, "
-                   "--time-limit, --out, --backend, --devices and --no-progress may change")
-    p.add_argument("--attention", choices=("none", "dot", "general", "additive", "scaled_dot"),
-                   default=None, help="(default: general)")
-    p.add_argument("--style", choices=("luong", "bahdanau"), default=None,
-                   help="(default: luong)")
-    p.add_argument("--cell", choices=("lstm", "gru"), default=None, help="(default: lstm)")
-    p.add_argument("--model", choices=("rnn", "transformer"), default=None,
-                   help="the model kind (default: rnn; for g2p the recipe's); --attention, "
-                   "--style, --cell, --embed and --hidden shape the rnn, --d-model, --heads, "
-                   "--layers, --d-ff, --norm, --label-smoothing, --warmup and --max-tokens the "
-                   "transformer")
-    tdefaults = ", ".join(f"{k} {v}" for k, v in TRANSFORMER_DEFAULTS.items())
-    p.add_argument("--d-model", type=_positive, default=None,
-                   help=f"transformer options; defaults: {tdefaults}")
-    p.add_argument("--heads", type=_positive, default=None)
-    p.add_argument("--layers", type=_positive, default=None,
-                   help="encoder and decoder layers, each")
-    p.add_argument("--d-ff", type=_positive, default=None)
-    p.add_argument("--norm", choices=("pre", "post"), default=None)
-    p.add_argument("--label-smoothing", type=_number_in(0.0, 1.0), default=None)
-    p.add_argument("--warmup", type=_positive, default=None,
-                   help="warm-up steps of the inverse-square-root schedule")
-    p.add_argument("--max-tokens", type=_positive, default=None,
-                   help="batches by token count: at most this many padded tokens a batch")
-    sizes = ", ".join(f"{k} {v}" for k, v in TOY_DEFAULTS.items() if k not in ("attention",
-                                                                                "style", "cell"))
-    p.add_argument("--embed", type=_positive, default=None,
-                   help=f"model and training options; defaults for toy and tsv: {sizes}; "
-                   "for g2p: xpseq.tasks.g2p.RECIPE")
-    p.add_argument("--hidden", type=_positive, default=None)
-    p.add_argument("--dropout", type=_number_in(0.0, 1.0), default=None)
-    p.add_argument("--epochs", type=_positive, default=None)
-    p.add_argument("--lr", type=_number_in(1e-12, 10.0, high_open=False), default=None,
-                   help="Adam's step size, in [1e-12, 10]")
-    p.add_argument("--batch-size", type=_positive, default=None)
-    p.add_argument("--stress", action="store_true",
-                   help="g2p: keep the stress marks (AH0, AH1, ...; default: removed)")
-    p.add_argument("--time-limit", type=_positive_float, default=None, metavar="MINUTES",
-                   help="g2p: stop training after this many minutes (default: the recipe's)")
-    p.add_argument("--monitor", choices=("dev_loss", "dev_wer"), default=None,
-                   help="g2p: what the kept epoch (and early stopping or the step-size decay, "
-                   "if on) watch: the greedy WER on the dev words (default) or the dev loss")
-    p.add_argument("--quick", action="store_true", help="the small toy dataset")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--devices", type=_positive, default=1,
-                   help="train data-parallel on N devices: on jax the host's cores (or its "
-                        "accelerators), on torch N processes of one thread; under torchrun, "
-                        "its process count (default: 1)")
-    p.set_defaults(func=cmd_train, parser=p)
 
+def _train(sub: Any) -> tuple[argparse.ArgumentParser, dict[str, argparse.Action]]:
+    p = sub.add_parser("train", help="train a model and save a checkpoint")
+    actions = opts.train_options(p, "training backend " + DEFAULT_BACKEND)
+    p.set_defaults(func=cmd_train, parser=p)
+    return p, actions
+
+
+def _translate(sub: Any) -> None:
     p = sub.add_parser("translate", help="translate sentences with a checkpoint",
                        description="Translate sentences given as arguments, or one per line "
                        "on stdin. Unknown words become <unk>; an empty line gives an empty line.")
-    common(p, "backend to decode on " + DEFAULT_BACKEND)
+    opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
     p.add_argument("checkpoint")
     p.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     p.add_argument("--max-tokens", type=_positive, default=256,
                    help="cut longer sentences to this many tokens (default: 256)")
-    search(p)
+    opts.search_options(p)
     p.set_defaults(func=cmd_translate, parser=p)
 
+
+def _g2p(sub: Any) -> None:
     p = sub.add_parser("g2p", help="pronounce English words with the shipped G2P model",
                        description="The ARPAbet phones of each word, given as arguments or one "
                        "per line on stdin, printed as word<TAB>phones in input order (N lines "
@@ -217,13 +146,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="print the N best pronunciations (N <= K)")
     p.set_defaults(func=cmd_g2p, parser=p)
 
+
+def _evaluate(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="BLEU and exact match by bucket; PER and WER for G2P",
                        description="Translate a test set with a checkpoint and print corpus "
                        "BLEU (sacrebleu) and exact match per bucket: the toy task's phrase "
                        "counts 0-4, or one row for a TSV test file. A G2P checkpoint prints "
                        "phone and word error rates on the dictionary's test split, for "
                        "greedy and beam search (k = --beam, 5 by default).")
-    common(p, "backend to decode on " + DEFAULT_BACKEND)
+    opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
     p.add_argument("checkpoint", nargs="*", help="the checkpoint (several G2P checkpoints: "
                    "their ensemble)")
     p.add_argument("--shipped", action="store_true",
@@ -237,9 +168,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="g2p: the words to score (default: test)")
     p.add_argument("--limit", type=_positive, default=None, metavar="N",
                    help="g2p: score only the first N words")
-    search(p)
+    opts.search_options(p)
     p.set_defaults(func=cmd_evaluate, parser=p)
 
+
+def _data(sub: Any) -> None:
     p = sub.add_parser("data", help="export a task's data as TSV (the G2P split, the toy task)",
                        description="g2p: write the seeded CMU dictionary split as train.tsv, "
                        "dev.tsv and test.tsv (word<TAB>phones, one line per pronunciation), "
@@ -251,22 +184,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--export", required=True, metavar="DIR", help="the folder to write")
     p.add_argument("--stress", action="store_true", help="g2p: keep the stress marks")
     p.add_argument("--quick", action="store_true", help="toy: the small toy dataset")
-    p.add_argument("--seed", type=_seed, default=0,
+    p.add_argument("--seed", type=opts.seed_value, default=0,
                    help="the split's seed (g2p; default: 0, the published split) or the toy "
                    "data's")
     p.set_defaults(func=cmd_data, parser=p)
 
+
+def _heatmap(sub: Any) -> None:
     p = sub.add_parser("heatmap", help="the attention of one translation, in the terminal "
                        "and as a PNG",
                        description="Translate one sentence and draw its attention weights: "
                        "rows are the generated words, columns the source words.")
-    common(p, "backend to decode on " + DEFAULT_BACKEND)
+    opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
     p.add_argument("checkpoint")
     p.add_argument("sentence", help="the source sentence (quoted)")
     p.add_argument("--png", help="also write the heatmap to this PNG")
-    search(p)
+    opts.search_options(p)
     p.set_defaults(func=cmd_heatmap, parser=p)
 
+
+def _tour(sub: Any) -> None:
     p = sub.add_parser("tour", help="the autodiff tour: numpy by hand, jax, torch side by side",
                        description="Lessons on how automatic differentiation differs between "
                        "JAX (function transforms), PyTorch (a tape) and NumPy (gradients "
@@ -274,153 +211,105 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lesson", type=_positive, metavar="N", help="run lesson N only")
     p.add_argument("--list", action="store_true", help="list the lessons")
     p.set_defaults(func=cmd_tour, parser=p)
-    return parser
 
 
-def positive(kind: type = int) -> Callable[[str], Any]:
-    """An argparse type: a finite ``kind`` (``int`` or ``float``) above zero, or an error
-    ``expected a positive integer / number`` (also used by the scripts)."""
-    what = "a positive integer" if kind is int else "a positive number"
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not 0 < value < float("inf"):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
-        return value
-
-    return parse
+# ------------------------------------------------------- --config and --resume
 
 
-_positive, _positive_float = positive(int), positive(float)
+def _typed_train_options(argv: list[str]) -> dict[str, Any]:
+    """The options of ``train`` given on the command line ``argv``, ``{dest: value}``: a
+    parse by a parser whose train options have no defaults (an option left out is then
+    missing from the result)."""
+    fresh = build()
+    for action in fresh.train_options.values():
+        action.default = argparse.SUPPRESS
+    args, _ = fresh.parser.parse_known_args(argv)
+    return {k: v for k, v in vars(args).items() if k in fresh.train_options}
 
 
-def _number_in(low: float, high: float, *, high_open: bool = True) -> Callable[[str], float]:
-    """An argparse type: a finite float in ``[low, high)`` (or ``[low, high]``)."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        inside = low <= value < high if high_open else low <= value <= high
-        if not inside:
-            bracket = ")" if high_open else "]"
-            raise argparse.ArgumentTypeError(f"expected a number in [{low:g}, {high:g}"
-                                             f"{bracket}, got {text}")
-        return value
-
-    return parse
-
-
-def _seed(text: str) -> int:
-    """An argparse type: a seed, an int in ``[0, 2**32)``."""
+def _read_toml(path: str) -> dict:
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") \
-            from None
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**32), got {text}")
-    return value
+        import tomllib
+    except ModuleNotFoundError:                       # Python 3.10
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as err:
+        raise CommandError(f"{path}: not valid TOML: {err}") from None
+    except OSError as err:
+        raise CommandError(oserror_message(err)) from None
 
 
-#: ``train`` options that a ``--config`` file cannot set.
-NOT_CONFIGURABLE = ("out", "config", "resume", "func", "parser", "argv", "debug", "command",
-                    "threads")
-#: ``train`` options that are not part of a run's stored settings.
-NOT_STORED = NOT_CONFIGURABLE + ("no_progress",)
-#: What ``train --resume`` may change.
-RESUMABLE = ("epochs", "time_limit", "out", "backend", "devices", "no_progress", "resume")
-
-
-def _as_arguments(options: dict, parser: argparse.ArgumentParser, where: str) -> list[str]:
-    """``{name: value}`` as the command-line words of ``parser``'s options (``--name
-    value``; a flag for ``True``, nothing for ``False`` or ``None``), so that the parser
-    checks them as it checks typed ones."""
-    flags = {a.dest: a for a in parser._actions if a.option_strings}
-    words = []
-    for key, value in options.items():
-        dest = key.replace("-", "_")
-        dest = {"train": "train_file", "dev": "dev_file"}.get(dest, dest)
-        action = flags.get(dest)
-        if action is None or dest in NOT_CONFIGURABLE:
-            known = sorted(a.option_strings[-1].lstrip("-") for d, a in flags.items()
-                           if d not in NOT_CONFIGURABLE + ("help",))
-            raise CommandError(f"{where}: {key!r} is not an option of train; known: "
-                               f"{', '.join(known)}")
-        if value is None or value is False:
-            continue
-        if isinstance(action, argparse._StoreTrueAction):
-            if value is not True:
-                raise CommandError(f"{where}: {key} is a flag, true or false; got {value!r}")
-            words.append(action.option_strings[0])
-        elif isinstance(value, (dict, list)):
-            raise CommandError(f"{where}: {key} must be a number or a string, got {value!r}")
-        else:
-            words += [action.option_strings[0], str(value)]
-    return words
-
-
-def _train_arguments(argv: list[str], args: argparse.Namespace,
-                     parser: argparse.ArgumentParser) -> list[str]:
-    """``train --config FILE`` / ``--resume CHECKPOINT``: the stored or written options in
-    front of the typed ones (which come later and so win)."""
-    index = argv.index("train")
-    typed = argv[index + 1:]
-    if args.config and args.resume:
-        raise CommandError("--config starts a run and --resume continues one; give one")
-    if args.config:
-        try:
-            import tomllib
-        except ModuleNotFoundError:                       # Python 3.10
-            import tomli as tomllib
-        try:
-            with open(args.config, "rb") as f:
-                options = tomllib.load(f)
-        except tomllib.TOMLDecodeError as err:
-            raise CommandError(f"{args.config}: not valid TOML: {err}") from None
-        return argv[:index + 1] + _as_arguments(options, parser, args.config) + typed
+def _stored_options(path: str) -> dict:
+    """The options a checkpoint of ``xpseq train`` stored, for ``--resume``."""
     from xpseq.train import checkpoint
 
     try:
-        loaded = checkpoint.load(args.resume)
-    except checkpoint.CheckpointError as err:
+        loaded = checkpoint.load(path)
+    except (FileNotFoundError, checkpoint.CheckpointError) as err:
         raise CommandError(str(err)) from None
     stored = (loaded.metadata or {}).get("options")
     if not isinstance(stored, dict) or loaded.opt_state is None:
-        raise CommandError(f"{args.resume}: not a checkpoint of xpseq train that can be "
+        raise CommandError(f"{path}: not a checkpoint of xpseq train that can be "
                            "continued (it records no options or no optimiser state)")
-    defaults = {a.dest: a.default for a in parser._actions if a.dest != "help"}
-    changed = sorted(k for k, v in vars(args).items()
-                     if k in defaults and v != defaults[k] and k not in RESUMABLE)
+    return {k: v for k, v in stored.items() if k not in opts.NOT_STORED}
+
+
+def _file_defaults(cmd: Command, argv: list[str], args: argparse.Namespace) -> dict:
+    """``train --config FILE`` / ``--resume CHECKPOINT``: the file's or the stored run's
+    options, checked as typed ones are, as train's defaults (so that the options typed on
+    the command line win). ``--resume`` refuses a typed option that would change the run
+    (any but :data:`~xpseq.app.options.RESUMABLE`)."""
+    if args.config and args.resume:
+        raise CommandError("--config starts a run and --resume continues one; give one")
+    if args.config:
+        return opts.option_values(_read_toml(args.config), cmd.train_options, args.config)
+    stored = opts.option_values(_stored_options(args.resume), cmd.train_options,
+                                str(args.resume))
+    changed = sorted(dest for dest, value in _typed_train_options(argv).items()
+                     if dest not in opts.RESUMABLE
+                     and value != stored.get(dest, cmd.train_options[dest].default))
     if changed:
+        may = ", ".join("--" + n.replace("_", "-") for n in opts.RESUMABLE if n != "resume")
         raise CommandError(f"--resume continues the stored run; it cannot change "
                            f"{', '.join('--' + c.replace('_', '-') for c in changed)} "
-                           f"(only --epochs, --time-limit, --out, --backend, --devices)")
-    out = [] if args.out else ["--out", args.resume]
-    return argv[:index + 1] + _as_arguments(stored, parser, str(args.resume)) + typed + out
+                           f"(only {may})")
+    return stored
+
+
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
+    """``argv`` parsed, with the options of ``train --config`` / ``--resume`` merged in
+    (``parser.set_defaults``); an exit code where that failed."""
+    cmd = build()
+    args, extra = cmd.parser.parse_known_args(argv)
+    if args.command != "train":
+        return args, extra
+    if args.config or args.resume:
+        try:
+            defaults = _file_defaults(cmd, argv, args)
+        except argparse.ArgumentError as err:         # a value its option refuses
+            cmd.train.error(str(err))
+        except (CommandError, ValueError) as err:
+            print(f"xpseq: error: {err}", file=sys.stderr)
+            return 1
+        cmd.train.set_defaults(**defaults)
+        args, extra = cmd.parser.parse_known_args(argv)
+        args.out = args.out or args.resume
+    if not args.out:
+        args.parser.error("the following arguments are required: --out")
+    return args, extra
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
-    parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args, extra = parser.parse_known_args(argv)
-    if args.command == "train" and (args.config or args.resume):
-        try:
-            argv = _train_arguments(argv, args, args.parser)
-        except CommandError as err:
-            print(f"xpseq: error: {err}", file=sys.stderr)
-            return 1
-        resume = args.resume
-        args, extra = parser.parse_known_args(argv)
-        args.resume = resume
-    if args.command == "train" and not args.out:
-        args.parser.error("the following arguments are required: --out")
+    parsed = _parse(argv)
+    if isinstance(parsed, int):
+        return parsed
+    args, extra = parsed
     backends.set_threads(args.threads, jax=args.threads is not None)
-    args.argv = argv
+    args.argv, args.entry = argv, main        # train --devices N reruns it in each process
     debug = args.debug or os.environ.get("XPSEQ_DEBUG", "") not in ("", "0")
     command_parser = args.parser
     if extra:
@@ -460,7 +349,7 @@ def _one_line(err: BaseException) -> str:
         return str(err)
     if isinstance(err, OSError) and err.errno is not None:
         if err.filename is not None:
-            return _oserror(err)
+            return oserror_message(err)
         return f"cannot write the output: {err.strerror}"
     text = " ".join(str(err).split()) or type(err).__name__
     expected = (ValueError, TypeError, FloatingPointError, FileNotFoundError)

@@ -1,7 +1,8 @@
 """What each ``xpseq`` subcommand does (``cmd_<name>(args)``), and the helpers they share:
 choosing and loading the backend, reading checkpoints, sentences and TSV files, the toy
-and G2P tasks. The parser, the exit codes and the one-line errors are
-:mod:`xpseq.app.cli`'s; a :class:`CommandError` here is such a line.
+and G2P tasks. The options and their defaults are :mod:`xpseq.app.options`'; the parser,
+the exit codes and the one-line errors :mod:`xpseq.app.cli`'s (which imports this module,
+never the other way round); a :class:`CommandError` here is such a line.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from typing import Any, Sequence
 
 from xpseq import backends
 
+from . import options as opts
+
 
 class CommandError(Exception):
     """A failure to report as one line and exit code 1."""
 
 
-def _oserror(err: OSError) -> str:
+def oserror_message(err: OSError) -> str:
     """``"<what>: <file>"`` for an OSError, without the ``[Errno N]`` prefix."""
     if err.filename is not None:
         return f"{err.strerror}: {err.filename}"
@@ -33,13 +36,30 @@ def _oserror(err: OSError) -> str:
 
 def _backend(name: str | None) -> backends.Backend:
     """``--backend``, or the one default rule (``XPSEQ_BACKEND``, else the fastest
-    installed: :func:`xpseq.backends.default_name`)."""
+    installed: :func:`xpseq.backends.default_name`). Every subcommand (and the demo) gets
+    its backend here.
+
+    The command is an application, and on JAX it enables 64-bit types for its own process
+    (``jax_enable_x64``), before the backend is created, so that ``--dtype float64``
+    computes in float64; the library never changes JAX's configuration itself."""
     try:
         name = name or backends.default_name()
+        if name == "jax":
+            _enable_jax_x64()
         backend = backends.get(name)
     except (ValueError, ModuleNotFoundError) as err:
         raise CommandError(str(err)) from None
     return backend
+
+
+def _enable_jax_x64() -> None:
+    """``jax.config.update("jax_enable_x64", True)``, when JAX is installed (without it,
+    :func:`xpseq.backends.get` says how to install it)."""
+    try:
+        import jax
+    except ModuleNotFoundError:
+        return
+    jax.config.update("jax_enable_x64", True)
 
 
 def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
@@ -62,7 +82,7 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
         if "xla_force_host_platform_device_count" not in flags and "jax" not in sys.modules:
             os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_count="
                                        f"{local}").strip()
-        backend = backends.get("jax")
+        backend = _backend("jax")
         if processes:
             coordinator, count, index = processes
             backend.join_processes(coordinator, count, index)
@@ -79,7 +99,7 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
         if group[0] != 0:                                      # one process prints
             sys.stdout = sys.stderr = open(os.devnull, "w")
         return backend
-    parallel.spawn(_main_in_group, args.devices, args.argv)
+    parallel.spawn(_main_in_group, args.devices, args.entry, args.argv)
     return None
 
 
@@ -107,11 +127,10 @@ def _jax_processes(devices: int) -> tuple[str, int, int] | None:
     return os.environ["XPSEQ_COORDINATOR"], count, index
 
 
-def _main_in_group(argv: Sequence[str]) -> None:
-    """One process of ``train --devices N`` on torch: the command, failing loudly."""
-    from .cli import main
-
-    code = main(argv)
+def _main_in_group(entry: Any, argv: Sequence[str]) -> None:
+    """One process of ``train --devices N`` on torch: the command's entry point ``entry``
+    (``xpseq.app.cli.main``, which sets ``args.entry``) on ``argv``, failing loudly."""
+    code = entry(argv)
     if code:
         raise SystemExit(code)
 
@@ -223,7 +242,7 @@ def _read_tsv(path: str, tokens: str) -> list:
     try:
         pairs = read_parallel_tsv(path, tokens=tokens)
     except OSError as err:
-        raise CommandError(_oserror(err)) from None
+        raise CommandError(oserror_message(err)) from None
     except ValueError as err:
         raise CommandError(str(err)) from None
     if not pairs:
@@ -249,15 +268,6 @@ def _toy_task(spec: Any):
 # ------------------------------------------------------------------------ commands
 
 
-TOY_DEFAULTS = {"attention": "general", "style": "luong", "cell": "lstm", "embed": 32,
-                "hidden": 64, "dropout": 0.1, "epochs": 5, "lr": 3e-3, "batch_size": 64}
-TRANSFORMER_DEFAULTS = {"d_model": 64, "heads": 4, "layers": 2, "d_ff": 256, "dropout": 0.1,
-                        "norm": "pre", "label_smoothing": 0.1, "epochs": 8, "lr": 1e-3,
-                        "warmup": 400, "batch_size": 64, "max_tokens": None}
-#: Options of the training, not of the model's configuration.
-TRAINING_OPTIONS = ("epochs", "lr", "batch_size", "warmup", "max_tokens")
-
-
 def _load_g2p(stress: bool, seed: int = 0):
     from xpseq.data.cmudict import load_g2p
 
@@ -268,9 +278,8 @@ def _load_g2p(stress: bool, seed: int = 0):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from xpseq.core.optim import adam
     from xpseq.tasks import model_config, task_from_pairs, train_model
-    from xpseq.train import TrainConfig, schedules
+    from xpseq.tasks.experiment import training_config
     from xpseq.train.callbacks import EarlyStopping
 
     backend = _parallel_backend(args) if args.devices > 1 else _backend(args.backend)
@@ -279,13 +288,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     _check_writable(args.out)
     if args.task == "g2p":
         return _train_g2p(args, backend)
-    args.model = args.model or "rnn"
-    defaults = TOY_DEFAULTS if args.model == "rnn" else TRANSFORMER_DEFAULTS
-    foreign = [f"--{n.replace('_', '-')}" for n in set(TOY_DEFAULTS) ^ set(TRANSFORMER_DEFAULTS)
+    kind = args.model = args.model or "rnn"
+    defaults = opts.kind_defaults(kind)
+    foreign = [f"--{n.replace('_', '-')}" for n in opts.KIND_OPTIONS
                if n not in defaults and getattr(args, n) is not None]
     if foreign:
-        raise CommandError(f"{', '.join(sorted(foreign))}: not an option of --model "
-                           f"{args.model}")
+        raise CommandError(f"{', '.join(sorted(foreign))}: not an option of --model {kind}")
     if args.stress or args.time_limit is not None or args.monitor is not None:
         raise CommandError("--stress, --time-limit and --monitor are options of --task g2p")
     if args.task == "toy":
@@ -301,22 +309,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         dev = _read_tsv(args.dev_file, args.tokens)
         task = task_from_pairs(train, dev, {})
         metadata = {"task": "tsv", "tokens": args.tokens}
-    defaults = TOY_DEFAULTS if args.model == "rnn" else TRANSFORMER_DEFAULTS
     options = {name: getattr(args, name) for name in defaults}
     options.update({k: v for k, v in defaults.items() if options[k] is None})
     print(f"training on {backend.name} ({args.dtype}): {len(task.train)} sentence pairs, "
-          f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {args.model}",
+          f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {kind}",
           file=sys.stderr)
-    fields = {k: options[k] for k in defaults if k not in TRAINING_OPTIONS}
-    if args.model == "transformer":
-        layers = fields.pop("layers")
-        fields.update(encoder_layers=layers, decoder_layers=layers)
-    config = model_config(task, args.model, **fields)
-    schedule = None if not options.get("warmup") else schedules.warmup_inverse_sqrt(
-        options["warmup"])
-    settings = TrainConfig(epochs=options["epochs"], optimizer=adam(options["lr"]),
-                           schedule=schedule, seed=args.seed, progress=not args.no_progress,
-                           devices=args.devices)
+    config = model_config(task, kind, **opts.config_fields(kind, options))
+    settings = training_config(kind, epochs=options["epochs"], lr=options["lr"],
+                               warmup=options.get("warmup"), seed=args.seed,
+                               progress=not args.no_progress, devices=args.devices)
     metadata["options"] = _stored_options(args, options)
     _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
                             max_tokens=options.get("max_tokens"), dtype=args.dtype,
@@ -332,9 +333,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _stored_options(args: argparse.Namespace, effective: dict) -> dict:
     """The run's options as ``train --resume`` (and the record) reads them: every option of
     the command, with the model's and training's defaults filled in."""
-    from .cli import NOT_STORED
-
-    stored = {k: v for k, v in vars(args).items() if k not in NOT_STORED}
+    stored = {k: v for k, v in vars(args).items() if k not in opts.NOT_STORED}
     stored.update(effective)
     return stored
 
@@ -363,8 +362,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
         raise CommandError("--task g2p reads the CMU dictionary; --train, --dev and --quick "
                            "are options of the other tasks")
     kind = args.model or g2p.RECIPE["model"]
-    names = set(TOY_DEFAULTS) | set(TRANSFORMER_DEFAULTS) | {"label_smoothing"}
-    overrides = {k: getattr(args, k) for k in sorted(names) if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in opts.KIND_OPTIONS if getattr(args, k) is not None}
     if "layers" in overrides and kind == "transformer":
         overrides["encoder_layers"] = overrides["decoder_layers"] = overrides.pop("layers")
     foreign = sorted(f"--{k.replace('_', '-')}" for k in overrides

@@ -20,11 +20,19 @@ import time
 import numpy as np
 
 from xpseq.backends import Backend
+from xpseq.tasks.experiment import TRAINING_DEFAULTS
 
+from .options import TOY_MODEL_DEFAULTS
+
+# The demo's two sizes. "model" (with the batches' "bucket") and "transformer" are the model
+# options the demo sets beyond the toy task's (xpseq.app.options.TOY_MODEL_DEFAULTS): none
+# at full size, where the models have their kinds' default sizes (Seq2SeqConfig,
+# TransformerConfig). The step sizes are xpseq.tasks.experiment.TRAINING_DEFAULTS'; each
+# model trains for at most "epochs" epochs (the same for all three, so that their curves
+# compare), the Transformer after "warmup" steps of warm-up.
 FULL = {"data": {"n_train": 12000, "n_dev": 500, "n_test_per_bucket": 300},
-        "model": {"embed": 32, "hidden": 64, "bucket": 8}, "epochs": 5, "beam_sentences": 300,
-        "transformer": {"d_model": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2,
-                        "d_ff": 256}, "warmup": 400}
+        "model": {"bucket": 8}, "epochs": 5, "beam_sentences": 300, "transformer": {},
+        "warmup": TRAINING_DEFAULTS["transformer"]["warmup"]}
 # Quick: one padded batch shape (bucket 32), so JAX compiles once per model.
 QUICK = {"data": {"n_train": 1500, "n_dev": 100, "n_test_per_bucket": 40},
          "model": {"embed": 16, "hidden": 32, "bucket": 32}, "epochs": 1, "beam_sentences": 40,
@@ -38,7 +46,6 @@ def _title(text: str) -> None:
 
 def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathlib.Path("out"),
              dtype: str = "float32", seed: int = 0, progress: bool = True) -> int:
-    from xpseq.core.optim import adam
     from xpseq.tasks import (
         attention_labels,
         bucket_table,
@@ -49,8 +56,8 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
         train_model,
         translate,
     )
+    from xpseq.tasks.experiment import training_config
     from xpseq.tasks.metrics import format_table
-    from xpseq.train import TrainConfig, schedules
 
     from .plots import ascii_heatmap, save_heatmap, save_loss_curves
 
@@ -66,20 +73,19 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
     print(f"  English: {' '.join(src)}\n  Zhoric:  {' '.join(tgt)}")
 
     models, histories, saved = {}, {}, []
-    rnn = dict(setup["model"])
+    rnn = {**TOY_MODEL_DEFAULTS["rnn"], **setup["model"]}
     bucket = rnn.pop("bucket")
-    recipes = {   # the RNNs: Adam at 3e-3; the Transformer: 1e-3 after a warm-up
-        "attention": (model_config(task, attention="general", dropout=0.1, **rnn), None),
-        "seq2seq": (model_config(task, attention="none", dropout=0.1, **rnn), None),
-        "transformer": (model_config(task, "transformer", dropout=0.1, label_smoothing=0.1,
-                                     **setup["transformer"]),
-                        schedules.warmup_inverse_sqrt(setup["warmup"]))}
-    for name, (config, schedule) in recipes.items():
+    transformer = {**TOY_MODEL_DEFAULTS["transformer"], **setup["transformer"]}
+    recipes = {
+        "attention": ("rnn", model_config(task, **dict(rnn, attention="general"))),
+        "seq2seq": ("rnn", model_config(task, **dict(rnn, attention="none"))),
+        "transformer": ("transformer", model_config(task, "transformer", **transformer))}
+    for name, (kind, config) in recipes.items():
         _title(f"training the {name} model ({setup['epochs']} epochs at most)")
         t0 = time.perf_counter()
-        settings = TrainConfig(epochs=setup["epochs"], seed=seed, progress=progress,
-                               optimizer=adam(3e-3 if schedule is None else 1e-3),
-                               schedule=schedule)
+        settings = training_config(kind, epochs=setup["epochs"],
+                                   warmup=setup["warmup"] if kind == "transformer" else None,
+                                   seed=seed, progress=progress)
         path = pathlib.Path(out) / f"{name}.safetensors"
         config, result = train_model(task, backend, config, settings, bucket=bucket,
                                      dtype=dtype, checkpoint=str(path),
