@@ -92,10 +92,9 @@ def environment() -> dict:
 
 def on_backend(be: Any, batch: dict) -> dict:
     """The training arrays of a NumPy ``batch`` (``KEYS``: ``src`` ``(B, S)``, ``src_len``
-    ``(B,)``, ``tgt_in`` and ``tgt_out`` ``(B, T)``; not its ``index``) on backend ``be``."""
-    from xpseq.train.step import to_backend
-
-    return to_backend(be, {k: batch[k] for k in KEYS})
+    ``(B,)``, ``tgt_in`` and ``tgt_out`` ``(B, T)``; not its ``index``) on backend ``be``
+    (the library's one conversion of a tree of arrays, ``Backend.asarray_tree``)."""
+    return be.asarray_tree({k: batch[k] for k in KEYS})
 
 
 def to_torch(batch: dict) -> dict:
