@@ -38,3 +38,23 @@ def test_epoch_seconds_script_reports_ratios_to_numpy():
     assert rows[0].split("|")[5].strip() == "1.00x"
     # The same hand-derived steps on both: the same losses.
     assert rows[0].split("|")[6] == rows[1].split("|")[6]
+
+
+def test_device_check_runs_the_parity_cases_on_a_chosen_device():
+    # No GPU here: the same checks on torch's CPU device (the script's dry run).
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_check.py"),
+                           "--devices", "torch=cpu"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("ok", "FAIL"))]
+    assert len(lines) == 3 * 6 and all(line.startswith("ok") for line in lines)
+    assert sum("loss on the device: cpu" in line for line in lines) == 3
+    assert done.stdout.rstrip().endswith("all checks passed")
+
+
+def test_device_check_says_when_there_is_no_gpu():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_check.py")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={"PATH": "", "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no GPU found" in done.stderr
