@@ -94,10 +94,9 @@ def lesson_silent_float32() -> tuple[str, list[Row], dict[str, Any]]:
     explanation = (
         f"Without jax_enable_x64, JAX turns a float64 NumPy array into "
         f"{_fact(facts, 'jax_from_numpy')} {warned('from_numpy')} and even an explicit "
-        f"dtype=float64 into {_fact(facts, 'jax_explicit')} {warned('explicit')}. With x64 on it "
-        f"stays {_fact(facts, 'jax_from_numpy_with_x64')}; xpseq leaves that switch to the "
-        f"caller and refuses float64 on JAX without it, instead of computing in float32; "
-        f"torch keeps "
+        f"dtype=float64 into {_fact(facts, 'jax_explicit')} {warned('explicit')}, while with x64 "
+        f"on it stays {_fact(facts, 'jax_from_numpy_with_x64')} (xpseq leaves that switch to "
+        f"the caller and refuses float64 on JAX without it); torch keeps "
         f"float64 arrays but makes Python floats {_fact(facts, 'torch_python_float')}."
     )
     return explanation, rows, facts
