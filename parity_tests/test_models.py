@@ -97,7 +97,7 @@ def make_config(attention: str, cell: str, style: str, feed: bool,
                 dropout: float = 0.0) -> M.Seq2SeqConfig:
     return M.Seq2SeqConfig(src_vocab=SRC_VOCAB, tgt_vocab=TGT_VOCAB, embed=EMBED, hidden=HIDDEN,
                            cell=cell, attention=attention, style=style, input_feeding=feed,
-                           dropout=dropout, pad_id=PAD)
+                           dropout=dropout)
 
 
 def config_id(c: M.Seq2SeqConfig) -> str:

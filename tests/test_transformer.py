@@ -1,11 +1,15 @@
 """The ``transformer`` model kind: torch.nn.Transformer parity (logits and gradients in
-float64, pre-LN and post-LN), the hand-derived backward pass against autodiff, incremental
-decoding with the key/value cache against recomputing the whole prefix, and training
-through the same ``fit`` as the RNN model."""
+float64, pre-LN and post-LN), the hand-derived backward pass against autodiff, one decoder
+forward for training, its backward and the search step (the cached step against the
+teacher-forced logits, and against recomputing the whole prefix), a checkpoint of an
+earlier version that translates as it did, and training through the same ``fit`` as the
+RNN model."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -13,9 +17,12 @@ from helpers import load_script
 
 from xpseq import backends, models
 from xpseq.core.optim import adam
-from xpseq.data import EOS_ID, make_batches
+from xpseq.data import EOS_ID, Vocab, make_batches
+from xpseq.models import transformer as TM
 from xpseq.search import SearchOptions, search
+from xpseq.tasks import translate
 from xpseq.train import TrainConfig, fit
+from xpseq.train import checkpoint as ckpt
 
 T = models.get("transformer")
 CONFIG = T.Config(src_vocab=11, tgt_vocab=13, d_model=8, heads=2, encoder_layers=2,
@@ -65,9 +72,7 @@ def test_torch_transformer_gives_the_same_logits_and_gradients(norm, activation,
 
 
 def T_logits(params, config, be):
-    from xpseq.models.transformer import _logits  # the teacher-forced logits kernel
-
-    logits, weights = _logits(on(be, params), config, be.asarray(BATCH["src"]),
+    logits, weights = TM._logits(on(be, params), config, be.asarray(BATCH["src"]),
                               be.asarray(BATCH["src_len"]), be.asarray(BATCH["tgt_in"]),
                               xp=be.xp)
     return be.to_numpy(logits), be.to_numpy(weights)
@@ -157,12 +162,10 @@ def test_cached_decoding_equals_recomputing_the_prefix(name):
     hyp = search(params, config, src, src_len, be, SearchOptions(max_len_a=0.0, max_len_b=6.0))
     # The same greedy choice, recomputing the whole decoder over the prefix at each step
     # (on NumPy, in float64: JAX's eager ops would compile once per prefix length).
-    from xpseq.models.transformer import _logits
-
     ref = T.init_params(config, seed=6)
     prefix = np.ones((src.shape[0], 1), dtype=np.int64)
     for _ in range(6):
-        logits, _ = _logits(ref, config, src, src_len, prefix, xp=backends.get("numpy").xp)
+        logits, _ = TM._logits(ref, config, src, src_len, prefix, xp=backends.get("numpy").xp)
         nxt = np.argmax(logits[:, -1, :], axis=-1)
         prefix = np.concatenate([prefix, nxt[:, None]], axis=1)
     for b in range(src.shape[0]):
@@ -171,6 +174,57 @@ def test_cached_decoding_equals_recomputing_the_prefix(name):
     assert hyp.attention.shape[-1] == src.shape[1]          # last layer, mean over heads
     np.testing.assert_allclose(hyp.attention[:, 0, :, :].sum(-1)[hyp.tokens[:, 0] != 0], 1.0,
                                rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["numpy", "torch"])
+@pytest.mark.parametrize("options", OPTIONS[:2], ids=["pre", "post-learned"])
+def test_the_cached_step_equals_the_training_forward_at_every_position(name, options):
+    """The search step (a fixed and a growing cache) fed the gold prefix gives, at each
+    position, the log-softmax of the teacher-forced logits there, and the last layer's
+    cross-attention weights averaged over the heads."""
+    pytest.importorskip(name)
+    be = backends.get(name)
+    config = dataclasses.replace(CONFIG, **options)
+    params = on(be, T.init_params(config, seed=9))
+    src, src_len, tgt_in = (be.asarray(BATCH[k]) for k in ("src", "src_len", "tgt_in"))
+    logits, weights = TM._logits(params, config, src, src_len, tgt_in, xp=be.xp)
+    logits, weights = be.to_numpy(logits), be.to_numpy(weights)
+    top = logits.max(axis=-1, keepdims=True)
+    expected = logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
+    encoded = T.kernels.encode(params, config, src, src_len, scan=None, xp=be.xp)
+    for capacity in (BATCH["tgt_in"].shape[1], None):
+        step, state = T.kernels.decoder(params, config, encoded, max_len=capacity, xp=be.xp)
+        for t in range(BATCH["tgt_in"].shape[1]):
+            logp, state, att = step(state, tgt_in[:, t])
+            np.testing.assert_allclose(be.to_numpy(logp), expected[:, t], rtol=1e-12,
+                                       atol=1e-12, err_msg=f"position {t}")
+            np.testing.assert_allclose(be.to_numpy(att), weights[-1, :, :, t].mean(axis=1),
+                                       rtol=1e-12, atol=1e-14, err_msg=f"position {t}")
+
+
+def test_training_backward_and_search_run_the_one_decoder_forward(monkeypatch):
+    """The training loss, its hand-derived gradient, the dev loss and every search step
+    go through ``_decoder_forward``: teacher forcing without a cache, a step with one (the
+    teacher-forced decoder of earlier versions is gone)."""
+    assert not hasattr(TM, "_decode_vjp") and not hasattr(TM, "_cached_attention")
+    calls = []
+    real = TM._decoder_forward
+
+    def spy(*args, **kwargs):
+        calls.append("teacher" if kwargs.get("cache") is None else "step")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(TM, "_decoder_forward", spy)
+    params, xp = T.init_params(CONFIG, seed=2), backends.get("numpy").xp
+    T.loss(params, CONFIG, BATCH)
+    T.loss_and_grad(params, CONFIG, BATCH)
+    T.kernels.nll_sum(params, CONFIG, BATCH, scan=None, xp=xp)
+    assert calls == ["teacher"] * 3
+    calls.clear()
+    hyp = search(params, CONFIG, BATCH["src"], BATCH["src_len"], backends.get("numpy"),
+                 SearchOptions(max_len_a=0.0, max_len_b=5.0))
+    assert calls and set(calls) == {"step"}
+    assert len(calls) >= int(np.max(hyp.lengths))          # one call a decoded position
 
 
 def test_a_growing_cache_equals_the_fixed_one():
@@ -199,6 +253,41 @@ def test_beam_search_runs_on_the_cache(backend):
                  SearchOptions(method="beam", k=3, n_best=2))
     np.testing.assert_array_equal(hyp.tokens, ref.tokens)
     np.testing.assert_allclose(hyp.scores, ref.scores, rtol=1e-10)
+
+
+# --------------------------------------------------------------- an earlier checkpoint
+#
+# tests/fixtures/transformer_format2.safetensors: a small toy-task Transformer (d_model 16,
+# two heads, two layers each side, pre-LN, sinusoidal positions; float32, with its Adam
+# state), written in checkpoint format 2 by the commit its JSON names, with the flat
+# parameter names and a config that stores pad_id; the JSON holds the translations it gave
+# then, identical on all four backends.
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+SEARCHES = {"greedy": SearchOptions(),
+            "beam3_avg": SearchOptions(method="beam", k=3, n_best=2, length_penalty="avg")}
+
+
+@pytest.mark.parametrize("search_name", sorted(SEARCHES))
+def test_format2_checkpoint_translates_as_before(backend, search_name):
+    from safetensors import safe_open
+
+    path = FIXTURES / "transformer_format2.safetensors"
+    expected = json.loads((FIXTURES / "transformer_format2.json").read_text())
+    with safe_open(str(path), "numpy") as f:
+        stored = json.loads(f.metadata()["xpseq"])
+    assert stored["format"] == 2 and stored["config"]["pad_id"] == 0
+    loaded = ckpt.load(path, backend)
+    assert loaded.config == T.Config.from_dict(stored["config"])
+    assert sorted(loaded.params) == sorted(T.param_shapes(loaded.config))  # the stored names
+    sources = [s.split() for s in expected["sources"]]
+    out = translate(loaded.params, loaded.config, sources, Vocab.from_list(loaded.vocabs["src"]),
+                    Vocab.from_list(loaded.vocabs["tgt"]), backend, SEARCHES[search_name])
+    want = expected["searches"][search_name]
+    assert [" ".join(r["tokens"]) for r in out] == [e["tokens"] for e in want]
+    assert [[" ".join(h) for h in r["n_best"]] for r in out] == [e["n_best"] for e in want]
+    np.testing.assert_allclose([r["score"] for r in out], [e["score"] for e in want],
+                               rtol=1e-4, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------- training
@@ -239,10 +328,8 @@ def test_the_registry_and_the_config_checks():
 
 
 def test_cross_attention_per_layer_and_head(backend):
-    from xpseq.models.transformer import cross_attention
-
     params = on(backend, T.init_params(CONFIG, seed=8))
-    weights = backend.to_numpy(cross_attention(params, CONFIG, *(backend.asarray(BATCH[k])
+    weights = backend.to_numpy(TM.cross_attention(params, CONFIG, *(backend.asarray(BATCH[k])
                                                                  for k in ("src", "src_len",
                                                                            "tgt_in"))))
     assert weights.shape == (CONFIG.decoder_layers, 3, CONFIG.heads, 4, 5)

@@ -13,21 +13,31 @@ each NumPy batch once.
 
 Every configuration has ``src_vocab``, ``tgt_vocab``, ``pad_id`` and ``dropout``, and
 ``to_dict`` / ``from_dict`` (checkpoints store the kind and ``to_dict()``).
+
+The padding id is not a choice of the model: the vocabularies reserve id 0 for ``<pad>``,
+and the batches (:func:`xpseq.data.make_batches`) and the search pad with it. So
+``pad_id`` is :data:`PAD_ID` (0) on every configuration, a class attribute rather than a
+field (``from_dict`` still reads the ``pad_id`` that older checkpoints stored, when it is
+0), and :class:`Model` refuses a ``Config`` whose ``pad_id`` is another id.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import array_api_compat.numpy as np_xp
 import numpy as np
 
 from xpseq.core import checks
 
-__all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "BATCH_KEYS", "Grads",
-           "sub_params", "DictConfig", "check_pad_id"]
+__all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "check_params",
+           "check_loss_inputs", "BATCH_KEYS", "PAD_ID", "Grads", "sub_params", "DictConfig"]
+
+#: The padding id of every model's loss: ``xpseq.data.PAD_ID``, the id of ``<pad>`` in the
+#: vocabularies, with which the batches and the search pad (``xpseq.data`` sits above the
+#: models, so the constant is stated here too; a test holds the two equal).
+PAD_ID = 0
 
 #: The arrays of a training batch.
 #:
@@ -87,8 +97,9 @@ class Model:
     kind : str
         Its name in the registry and in checkpoints (``"rnn"``).
     Config : type
-        A frozen dataclass with ``src_vocab``, ``tgt_vocab``, ``pad_id``, ``dropout``,
-        ``to_dict()`` and ``Config.from_dict(data)``.
+        A frozen dataclass with ``src_vocab``, ``tgt_vocab``, ``dropout``, ``pad_id``
+        (which must be :data:`PAD_ID`; a class attribute will do), ``to_dict()`` and
+        ``Config.from_dict(data)``.
     param_shapes : ``(config) -> {name: shape}``
         Every parameter, in a fixed order.
     init_params : ``(config, seed=0) -> {name: numpy float64 array}``
@@ -122,28 +133,34 @@ class Model:
         if not isinstance(self.kernels, ModelKernels):
             raise TypeError(f"Model {self.kind!r}: kernels must be a ModelKernels, got "
                             f"{type(self.kernels).__name__}")
+        pad = getattr(self.Config, "pad_id", PAD_ID)
+        if not checks.is_int(pad) or pad != PAD_ID:
+            raise ValueError(f"Model {self.kind!r}: Config.pad_id must be {PAD_ID}, the id "
+                             f"the data and the search pad with (xpseq.data.PAD_ID), got "
+                             f"{pad!r}")
 
 
 class DictConfig:
-    """``to_dict`` / ``from_dict`` for a configuration dataclass (unknown fields refused)."""
+    """``to_dict`` / ``from_dict`` for a configuration dataclass (unknown fields refused),
+    and ``pad_id``, :data:`PAD_ID` (see the module docstring)."""
+
+    pad_id: ClassVar[int] = PAD_ID
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Any:
+        data = dict(data)
+        if "pad_id" in data:                          # stored by older checkpoints
+            pad = data.pop("pad_id")
+            if not checks.is_int(pad) or pad != PAD_ID:
+                raise ValueError(f"{cls.__name__}: pad_id must be {PAD_ID}, the id the data "
+                                 f"and the search pad with, got {pad!r}")
         unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise ValueError(f"{cls.__name__}: unknown fields {unknown}")
         return cls(**data)
-
-
-def check_pad_id(owner: str, config: Any) -> None:
-    """``config.pad_id`` must be an id of both vocabularies."""
-    pad = config.pad_id
-    if isinstance(pad, bool) or not isinstance(pad, numbers.Integral) \
-            or not 0 <= pad < min(config.src_vocab, config.tgt_vocab):
-        raise ValueError(f"{owner}: pad_id must be an id of both vocabularies, got {pad!r}")
 
 
 class Grads(dict):
@@ -198,6 +215,62 @@ def check_ids(fname: str, config: Any, xp: Any, **arrays: Any) -> None:
         if "tgt" in arrays and arrays["tgt"].shape[0] != src.shape[0]:
             raise ValueError(f"{fname}: tgt_in has batch {arrays['tgt'].shape[0]} but src has "
                              f"{src.shape[0]}")
+
+
+def check_params(fname: str, model: Model, params: Any, config: Any, **arrays: Any) -> Any:
+    """The check every model kind's public functions start with; returns ``xp``.
+
+    ``config`` must be a ``model.Config``; ``params`` a mapping with exactly the names of
+    ``model.param_shapes(config)``, each a real floating array of its shape, all of one
+    dtype; ``arrays`` (``src``, ``src_len``, ``tgt``, ``tgt_out``, any of them) the id arrays
+    :func:`check_ids` checks. Every array must come from one array library (the namespace
+    returned)."""
+    if not isinstance(config, model.Config):
+        raise TypeError(f"{fname}: config must be a {model.Config.__name__}, got "
+                        f"{type(config).__name__}")
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{fname}: params must be a mapping of arrays, got "
+                        f"{type(params).__name__}")
+    shapes = model.param_shapes(config)
+    missing = [n for n in shapes if n not in params]
+    unknown = [n for n in params if n not in shapes]
+    if missing or unknown:
+        raise ValueError(f"{fname}: params do not match the config: missing {missing}, "
+                         f"unknown {unknown}")
+    xp = checks.namespace(fname, **arrays, **{n.replace(".", "_"): params[n] for n in shapes})
+    first = next(iter(shapes))
+    for name, shape in shapes.items():
+        p = params[name]
+        checks.check_floating(fname, name, p, xp)
+        if p.dtype != params[first].dtype:
+            raise TypeError(f"{fname}: {name} is {p.dtype} but {first} is "
+                            f"{params[first].dtype}; all parameters must share one dtype")
+        if tuple(p.shape) != shape:
+            raise ValueError(f"{fname}: {name} must have shape {shape} for this config, got "
+                             f"{tuple(p.shape)}")
+    check_ids(fname, config, xp, **arrays)
+    return xp
+
+
+def check_loss_inputs(fname: str, model: Model, params: Any, config: Any,
+                      batch: Any) -> Any:
+    """:func:`check_params` for a training batch (:data:`BATCH_KEYS`): the keys, the
+    arrays, ``tgt_out`` of ``tgt_in``'s shape, and at least one real target token (a
+    value check, skipped where the values are not concrete). Returns ``xp``."""
+    if not isinstance(batch, Mapping):
+        raise TypeError(f"{fname}: batch must be a mapping of arrays, got "
+                        f"{type(batch).__name__}")
+    missing = [k for k in BATCH_KEYS if k not in batch]
+    if missing:
+        raise ValueError(f"{fname}: batch is missing {missing}")
+    xp = check_params(fname, model, params, config, src=batch["src"], src_len=batch["src_len"],
+                      tgt=batch["tgt_in"], tgt_out=batch["tgt_out"])
+    if tuple(batch["tgt_out"].shape) != tuple(batch["tgt_in"].shape):
+        raise ValueError(f"{fname}: tgt_out has shape {tuple(batch['tgt_out'].shape)} but "
+                         f"tgt_in has {tuple(batch['tgt_in'].shape)}")
+    if checks.concrete(xp.all(batch["tgt_out"] == config.pad_id)):
+        raise ValueError(f"{fname}: every target token is padding; there is nothing to average")
+    return xp
 
 
 def check_batch(config: Any, batch: Mapping[str, Any]) -> None:

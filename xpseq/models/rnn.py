@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from typing import Any, Callable, Mapping
 
+import array_api_compat as compat
 import numpy as np
 
 from xpseq.core import checks, kernels, vjp
@@ -46,8 +46,8 @@ from .protocol import (
     Grads,
     Model,
     ModelKernels,
-    check_ids,
-    check_pad_id,
+    check_loss_inputs,
+    check_params,
     sub_params,
 )
 
@@ -81,8 +81,6 @@ class Seq2SeqConfig(DictConfig):
         (``None``) it is on exactly when there is attention.
     dropout : float in ``[0, 1)``
         Dropout rate on ``o_t`` during training.
-    pad_id : int
-        The padding id of both vocabularies: ignored by the loss.
     label_smoothing : float in ``[0, 1)``
         For the training loss: each token's target is ``(1 - ε) onehot(y) + ε / V``
         (the dev loss is the plain negative log-likelihood).
@@ -97,13 +95,12 @@ class Seq2SeqConfig(DictConfig):
     style: str = "luong"
     input_feeding: bool | None = None
     dropout: float = 0.0
-    pad_id: int = 0
     label_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("src_vocab", "tgt_vocab", "embed", "hidden"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            if not checks.is_int(value) or value < 1:
                 raise ValueError(f"Seq2SeqConfig: {name} must be a positive int, got {value!r}")
         if self.cell not in CELLS:
             raise ValueError(f"Seq2SeqConfig: cell must be one of {list(CELLS)}, "
@@ -124,11 +121,9 @@ class Seq2SeqConfig(DictConfig):
                              "into the cell; it needs attention other than 'none'")
         for name in ("dropout", "label_smoothing"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                    or not 0 <= value < 1:
+            if not checks.is_real(value) or not 0 <= value < 1:
                 raise ValueError(f"Seq2SeqConfig: {name} must be a number in [0, 1), "
                                  f"got {value!r}")
-        check_pad_id("Seq2SeqConfig", self)
 
     @property
     def decoder_size(self) -> int:
@@ -326,7 +321,8 @@ def loss_and_grad(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mappi
     keep = _keep_mask(keep)
     xp = _check_loss_inputs("loss_and_grad", params, config, batch, keep)
     value, backprop = _loss_vjp(params, config, batch, keep, xp=xp)
-    return value, backprop(xp.ones((), dtype=params["out.W"].dtype))
+    seed = params["out.W"]
+    return value, backprop(xp.ones((), dtype=seed.dtype, device=compat.device(seed)))
 
 
 def dropout_shapes(config: Seq2SeqConfig, src_shape: tuple[int, ...],
@@ -622,43 +618,12 @@ def _state_dict(config: Seq2SeqConfig, cell_state: tuple, *, xp: Any, o: Any = N
 def _check_inputs(fname: str, params: Mapping[str, Any], config: Seq2SeqConfig,
                   **arrays: Any) -> Any:
     """Check the parameter dict against the config and the id arrays; return ``xp``."""
-    if not isinstance(config, Seq2SeqConfig):
-        raise TypeError(f"{fname}: config must be a Seq2SeqConfig, got {type(config).__name__}")
-    if not isinstance(params, Mapping):
-        raise TypeError(f"{fname}: params must be a mapping of arrays, got {type(params).__name__}")
-    shapes = param_shapes(config)
-    missing = [n for n in shapes if n not in params]
-    unknown = [n for n in params if n not in shapes]
-    if missing or unknown:
-        raise ValueError(f"{fname}: params do not match the config: missing {missing}, "
-                         f"unknown {unknown}")
-    xp = checks.namespace(fname, **arrays, **{n.replace(".", "_"): params[n] for n in shapes})
-    first = params["out.W"]
-    for name, shape in shapes.items():
-        p = params[name]
-        checks.check_floating(fname, name, p, xp)
-        if p.dtype != first.dtype:
-            raise TypeError(f"{fname}: {name} is {p.dtype} but out.W is {first.dtype}; all "
-                            "parameters must share one dtype")
-        if tuple(p.shape) != shape:
-            raise ValueError(f"{fname}: {name} must have shape {shape} for this config, got "
-                             f"{tuple(p.shape)}")
-    check_ids(fname, config, xp, **arrays)
-    return xp
+    return check_params(fname, MODEL, params, config, **arrays)
 
 
 def _check_loss_inputs(fname: str, params: Mapping[str, Any], config: Seq2SeqConfig,
                        batch: Mapping[str, Any], keep: Any) -> Any:
-    missing = [k for k in ("src", "src_len", "tgt_in", "tgt_out") if k not in batch]
-    if missing:
-        raise ValueError(f"{fname}: batch is missing {missing}")
-    xp = _check_inputs(fname, params, config, src=batch["src"], src_len=batch["src_len"],
-                       tgt=batch["tgt_in"], tgt_out=batch["tgt_out"])
-    if tuple(batch["tgt_out"].shape) != tuple(batch["tgt_in"].shape):
-        raise ValueError(f"{fname}: tgt_out has shape {tuple(batch['tgt_out'].shape)} but "
-                         f"tgt_in has {tuple(batch['tgt_in'].shape)}")
-    if checks.concrete(xp.all(batch["tgt_out"] == config.pad_id)):
-        raise ValueError(f"{fname}: every target token is padding; there is nothing to average")
+    xp = check_loss_inputs(fname, MODEL, params, config, batch)
     _check_keep(fname, config, keep, batch["tgt_in"], xp)
     return xp
 

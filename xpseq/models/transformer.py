@@ -32,32 +32,35 @@ Initialisation (:func:`init_params`): Xavier-uniform for every matrix of the lay
 ``N(0, d^-1/2)`` (so that ``E · sqrt(d)`` has unit variance); the output layer as
 ``nn.Linear``'s default.
 
-Incremental decoding: :func:`_encode` runs the encoder and projects the memory into each
-decoder layer's cross-attention keys and values once; the decoder step keeps its own
-self-attention keys and values in a cache of fixed capacity (``max_len`` steps), written
-with ``where`` at the step's position, so that a step has one shape and compiles once.
+One decoder: :func:`_decoder_forward` maps target ids to logits with an optional
+key/value cache, as fairseq's incremental state or Equinox's cache. Without a cache it runs
+teacher forcing over a whole target (the training loss, whose hand-derived backward it
+returns, and the dev loss); with one it runs a search step: one position per row, whose
+self-attention reads the keys and values the cache holds of the positions before it.
+:func:`_encode` projects the memory into each decoder layer's cross-attention keys and
+values once per source batch (training does the same, once per batch). A compiled search
+keeps the cache at a fixed capacity (``max_len`` steps), written with ``where`` at the
+step's position, so that a step has one shape and compiles once; an eager search lets it
+grow by a position a step.
+
+Parameters are stored flat (``dec0.self.W_q``: the checkpoint's names); the layers read
+them grouped into nested dicts (:func:`_group`), once per loss, encoding or search rather
+than once per decoder step, and the hand-derived backward returns its gradients in the
+same nesting, named again by :func:`_flat_grads`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Container, Mapping
 
+import array_api_compat as compat
 import numpy as np
 
-from xpseq.core import checks, kernels, vjp
+from xpseq.core import checks, delegation, kernels, vjp
 
-from .protocol import (
-    DictConfig,
-    Grads,
-    Model,
-    ModelKernels,
-    check_ids,
-    check_pad_id,
-    sub_params,
-)
+from .protocol import DictConfig, Model, ModelKernels, check_loss_inputs, check_params
 
 __all__ = ["TransformerConfig", "Config", "param_shapes", "init_params", "loss",
            "loss_and_grad", "cross_attention", "dropout_shapes", "MODEL"]
@@ -66,6 +69,9 @@ NORMS = ("pre", "post")
 POSITIONS = ("sinusoidal", "learned")
 ATTENTION = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 FF = ("W_1", "b_1", "W_2", "b_2")
+LN = ("g", "b")
+#: The epsilon of every layer norm (``torch.nn.LayerNorm``'s default).
+LN_EPS = 1e-5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +94,8 @@ class TransformerConfig(DictConfig):
     label_smoothing : float in ``[0, 1)``, for the training loss (the dev loss is the plain
         negative log-likelihood)
     max_len : int, the most positions a learned table holds (and a sentence may have)
-    pad_id : int, the padding id of both vocabularies
+
+    ``pad_id`` is :data:`xpseq.models.protocol.PAD_ID` (0), the id the data pads with.
     """
 
     src_vocab: int
@@ -106,14 +113,13 @@ class TransformerConfig(DictConfig):
     tie_output: bool = False
     label_smoothing: float = 0.0
     max_len: int = 512
-    pad_id: int = 0
 
     def __post_init__(self) -> None:
         name = "TransformerConfig"
         for field in ("src_vocab", "tgt_vocab", "d_model", "heads", "encoder_layers",
                       "decoder_layers", "d_ff", "max_len"):
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            if not checks.is_int(value) or value < 1:
                 raise ValueError(f"{name}: {field} must be a positive int, got {value!r}")
         if self.d_model % self.heads:
             raise ValueError(f"{name}: heads ({self.heads}) must divide d_model "
@@ -128,8 +134,7 @@ class TransformerConfig(DictConfig):
                                  f"{getattr(self, field)!r}")
         for field in ("dropout", "label_smoothing"):
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                    or not 0 <= value < 1:
+            if not checks.is_real(value) or not 0 <= value < 1:
                 raise ValueError(f"{name}: {field} must be a number in [0, 1), got {value!r}")
         for field in ("share_embeddings", "tie_output"):
             if not isinstance(getattr(self, field), bool):
@@ -137,7 +142,6 @@ class TransformerConfig(DictConfig):
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(f"{name}: share_embeddings needs src_vocab == tgt_vocab, got "
                              f"{self.src_vocab} and {self.tgt_vocab}")
-        check_pad_id(name, self)
 
 
 Config = TransformerConfig
@@ -151,7 +155,7 @@ def _attention_shapes(prefix: str, d: int) -> dict[str, tuple[int, ...]]:
 
 
 def _ln_shapes(prefix: str, d: int) -> dict[str, tuple[int, ...]]:
-    return {f"{prefix}.g": (d,), f"{prefix}.b": (d,)}
+    return {f"{prefix}.{n}": (d,) for n in LN}
 
 
 def _ff_shapes(prefix: str, d: int, d_ff: int) -> dict[str, tuple[int, ...]]:
@@ -257,8 +261,8 @@ def cross_attention(params: Mapping[str, Any], config: TransformerConfig, src: A
     ``(decoder_layers, B, heads, T, S)``; each row sums to 1 over the real source
     positions and is exactly 0 at padding. (The search's ``attention`` is the last layer's,
     averaged over the heads.)"""
-    batch = {"src": src, "src_len": src_len, "tgt_in": tgt_in, "tgt_out": tgt_in}
-    xp = _check_inputs("cross_attention", params, config, batch, None)
+    batch = {"src": src, "src_len": src_len, "tgt_in": tgt_in}
+    xp = _check_inputs("cross_attention", params, config, batch, None, loss=False)
     return _logits(params, config, src, src_len, tgt_in, xp=xp)[1]
 
 
@@ -269,248 +273,423 @@ def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
     :mod:`xpseq.core.vjp` chained through every layer): how NumPy trains the Transformer."""
     xp = _check_inputs("loss_and_grad", params, config, batch, keep)
     value, backprop = _loss_vjp(params, config, batch, keep, xp=xp)
-    return value, backprop(xp.ones((), dtype=params["out.b"].dtype))
+    one = params["out.b"]
+    return value, backprop(xp.ones((), dtype=one.dtype, device=compat.device(one)))
 
 
-# ------------------------------------------------------- the model with its backprop
-#
-# Each function below computes its part through the (value, backprop) rules of
-# xpseq.core.vjp; the autodiff backends and the search call the same functions and drop
-# the callbacks, so the wiring is written once.
+# ------------------------------------------------------------------ nested parameters
 
 
 def _table(config: TransformerConfig, side: str) -> str:
     return "embed" if config.share_embeddings else f"{side}_embed"
 
 
-def _embed_vjp(params: Mapping[str, Any], config: TransformerConfig, ids: Any, side: str,
-               keep: Any, *, xp: Any, offset: Any = None) -> tuple[Any, Callable]:
-    """``E[ids] · sqrt(d) + PE[positions]`` then dropout: ``(B, T, d)``, and
-    ``backprop(dx, grads)``. ``offset`` (``(B,)``) shifts the positions (a decoder step)."""
-    name = _table(config, side)
-    scale = math.sqrt(config.d_model)
-    emb, emb_bp = vjp.embedding(ids, params[name], xp=xp)
-    steps = xp.arange(ids.shape[-1], dtype=xp.int64, device=None)
-    positions = steps if offset is None else xp.expand_dims(offset, axis=-1) + steps
+def _layout(config: TransformerConfig, leaf: Callable[[str], Any]) -> dict:
+    """The parameters' nesting, ``leaf(name)`` at each flat name::
+
+        {"src_embed", "tgt_embed", "pos" (learned positions only), "out": {"W", "b"},
+         "enc": [{"att", "ln1", "ff", "ln2"} for each layer], "enc_ln",
+         "dec": [{"self", "ln1", "cross", "ln2", "ff", "ln3"} for each layer], "dec_ln"}
+
+    with an attention ``{W_q, W_k, W_v, W_o, b_q, b_k, b_v, b_o}``, a feed-forward block
+    ``{W_1, b_1, W_2, b_2}`` and a layer norm ``{g, b}``. With ``share_embeddings`` both
+    tables are ``embed``; with ``tie_output`` ``out.W`` is the target table."""
+    def group(prefix: str, names: tuple[str, ...]) -> dict:
+        return {n: leaf(f"{prefix}.{n}") for n in names}
+
+    tree = {"src_embed": leaf(_table(config, "src")), "tgt_embed": leaf(_table(config, "tgt")),
+            "enc": [{"att": group(f"enc{i}.att", ATTENTION), "ln1": group(f"enc{i}.ln1", LN),
+                     "ff": group(f"enc{i}.ff", FF), "ln2": group(f"enc{i}.ln2", LN)}
+                    for i in range(config.encoder_layers)],
+            "enc_ln": group("enc.ln", LN),
+            "dec": [{"self": group(f"dec{i}.self", ATTENTION), "ln1": group(f"dec{i}.ln1", LN),
+                     "cross": group(f"dec{i}.cross", ATTENTION),
+                     "ln2": group(f"dec{i}.ln2", LN), "ff": group(f"dec{i}.ff", FF),
+                     "ln3": group(f"dec{i}.ln3", LN)}
+                    for i in range(config.decoder_layers)],
+            "dec_ln": group("dec.ln", LN),
+            "out": {"W": leaf(_table(config, "tgt") if config.tie_output else "out.W"),
+                    "b": leaf("out.b")}}
     if config.positions == "learned":
-        pos, pos_bp = vjp.embedding(positions, params["pos"], xp=xp)
+        tree["pos"] = leaf("pos")
+    return tree
+
+
+def _group(params: Mapping[str, Any], config: TransformerConfig) -> dict:
+    """The flat parameter dict in :func:`_layout`'s nesting (the same arrays, no copies)."""
+    return _layout(config, params.__getitem__)
+
+
+def _flat_grads(config: TransformerConfig, params: Mapping[str, Any], *trees: dict) -> dict:
+    """Gradient trees, each a part of :func:`_layout`'s nesting, as one dict with the names
+    of ``params``; a parameter met in several places (a shared table, the learned
+    positions, a tied output layer) gets the sum."""
+    flat: dict = {}
+
+    def walk(names: Any, grads: Any) -> None:
+        if isinstance(names, str):
+            flat[names] = grads if names not in flat else flat[names] + grads
+        elif isinstance(names, dict):
+            for key, g in grads.items():
+                walk(names[key], g)
+        else:
+            for n, g in zip(names, grads):
+                walk(n, g)
+
+    names = _layout(config, str)
+    for tree in trees:
+        walk(names, tree)
+    return {name: flat[name] for name in params}
+
+
+# ------------------------------------------------------- the layers with their backprop
+#
+# Each function computes its part through the (value, backprop) rules of xpseq.core.vjp;
+# the autodiff backends and the search run the same functions and drop the callbacks, so
+# the wiring is written once. A backprop returns the gradient of its input and those of
+# its parameters, nested as they are.
+
+
+def _embed_vjp(table: Any, pos: Any, config: TransformerConfig, ids: Any, keep: Any, *,
+               xp: Any, offset: Any = None) -> tuple[Any, Callable]:
+    """``E[ids] · sqrt(d) + PE[positions]`` then dropout: ``(B, T, d)`` from ``ids (B, T)``
+    at positions ``0 .. T-1``, shifted by ``offset (B,)`` (a decoder step); ``pos`` is the
+    learned table or ``None``. ``backprop(dx) -> (d_table, d_pos or None)``."""
+    scale = math.sqrt(config.d_model)
+    emb, emb_bp = vjp.embedding(ids, table, xp=xp)
+    steps = xp.arange(ids.shape[-1], dtype=kernels.int_dtype(xp), device=compat.device(ids))
+    positions = steps if offset is None else xp.expand_dims(offset, axis=-1) + steps
+    if pos is not None:
+        pe, pos_bp = vjp.embedding(positions, pos, xp=xp)
     else:
-        pos = kernels.sinusoidal_positions(positions, config.d_model, emb.dtype, xp=xp)
-    x = emb * scale + pos
+        pe = kernels.sinusoidal_positions(positions, config.d_model, emb.dtype, xp=xp)
+    x = emb * scale + pe
     drop_bp = None
     if keep is not None:
         x, drop_bp = vjp.dropout(x, keep, config.dropout, xp=xp)
 
-    def backprop(dx: Any, grads: Grads) -> None:
+    def backprop(dx: Any) -> tuple[Any, Any]:
         if drop_bp is not None:
             (dx, _) = drop_bp(dx)
-        grads.add(name, emb_bp(dx * scale)[1])
-        if config.positions == "learned":
-            d_pos = dx if offset is not None or dx.ndim == 2 else xp.sum(dx, axis=0)
-            grads.add("pos", pos_bp(d_pos)[1])
+        d_table = emb_bp(dx * scale)[1]
+        if pos is None:
+            return d_table, None
+        d_pe = dx if offset is not None or dx.ndim == 2 else xp.sum(dx, axis=0)
+        return d_table, pos_bp(d_pe)[1]
 
     return x, backprop
 
 
 def _sublayer_vjp(config: TransformerConfig, x: Any, ln: Mapping[str, Any], keep: Any,
-                  body: Callable, *, xp: Any) -> tuple[Any, Callable]:
+                  body: Callable, *, xp: Any) -> tuple[Any, Any, Callable]:
     """One residual sublayer, pre-LN ``x + drop(body(LN(x)))`` or post-LN
-    ``LN(x + drop(body(x)))``; ``body(h) -> (y, body_bp)``. ``backprop(dy) ->
-    (dx, (d_gain, d_bias))``, the layer norm's gradients included; ``body_bp`` is called
-    with the gradient of ``body``'s output and returns the gradient of its input."""
-    eps = 1e-5
+    ``LN(x + drop(body(x)))``, with ``body(h) -> (y, aux, body_bp)`` and
+    ``body_bp(dy) -> (dh, g)``. Returns ``(out, aux, backprop)``;
+    ``backprop(d_out) -> (dx, {"g", "b"}, g)``."""
     if config.norm == "pre":
-        h, ln_bp = vjp.layer_norm(x, ln["g"], ln["b"], eps, xp=xp)
-        y, body_bp = body(h)
+        h, ln_bp = vjp.layer_norm(x, ln["g"], ln["b"], LN_EPS, xp=xp)
+        y, aux, body_bp = body(h)
     else:
-        y, body_bp = body(x)
+        y, aux, body_bp = body(x)
     drop_bp = None
     if keep is not None:
         y, drop_bp = vjp.dropout(y, keep, config.dropout, xp=xp)
     out = x + y
     if config.norm == "post":
-        out, ln_bp = vjp.layer_norm(out, ln["g"], ln["b"], eps, xp=xp)
+        out, ln_bp = vjp.layer_norm(out, ln["g"], ln["b"], LN_EPS, xp=xp)
 
-    def backprop(d_out: Any) -> tuple[Any, tuple[Any, Any]]:
+    def backprop(d_out: Any) -> tuple[Any, dict, Any]:
         if config.norm == "post":
             d_out, d_g, d_b = ln_bp(d_out)
         d_y = d_out if drop_bp is None else drop_bp(d_out)[0]
-        d_in = body_bp(d_y)
+        d_in, g = body_bp(d_y)
         if config.norm == "pre":
             d_h, d_g, d_b = ln_bp(d_in)
-            return d_out + d_h, (d_g, d_b)
-        return d_out + d_in, (d_g, d_b)
+            return d_out + d_h, {"g": d_g, "b": d_b}, g
+        return d_out + d_in, {"g": d_g, "b": d_b}, g
 
-    return out, backprop
+    return out, aux, backprop
 
 
-def _attention_body(params: Mapping[str, Any], prefix: str, config: TransformerConfig,
-                    keep_scores: Any, grads_box: list, *, xp: Any,
-                    memory: Any = None, need_weights: bool = False) -> Callable:
-    """``body(h)`` for :func:`_sublayer_vjp`: self-attention over ``h`` (``memory=None``)
-    or cross-attention from ``h`` to ``memory``; the memory's gradient and the weights go
-    into ``grads_box`` (a one-element list holding a dict). Without ``need_weights`` the
-    attention may run as the library's fused kernel (see
-    :func:`xpseq.core.vjp.multi_head_attention`)."""
-    p = sub_params(params, prefix)
+def _heads_vjp(x: Any, W: Any, b: Any, heads: int, *, xp: Any) -> tuple[Any, Callable]:
+    """``x Wᵀ + b`` split into heads, ``(B, T, d) -> (B, h, T, d/h)``;
+    ``backprop(d_heads) -> (dx, dW, db)``."""
+    y, bp = vjp.linear(x, W, b, xp=xp)
+    return kernels.split_heads(y, heads, xp=xp), lambda dy: bp(kernels.merge_heads(dy, xp=xp))
+
+
+def _attention_vjp(p: Mapping[str, Any], h: Any, kh: Any, vh: Any, keep: Any,
+                   config: TransformerConfig, *, xp: Any,
+                   need_weights: bool = False) -> tuple[tuple[Any, Any], Callable]:
+    """Multi-head attention of the queries ``h (B, Q, d)`` over keys and values already
+    projected and split into heads, ``kh, vh (B, h, K, d/h)`` (a key/value cache, or the
+    memory's projections): the query projection, scaled dot scores, the softmax over the
+    keys ``keep`` keeps (a bool mask that broadcasts to ``(B, Q, K)``, or ``None``), the
+    heads merged and the output projection.
+
+    Returns ``(out (B, Q, d), weights (B, h, Q, K) or None)`` and
+    ``backprop(d_out) -> (dh, d_kh, d_vh, {"W_q", "b_q", "W_o", "b_o"})``. Without
+    ``need_weights`` the context may come from the library's fused kernel
+    (:func:`xpseq.core.delegation.fused_attention`), and ``backprop`` then recomputes the
+    weights it needs. Every mask of this model keeps a key in every row."""
     scale = 1.0 / math.sqrt(config.d_model // config.heads)
+    qh, q_bp = _heads_vjp(h, p["W_q"], p["b_q"], config.heads, xp=xp)
+    keep_c = kernels.heads_keep(keep, config.heads, xp=xp)
 
-    def body(h: Any) -> tuple[Any, Callable]:
-        kv = h if memory is None else memory
-        (out, weights), att_bp = vjp.multi_head_attention(p, h, kv, kv, keep_scores,
-                                                          config.heads, scale, xp=xp,
-                                                          need_weights=need_weights)
-        grads_box[0]["weights"] = weights
+    def generic() -> tuple:
+        scores, scores_bp = vjp.dot_scores(qh, kh, scale, xp=xp)
+        keep_h = None if keep_c is None else xp.broadcast_to(keep_c, tuple(scores.shape))
+        (ctx, w), attend_bp = vjp.attend(scores, vh, keep_h, xp=xp)
+        return ctx, w, scores_bp, attend_bp
 
-        def body_bp(d_out: Any) -> Any:
-            dq, dk, dv, g = att_bp(d_out)
-            grads_box[0]["grads"].add_all(prefix, g)
-            if memory is None:
-                return dq + dk + dv
-            grads_box[0]["d_memory"] = dk + dv
-            return dq
+    context = None if need_weights else delegation.fused_attention(qh, kh, vh, keep_c, scale,
+                                                                   xp=xp)
+    fused, weights, rules = context is not None, None, None
+    if not fused:
+        context, weights, *rules = generic()
+    out, out_bp = vjp.linear(kernels.merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp)
 
-        return out, body_bp
+    def backprop(d_out: Any) -> tuple[Any, Any, Any, dict]:
+        scores_bp, attend_bp = generic()[2:] if fused else rules
+        d_merged, d_Wo, d_bo = out_bp(d_out)
+        d_scores, d_vh, _ = attend_bp(kernels.split_heads(d_merged, config.heads, xp=xp))
+        d_qh, d_kh = scores_bp(d_scores)
+        dh, d_Wq, d_bq = q_bp(d_qh)
+        return dh, d_kh, d_vh, {"W_q": d_Wq, "b_q": d_bq, "W_o": d_Wo, "b_o": d_bo}
+
+    return (out, weights if need_weights else None), backprop
+
+
+def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
+                    extend: Callable | None, *, xp: Any) -> Callable:
+    """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over itself, ``aux`` the
+    keys and values attended over. ``extend(kh, vh) -> (kh, vh)`` places the new keys and
+    values among those of earlier positions (a decoder step's cache); ``None`` attends to
+    ``h``'s own (the encoder, teacher forcing: the only case that backpropagates)."""
+    def body(h: Any) -> tuple:
+        kh, k_bp = _heads_vjp(h, p["W_k"], p["b_k"], config.heads, xp=xp)
+        vh, v_bp = _heads_vjp(h, p["W_v"], p["b_v"], config.heads, xp=xp)
+        if extend is not None:
+            kh, vh = extend(kh, vh)
+        (out, _), att_bp = _attention_vjp(p, h, kh, vh, keep, config, xp=xp)
+
+        def body_bp(dy: Any) -> tuple[Any, dict]:
+            dq, d_kh, d_vh, g = att_bp(dy)
+            dk, g["W_k"], g["b_k"] = k_bp(d_kh)
+            dv, g["W_v"], g["b_v"] = v_bp(d_vh)
+            return dq + dk + dv, g
+
+        return out, (kh, vh), body_bp
 
     return body
 
 
-def _ff_body(params: Mapping[str, Any], prefix: str, config: TransformerConfig,
-             keep_hidden: Any, grads: Grads, *, xp: Any) -> Callable:
-    p = sub_params(params, prefix)
+def _cross_attention(p: Mapping[str, Any], config: TransformerConfig, kv: tuple, keep: Any,
+                     need_weights: bool, *, xp: Any) -> Callable:
+    """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over the memory's keys and
+    values ``kv`` (see :func:`_cross_keys_vjp`); ``aux`` the weights (``None`` without
+    ``need_weights``); ``body_bp(dy) -> (dh, (g, d_kh, d_vh))``."""
+    def body(h: Any) -> tuple:
+        (out, weights), att_bp = _attention_vjp(p, h, *kv, keep, config, xp=xp,
+                                                need_weights=need_weights)
 
-    def body(h: Any) -> tuple[Any, Callable]:
+        def body_bp(dy: Any) -> tuple[Any, tuple]:
+            dh, d_kh, d_vh, g = att_bp(dy)
+            return dh, (g, d_kh, d_vh)
+
+        return out, weights, body_bp
+
+    return body
+
+
+def _feed_forward(p: Mapping[str, Any], config: TransformerConfig, keep_hidden: Any, *,
+                  xp: Any) -> Callable:
+    """``body(h)`` for :func:`_sublayer_vjp`: the position-wise feed-forward block."""
+    def body(h: Any) -> tuple:
         y, ff_bp = vjp.feed_forward(p, h, config.activation, keep_hidden, config.dropout,
                                     xp=xp)
-
-        def body_bp(d_y: Any) -> Any:
-            dh, g = ff_bp(d_y)
-            grads.add_all(prefix, g)
-            return dh
-
-        return y, body_bp
+        return y, None, ff_bp
 
     return body
 
 
-def _encode_vjp(params: Mapping[str, Any], config: TransformerConfig, src: Any,
-                src_len: Any, keep: Mapping[str, Any] | None, grads: Grads, *,
-                xp: Any) -> tuple[Any, Any, Callable]:
+def _encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
+                 keep: Mapping[str, Any] | None, *, xp: Any) -> tuple[Any, Any, Callable]:
     """The encoder: ``memory (B, S, d)`` after the final norm, the source keep-mask
-    ``(B, 1, S)``, and ``backprop(d_memory)`` (gradients into ``grads``)."""
+    ``(B, 1, S)``, and ``backprop(d_memory) -> grads`` (``src_embed``, ``pos``, ``enc``,
+    ``enc_ln`` of :func:`_layout`)."""
     keep = keep or {}
     src_keep = xp.expand_dims(kernels.sequence_mask(src_len, src.shape[1], xp=xp), axis=-2)
-    x, emb_bp = _embed_vjp(params, config, src, "src", keep.get("src_emb"), xp=xp)
+    x, emb_bp = _embed_vjp(g["src_embed"], g.get("pos"), config, src, keep.get("src_emb"),
+                           xp=xp)
     tape = []
-    for i in range(config.encoder_layers):
-        box = [{"grads": grads}]
-        x, att_bp = _sublayer_vjp(config, x, sub_params(params, f"enc{i}.ln1"),
-                                  keep.get(f"enc{i}.att"),
-                                  _attention_body(params, f"enc{i}.att", config, src_keep, box,
+    for i, p in enumerate(g["enc"]):
+        x, _, att_bp = _sublayer_vjp(config, x, p["ln1"], keep.get(f"enc{i}.att"),
+                                     _self_attention(p["att"], config, src_keep, None, xp=xp),
+                                     xp=xp)
+        x, _, ff_bp = _sublayer_vjp(config, x, p["ln2"], keep.get(f"enc{i}.ff"),
+                                    _feed_forward(p["ff"], config, keep.get(f"enc{i}.ff_hidden"),
                                                   xp=xp), xp=xp)
-        x, ff_bp = _sublayer_vjp(config, x, sub_params(params, f"enc{i}.ln2"),
-                                 keep.get(f"enc{i}.ff"),
-                                 _ff_body(params, f"enc{i}.ff", config,
-                                          keep.get(f"enc{i}.ff_hidden"), grads, xp=xp), xp=xp)
-        tape.append((i, att_bp, ff_bp))
-    memory, final_bp = vjp.layer_norm(x, params["enc.ln.g"], params["enc.ln.b"], 1e-5, xp=xp)
+        tape.append((att_bp, ff_bp))
+    memory, final_bp = vjp.layer_norm(x, g["enc_ln"]["g"], g["enc_ln"]["b"], LN_EPS, xp=xp)
 
-    def backprop(d_memory: Any) -> None:
+    def backprop(d_memory: Any) -> dict:
         dx, d_g, d_b = final_bp(d_memory)
-        grads.add("enc.ln.g", d_g)
-        grads.add("enc.ln.b", d_b)
-        for i, att_bp, ff_bp in reversed(tape):
-            dx, (d_g, d_b) = ff_bp(dx)
-            grads.add(f"enc{i}.ln2.g", d_g)
-            grads.add(f"enc{i}.ln2.b", d_b)
-            dx, (d_g, d_b) = att_bp(dx)
-            grads.add(f"enc{i}.ln1.g", d_g)
-            grads.add(f"enc{i}.ln1.b", d_b)
-        emb_bp(dx, grads)
+        layers = []
+        for att_bp, ff_bp in reversed(tape):
+            dx, ln2, ff = ff_bp(dx)
+            dx, ln1, att = att_bp(dx)
+            layers.insert(0, {"att": att, "ln1": ln1, "ff": ff, "ln2": ln2})
+        grads = {"enc": layers, "enc_ln": {"g": d_g, "b": d_b}}
+        grads["src_embed"], d_pos = emb_bp(dx)
+        if d_pos is not None:
+            grads["pos"] = d_pos
+        return grads
 
     return memory, src_keep, backprop
 
 
-def _decode_vjp(params: Mapping[str, Any], config: TransformerConfig, tgt_in: Any,
-                memory: Any, src_keep: Any, keep: Mapping[str, Any] | None, grads: Grads, *,
-                xp: Any, need_weights: bool = False) -> tuple[Any, Any, Callable]:
-    """The decoder under teacher forcing: the final hidden states ``(B, T, d)``, each
-    layer's cross-attention weights (a list of ``(B, h, T, S)``; ``None`` each without
-    ``need_weights``), and ``backprop(dx) -> d_memory``."""
+def _cross_keys_vjp(g: Mapping[str, Any], config: TransformerConfig, memory: Any, *,
+                    xp: Any) -> tuple[list, Callable]:
+    """Each decoder layer's cross-attention keys and values ``(B, h, S, d/h)``, projected
+    from ``memory (B, S, d)`` once for all target positions (a training batch, a search),
+    and ``backprop(d_kv) -> (d_memory, grads)`` (``d_kv`` a list like the first result)."""
+    kv, rules = [], []
+    for p in g["dec"]:
+        kh, k_bp = _heads_vjp(memory, p["cross"]["W_k"], p["cross"]["b_k"], config.heads, xp=xp)
+        vh, v_bp = _heads_vjp(memory, p["cross"]["W_v"], p["cross"]["b_v"], config.heads, xp=xp)
+        kv.append((kh, vh))
+        rules.append((k_bp, v_bp))
+
+    def backprop(d_kv: list) -> tuple[Any, dict]:
+        d_memory, layers = None, []
+        for (k_bp, v_bp), (d_kh, d_vh) in zip(rules, d_kv):
+            dk, d_Wk, d_bk = k_bp(d_kh)
+            dv, d_Wv, d_bv = v_bp(d_vh)
+            d_memory = dk + dv if d_memory is None else d_memory + dk + dv
+            layers.append({"cross": {"W_k": d_Wk, "b_k": d_bk, "W_v": d_Wv, "b_v": d_bv}})
+        return d_memory, {"dec": layers}
+
+    return kv, backprop
+
+
+def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, cross: list,
+                     src_keep: Any, *, xp: Any, keep: Mapping[str, Any] | None = None,
+                     cache: Mapping[str, Any] | None = None, capacity: int | None = None,
+                     weights_of: Container[int] = ()) -> tuple[Any, list, Any, Callable]:
+    """The decoder from target ids to logits: the one forward of training (teacher forcing),
+    of its hand-derived backward and of the search step.
+
+    Parameters
+    ----------
+    g : the parameters grouped by :func:`_group`
+    tgt : ``(B, T)`` target ids
+    cross : each layer's cross-attention keys and values (:func:`_cross_keys_vjp`)
+    src_keep : ``(B, 1, S)`` the real source positions
+    keep : the dropout keep-masks of :func:`dropout_shapes`, or ``None``
+    cache : ``None`` for teacher forcing: ``tgt`` is a whole input ``<s> y_1 ...`` and each
+        position attends to itself and those before it. Or the step's state ``{"t": (B,),
+        "k{i}", "v{i}": (B, h, L, d/h)}``: ``tgt`` is one position per row, ``(B, 1)`` at
+        position ``t``, and attends to the keys and values the cache holds of positions
+        ``< t`` and to its own, which it adds: written with ``where`` at ``t`` in a cache
+        of fixed ``capacity`` (``L = capacity``: one shape, so that a compiled loop traces
+        the step once), or appended with ``capacity=None`` (``L = t``: an eager loop reads
+        only the positions decoded so far).
+    weights_of : the layers whose cross-attention weights to return
+
+    Returns
+    -------
+    logits : ``(B, T, V_tgt)``
+    weights : per layer the cross-attention weights ``(B, h, T, S)`` (``None`` for the
+        layers not in ``weights_of``)
+    cache : the next step's state (``None`` without a cache)
+    backprop : ``backprop(d_logits) -> (d_cross, grads)`` (teacher forcing only)
+    """
     keep = keep or {}
-    t = tgt_in.shape[1]
-    steps = xp.arange(t, dtype=xp.int64)
-    causal = xp.expand_dims(steps, axis=-1) >= steps                     # (T, T): k <= q
-    x, emb_bp = _embed_vjp(params, config, tgt_in, "tgt", keep.get("tgt_emb"), xp=xp)
+    t, device = tgt.shape[1], compat.device(tgt)
+    if cache is None:
+        steps = xp.arange(t, dtype=kernels.int_dtype(xp), device=device)
+        self_keep = xp.expand_dims(steps, axis=-1) >= steps                  # (T, T): k <= q
+        offset, new_cache = None, None
+    else:
+        if t != 1:
+            raise ValueError(f"_decoder_forward: a cached step takes one position per row, "
+                             f"got tgt of shape {tuple(tgt.shape)}")
+        offset, new_cache = cache["t"], {"t": cache["t"] + 1}
+        self_keep = here = None                                      # growing: every key
+        if capacity is not None:                                     # fixed: k <= t
+            positions = xp.arange(capacity, dtype=offset.dtype, device=device)
+            here = xp.reshape(positions, (1, 1, capacity, 1)) == xp.reshape(offset,
+                                                                             (-1, 1, 1, 1))
+            self_keep = xp.expand_dims(xp.expand_dims(positions, axis=0)
+                                       <= xp.expand_dims(offset, axis=-1), axis=-2)  # (B, 1, L)
+
+    def extend(i: int) -> Callable | None:
+        if cache is None:
+            return None
+        old_k, old_v = cache[f"k{i}"], cache[f"v{i}"]
+        if capacity is None:
+            return lambda kh, vh: (xp.concat([old_k, kh], axis=2), xp.concat([old_v, vh], axis=2))
+        return lambda kh, vh: (xp.where(here, kh, old_k), xp.where(here, vh, old_v))
+
+    x, emb_bp = _embed_vjp(g["tgt_embed"], g.get("pos"), config, tgt, keep.get("tgt_emb"),
+                           xp=xp, offset=offset)
     tape, weights = [], []
-    for i in range(config.decoder_layers):
-        self_box, cross_box = [{"grads": grads}], [{"grads": grads}]
-        x, self_bp = _sublayer_vjp(
-            config, x, sub_params(params, f"dec{i}.ln1"), keep.get(f"dec{i}.self"),
-            _attention_body(params, f"dec{i}.self", config, causal, self_box, xp=xp), xp=xp)
-        x, cross_bp = _sublayer_vjp(
-            config, x, sub_params(params, f"dec{i}.ln2"), keep.get(f"dec{i}.cross"),
-            _attention_body(params, f"dec{i}.cross", config, src_keep, cross_box, xp=xp,
-                            memory=memory, need_weights=need_weights), xp=xp)
-        x, ff_bp = _sublayer_vjp(config, x, sub_params(params, f"dec{i}.ln3"),
-                                 keep.get(f"dec{i}.ff"),
-                                 _ff_body(params, f"dec{i}.ff", config,
-                                          keep.get(f"dec{i}.ff_hidden"), grads, xp=xp), xp=xp)
-        weights.append(cross_box[0]["weights"])
-        tape.append((i, self_bp, cross_bp, ff_bp, cross_box))
-    out, final_bp = vjp.layer_norm(x, params["dec.ln.g"], params["dec.ln.b"], 1e-5, xp=xp)
+    for i, p in enumerate(g["dec"]):
+        x, kv, self_bp = _sublayer_vjp(config, x, p["ln1"], keep.get(f"dec{i}.self"),
+                                       _self_attention(p["self"], config, self_keep, extend(i),
+                                                       xp=xp), xp=xp)
+        if new_cache is not None:
+            new_cache[f"k{i}"], new_cache[f"v{i}"] = kv
+        x, w, cross_bp = _sublayer_vjp(config, x, p["ln2"], keep.get(f"dec{i}.cross"),
+                                       _cross_attention(p["cross"], config, cross[i], src_keep,
+                                                        i in weights_of, xp=xp), xp=xp)
+        x, _, ff_bp = _sublayer_vjp(config, x, p["ln3"], keep.get(f"dec{i}.ff"),
+                                    _feed_forward(p["ff"], config, keep.get(f"dec{i}.ff_hidden"),
+                                                  xp=xp), xp=xp)
+        weights.append(w)
+        tape.append((self_bp, cross_bp, ff_bp))
+    x, final_bp = vjp.layer_norm(x, g["dec_ln"]["g"], g["dec_ln"]["b"], LN_EPS, xp=xp)
+    logits, out_bp = vjp.linear(x, g["out"]["W"], g["out"]["b"], xp=xp)
 
-    def backprop(d_out: Any) -> Any:
-        dx, d_g, d_b = final_bp(d_out)
-        grads.add("dec.ln.g", d_g)
-        grads.add("dec.ln.b", d_b)
-        d_memory = xp.zeros_like(memory)
-        for i, self_bp, cross_bp, ff_bp, cross_box in reversed(tape):
-            for bp, ln in ((ff_bp, "ln3"), (cross_bp, "ln2"), (self_bp, "ln1")):
-                dx, (d_g, d_b) = bp(dx)
-                grads.add(f"dec{i}.{ln}.g", d_g)
-                grads.add(f"dec{i}.{ln}.b", d_b)
-            d_memory = d_memory + cross_box[0]["d_memory"]
-        emb_bp(dx, grads)
-        return d_memory
+    def backprop(d_logits: Any) -> tuple[list, dict]:
+        dx, d_W, d_b = out_bp(d_logits)
+        dx, d_g, d_b_ln = final_bp(dx)
+        layers, d_cross = [], []
+        for self_bp, cross_bp, ff_bp in reversed(tape):
+            dx, ln3, ff = ff_bp(dx)
+            dx, ln2, (cross_g, d_kh, d_vh) = cross_bp(dx)
+            dx, ln1, self_g = self_bp(dx)
+            layers.insert(0, {"self": self_g, "ln1": ln1, "cross": cross_g, "ln2": ln2,
+                              "ff": ff, "ln3": ln3})
+            d_cross.insert(0, (d_kh, d_vh))
+        grads = {"out": {"W": d_W, "b": d_b}, "dec_ln": {"g": d_g, "b": d_b_ln}, "dec": layers}
+        grads["tgt_embed"], d_pos = emb_bp(dx)
+        if d_pos is not None:
+            grads["pos"] = d_pos
+        return d_cross, grads
 
-    return out, weights, backprop
-
-
-def _output_vjp(params: Mapping[str, Any], config: TransformerConfig, x: Any, *,
-                xp: Any) -> tuple[Any, Callable]:
-    name = _table(config, "tgt") if config.tie_output else "out.W"
-    logits, bp = vjp.linear(x, params[name], params["out.b"], xp=xp)
-
-    def backprop(d_logits: Any, grads: Grads) -> Any:
-        dx, dW, db = bp(d_logits)
-        grads.add(name, dW)
-        grads.add("out.b", db)
-        return dx
-
-    return logits, backprop
+    return logits, weights, new_cache, backprop
 
 
 def _loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
-              keep: Mapping[str, Any] | None, *, xp: Any,
-              smoothing: float | None = None) -> tuple[Any, Callable]:
+              keep: Mapping[str, Any] | None, *, xp: Any) -> tuple[Any, Callable]:
     """The training loss (label-smoothed) and ``backprop(d_loss) -> grads``."""
-    smoothing = config.label_smoothing if smoothing is None else smoothing
-    grads = Grads()
-    memory, src_keep, enc_bp = _encode_vjp(params, config, batch["src"], batch["src_len"],
-                                           keep, grads, xp=xp)
-    x, _, dec_bp = _decode_vjp(params, config, batch["tgt_in"], memory, src_keep, keep, grads,
-                               xp=xp)
-    logits, out_bp = _output_vjp(params, config, x, xp=xp)
+    g = _group(params, config)
+    memory, src_keep, enc_bp = _encoder_vjp(g, config, batch["src"], batch["src_len"], keep,
+                                            xp=xp)
+    cross, cross_bp = _cross_keys_vjp(g, config, memory, xp=xp)
+    logits, _, _, dec_bp = _decoder_forward(g, config, batch["tgt_in"], cross, src_keep,
+                                            keep=keep, xp=xp)
     (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp,
-                                         smoothing=smoothing)
+                                         smoothing=config.label_smoothing)
     denom = xp.maximum(count, xp.ones_like(count))
 
     def backprop(d_loss: Any) -> dict:
-        grads.clear()
         d_logits, _ = nll_bp(d_loss / denom)
-        enc_bp(dec_bp(out_bp(d_logits, grads)))
-        return {name: grads[name] for name in params}
+        d_cross, dec_grads = dec_bp(d_logits)
+        d_memory, cross_grads = cross_bp(d_cross)
+        return _flat_grads(config, params, dec_grads, cross_grads, enc_bp(d_memory))
 
     return total / denom, backprop
 
@@ -535,117 +714,53 @@ def _logits(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
             tgt_in: Any, *, xp: Any, need_weights: bool = True) -> tuple[Any, Any]:
     """Teacher-forced logits ``(B, T, V)`` and every decoder layer's cross-attention
     weights ``(layers, B, h, T, S)`` (``None`` without ``need_weights``; no dropout)."""
-    grads = Grads()
-    memory, src_keep, _ = _encode_vjp(params, config, src, src_len, None, grads, xp=xp)
-    x, weights, _ = _decode_vjp(params, config, tgt_in, memory, src_keep, None, grads, xp=xp,
-                                need_weights=need_weights)
-    logits = _output_vjp(params, config, x, xp=xp)[0]
+    g = _group(params, config)
+    memory, src_keep, _ = _encoder_vjp(g, config, src, src_len, None, xp=xp)
+    cross, _ = _cross_keys_vjp(g, config, memory, xp=xp)
+    layers = range(config.decoder_layers) if need_weights else ()
+    logits, weights, _, _ = _decoder_forward(g, config, tgt_in, cross, src_keep,
+                                             weights_of=layers, xp=xp)
     return logits, xp.stack(weights, axis=0) if need_weights else None
 
 
 def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any, *,
             scan: Callable | None, xp: Any, custom_vjp: Callable | None = None) -> dict:
-    """The memory, the source keep-mask and, per decoder layer, the cross-attention keys
-    and values ``(B, h, S, d/h)``, computed once per source batch."""
-    memory, src_keep, _ = _encode_vjp(params, config, src, src_len, None, Grads(), xp=xp)
-    encoded = {"memory": memory, "src_keep": src_keep}
-    for i in range(config.decoder_layers):
-        p = sub_params(params, f"dec{i}.cross")
-        encoded[f"k{i}"] = kernels.split_heads(kernels.linear(memory, p["W_k"], p["b_k"], xp=xp),
-                                               config.heads, xp=xp)
-        encoded[f"v{i}"] = kernels.split_heads(kernels.linear(memory, p["W_v"], p["b_v"], xp=xp),
-                                               config.heads, xp=xp)
+    """The source keep-mask ``src_keep (B, 1, S)`` and, per decoder layer ``i``, the
+    cross-attention keys and values ``k{i}``, ``v{i}`` ``(B, h, S, d/h)``, computed once
+    per source batch."""
+    g = _group(params, config)
+    memory, src_keep, _ = _encoder_vjp(g, config, src, src_len, None, xp=xp)
+    encoded = {"src_keep": src_keep}
+    for i, (kh, vh) in enumerate(_cross_keys_vjp(g, config, memory, xp=xp)[0]):
+        encoded[f"k{i}"], encoded[f"v{i}"] = kh, vh
     return encoded
-
-
-def _cached_attention(p: Mapping[str, Any], q_in: Any, kh: Any, vh: Any, keep: Any,
-                      config: TransformerConfig, *, xp: Any) -> tuple[Any, Any]:
-    """Attention of one query position ``q_in (B, 1, d)`` over given per-head keys and
-    values ``(B, h, K, d/h)`` with ``keep (B, 1, K)``: ``(B, 1, d)`` and the weights
-    ``(B, h, 1, K)``."""
-    qh = kernels.split_heads(kernels.linear(q_in, p["W_q"], p["b_q"], xp=xp), config.heads,
-                             xp=xp)
-    scores = kernels.dot_scores(qh, kh, 1.0 / math.sqrt(config.d_model // config.heads), xp=xp)
-    keep_h = xp.broadcast_to(kernels.heads_keep(keep, config.heads, xp=xp), tuple(scores.shape))
-    context, weights = kernels.attend(scores, vh, keep_h, xp=xp)
-    return kernels.linear(kernels.merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp), weights
 
 
 def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict, *,
              attention: bool = True, max_len: int | None = None,
              xp: Any) -> tuple[Callable, dict]:
-    """The decoder as the protocol's step with a key/value cache: ``state`` holds the step
-    ``t (B,)`` and, per layer, the self-attention keys and values written so far.
-
-    With ``max_len`` the cache has that fixed capacity, ``(B, h, max_len, d/h)``, and each
-    step writes its position with ``where``: one shape, so a compiled loop traces the step
-    once. With ``max_len=None`` (an eager loop) the cache grows by one position a step,
-    ``(B, h, t, d/h)``, so that a step reads and writes only the positions decoded so far
-    rather than the whole capacity (beam search also reorders the cache every step)."""
+    """The protocol's step: :func:`_decoder_forward` on one position with the key/value
+    cache as its state (``t (B,)`` and each layer's self-attention keys and values), of
+    fixed capacity ``max_len`` or, with ``max_len=None``, growing (see
+    :func:`_decoder_forward`); the parameters are grouped once here, not at every step."""
+    g = _group(params, config)
     capacity = None if max_len is None else int(max_len)
-    memory = encoded["memory"]
-    batch, heads, width = memory.shape[0], config.heads, config.d_model // config.heads
-    positions = xp.arange(capacity or 0, dtype=xp.int64)
-    zeros = xp.zeros((batch, heads, capacity or 0, width), dtype=memory.dtype)
-    state = {"t": xp.zeros((batch,), dtype=xp.int64)}
+    cross = [(encoded[f"k{i}"], encoded[f"v{i}"]) for i in range(config.decoder_layers)]
+    like = cross[0][0]
+    batch, width, device = like.shape[0], config.d_model // config.heads, compat.device(like)
+    zeros = xp.zeros((batch, config.heads, capacity or 0, width), dtype=like.dtype,
+                     device=device)
+    state = {"t": xp.zeros((batch,), dtype=kernels.int_dtype(xp), device=device)}
     for i in range(config.decoder_layers):
         state[f"k{i}"], state[f"v{i}"] = zeros, zeros
-    eps = 1e-5
-
-    def sublayer(x: Any, ln: str, body: Callable) -> Any:
-        g, b = params[f"{ln}.g"], params[f"{ln}.b"]
-        if config.norm == "pre":
-            return x + body(kernels.layer_norm(x, g, b, eps, xp=xp))
-        return kernels.layer_norm(x + body(x), g, b, eps, xp=xp)
+    last = (config.decoder_layers - 1,) if attention else ()
 
     def step(state: dict, y: Any) -> tuple:
-        t = state["t"]
-        x = _embed_vjp(params, config, xp.expand_dims(y, axis=-1), "tgt", None, xp=xp,
-                       offset=t)[0]                                        # (B, 1, d)
-        if capacity is None:                                               # grow
-            length = state["k0"].shape[2] + 1
-            seen = xp.ones((batch, 1, length), dtype=xp.bool)
-        else:                                                              # write in place
-            here = xp.reshape(positions, (1, 1, capacity, 1)) == xp.reshape(t, (batch, 1, 1, 1))
-            seen = xp.expand_dims(xp.expand_dims(positions, axis=0)
-                                  <= xp.expand_dims(t, axis=-1), axis=-2)  # (B, 1, L)
-        new_state = {"t": t + 1}
-        cross_weights = None
-        for i in range(config.decoder_layers):
-            p_self = sub_params(params, f"dec{i}.self")
-            cache: dict = {}
-
-            def self_body(h: Any, i: int = i, p_self: dict = p_self, cache: dict = cache) -> Any:
-                k_new = kernels.split_heads(kernels.linear(h, p_self["W_k"], p_self["b_k"],
-                                                           xp=xp), heads, xp=xp)
-                v_new = kernels.split_heads(kernels.linear(h, p_self["W_v"], p_self["b_v"],
-                                                           xp=xp), heads, xp=xp)
-                if capacity is None:
-                    cache["k"] = xp.concat([state[f"k{i}"], k_new], axis=2)
-                    cache["v"] = xp.concat([state[f"v{i}"], v_new], axis=2)
-                else:
-                    cache["k"] = xp.where(here, k_new, state[f"k{i}"])
-                    cache["v"] = xp.where(here, v_new, state[f"v{i}"])
-                return _cached_attention(p_self, h, cache["k"], cache["v"], seen, config,
-                                         xp=xp)[0]
-
-            x = sublayer(x, f"dec{i}.ln1", self_body)
-            new_state[f"k{i}"], new_state[f"v{i}"] = cache["k"], cache["v"]
-
-            def cross_body(h: Any, i: int = i) -> Any:
-                nonlocal cross_weights
-                out, cross_weights = _cached_attention(
-                    sub_params(params, f"dec{i}.cross"), h, encoded[f"k{i}"], encoded[f"v{i}"],
-                    encoded["src_keep"], config, xp=xp)
-                return out
-
-            x = sublayer(x, f"dec{i}.ln2", cross_body)
-            x = sublayer(x, f"dec{i}.ln3", lambda h, i=i: kernels.feed_forward(
-                sub_params(params, f"dec{i}.ff"), h, config.activation, None, 0.0, xp=xp))
-        x = kernels.layer_norm(x, params["dec.ln.g"], params["dec.ln.b"], eps, xp=xp)
-        logits = _output_vjp(params, config, x, xp=xp)[0][:, 0, :]
-        weights = xp.mean(cross_weights[:, :, 0, :], axis=1) if attention else None
-        return kernels.log_softmax(logits, axis=-1, xp=xp), new_state, weights
+        logits, weights, state, _ = _decoder_forward(
+            g, config, xp.expand_dims(y, axis=-1), cross, encoded["src_keep"], cache=state,
+            capacity=capacity, weights_of=last, xp=xp)
+        att = xp.mean(weights[-1][:, :, 0, :], axis=1) if attention else None
+        return kernels.log_softmax(logits[:, 0, :], axis=-1, xp=xp), state, att
 
     return step, state
 
@@ -654,35 +769,15 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
 
 
 def _check_inputs(fname: str, params: Mapping[str, Any], config: TransformerConfig,
-                  batch: Mapping[str, Any], keep: Any) -> Any:
-    if not isinstance(config, TransformerConfig):
-        raise TypeError(f"{fname}: config must be a TransformerConfig, got "
-                        f"{type(config).__name__}")
-    if not isinstance(params, Mapping):
-        raise TypeError(f"{fname}: params must be a mapping of arrays, got "
-                        f"{type(params).__name__}")
-    shapes = param_shapes(config)
-    missing = [n for n in shapes if n not in params]
-    unknown = [n for n in params if n not in shapes]
-    if missing or unknown:
-        raise ValueError(f"{fname}: params do not match the config: missing {missing}, "
-                         f"unknown {unknown}")
-    absent = [k for k in ("src", "src_len", "tgt_in", "tgt_out") if k not in batch]
-    if absent:
-        raise ValueError(f"{fname}: batch is missing {absent}")
-    arrays = dict(src=batch["src"], src_len=batch["src_len"], tgt=batch["tgt_in"],
-                  tgt_out=batch["tgt_out"])
-    xp = checks.namespace(fname, **arrays, **{n.replace(".", "_"): params[n] for n in shapes})
-    first = params["out.b"]
-    for name, shape in shapes.items():
-        checks.check_floating(fname, name, params[name], xp)
-        if params[name].dtype != first.dtype:
-            raise TypeError(f"{fname}: {name} is {params[name].dtype} but out.b is "
-                            f"{first.dtype}; all parameters must share one dtype")
-        if tuple(params[name].shape) != shape:
-            raise ValueError(f"{fname}: {name} must have shape {shape} for this config, got "
-                             f"{tuple(params[name].shape)}")
-    check_ids(fname, config, xp, **arrays)
+                  batch: Mapping[str, Any], keep: Any, *, loss: bool = True) -> Any:
+    """The shared checks of :mod:`xpseq.models.protocol` (a whole training batch, or with
+    ``loss=False`` only ``src``, ``src_len`` and ``tgt_in``), then this model's own: the
+    learned positions' ``max_len`` and the dropout masks. Returns ``xp``."""
+    if loss:
+        xp = check_loss_inputs(fname, MODEL, params, config, batch)
+    else:
+        xp = check_params(fname, MODEL, params, config, src=batch["src"],
+                          src_len=batch["src_len"], tgt=batch["tgt_in"])
     longest = max(batch["src"].shape[1], batch["tgt_in"].shape[1])
     if config.positions == "learned" and longest > config.max_len:
         raise ValueError(f"{fname}: a sequence of {longest} positions exceeds max_len = "
