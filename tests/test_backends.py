@@ -938,9 +938,10 @@ def test_jax_device_choice():
     assert backends.get("jax", device="cpu").device == first
     assert backends.get("jax", device=first).device == first
     assert backends.get("jax", device="cpu:0").asarray([1.0]).devices() == {first}
+    # A named device is found when first used (asking JAX starts its runtime).
     with pytest.raises(ValueError, match="numbered from 0"):
-        backends.get("jax", device=f"cpu:{len(jax.devices('cpu'))}")
+        backends.get("jax", device=f"cpu:{len(jax.devices('cpu'))}").asarray([1.0])
     with pytest.raises(ValueError, match="no 'nosuchplatform' devices"):
-        backends.get("jax", device="nosuchplatform")
+        backends.get("jax", device="nosuchplatform").device
     with pytest.raises(TypeError, match="jax.Device or a string"):
         backends.get("jax", device=3)

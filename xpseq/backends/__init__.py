@@ -89,13 +89,28 @@ def get(name: str, device: Any = None) -> Backend:
     """
     if not isinstance(name, str) or name not in _CLASSES:
         raise ValueError(f"unknown backend {name!r}; choose one of {list(NAMES)}")
-    key = (name, None if device is None else str(device))
+    key = (name, _device_key(name, device))
     if key not in _cache:
-        made = _make(name, device)
-        # Another name for a device already in use (None and "cpu") gets the same backend.
-        same = [b for b in _cache.values() if b.name == name and str(b.device) == str(made.device)]
-        _cache[key] = same[0] if same else made
+        _cache[key] = _make(name, device)
     return _cache[key]
+
+
+def _device_key(name: str, device: Any) -> str | None:
+    """One cache key per device, whatever it is called: ``None`` and ``"cpu"`` name NumPy's
+    and torch's one CPU (torch's names are parsed, which starts nothing). JAX's device is
+    only resolved when first used (asking JAX for its devices starts its runtime, which must
+    wait for ``jax.distributed.initialize`` in a multi-process run), so its names are kept
+    as given."""
+    if name == "torch" and device is not None:
+        import torch
+
+        try:
+            device = str(torch.device(device))
+        except (RuntimeError, TypeError):
+            return repr(device)                       # refused when the backend is made
+    if name != "jax" and device == "cpu":
+        return None
+    return None if device is None else str(device)
 
 
 def _make(name: str, device: Any) -> Backend:

@@ -45,8 +45,12 @@ class Backend:
 
     def __init__(self, xp: Any, device: Any = "cpu"):
         self.xp = xp
-        self.device = device
+        self._device = device
         self._dtypes = {n: getattr(xp, n) for n in DTYPE_NAMES}
+
+    @property
+    def device(self) -> Any:
+        return self._device
 
     def __repr__(self) -> str:
         return f"<xpseq backend {self.name!r} on {self.device}>"

@@ -29,9 +29,20 @@ class JaxBackend(Backend):
         import jax.numpy as jnp
 
         self._jax = jax
-        super().__init__(jnp, device=_jax_device(jax, device))
+        super().__init__(jnp, device=device)
+        if device is not None and not isinstance(device, (str, jax.Device)):
+            raise TypeError(f"backends.get('jax', device=...): expected a jax.Device or a "
+                            f"string such as 'cpu' or 'gpu:0', got {type(device).__name__}")
         # jnp.float64 is a scalar type; arrays carry NumPy dtypes, so compare with those.
         self._dtypes = {n: np.dtype(n) for n in self._dtypes}
+
+    @property
+    def device(self) -> Any:
+        """The ``jax.Device`` arrays are placed on, found when first asked for (asking JAX
+        for its devices starts its runtime, which a multi-process run must first join)."""
+        if not isinstance(self._device, self._jax.Device):
+            self._device = _jax_device(self._jax, self._device)
+        return self._device
 
     def is_array(self, x: Any) -> bool:
         return isinstance(x, self._jax.Array)
@@ -180,11 +191,6 @@ def _jax_device(jax: Any, device: Any) -> Any:
     ``jax.Device``, or ``"PLATFORM"`` / ``"PLATFORM:INDEX"`` (``"cpu"``, ``"gpu:1"``)."""
     if device is None:
         return jax.local_devices()[0]
-    if isinstance(device, jax.Device):
-        return device
-    if not isinstance(device, str):
-        raise TypeError(f"backends.get('jax', device=...): expected a jax.Device or a string "
-                        f"such as 'cpu' or 'gpu:0', got {type(device).__name__}")
     platform, _, index = device.partition(":")
     try:
         found = jax.devices(platform)
