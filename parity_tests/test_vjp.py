@@ -283,6 +283,48 @@ def mha_ref(xp, a, c):
                                   mask=c["keep"], empty="zero", scale=c["scale"])
 
 
+def heads_rule(xp, a, c):
+    y, bp = vjp.heads(a["x"], a["W"], a.get("b"), c["heads"], xp=xp)
+
+    def back(cots):
+        dx, dW, db = bp(cots[0])
+        return {"x": dx, "W": dW, **({} if db is None else {"b": db})}
+
+    return (y,), back
+
+
+def heads_ref(xp, a, c):
+    return (kernels.split_heads(kernels.linear(a["x"], a["W"], a.get("b"), xp=xp), c["heads"],
+                                xp=xp),)
+
+
+OVER_HEADS = ("W_q", "b_q", "W_o", "b_o")
+
+
+def over_heads_rule(xp, a, c):
+    params = {n: a.get(n) for n in OVER_HEADS}
+    (out, weights), bp = vjp.attention_over_heads(params, a["q"], a["kh"], a["vh"], c["keep"],
+                                                  c["heads"], c["scale"], xp=xp)
+
+    def back(cots):
+        dq, d_kh, d_vh, grads = bp(cots[0], cots[1])
+        assert set(grads) == {n for n in OVER_HEADS if n in a}
+        return {"q": dq, "kh": d_kh, "vh": d_vh, **grads}
+
+    return (out, weights), back
+
+
+def over_heads_ref(xp, a, c):
+    qh = kernels.split_heads(kernels.linear(a["q"], a["W_q"], a.get("b_q"), xp=xp), c["heads"],
+                             xp=xp)
+    scores = kernels.dot_scores(qh, a["kh"], c["scale"], xp=xp)
+    keep = None if c["keep"] is None else xp.broadcast_to(
+        xp.expand_dims(xp.asarray(c["keep"]), axis=-3), tuple(scores.shape))
+    context, weights = kernels.attend(scores, a["vh"], keep, xp=xp)
+    out = kernels.linear(kernels.merge_heads(context, xp=xp), a["W_o"], a.get("b_o"), xp=xp)
+    return out, weights
+
+
 def nll_rule(xp, a, c):
     out, bp = vjp.nll_sum(a["logits"], c["targets"], c["pad_id"], xp=xp,
                           smoothing=c.get("smoothing", 0.0))
@@ -589,6 +631,20 @@ def build_cases() -> list[Case]:
         {"keep": causal, "heads": 3, "scale": 1.0 / math.sqrt(2)}, mha_rule, mha_ref)
     add("multi_head_attention-nomask", mha_inputs(2, 2, 3, 1, 5, B),
         {"keep": None, "heads": 1, "scale": 1.0}, mha_rule, mha_ref)
+
+    add("heads-bias", {"x": r.standard_normal((B, 3, 4)), "W": r.standard_normal((6, 4)),
+                       "b": r.standard_normal(6)}, {"heads": 3}, heads_rule, heads_ref)
+    add("heads-nobias-4d", {"x": r.standard_normal((2, B, 3, 4)),
+                            "W": r.standard_normal((4, 4))}, {"heads": 2}, heads_rule, heads_ref)
+    over = {"q": r.standard_normal((B, 3, 5)), "kh": r.standard_normal((B, 2, 4, 3)),
+            "vh": r.standard_normal((B, 2, 4, 3)), "W_q": r.standard_normal((6, 5)) * 0.5,
+            "b_q": r.standard_normal(6) * 0.2, "W_o": r.standard_normal((5, 6)) * 0.5,
+            "b_o": r.standard_normal(5) * 0.2}
+    add("attention_over_heads-mask", over, {"keep": keep, "heads": 2, "scale": 0.5},
+        over_heads_rule, over_heads_ref)
+    add("attention_over_heads-nobias-nomask",
+        {n: x for n, x in over.items() if not n.startswith("b_")},
+        {"keep": None, "heads": 2, "scale": 1.0}, over_heads_rule, over_heads_ref)
 
     add("dot_scores-dot", {"q": r.standard_normal((2, B, 4)), "k": r.standard_normal((2, 5, 4))},
         {"scale": None}, dot_rule, dot_ref)

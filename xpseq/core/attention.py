@@ -304,7 +304,7 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
         scale = 1.0 / math.sqrt(d_model // num_heads)
     scores, vh = kernels.head_scores(p, q, k, v, num_heads, scale, xp=xp)
     checks.check_finite(fname, "the per-head scores", scores, xp,
-                        where=kernels.heads_keep(keep, num_heads, xp=xp))
+                        where=kernels.heads_keep(keep, xp=xp))
     return kernels.head_pool(p, scores, vh, keep, xp=xp)
 
 

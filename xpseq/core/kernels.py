@@ -253,9 +253,9 @@ def merge_heads(x: Any, *, xp: Any) -> Any:
     return xp.reshape(x, (*lead, t, h * d))
 
 
-def heads_keep(keep: Any, num_heads: int, *, xp: Any) -> Any:
+def heads_keep(keep: Any, *, xp: Any) -> Any:
     """A ``(..., Q, K)`` keep-mask (or ``None``) for every head: ``(..., 1, Q, K)``, which
-    broadcasts over the heads axis."""
+    broadcasts over the heads axis (whatever their number)."""
     return None if keep is None else xp.expand_dims(keep, axis=-3)
 
 
@@ -277,7 +277,7 @@ def head_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
     weighted values, the heads merged and projected by ``W_o`` (and ``b_o``). Returns the
     context ``(..., Q, d_out)`` and the weights ``(..., H, Q, K)``."""
     keep_h = None if keep is None else xp.broadcast_to(
-        heads_keep(keep, scores.shape[-3], xp=xp), tuple(scores.shape))
+        heads_keep(keep, xp=xp), tuple(scores.shape))
     context, weights = attend(scores, vh, keep_h, xp=xp)
     return linear(merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp), weights
 

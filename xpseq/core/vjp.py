@@ -30,7 +30,8 @@ from . import delegation, kernels
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "layer_norm",
            "feed_forward", "concat", "dropout",
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
-           "additive_from_projections", "weighted_sum", "attend", "multi_head_attention",
+           "additive_from_projections", "weighted_sum", "attend", "heads",
+           "attention_over_heads", "multi_head_attention",
            "lstm_step", "gru_step",
            "run_sequence", "CELL_STEPS"]
 
@@ -352,61 +353,86 @@ def attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[tuple[Any, 
     return (c, w), backprop
 
 
-def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,
+def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Callable]:
+    """``x Wᵀ + b`` (:func:`linear`) split into heads, ``(..., T, d) -> (..., H, T, d/H)``: a
+    reshape and a transpose, whose backward is the inverse transpose and reshape.
+    ``backprop(d_heads) -> (dx, dW, db)``."""
+    y, bp = linear(x, W, b, xp=xp)
+    return kernels.split_heads(y, num_heads, xp=xp), lambda dy: bp(kernels.merge_heads(dy, xp=xp))
+
+
+def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: Any,
                          num_heads: int, scale: float, *, xp: Any,
                          need_weights: bool = True) -> tuple[tuple[Any, Any], Callable]:
-    """:func:`xpseq.core.multi_head_attention` (``torch.nn.MultiheadAttention``'s layout)
-    as the chain of the rules above: the three input projections (:func:`linear`), the
-    split into heads (a reshape and a transpose, whose backward is the inverse transpose
-    and reshape), :func:`dot_scores`, :func:`attend` per head, the merge of the heads and
-    the output projection.
+    """Multi-head attention of the queries ``q (..., Q, d_q)`` over keys and values already
+    projected and split into heads, ``kh, vh (..., H, K, d/H)`` (:func:`heads`; a key/value
+    cache, or an encoder memory projected once): the query projection ``W_q, b_q``,
+    :func:`dot_scores`, :func:`attend` per head over the keys ``keep`` keeps (a bool mask
+    that broadcasts to ``(..., Q, K)``, or ``None``), the heads merged and the output
+    projection ``W_o, b_o``.
 
-    ``backprop(d_context, d_weights=None)`` returns ``(dq, dk, dv, grads)`` with ``grads``
-    the gradients of the entries of ``p`` that are not ``None``. When ``q``, ``k`` and
-    ``v`` are one array (self-attention), the caller adds the three.
-
-    With ``need_weights=False`` the weights come back ``None``; where the library has a
-    fused attention kernel (:func:`xpseq.core.delegation.fused_attention`) and every row
-    keeps a key, the context is computed by it, and ``backprop`` (when called, e.g. by
-    PyTorch asked for hand-derived gradients) recomputes the weights it needs.
+    Returns ``(out (..., Q, d_out), weights (..., H, Q, K) or None)`` and
+    ``backprop(d_out, d_weights=None) -> (dq, d_kh, d_vh, grads)`` with ``grads`` the
+    gradients of those of ``W_q, b_q, W_o, b_o`` that ``p`` holds (not ``None``). With
+    ``need_weights=False``, where the library has a fused attention kernel and every row
+    keeps a key (:func:`xpseq.core.delegation.fused_attention`), the context is computed by
+    it and ``backprop`` (when called, e.g. by PyTorch asked for hand-derived gradients)
+    recomputes the weights it needs.
     """
-    pq, q_bp = linear(q, p["W_q"], p.get("b_q"), xp=xp)
-    pk, k_bp = linear(k, p["W_k"], p.get("b_k"), xp=xp)
-    pv, v_bp = linear(v, p["W_v"], p.get("b_v"), xp=xp)
-    qh = kernels.split_heads(pq, num_heads, xp=xp)
-    kh = kernels.split_heads(pk, num_heads, xp=xp)
-    vh = kernels.split_heads(pv, num_heads, xp=xp)
-    keep_c = None if keep is None else kernels.heads_keep(keep, num_heads, xp=xp)
-    context = None if need_weights else delegation.fused_attention(qh, kh, vh, keep_c, scale,
-                                                                   xp=xp)
-    recompute = context is not None
+    qh, q_bp = heads(q, p["W_q"], p.get("b_q"), num_heads, xp=xp)
+    keep_c = kernels.heads_keep(keep, xp=xp)
 
     def generic() -> tuple:
         scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)
         keep_h = None if keep_c is None else xp.broadcast_to(keep_c, tuple(scores.shape))
-        (ctx, w), att_bp = attend(scores, vh, keep_h, xp=xp)
-        return ctx, w, scores_bp, att_bp
+        (ctx, w), attend_bp = attend(scores, vh, keep_h, xp=xp)
+        return ctx, w, scores_bp, attend_bp
 
-    if not recompute:
-        context, weights, scores_bp, attend_bp = generic()
+    context = None if need_weights else delegation.fused_attention(qh, kh, vh, keep_c, scale,
+                                                                   xp=xp)
+    fused, weights, rules = context is not None, None, ()
+    if not fused:
+        context, weights, *rules = generic()
     out, out_bp = linear(kernels.merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp)
 
     def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict]:
-        nonlocal scores_bp, attend_bp
-        if recompute:
-            _, _, scores_bp, attend_bp = generic()
+        scores_bp, attend_bp = generic()[2:] if fused else rules
         d_merged, d_Wo, d_bo = out_bp(d_out)
         d_scores, d_vh, _ = attend_bp(kernels.split_heads(d_merged, num_heads, xp=xp),
                                       d_weights)
         d_qh, d_kh = scores_bp(d_scores)
-        dq, d_Wq, d_bq = q_bp(kernels.merge_heads(d_qh, xp=xp))
-        dk, d_Wk, d_bk = k_bp(kernels.merge_heads(d_kh, xp=xp))
-        dv, d_Wv, d_bv = v_bp(kernels.merge_heads(d_vh, xp=xp))
-        grads = {"W_q": d_Wq, "W_k": d_Wk, "W_v": d_Wv, "W_o": d_Wo, "b_q": d_bq, "b_k": d_bk,
-                 "b_v": d_bv, "b_o": d_bo}
-        return dq, dk, dv, {n: g for n, g in grads.items() if p.get(n) is not None}
+        dq, d_Wq, d_bq = q_bp(d_qh)
+        grads = {"W_q": d_Wq, "b_q": d_bq, "W_o": d_Wo, "b_o": d_bo}
+        return dq, d_kh, d_vh, {n: g for n, g in grads.items() if p.get(n) is not None}
 
     return (out, weights if need_weights else None), backprop
+
+
+def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,
+                         num_heads: int, scale: float, *, xp: Any,
+                         need_weights: bool = True) -> tuple[tuple[Any, Any], Callable]:
+    """:func:`xpseq.core.multi_head_attention` (``torch.nn.MultiheadAttention``'s layout)
+    as the chain of the rules above: the keys and values projected into heads
+    (:func:`heads`), then :func:`attention_over_heads` (the query projection, the scores,
+    the attention per head, the heads merged and the output projection).
+
+    ``backprop(d_context, d_weights=None)`` returns ``(dq, dk, dv, grads)`` with ``grads``
+    the gradients of the entries of ``p`` that are not ``None``. When ``q``, ``k`` and
+    ``v`` are one array (self-attention), the caller adds the three. ``need_weights`` as
+    in :func:`attention_over_heads`.
+    """
+    kh, k_bp = heads(k, p["W_k"], p.get("b_k"), num_heads, xp=xp)
+    vh, v_bp = heads(v, p["W_v"], p.get("b_v"), num_heads, xp=xp)
+    (out, weights), att_bp = attention_over_heads(p, q, kh, vh, keep, num_heads, scale, xp=xp,
+                                                  need_weights=need_weights)
+
+    def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict]:
+        dq, d_kh, d_vh, grads = att_bp(d_out, d_weights)
+        dk, grads["W_k"], grads["b_k"] = k_bp(d_kh)
+        dv, grads["W_v"], grads["b_v"] = v_bp(d_vh)
+        return dq, dk, dv, {n: g for n, g in grads.items() if p.get(n) is not None}
+
+    return (out, weights), backprop
 
 
 # ---------------------------------------------------------------------- recurrent

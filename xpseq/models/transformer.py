@@ -58,7 +58,7 @@ from typing import Any, Callable, Container, Mapping
 import array_api_compat as compat
 import numpy as np
 
-from xpseq.core import checks, delegation, kernels, vjp
+from xpseq.core import checks, kernels, vjp
 
 from .protocol import DictConfig, Model, ModelKernels, check_loss_inputs, check_params
 
@@ -411,53 +411,9 @@ def _sublayer_vjp(config: TransformerConfig, x: Any, ln: Mapping[str, Any], keep
     return out, aux, backprop
 
 
-def _heads_vjp(x: Any, W: Any, b: Any, heads: int, *, xp: Any) -> tuple[Any, Callable]:
-    """``x Wᵀ + b`` split into heads, ``(B, T, d) -> (B, h, T, d/h)``;
-    ``backprop(d_heads) -> (dx, dW, db)``."""
-    y, bp = vjp.linear(x, W, b, xp=xp)
-    return kernels.split_heads(y, heads, xp=xp), lambda dy: bp(kernels.merge_heads(dy, xp=xp))
-
-
-def _attention_vjp(p: Mapping[str, Any], h: Any, kh: Any, vh: Any, keep: Any,
-                   config: TransformerConfig, *, xp: Any,
-                   need_weights: bool = False) -> tuple[tuple[Any, Any], Callable]:
-    """Multi-head attention of the queries ``h (B, Q, d)`` over keys and values already
-    projected and split into heads, ``kh, vh (B, h, K, d/h)`` (a key/value cache, or the
-    memory's projections): the query projection, scaled dot scores, the softmax over the
-    keys ``keep`` keeps (a bool mask that broadcasts to ``(B, Q, K)``, or ``None``), the
-    heads merged and the output projection.
-
-    Returns ``(out (B, Q, d), weights (B, h, Q, K) or None)`` and
-    ``backprop(d_out) -> (dh, d_kh, d_vh, {"W_q", "b_q", "W_o", "b_o"})``. Without
-    ``need_weights`` the context may come from the library's fused kernel
-    (:func:`xpseq.core.delegation.fused_attention`), and ``backprop`` then recomputes the
-    weights it needs. Every mask of this model keeps a key in every row."""
-    scale = 1.0 / math.sqrt(config.d_model // config.heads)
-    qh, q_bp = _heads_vjp(h, p["W_q"], p["b_q"], config.heads, xp=xp)
-    keep_c = kernels.heads_keep(keep, config.heads, xp=xp)
-
-    def generic() -> tuple:
-        scores, scores_bp = vjp.dot_scores(qh, kh, scale, xp=xp)
-        keep_h = None if keep_c is None else xp.broadcast_to(keep_c, tuple(scores.shape))
-        (ctx, w), attend_bp = vjp.attend(scores, vh, keep_h, xp=xp)
-        return ctx, w, scores_bp, attend_bp
-
-    context = None if need_weights else delegation.fused_attention(qh, kh, vh, keep_c, scale,
-                                                                   xp=xp)
-    fused, weights, rules = context is not None, None, None
-    if not fused:
-        context, weights, *rules = generic()
-    out, out_bp = vjp.linear(kernels.merge_heads(context, xp=xp), p["W_o"], p["b_o"], xp=xp)
-
-    def backprop(d_out: Any) -> tuple[Any, Any, Any, dict]:
-        scores_bp, attend_bp = generic()[2:] if fused else rules
-        d_merged, d_Wo, d_bo = out_bp(d_out)
-        d_scores, d_vh, _ = attend_bp(kernels.split_heads(d_merged, config.heads, xp=xp))
-        d_qh, d_kh = scores_bp(d_scores)
-        dh, d_Wq, d_bq = q_bp(d_qh)
-        return dh, d_kh, d_vh, {"W_q": d_Wq, "b_q": d_bq, "W_o": d_Wo, "b_o": d_bo}
-
-    return (out, weights if need_weights else None), backprop
+def _scale(config: TransformerConfig) -> float:
+    """Scaled dot-product attention's ``1 / sqrt(d_model / heads)``."""
+    return 1.0 / math.sqrt(config.d_model // config.heads)
 
 
 def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
@@ -467,11 +423,12 @@ def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
     values among those of earlier positions (a decoder step's cache); ``None`` attends to
     ``h``'s own (the encoder, teacher forcing: the only case that backpropagates)."""
     def body(h: Any) -> tuple:
-        kh, k_bp = _heads_vjp(h, p["W_k"], p["b_k"], config.heads, xp=xp)
-        vh, v_bp = _heads_vjp(h, p["W_v"], p["b_v"], config.heads, xp=xp)
+        kh, k_bp = vjp.heads(h, p["W_k"], p["b_k"], config.heads, xp=xp)
+        vh, v_bp = vjp.heads(h, p["W_v"], p["b_v"], config.heads, xp=xp)
         if extend is not None:
             kh, vh = extend(kh, vh)
-        (out, _), att_bp = _attention_vjp(p, h, kh, vh, keep, config, xp=xp)
+        (out, _), att_bp = vjp.attention_over_heads(p, h, kh, vh, keep, config.heads,
+                                                    _scale(config), xp=xp)
 
         def body_bp(dy: Any) -> tuple[Any, dict]:
             dq, d_kh, d_vh, g = att_bp(dy)
@@ -490,8 +447,9 @@ def _cross_attention(p: Mapping[str, Any], config: TransformerConfig, kv: tuple,
     values ``kv`` (see :func:`_cross_keys_vjp`); ``aux`` the weights (``None`` without
     ``need_weights``); ``body_bp(dy) -> (dh, (g, d_kh, d_vh))``."""
     def body(h: Any) -> tuple:
-        (out, weights), att_bp = _attention_vjp(p, h, *kv, keep, config, xp=xp,
-                                                need_weights=need_weights)
+        (out, weights), att_bp = vjp.attention_over_heads(p, h, *kv, keep, config.heads,
+                                                          _scale(config), xp=xp,
+                                                          need_weights=need_weights)
 
         def body_bp(dy: Any) -> tuple[Any, tuple]:
             dh, d_kh, d_vh, g = att_bp(dy)
@@ -556,8 +514,8 @@ def _cross_keys_vjp(g: Mapping[str, Any], config: TransformerConfig, memory: Any
     and ``backprop(d_kv) -> (d_memory, grads)`` (``d_kv`` a list like the first result)."""
     kv, rules = [], []
     for p in g["dec"]:
-        kh, k_bp = _heads_vjp(memory, p["cross"]["W_k"], p["cross"]["b_k"], config.heads, xp=xp)
-        vh, v_bp = _heads_vjp(memory, p["cross"]["W_v"], p["cross"]["b_v"], config.heads, xp=xp)
+        kh, k_bp = vjp.heads(memory, p["cross"]["W_k"], p["cross"]["b_k"], config.heads, xp=xp)
+        vh, v_bp = vjp.heads(memory, p["cross"]["W_v"], p["cross"]["b_v"], config.heads, xp=xp)
         kv.append((kh, vh))
         rules.append((k_bp, v_bp))
 
