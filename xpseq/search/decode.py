@@ -103,7 +103,7 @@ class Ensemble:
             raise ValueError("Ensemble: configs must hold at least one model configuration")
         for config in configs:
             models.of(config)              # a TypeError names what is not a configuration
-        for name in ("src_vocab", "tgt_vocab", "pad_id"):
+        for name in ("src_vocab", "tgt_vocab"):
             values = [getattr(c, name) for c in configs]
             if len(set(values)) > 1:
                 raise ValueError(f"Ensemble: the members' {name} differ ({values}); an "
