@@ -16,6 +16,7 @@ import time
 from typing import Any, Sequence
 
 from xpseq import backends
+from xpseq.core import checks
 
 from . import options as opts
 
@@ -259,7 +260,7 @@ def _toy_task(spec: Any):
                            f"entries {unknown!r}; expected some of {sorted(TOY_DATA_LIMITS)}")
     for key, value in spec.items():
         limit = TOY_DATA_LIMITS[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        if not checks.is_int(value) or not 0 <= value <= limit:
             raise CommandError(f"the checkpoint's metadata says {key} = {value!r}; expected an "
                                f"int in [0, {limit}]")
     return toy_task(**spec)
