@@ -3,8 +3,8 @@ Transformer's parts: layer normalisation, GELU / ReLU, the feed-forward block an
 positions.
 
 Weights applied as ``W x`` have shape ``(out, in)``, as in ``torch.nn.Linear``. The public
-functions check shapes and dtypes; the models call the private kernels (``_linear`` ...)
-inside their loops, after checking their own inputs once.
+functions check shapes and dtypes; the models call the unchecked kernels
+(:mod:`xpseq.core.kernels`: ``kernels.linear`` ...) inside their loops, after checking their own inputs once.
 """
 
 from __future__ import annotations
