@@ -508,8 +508,9 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
                  xp: Any) -> tuple[tuple[Any, tuple], Callable]:
     """Backpropagation through time for :func:`xpseq.core.recurrent.run_sequence`.
 
-    The forward loop is the runner's (:func:`xpseq.core.kernels.keep_valid` after every cell step); each step
-    keeps its cell's backprop. Backward walks the steps in the opposite order. A step
+    The forward loop is the runner's (:func:`xpseq.core.kernels.keep_valid` after every
+    cell step); each step keeps its cell's backprop. Backward walks the steps in the
+    opposite order. A step
     ``s_t = valid ? cell(s_{t-1}) : s_{t-1}`` routes ``ds_t`` into the cell where the step
     is real and straight through to ``s_{t-1}`` where it is padding; the output ``h`` of a
     real step adds its ``d_outputs`` to ``dh``. The input projection ``xw = xs W_ihᵀ + b_ih``
