@@ -13,7 +13,7 @@ from xpseq.models.rnn import Seq2SeqConfig, forward, init_params
 from xpseq.testing import assert_matches
 from xpseq.train import TrainConfig, fit
 from xpseq.train import checkpoint as ckpt
-from xpseq.train.callbacks import Checkpoint
+from xpseq.train.callbacks import SaveCheckpoint
 
 pytest.importorskip("jax")
 
@@ -29,7 +29,7 @@ def trained(tmp_path_factory):
     path = tmp_path_factory.mktemp("ckpt") / "jax.safetensors"
     result = fit(config, init_params(config, seed=1), batches, backends.get("jax"),
                  train=TrainConfig(epochs=1, optimizer=adam(1e-2), max_steps=3, progress=False),
-                 callbacks=[Checkpoint(path)])
+                 callbacks=[SaveCheckpoint(path)])
     return path, batches[-1], result
 
 

@@ -54,9 +54,9 @@ def torch_in_group(kind: str, out: str, dropout: float = 0.0, checkpoint: str = 
     """One process of a torch group: train on 2 devices; rank 0 writes the result."""
     import torch.distributed as dist
 
-    from xpseq.train.callbacks import Checkpoint, TimeLimit
+    from xpseq.train.callbacks import SaveCheckpoint, TimeLimit
 
-    callbacks = (TimeLimit(1e-6), Checkpoint(checkpoint)) if checkpoint else ()
+    callbacks = (TimeLimit(1e-6), SaveCheckpoint(checkpoint)) if checkpoint else ()
     losses, params, stopped = train("torch", kind, 2, dropout, callbacks)
     if dist.get_rank() == 0:
         with open(out, "wb") as f:

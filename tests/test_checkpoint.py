@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import os
 import pathlib
 import struct
@@ -63,11 +64,71 @@ def test_sgd_state_and_no_optional_parts(tmp_path):
                      opt_state=opt.init(params), optimizer=opt)
     loaded = ckpt.load(path)
     assert loaded.make_optimizer().hyperparams == {"lr": 0.1, "momentum": 0.9}
-    assert set(loaded.opt_state) == {"step", "momentum"}
+    assert set(loaded.opt_state) == {"step", "momentum", "scale"}
     bare = ckpt.load(ckpt.save(tmp_path / "b.safetensors", config=CONFIG, params=params))
     assert bare.opt_state is None and bare.vocabs is None and bare.train_state is None
     with pytest.raises(ckpt.CheckpointError, match="no optimiser"):
         bare.make_optimizer()
+
+
+def test_the_plateau_factor_and_the_schedule_are_kept(tmp_path):
+    from xpseq.core.optim import scale_learning_rate
+    from xpseq.train import schedules
+
+    params = init_params(CONFIG, seed=0)
+    rate = 2e-3 * schedules.warmup_cosine(2, 9, final=0.1)
+    opt = adam(rate, b2=0.98)
+    state = scale_learning_rate(opt.init(params), 0.25)
+    loaded = ckpt.load(ckpt.save(tmp_path / "a.safetensors", config=CONFIG, params=params,
+                                 opt_state=state, optimizer=opt))
+    assert set(loaded.opt_state) == set(state)
+    assert loaded.opt_state["scale"].shape == () and float(loaded.opt_state["scale"]) == 0.25
+    assert loaded.optimizer["hyperparams"]["lr"] == {
+        "kind": "scaled", "lr": 2e-3,
+        "factor": {"kind": "warmup_cosine", "warmup": 2, "total": 9, "final": 0.1}}
+    assert loaded.make_optimizer().hyperparams == opt.hyperparams     # the schedule again
+    with pytest.raises(TypeError, match="the optimiser's lr is a function without to_dict"):
+        ckpt.save(tmp_path / "b.safetensors", config=CONFIG, params=params,
+                  optimizer=adam(lambda step: 1e-3))
+    assert not (tmp_path / "b.safetensors").exists()
+
+
+@pytest.mark.parametrize("old", [None, 0.25], ids=["without", "lr_scale"])
+def test_an_earlier_optimiser_state_gets_its_plateau_factor(tmp_path, old):
+    """States written before the factor was part of every state: an "lr_scale" entry where
+    the run lowered its rate on plateaus, none otherwise."""
+    params = init_params(CONFIG, seed=0)
+    state = {k: v for k, v in adam(1e-2).init(params).items() if k != "scale"}
+    if old is not None:
+        state["lr_scale"] = np.asarray(old)
+    loaded = ckpt.load(ckpt.save(tmp_path / "old.safetensors", config=CONFIG, params=params,
+                                 opt_state=state, optimizer=adam(1e-2)))
+    assert set(loaded.opt_state) == {"step", "m", "v", "scale"}
+    assert float(loaded.opt_state["scale"]) == (1.0 if old is None else old)
+    assert loaded.opt_state["scale"].dtype == np.float64 and loaded.opt_state["scale"].shape == ()
+
+
+def test_the_format1_fixture_resumes_with_plateau_factor_one():
+    fixture = pathlib.Path(__file__).parent / "fixtures" / "rnn_format1.safetensors"
+    loaded = ckpt.load(fixture)
+    assert set(loaded.opt_state) == {"step", "m", "v", "scale"}
+    assert float(loaded.opt_state["scale"]) == 1.0
+    assert loaded.opt_state["scale"].dtype == loaded.opt_state["step"].dtype
+    opt = loaded.make_optimizer()
+    grads = {k: np.full_like(v, 0.01) for k, v in loaded.params.items()}
+    params, state = opt.update(grads, loaded.opt_state, loaded.params)
+    assert set(state) == set(loaded.opt_state)
+    # The next step is Adam's at the recorded rate, by hand in float64.
+    hp, old = loaded.optimizer["hyperparams"], loaded.opt_state
+    t = float(old["step"]) + 1
+    for name, p in loaded.params.items():
+        g = grads[name].astype(np.float64)
+        m = hp["b1"] * old["m"][name] + (1 - hp["b1"]) * g
+        v = hp["b2"] * old["v"][name] + (1 - hp["b2"]) * g * g
+        step = hp["lr"] / (1 - hp["b1"] ** t)
+        expected = p - step * m / (np.sqrt(v) / math.sqrt(1 - hp["b2"] ** t) + hp["eps"])
+        np.testing.assert_allclose(params[name], expected, rtol=1e-6, atol=1e-7, err_msg=name)
+        assert np.any(params[name] != p), name
 
 
 def test_load_onto_every_backend(tmp_path, backend):

@@ -5,7 +5,7 @@
   log-probabilities are the renormalised mean of the members' own steps, recomputed here
   with NumPy, and its search gives the same tokens on every backend (float64).
 * :func:`xpseq.train.checkpoint.average` against the plain NumPy mean;
-  ``Checkpoint(keep_epochs=k)`` keeps exactly the last ``k`` epochs' parameters.
+  ``SaveCheckpoint(keep_epochs=k)`` keeps exactly the last ``k`` epochs' parameters.
 * ``Seq2SeqConfig(label_smoothing=ε)``: the training loss recomputed from the logits, and
   the hand-derived gradient against PyTorch's autograd.
 """
@@ -24,7 +24,7 @@ from xpseq.models.rnn import Seq2SeqConfig, forward
 from xpseq.models.transformer import TransformerConfig
 from xpseq.search import Ensemble, SearchOptions, search
 from xpseq.train import TrainConfig, checkpoint, fit
-from xpseq.train.callbacks import Checkpoint
+from xpseq.train.callbacks import SaveCheckpoint
 
 V = 9
 RNN = Seq2SeqConfig(src_vocab=V, tgt_vocab=V, embed=4, hidden=5)
@@ -178,7 +178,7 @@ def test_checkpoint_keeps_the_last_epochs(tmp_path):
     path = tmp_path / "m.safetensors"
     seen = {}
 
-    class Record(Checkpoint):
+    class Record(SaveCheckpoint):
         def on_epoch_end(self, loop, record):
             super().on_epoch_end(loop, record)
             seen[record["epoch"]] = loop.params_numpy()
@@ -196,7 +196,7 @@ def test_checkpoint_keeps_the_last_epochs(tmp_path):
     for name, value in result.params.items():
         np.testing.assert_array_equal(value, seen[4][name])
     with pytest.raises(ValueError, match="keep_epochs must be an int >= 0"):
-        Checkpoint(path, keep_epochs=-1)
+        SaveCheckpoint(path, keep_epochs=-1)
 
 
 # -------------------------------------------------------------- label smoothing

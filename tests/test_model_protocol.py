@@ -25,7 +25,7 @@ from xpseq.search import SearchOptions, search
 from xpseq.testing import GRAD_ATOL, GRAD_RTOL
 from xpseq.train import TrainConfig, fit
 from xpseq.train import checkpoint as ckpt
-from xpseq.train.callbacks import Checkpoint
+from xpseq.train.callbacks import SaveCheckpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,7 +216,7 @@ def test_an_outside_model_trains_checkpoints_reloads_and_searches(registered, tm
     numpy_be = backends.get("numpy")
     result = fit(CONFIG, init_params(CONFIG, seed=0), train, numpy_be, dev_batches=dev,
                  train=TrainConfig(epochs=8, optimizer=adam(2e-2), progress=False),
-                 callbacks=[Checkpoint(path)])
+                 callbacks=[SaveCheckpoint(path)])
     losses = [r["dev_loss"] for r in result.history]
     assert losses[-1] < 0.3 * losses[0], losses               # it learns to sort
 

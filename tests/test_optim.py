@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
+import array_api_compat
 import numpy as np
 import pytest
 
@@ -129,6 +130,139 @@ def test_adam_eps_matters_for_small_gradients():
     assert np.all(moved < 1e-2 * 3 * 0.9)            # eps damped the steps
     np.testing.assert_allclose(params["w"] - p0["w"], ps["w"].detach().numpy() - p0["w"],
                                rtol=RTOL, atol=1e-24)
+
+
+# ------------------------------------------------------- schedules inside update
+
+
+def warmup_factor(t: int) -> float:
+    """A warm-up then inverse-square-root factor, by hand (``t`` = updates taken)."""
+    return min((t + 1) / 4, math.sqrt(4 / (t + 1)))
+
+
+def warmup_rate(lr):
+    """``lr`` times :func:`warmup_factor` as a schedule of the 0-d step array."""
+    def rate(step):
+        xp = array_api_compat.array_namespace(step)
+        s = step + 1.0
+        return lr * xp.minimum(s / 4, xp.sqrt(4 / s))
+
+    return rate
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_a_schedule_as_lr_matches_torch_with_lambda_lr(backend, name):
+    """``lr`` a function of the step: the optimiser evaluates it in ``update``, step for
+    step as torch's optimiser under ``LambdaLR`` (its rate at update t is lr · λ(t))."""
+    torch = pytest.importorskip("torch")
+    lr, p0 = (1e-2, params0()) if name == "adam" else (0.05, params0(1))
+
+    def make_torch(ps):
+        opt = (torch.optim.Adam(ps, lr=lr) if name == "adam"
+               else torch.optim.SGD(ps, lr=lr, momentum=0.9))
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_factor)
+
+    ps = {k: torch.tensor(v, requires_grad=True) for k, v in p0.items()}
+    topt, sched = make_torch(list(ps.values()))
+    for step in range(STEPS):
+        for p in ps.values():
+            p.grad = grad_fn(torch, p.detach(), step)
+        topt.step()
+        sched.step()
+    expected = {k: p.detach().numpy().copy() for k, p in ps.items()}
+    opt = optim.adam(warmup_rate(lr)) if name == "adam" else optim.sgd(warmup_rate(lr), 0.9)
+    got, state = xpseq_run(backend, opt, p0)
+    assert_same_trajectory(got, expected, p0)
+    # ... and not the constant rate's trajectory (the schedule was applied)
+    constant, _ = xpseq_run(backend, optim.adam(lr) if name == "adam"
+                            else optim.sgd(lr, 0.9), p0)
+    assert not np.allclose(got["w"], constant["w"], rtol=1e-6)
+    assert set(state) == set(opt.init({k: backend.asarray(v) for k, v in p0.items()}))
+
+
+def test_the_rate_is_the_schedule_times_the_plateau_factor():
+    """One step by hand: ``p − lr(0) · scale · m̂ / (sqrt(v̂) + eps)`` = ``p − r · sign(g)``
+    at the first step (m̂ = g, v̂ = g², eps ≪ |g|)."""
+    be = backends.get("numpy")
+    params = {"w": be.asarray(np.array([1.0, -2.0]))}
+    grads = {"w": be.asarray(np.array([0.5, -3.0]))}
+    opt = optim.adam(warmup_rate(0.1), eps=1e-300)
+    state = optim.scale_learning_rate(opt.init(params), 0.5)
+    new, new_state = opt.update(grads, state, params)
+    rate = 0.1 * 0.25 * 0.5                               # lr · factor(0) · scale
+    np.testing.assert_allclose(new["w"], [1.0 - rate, -2.0 + rate], rtol=1e-15, atol=0)
+    assert float(new_state["scale"]) == 0.5 and float(new_state["step"]) == 1.0
+    assert set(new_state) == set(state) == {"step", "m", "v", "scale"}
+
+
+@pytest.mark.parametrize("make", [optim.adam, lambda lr: optim.sgd(lr, 0.9)],
+                         ids=["adam", "sgd"])
+def test_init_creates_the_plateau_factor_and_scale_learning_rate_lowers_it(backend, make):
+    params = {k: backend.asarray(v) for k, v in params0().items()}
+    opt = make(1e-2)
+    state = opt.init(params)
+    assert float(backend.to_numpy(state["scale"])) == 1.0
+    assert backend.to_numpy(state["scale"]).shape == ()
+    assert backend.to_numpy(state["scale"]).dtype == np.float64
+    lowered = optim.scale_learning_rate(optim.scale_learning_rate(state, 0.5), 0.5)
+    assert float(backend.to_numpy(lowered["scale"])) == 0.25
+    assert float(backend.to_numpy(state["scale"])) == 1.0          # the input is unchanged
+    assert set(lowered) == set(state) and lowered["m" if "m" in state else "momentum"] is \
+        state["m" if "m" in state else "momentum"]
+    # A step at scale 1/4 is the step of the rate lr / 4.
+    grads = {k: grad_fn(backend.xp, p, 0) for k, p in params.items()}
+    quarter, after = opt.update(grads, lowered, params)
+    reference, _ = make(2.5e-3).update(grads, make(2.5e-3).init(params), params)
+    for k in params:
+        np.testing.assert_allclose(backend.to_numpy(quarter[k]), backend.to_numpy(reference[k]),
+                                   rtol=1e-15, atol=0, err_msg=k)
+    assert set(after) == set(state)                    # nothing added, nothing lost
+    assert float(backend.to_numpy(after["scale"])) == 0.25
+
+
+def test_scale_learning_rate_checks_its_inputs():
+    state = optim.adam(1e-3).init({"w": np.zeros(2)})
+    for bad in (0, -0.5, math.inf, True):
+        with pytest.raises(ValueError, match="scale_learning_rate: factor must be a positive"):
+            optim.scale_learning_rate(state, bad)
+    with pytest.raises(KeyError, match="it has no 'scale'"):
+        optim.scale_learning_rate({"step": np.zeros(())}, 0.5)
+
+
+def test_scheduled_update_under_jax_jit_does_not_retrace_when_the_factors_change():
+    jax = pytest.importorskip("jax")
+    be = backends.get("jax")
+    opt = optim.adam(warmup_rate(1e-2))
+    traces = 0
+
+    def update(grads, state, params):
+        nonlocal traces
+        traces += 1
+        return opt.update(grads, state, params)
+
+    jitted = jax.jit(update)
+    params = {k: be.asarray(v) for k, v in params0(3).items()}
+    state = opt.init(params)
+    for step in range(5):    # the schedule's value changes every step, the scale twice
+        grads = {k: grad_fn(be.xp, p, step) for k, p in params.items()}
+        params, state = jitted(grads, state, params)
+        if step in (1, 3):
+            state = optim.scale_learning_rate(state, 0.5)
+    assert traces == 1, f"update was traced {traces} times over 5 steps"
+    assert float(state["scale"]) == 0.25
+
+
+def test_a_schedule_is_recorded_in_the_hyperparameters():
+    rate = warmup_rate(1e-3)
+    opt = optim.adam(rate, b2=0.98)
+    assert opt.hyperparams == {"lr": rate, "b1": 0.9, "b2": 0.98, "eps": 1e-8}
+    again = optim.from_spec(opt.name, opt.hyperparams)
+    params = {k: np.asarray(v) for k, v in params0().items()}
+    grads = {k: grad_fn(np, p, 0) for k, p in params.items()}
+    a, _ = opt.update(grads, opt.init(params), params)
+    b, _ = again.update(grads, again.init(params), params)
+    for k in params:
+        np.testing.assert_array_equal(a[k], b[k])
 
 
 # ------------------------------------------------------------------------- SGD
@@ -302,7 +436,9 @@ def test_bad_hyperparameter_value(make, match):
     (lambda: optim.adam(b1=None), "adam: b1 must be a real number"),
     (lambda: optim.adam(lr=True), "adam: lr must be a real number, got bool"),
     (lambda: optim.sgd(momentum="0.9"), "sgd: momentum must be a real number"),
-], ids=["adam_lr_str", "adam_b1_none", "adam_lr_bool", "sgd_momentum_str"])
+    (lambda: optim.sgd(lr=None), "sgd: lr must be a real number, got NoneType, or a "
+                                 r"schedule \(a function of the step\)"),
+], ids=["adam_lr_str", "adam_b1_none", "adam_lr_bool", "sgd_momentum_str", "sgd_lr_none"])
 def test_bad_hyperparameter_type(make, match):
     with pytest.raises(TypeError, match=match):
         make()

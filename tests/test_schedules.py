@@ -1,5 +1,6 @@
-"""Learning-rate schedules (pure functions of the step), their place in the training step,
-and TrainConfig's checks. References are plain-Python formulas."""
+"""Learning-rate schedules (pure functions of the step), their place inside the optimiser
+(evaluated by its update in the training step), and TrainConfig's checks. References are
+plain-Python formulas."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from xpseq import backends
-from xpseq.core.optim import adam
+from xpseq.core.optim import adam, scale_learning_rate
 from xpseq.data import EOS_ID, make_batches
 from xpseq.models.rnn import Seq2SeqConfig, init_params
 from xpseq.train import TrainConfig, make_train_step, schedules
@@ -36,9 +37,10 @@ CASES = [
     (schedules.warmup_linear(2, 8), ("warmup_linear", 2, 8, 0.0)),
     (schedules.warmup_linear(0, 5, 0.5), ("warmup_linear", 0, 5, 0.5)),
 ]
+IDS = [c[1][0] + str(i) for i, c in enumerate(CASES)]
 
 
-@pytest.mark.parametrize("schedule, ref", CASES, ids=[c[1][0] + str(i) for i, c in enumerate(CASES)])
+@pytest.mark.parametrize("schedule, ref", CASES, ids=IDS)
 def test_schedules_match_their_formulas_on_every_backend(backend, schedule, ref):
     for s in range(14):
         step = backend.asarray(float(s), dtype="float64")
@@ -56,6 +58,20 @@ def test_schedules_peak_at_one_and_round_trip_through_dicts():
     for schedule, _ in CASES:
         assert schedules.from_dict(schedule.to_dict()) == schedule
         assert hash(schedule) == hash(schedules.from_dict(schedule.to_dict()))
+        rate = 3e-3 * schedule
+        assert rate == schedule * 3e-3 == schedules.Scaled(3e-3, schedule)
+        assert schedules.from_dict(rate.to_dict()) == rate
+        assert hash(schedules.from_dict(rate.to_dict())) == hash(rate)
+
+
+@pytest.mark.parametrize("schedule, ref", CASES, ids=IDS)
+def test_a_number_times_a_schedule_is_the_rate(schedule, ref):
+    rate = 3e-3 * schedule
+    assert rate.to_dict() == {"kind": "scaled", "lr": 3e-3, "factor": schedule.to_dict()}
+    for s in range(12):
+        got = float(rate(np.float64(s)))
+        assert got == 3e-3 * float(schedule(np.float64(s)))        # exactly lr · factor
+        assert got == pytest.approx(3e-3 * python_factor(ref[0], s, *ref[1:]), rel=1e-14)
 
 
 def test_schedules_refuse_bad_settings():
@@ -67,14 +83,24 @@ def test_schedules_refuse_bad_settings():
         schedules.warmup_linear(1, 4, final=2.0)
     with pytest.raises(ValueError, match="unknown schedule"):
         schedules.from_dict({"kind": "step"})
+    with pytest.raises(ValueError, match="scaled: lr must be a positive number"):
+        0.0 * schedules.constant()
+    with pytest.raises(ValueError, match="scaled: lr must be a positive number"):
+        schedules.Scaled(math.inf, schedules.constant())
+    with pytest.raises(TypeError, match="scaled: factor must be an xpseq.train.schedules"):
+        schedules.Scaled(1e-3, lambda step: 1.0)
+    with pytest.raises(TypeError):
+        schedules.constant() * schedules.constant()
+    with pytest.raises(TypeError, match="from_dict: data must be a dict"):
+        schedules.from_dict("constant")
 
 
 CONFIG = Seq2SeqConfig(9, 9, embed=4, hidden=4, attention="dot")
 BATCH = make_batches([([4, 5, EOS_ID], [6, 7]), ([8, EOS_ID], [4])], batch_size=2)[0]
 
 
-def one_step(be, optimizer, schedule=None, opt_state=None):
-    step = make_train_step(CONFIG, optimizer, be, clip_norm=None, schedule=schedule)
+def one_step(be, optimizer, opt_state=None):
+    step = make_train_step(CONFIG, optimizer, be, clip_norm=None)
     params = {k: be.asarray(v) for k, v in init_params(CONFIG, seed=1).items()}
     opt_state = optimizer.init(params) if opt_state is None else opt_state(params)
     params, opt_state, _ = step(params, opt_state, {k: be.asarray(v) for k, v in BATCH.items()})
@@ -86,18 +112,32 @@ def test_the_step_scales_the_learning_rate_by_the_schedule(name):
     pytest.importorskip(name)
     be = backends.get(name)
     # warmup_inverse_sqrt(4) is 1/4 at step 0: the first update is adam(lr / 4)'s.
-    scheduled, state = one_step(be, adam(4e-2), schedules.warmup_inverse_sqrt(4))
-    reference, _ = one_step(be, adam(1e-2))
+    rate = 4e-2 * schedules.warmup_inverse_sqrt(4)
+    scheduled, state = one_step(be, adam(rate))
+    reference, reference_state = one_step(be, adam(1e-2))
     for key in reference:
         np.testing.assert_allclose(scheduled[key], reference[key], rtol=1e-12, atol=1e-15)
-    assert "lr_scale" not in state
-    # With the plateau rule's lr_scale in the state, the two multiply and the scale stays.
-    halved, state = one_step(be, adam(4e-2), schedules.warmup_inverse_sqrt(4),
-                             lambda p: dict(adam(4e-2).init(p), lr_scale=be.asarray(0.5)))
+    assert set(state) == set(reference_state) == {"step", "m", "v", "scale"}
+    assert float(be.to_numpy(state["scale"])) == 1.0
+    # With the plateau factor lowered to 1/2, the two multiply and the factor stays.
+    halved, state = one_step(be, adam(rate),
+                             lambda p: scale_learning_rate(adam(rate).init(p), 0.5))
     eighth, _ = one_step(be, adam(5e-3))
     for key in eighth:
         np.testing.assert_allclose(halved[key], eighth[key], rtol=1e-12, atol=1e-15)
-    assert float(be.to_numpy(state["lr_scale"])) == 0.5
+    assert float(be.to_numpy(state["scale"])) == 0.5
+    assert set(state) == set(reference_state)          # nothing written from outside
+
+
+def test_the_step_cache_tells_schedules_apart():
+    be = backends.get("numpy")
+    four = make_train_step(CONFIG, adam(1e-2 * schedules.warmup_inverse_sqrt(4)), be)
+    assert make_train_step(CONFIG, adam(1e-2 * schedules.warmup_inverse_sqrt(4)), be) is four
+    assert make_train_step(CONFIG, adam(1e-2 * schedules.warmup_inverse_sqrt(5)), be) \
+        is not four
+    assert make_train_step(CONFIG, adam(2e-2 * schedules.warmup_inverse_sqrt(4)), be) \
+        is not four
+    assert make_train_step(CONFIG, adam(1e-2), be) is not four
 
 
 def test_train_config_checks_its_fields():
@@ -110,7 +150,7 @@ def test_train_config_checks_its_fields():
                                 ("monitor", 3, "monitor must be the name")]:
         with pytest.raises((TypeError, ValueError), match=message):
             TrainConfig(**{field: bad})
-    with pytest.raises(TypeError, match="schedule must be an xpseq.train.schedules"):
-        TrainConfig(schedule=lambda step: 1.0)
+    with pytest.raises(TypeError, match="schedule"):   # a schedule is the optimiser's lr
+        TrainConfig(schedule=schedules.constant())
     with pytest.raises(TypeError, match="optimizer must be an xpseq.core.optim.Optimizer"):
         TrainConfig(optimizer="adam")

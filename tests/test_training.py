@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from xpseq import backends
-from xpseq.core.optim import adam
+from xpseq.core.optim import adam, scale_learning_rate
 from xpseq.data import BOS_ID, EOS_ID, PAD_ID, make_batches
 from xpseq.models import check_batch
 from xpseq.models.rnn import Seq2SeqConfig, init_params
@@ -55,7 +55,7 @@ def run(backend_name: str, batches=BATCHES, **kwargs):
     if "time_limit" in options:
         parts.append(callbacks.TimeLimit(options.pop("time_limit")))
     if "checkpoint" in options:
-        parts.append(callbacks.Checkpoint(options.pop("checkpoint")))
+        parts.append(callbacks.SaveCheckpoint(options.pop("checkpoint")))
     return fit(config, init_params(config, seed=0), batches, backends.get(backend_name),
                dev_batches=dev, train=TrainConfig(**options), callbacks=parts, resume=resume)
 
@@ -299,18 +299,54 @@ def test_lr_decay_halves_the_step_size_when_the_dev_loss_stalls():
     # each stall lowers the scale for the epochs after it.
     result = run("numpy", epochs=4, patience=5, min_delta=1e9, lr_decay=0.5)
     assert [h["lr_scale"] for h in result.history] == [1.0, 1.0, 0.5, 0.25]
-    # The scale multiplies the learning rate: one step with lr_scale 0.5 is adam(lr / 2)'s.
+    # The factor is the optimiser state's own: after the plateaus the state has exactly
+    # the entries init made, its "scale" lowered (to 0.125 after the fourth epoch).
     params = {k: v for k, v in init_params(CONFIG, seed=0).items()}
-    grads = {k: np.full_like(v, 0.3) for k, v in params.items()}
     state = adam(1e-2).init(params)
-    halved, new_state = adam(1e-2).update(grads, dict(state, lr_scale=np.float64(0.5)), params)
+    assert set(result.opt_state) == set(state)
+    assert float(result.opt_state["scale"]) == 0.125
+    # The factor multiplies the learning rate: one step at factor 0.5 is adam(lr / 2)'s.
+    grads = {k: np.full_like(v, 0.3) for k, v in params.items()}
+    halved, new_state = adam(1e-2).update(grads, scale_learning_rate(state, 0.5), params)
     reference, _ = adam(5e-3).update(grads, state, params)
     for key in params:
         np.testing.assert_allclose(halved[key], reference[key], rtol=1e-15, atol=0)
-    assert new_state["lr_scale"] == 0.5
+    assert new_state["scale"] == 0.5 and set(new_state) == set(state)
     for bad in (0, 1, 1.5, True):
         with pytest.raises(ValueError, match="ReduceLROnPlateau: factor must be a number in"):
             run("numpy", lr_decay=bad)
+
+
+def test_the_plateau_factor_survives_a_checkpoint_and_resume(tmp_path):
+    options = dict(epochs=4, patience=5, min_delta=1e9, lr_decay=0.5)
+    whole = run("numpy", **options)
+    path = tmp_path / "half.safetensors"
+    first = run("numpy", **dict(options, epochs=2), checkpoint=path)
+    saved = ckpt.load(path)
+    assert float(saved.opt_state["scale"]) == 0.5 == float(first.opt_state["scale"])
+    second = run("numpy", **options, resume=saved)
+    assert [h["lr_scale"] for h in second.history] == [1.0, 1.0, 0.5, 0.25]
+    for key, value in whole.params.items():
+        assert np.array_equal(second.params[key], value), key
+    assert float(second.opt_state["scale"]) == float(whole.opt_state["scale"]) == 0.125
+
+
+def test_a_scheduled_run_checkpoints_its_schedule_and_resumes_it(tmp_path):
+    from xpseq.train import schedules
+
+    rate = 1e-2 * schedules.warmup_inverse_sqrt(3)
+    whole = run("numpy", epochs=2, optimizer=adam(rate))
+    constant = run("numpy", epochs=2)
+    assert not np.array_equal(whole.params["out.W"], constant.params["out.W"])
+    path = tmp_path / "warm.safetensors"
+    run("numpy", epochs=1, optimizer=adam(rate), checkpoint=path)
+    saved = ckpt.load(path)
+    assert saved.optimizer["hyperparams"]["lr"] == rate.to_dict()
+    rebuilt = saved.make_optimizer()
+    assert rebuilt.hyperparams == adam(rate).hyperparams
+    second = run("numpy", epochs=2, optimizer=rebuilt, resume=saved)
+    for key, value in whole.params.items():
+        assert np.array_equal(second.params[key], value), key
 
 
 def test_monitor_watches_an_on_epoch_metric():
@@ -340,7 +376,7 @@ def test_a_diverging_run_is_never_saved_as_a_model(tmp_path):
                                       "no checkpoint was written"):
         fit(CONFIG, float32, BATCHES, backends.get("numpy"),
             train=TrainConfig(epochs=2, optimizer=adam(1e39), clip_norm=None, progress=False),
-            callbacks=[callbacks.Checkpoint(path, every_steps=1)])
+            callbacks=[callbacks.SaveCheckpoint(path, every_steps=1)])
     assert not path.exists()
 
 
@@ -356,7 +392,7 @@ def test_divergence_keeps_the_last_good_checkpoint(tmp_path):
                                       r".*div.safetensors, is from step 2"):
         fit(CONFIG, init_params(CONFIG, seed=0), BATCHES, backends.get("numpy"),
             train=TrainConfig(epochs=2, progress=False),
-            callbacks=[Diverge(), callbacks.Checkpoint(path, every_steps=1)])
+            callbacks=[Diverge(), callbacks.SaveCheckpoint(path, every_steps=1)])
     loaded = ckpt.load(path)
     assert loaded.train_state["step"] == 2
     assert all(np.all(np.isfinite(v)) for v in loaded.params.values())

@@ -168,13 +168,12 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     parts += list(callbacks)
     if checkpoint is not None:
         vocabs = {"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()}
-        parts.append(cb.Checkpoint(checkpoint, vocabs=vocabs, metadata=metadata,
-                                   keep_epochs=options["keep_epochs"]))
-    schedule = None if not options["warmup"] else schedules.warmup_inverse_sqrt(
-        options["warmup"])
-    settings = TrainConfig(epochs=options["epochs"],
-                           optimizer=adam(options["lr"], b2=options["beta2"]),
-                           schedule=schedule, seed=seed, monitor=options["monitor"],
+        parts.append(cb.SaveCheckpoint(checkpoint, vocabs=vocabs, metadata=metadata,
+                                       keep_epochs=options["keep_epochs"]))
+    lr = options["lr"] if not options["warmup"] else (
+        options["lr"] * schedules.warmup_inverse_sqrt(options["warmup"]))
+    settings = TrainConfig(epochs=options["epochs"], optimizer=adam(lr, b2=options["beta2"]),
+                           seed=seed, monitor=options["monitor"],
                            gradients=options["gradients"], progress=progress, devices=devices)
     config, result = train_model(task, backend, config, settings,
                                  batch_size=options["batch_size"], bucket=options["bucket"],

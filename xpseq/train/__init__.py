@@ -5,10 +5,12 @@ module            contents
 ================  ==========================================================================
 ``step``          make_train_step (loss, gradient, clipping, update), make_eval_loss
 ``loop``          fit, TrainConfig, FitResult, Loop (what callbacks see)
-``callbacks``     EarlyStopping, ReduceLROnPlateau, RestoreBest, TimeLimit, Checkpoint,
-                  EpochMetrics
-``schedules``     learning-rate schedules as pure functions of the step
+``callbacks``     EarlyStopping, ReduceLROnPlateau, RestoreBest, TimeLimit, SaveCheckpoint,
+                  EpochMetrics, MetricsLog
+``schedules``     learning-rate schedules as pure functions of the step, the ``lr`` of an
+                  optimiser (``adam(1e-3 * schedules.warmup_inverse_sqrt(400))``)
 ``checkpoint``    save / load: safetensors arrays with JSON metadata, verified on load
+                  (``load`` returns a ``Checkpoint``)
 ``compiled``      the one cache of built (on JAX, compiled) programs
 ================  ==========================================================================
 """

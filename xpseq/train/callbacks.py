@@ -2,7 +2,9 @@
 rule, keeping the best epoch, checkpoints, a time limit and per-epoch metrics.
 
 Each is a :class:`Callback` that :func:`xpseq.train.fit` calls at fixed points of its
-loop (Keras's ``EarlyStopping``, ``ModelCheckpoint`` ... are the model)::
+loop (Keras's ``EarlyStopping``, ``ModelCheckpoint`` ... are the model; xpseq's
+``SaveCheckpoint`` writes what :func:`xpseq.train.checkpoint.load` reads back as a
+:class:`xpseq.train.checkpoint.Checkpoint`)::
 
     on_train_begin(loop)                 before the first step (checks its settings)
     on_step_end(loop)                    after every step
@@ -26,11 +28,13 @@ import pathlib
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from xpseq.core.optim import scale_learning_rate
+
 if TYPE_CHECKING:
     from .loop import Loop
 
 __all__ = ["Callback", "EarlyStopping", "ReduceLROnPlateau", "RestoreBest", "TimeLimit",
-           "Checkpoint", "EpochMetrics", "MetricsLog"]
+           "SaveCheckpoint", "EpochMetrics", "MetricsLog"]
 
 
 class Callback:
@@ -76,9 +80,11 @@ class ReduceLROnPlateau(Callback):
     """Multiply the learning rate by ``factor`` after every epoch that did not improve
     ``monitor`` (``torch.optim.lr_scheduler.ReduceLROnPlateau`` with no patience).
 
-    The factor lives in the optimiser state as ``lr_scale`` (a 0-d array, so nothing
-    recompiles); it multiplies whatever the step's schedule gives. The history records
-    each epoch's ``lr_scale``.
+    It lowers the optimiser state's plateau factor (``opt_state["scale"]``, a 0-d array
+    that the optimiser's ``init`` creates, so nothing recompiles) with
+    :func:`xpseq.core.optim.scale_learning_rate`; the factor multiplies whatever the
+    optimiser's learning-rate schedule gives, and a checkpoint keeps it with the rest of
+    the state. The history records each epoch's factor as ``lr_scale``.
     """
 
     def __init__(self, factor: float = 0.5):
@@ -90,19 +96,19 @@ class ReduceLROnPlateau(Callback):
 
     def on_train_begin(self, loop: Loop) -> None:
         _needs_dev(loop, "ReduceLROnPlateau")
-        if "lr_scale" not in loop.opt_state:
-            step = loop.opt_state["step"]
-            loop.opt_state = dict(loop.opt_state, lr_scale=loop.backend.xp.ones_like(step))
+        if "scale" not in loop.opt_state:
+            raise ValueError(f"ReduceLROnPlateau: the optimiser {loop.train.optimizer.name!r} "
+                             "keeps no plateau factor in its state ('scale', which adam and "
+                             "sgd create)")
 
     def on_epoch_end(self, loop: Loop, record: dict) -> None:
         if loop.watched is not None and not loop.improved:
-            loop.opt_state = dict(loop.opt_state,
-                                  lr_scale=loop.opt_state["lr_scale"] * self.factor)
+            loop.opt_state = scale_learning_rate(loop.opt_state, self.factor)
 
 
 class RestoreBest(Callback):
     """End with the parameters of the epoch with the best ``monitor`` instead of the
-    last epoch's. A :class:`Checkpoint` after it then holds those parameters and no
+    last epoch's. A :class:`SaveCheckpoint` after it then holds those parameters and no
     optimiser state: a finished model, not a state to resume (the per-epoch checkpoints
     before the end can be resumed)."""
 
@@ -138,7 +144,7 @@ class TimeLimit(Callback):
             loop.stop = loop.stop or "time_limit"
 
 
-class Checkpoint(Callback):
+class SaveCheckpoint(Callback):
     """Write a checkpoint (:func:`xpseq.train.checkpoint.save`) after every epoch, every
     ``every_steps`` steps if given, and at the end (after :class:`RestoreBest`, when it
     comes before this one in the list). ``vocabs`` and ``metadata`` are stored with it.
@@ -155,7 +161,7 @@ class Checkpoint(Callback):
             if value is None and name == "every_steps":
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"Checkpoint: {name} must be an int >= {low}"
+                raise ValueError(f"SaveCheckpoint: {name} must be an int >= {low}"
                                  f"{' or None' if name == 'every_steps' else ''}, got "
                                  f"{value!r}")
         self.path = pathlib.Path(path)
@@ -229,12 +235,13 @@ class EpochMetrics(Callback):
 
 class MetricsLog(Callback):
     """The history as it grows: after every epoch its record (epoch, steps, losses, the
-    metrics of :class:`EpochMetrics`, ``lr_scale``, seconds, elapsed) is written to the CSV
-    file ``path`` (a header, then a row per epoch; a column that appears later, such as a
-    metric that starts at epoch 2, is added). With ``tensorboard`` a folder and tensorboardX
-    or PyTorch's ``torch.utils.tensorboard`` (which needs the ``tensorboard`` package)
-    installed, the numbers also go to TensorBoard event files there, one scalar per key
-    against the epoch (``tensorboard --logdir FOLDER``). Only the main process writes."""
+    metrics of :class:`EpochMetrics`, ``lr_scale`` (the plateau factor), seconds,
+    elapsed) is written to the CSV file ``path`` (a header, then a row per epoch; a column
+    that appears later, such as a metric that starts at epoch 2, is added). With
+    ``tensorboard`` a folder and tensorboardX or PyTorch's ``torch.utils.tensorboard``
+    (which needs the ``tensorboard`` package) installed, the numbers also go to TensorBoard
+    event files there, one scalar per key against the epoch (``tensorboard --logdir
+    FOLDER``). Only the main process writes."""
 
     def __init__(self, path: str | os.PathLike, *,
                  tensorboard: str | os.PathLike | None = None):

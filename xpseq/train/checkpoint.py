@@ -3,10 +3,11 @@
 One file holds::
 
     params/<name>        every model parameter (``param_shapes(config)``)
-    opt/<key>/<name>     the optimiser state, nested keys joined by "/" (e.g. opt/m/out.W)
+    opt/<key>/<name>     the optimiser state, nested keys joined by "/" (e.g. opt/m/out.W,
+                         opt/step, opt/scale: the plateau factor)
     metadata "xpseq"     JSON: format version, model kind and its config, vocabularies,
-                         optimiser name and hyperparameters, training state (epoch, step,
-                         history ...)
+                         optimiser name and hyperparameters (a learning-rate schedule as
+                         its ``to_dict()``), training state (epoch, step, history ...)
     metadata "sha256"    a SHA-256 digest of every tensor's name, dtype, shape and bytes,
                          and of the "xpseq" JSON text
 
@@ -28,6 +29,11 @@ digest covers the metadata. Format 1, written before there was more than one kin
 kind (it is read as an ``"rnn"`` checkpoint) and a digest of the arrays only: such files
 still load, their metadata checked for structure but not by the digest; saving one again
 (``save(path, **fields of the loaded Checkpoint)``) writes format 2.
+
+An optimiser state written before the plateau factor was part of every state has no
+``opt/scale``: it had an ``opt/lr_scale`` where the run lowered its rate on plateaus, and
+none otherwise. :func:`load` gives such a state its ``scale`` (that ``lr_scale``, or 1), so
+it resumes as it would have.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ import numpy as np
 
 from xpseq import models
 from xpseq.core.optim import Optimizer, from_spec
+
+from . import schedules
 
 __all__ = ["save", "load", "average", "Checkpoint", "CheckpointError", "FORMAT_VERSION"]
 
@@ -77,10 +85,14 @@ class Checkpoint:
         return models.of(self.config)
 
     def make_optimizer(self) -> Optimizer:
-        """The optimiser the checkpoint was trained with (same hyperparameters)."""
+        """The optimiser the checkpoint was trained with (same hyperparameters, its
+        learning-rate schedule included)."""
         if self.optimizer is None:
             raise CheckpointError(f"{self.path}: the checkpoint records no optimiser")
-        return from_spec(self.optimizer["name"], self.optimizer["hyperparams"])
+        hyperparams = dict(self.optimizer["hyperparams"])
+        if isinstance(hyperparams.get("lr"), Mapping):        # a schedule's to_dict()
+            hyperparams["lr"] = schedules.from_dict(hyperparams["lr"])
+        return from_spec(self.optimizer["name"], hyperparams)
 
 
 def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
@@ -98,7 +110,9 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
     params : parameter dict of NumPy arrays (``backend.to_numpy`` them first), with exactly
         the names and shapes of the model's ``param_shapes(config)``
     opt_state : the optimiser state (NumPy arrays in nested dicts), optional
-    optimizer : the :class:`Optimizer` it belongs to (name and hyperparameters are kept)
+    optimizer : the :class:`Optimizer` it belongs to (name and hyperparameters are kept;
+        a learning-rate schedule must have ``to_dict``, as those of
+        :mod:`xpseq.train.schedules`)
     vocabs : e.g. ``{"src": [...tokens], "tgt": [...]}``, optional
     train_state : JSON-serialisable training progress (epoch, step, history ...), optional
     metadata : anything else JSON-serialisable (e.g. how the task's data was made), optional
@@ -132,8 +146,7 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
         "model": model.kind,
         "config": config.to_dict(),
         "vocabs": None if vocabs is None else {k: list(v) for k, v in vocabs.items()},
-        "optimizer": None if optimizer is None else {"name": optimizer.name,
-                                                     "hyperparams": optimizer.hyperparams},
+        "optimizer": None if optimizer is None else _optimizer_record(optimizer),
         "train_state": None if train_state is None else dict(train_state),
         "metadata": None if metadata is None else dict(metadata),
     }
@@ -220,7 +233,7 @@ def load(path: str | os.PathLike, backend: Any = None, *,
             raise CheckpointError(f"{path}: {bad} holds non-finite values (a diverged run?); "
                                   "pass allow_nonfinite=True to load it anyway")
     opt = {k: v for k, v in tensors.items() if k.startswith("opt/")}
-    opt_state = _unflatten(opt, "opt") if opt else None
+    opt_state = _with_scale(_unflatten(opt, "opt")) if opt else None
     if opt_state is not None:
         for key in ("m", "v", "momentum"):
             if key in opt_state and set(opt_state[key]) != set(params):
@@ -247,7 +260,7 @@ def load(path: str | os.PathLike, backend: Any = None, *,
 
 def average(paths: Sequence[str | os.PathLike], backend: Any = None) -> Checkpoint:
     """The element-wise mean of the parameters of several checkpoints of one model (e.g.
-    the last epochs of a run, which ``Checkpoint(..., keep_epochs=k)`` writes).
+    the last epochs of a run, which ``SaveCheckpoint(..., keep_epochs=k)`` writes).
 
     The mean is taken in float64 and stored in the parameters' own dtype. The result has
     the first file's configuration, vocabularies and metadata, no optimiser state, and
@@ -302,6 +315,32 @@ def _check_params(path: pathlib.Path, config: Any, params: Mapping[str, Any]) ->
         if tuple(params[name].shape) != shape:
             raise CheckpointError(f"{path}: parameter {name} has shape "
                                   f"{tuple(params[name].shape)}, the configuration needs {shape}")
+
+
+def _optimizer_record(optimizer: Optimizer) -> dict:
+    """``{"name", "hyperparams"}`` with a schedule as its ``to_dict()``."""
+    hyperparams = {}
+    for name, value in optimizer.hyperparams.items():
+        if callable(value):
+            if not callable(getattr(value, "to_dict", None)):
+                raise TypeError(f"save: the optimiser's {name} is a function without "
+                                "to_dict, which a checkpoint cannot record; use a schedule "
+                                "of xpseq.train.schedules (e.g. 1e-3 * "
+                                "warmup_inverse_sqrt(400))")
+            value = value.to_dict()
+        hyperparams[name] = value
+    return {"name": optimizer.name, "hyperparams": hyperparams}
+
+
+def _with_scale(opt_state: dict) -> dict:
+    """The optimiser state with its plateau factor ``scale``: an earlier state's
+    ``lr_scale``, or 1 where it had none (see the module docstring)."""
+    if "scale" in opt_state or "step" not in opt_state:
+        return opt_state
+    state = {k: v for k, v in opt_state.items() if k != "lr_scale"}
+    old = opt_state.get("lr_scale")
+    state["scale"] = np.ones_like(opt_state["step"]) if old is None else old
+    return state
 
 
 def _host(array: Any, what: str) -> np.ndarray:

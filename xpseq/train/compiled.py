@@ -5,9 +5,10 @@ Building a program for a backend means tracing the model once per input shape un
 ``jax.jit`` on JAX, which costs seconds; so each is built once per key and kept for the
 life of the process. A key names the program and everything its computation depends on
 that is not an array argument: the model configuration (frozen dataclasses are hashable),
-the backend's name, the optimiser's name and hyperparameters, the schedule, the search
-options. Calling :func:`xpseq.train.fit` or :func:`xpseq.search.search` again with the same
-settings reuses the programs, and their JAX compilations.
+the backend's name, the optimiser's name and hyperparameters (its learning-rate schedule
+included), the search options. Calling :func:`xpseq.train.fit` or
+:func:`xpseq.search.search` again with the same settings reuses the programs, and their JAX
+compilations.
 
 >>> from xpseq.train import compiled
 >>> compiled.info()                   # doctest: +SKIP

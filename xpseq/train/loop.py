@@ -2,11 +2,11 @@
 :class:`TrainConfig`, and leaves everything else to callbacks.
 
 >>> from xpseq.train import TrainConfig, fit, callbacks, schedules
+>>> rate = 3e-3 * schedules.warmup_inverse_sqrt(400)          # a schedule of the step
 >>> result = fit(config, params, train_batches, backend, dev_batches=dev,     # doctest: +SKIP
-...              train=TrainConfig(epochs=20, optimizer=adam(3e-3),
-...                                schedule=schedules.warmup_inverse_sqrt(400)),
+...              train=TrainConfig(epochs=20, optimizer=adam(rate)),
 ...              callbacks=[callbacks.EarlyStopping(patience=3),
-...                         callbacks.Checkpoint("model.safetensors")])
+...                         callbacks.SaveCheckpoint("model.safetensors")])
 
 Every epoch visits the training batches in an order drawn from ``(seed, epoch)``, and
 dropout masks come from ``(seed, step)``, so a run resumed from a checkpoint takes exactly
@@ -32,7 +32,6 @@ from xpseq.models import check_batch
 
 from .callbacks import Callback
 from .parallel import Placement, placement
-from .schedules import Schedule
 from .step import (
     Batch,
     check_gradients,
@@ -49,9 +48,10 @@ class TrainConfig:
     """How to train, apart from the model and the data.
 
     epochs : the most epochs to run
-    optimizer : an :class:`xpseq.core.optim.Optimizer`; ``adam(1e-3)`` by default
-    schedule : a learning-rate :class:`~xpseq.train.schedules.Schedule` (a pure function
-        of the step multiplying the optimiser's ``lr``), or ``None`` for a constant rate
+    optimizer : an :class:`xpseq.core.optim.Optimizer`; ``adam(1e-3)`` by default. A
+        learning-rate schedule is the optimiser's own ``lr``, e.g.
+        ``adam(1e-3 * schedules.warmup_inverse_sqrt(400))`` (see
+        :mod:`xpseq.train.schedules`)
     clip_norm : global-norm gradient clipping (``None`` for none)
     seed : seeds the batch order and the dropout masks
     max_steps : stop after this many steps in total (``stopped == "max_steps"``)
@@ -72,7 +72,6 @@ class TrainConfig:
 
     epochs: int = 10
     optimizer: Optimizer | None = None
-    schedule: Schedule | None = None
     clip_norm: float | None = 5.0
     seed: int = 0
     max_steps: int | None = None
@@ -94,9 +93,6 @@ class TrainConfig:
         if not isinstance(self.optimizer, Optimizer):
             raise TypeError(f"TrainConfig: optimizer must be an xpseq.core.optim.Optimizer, "
                             f"got {type(self.optimizer).__name__}")
-        if self.schedule is not None and not isinstance(self.schedule, Schedule):
-            raise TypeError(f"TrainConfig: schedule must be an xpseq.train.schedules.Schedule "
-                            f"or None, got {type(self.schedule).__name__}")
         if self.clip_norm is not None and not _is_number(self.clip_norm, 0, math.inf):
             raise ValueError(f"TrainConfig: clip_norm must be a positive number or None, got "
                              f"{self.clip_norm!r}")
@@ -120,8 +116,10 @@ class FitResult:
     times the training step was traced in that epoch: JAX compilations, 0 once every
     batch shape has been seen; ``None`` on backends that do not compile) and ``seconds``
     (wall time of the epoch, compilation and dev evaluation included), ``elapsed``
-    (seconds since the call began, at the epoch's end), ``lr_scale`` (the plateau
-    rule's factor), and what the :class:`~xpseq.train.callbacks.EpochMetrics` added.
+    (seconds since the call began, at the epoch's end), ``lr_scale`` (the optimiser
+    state's plateau factor ``scale`` at the epoch's end, which
+    :class:`~xpseq.train.callbacks.ReduceLROnPlateau` lowers), and what the
+    :class:`~xpseq.train.callbacks.EpochMetrics` added.
     ``stopped`` says why the loop ended: ``"epochs"``, ``"max_steps"``, or the reason a
     callback gave (``"early_stop"``, ``"time_limit"``). ``traces`` is the total over this
     call. ``best_epoch`` is the epoch with the lowest ``monitor`` (``None`` without dev
@@ -205,7 +203,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         gradients)
     train : a :class:`TrainConfig` (its defaults without one)
     callbacks : :class:`xpseq.train.callbacks.Callback` objects, run in this order (put a
-        ``Checkpoint`` last, so it saves what the others changed)
+        ``SaveCheckpoint`` last, so it saves what the others changed)
     resume : a :class:`xpseq.train.checkpoint.Checkpoint` to continue from (its parameters,
         optimiser state, epoch, position in the epoch and history); ``params`` is then
         ignored
@@ -236,8 +234,8 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     for cb in callbacks:
         cb.on_train_begin(loop)
     train_step = make_train_step(config, train.optimizer, backend, clip_norm=train.clip_norm,
-                                 gradients=train.gradients, schedule=train.schedule,
-                                 group=place.group, mesh=place.mesh)
+                                 gradients=train.gradients, group=place.group,
+                                 mesh=place.mesh)
     eval_loss = make_eval_loss(config, backend)
     state = loop.state
     traces_before = epoch_traces = train_step.traces
@@ -275,8 +273,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
                   "train_loss": state["epoch_nll"] / state["epoch_tokens"],
                   "dev_loss": dev, "steps": state["step"],
                   "traces": (train_step.traces - epoch_traces) if backend.compiles else None,
-                  "lr_scale": (float(backend.to_numpy(loop.opt_state["lr_scale"]))
-                               if "lr_scale" in loop.opt_state else 1.0),
+                  "lr_scale": _plateau_factor(loop),
                   "seconds": time.perf_counter() - epoch_start}
         epoch_traces = train_step.traces
         extra: dict = {}
@@ -323,6 +320,12 @@ def _start(config: Any, params: Mapping[str, np.ndarray], backend: Backend,
         params = place.params(params)
         opt_state = place.params(train.optimizer.init(params))
     return Loop(config, train, backend, params, opt_state, state, dev_batches, place)
+
+
+def _plateau_factor(loop: Loop) -> float:
+    """The optimiser state's ``scale`` (1 for an optimiser whose state has none)."""
+    scale = loop.opt_state.get("scale")
+    return 1.0 if scale is None else float(loop.backend.to_numpy(scale))
 
 
 def _record_step(loop: Loop, batch: Batch, value: float) -> float:

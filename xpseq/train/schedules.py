@@ -1,14 +1,20 @@
 """Learning-rate schedules: pure functions of the step, in the manner of optax.
 
 A schedule maps the optimiser's step counter (the number of updates already taken, a 0-d
-float array: ``opt_state["step"]``) to a factor that multiplies the optimiser's ``lr``::
+float array: ``opt_state["step"]``) to a factor; times a peak rate it is the optimiser's
+learning rate, evaluated by the optimiser's ``update`` itself::
 
     factor = schedule(step)            # 1.0 for constant(); traceable under jax.jit
+    opt = adam(1e-3 * warmup_inverse_sqrt(400))     # the rate 1e-3 · factor(step)
 
-Each is a frozen dataclass: hashable (a jitted training step is cached per schedule),
-printable, and rebuilt from :meth:`Schedule.to_dict` (checkpoints record it). The
-plateau rule, which reacts to the dev loss rather than to the step, is
-:class:`xpseq.train.callbacks.ReduceLROnPlateau`; it scales the same ``lr`` again.
+``lr * schedule`` (a positive number times a schedule) is :class:`Scaled`, a schedule
+whose value is the rate ``lr · schedule(step)``; any optimiser of :mod:`xpseq.core.optim`
+takes it as ``lr``. Each is a frozen dataclass: hashable (a jitted training step is cached
+per optimiser, its schedule included), printable, and rebuilt from :meth:`Schedule.to_dict`
+(checkpoints record it with the optimiser's hyperparameters). The plateau rule, which
+reacts to the dev loss rather than to the step, is
+:class:`xpseq.train.callbacks.ReduceLROnPlateau`: it lowers the optimiser state's own
+plateau factor, which multiplies the rate again.
 
 ==========================  ===========================================================
 schedule                    factor at step ``s`` (``w`` warm-up steps, ``n`` total steps)
@@ -19,6 +25,7 @@ schedule                    factor at step ``s`` (``w`` warm-up steps, ``n`` tot
 ``warmup_cosine(w, n, f)``  linear warm-up to 1, then ``f + (1 - f) (1 + cos(π p)) / 2``
                             with ``p`` the fraction of the ``n - w`` decay steps done
 ``warmup_linear(w, n, f)``  linear warm-up to 1, then linearly down to ``f`` at step ``n``
+``lr * schedule``           ``lr · schedule(s)``
 ==========================  ===========================================================
 
 After step ``n`` the decaying schedules stay at ``f``.
@@ -33,8 +40,8 @@ from typing import Any, ClassVar, Mapping
 
 import array_api_compat as compat
 
-__all__ = ["Schedule", "constant", "warmup_inverse_sqrt", "warmup_cosine", "warmup_linear",
-           "from_dict"]
+__all__ = ["Schedule", "Scaled", "constant", "warmup_inverse_sqrt", "warmup_cosine",
+           "warmup_linear", "from_dict"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +56,42 @@ class Schedule:
     def to_dict(self) -> dict:
         """``{"kind": ..., **fields}``, the input of :func:`from_dict`."""
         return {"kind": self.kind, **dataclasses.asdict(self)}
+
+    def __rmul__(self, lr: Any) -> Scaled:
+        """``lr * schedule``: the learning rate ``lr · schedule(step)`` (:class:`Scaled`)."""
+        if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
+            return NotImplemented
+        return Scaled(lr, self)
+
+    __mul__ = __rmul__
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaled(Schedule):
+    """The rate ``lr · factor(step)``: a peak learning rate times a schedule (what
+    ``lr * schedule`` makes; the ``lr`` of an optimiser).
+
+    lr : a positive, finite number
+    factor : a :class:`Schedule`
+    """
+
+    lr: float
+    factor: Schedule
+    kind: ClassVar[str] = "scaled"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lr, bool) or not isinstance(self.lr, numbers.Real) \
+                or not 0 < self.lr < math.inf:
+            raise ValueError(f"scaled: lr must be a positive number, got {self.lr!r}")
+        if not isinstance(self.factor, Schedule):
+            raise TypeError(f"scaled: factor must be an xpseq.train.schedules.Schedule, got "
+                            f"{type(self.factor).__name__}")
+
+    def __call__(self, step: Any) -> Any:
+        return self.lr * self.factor(step)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "lr": self.lr, "factor": self.factor.to_dict()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,15 +184,20 @@ def warmup_linear(warmup: int, total: int, final: float = 0.0) -> Schedule:
     return WarmupLinear(warmup, total, final)
 
 
-_KINDS = {c.kind: c for c in (Constant, WarmupInverseSqrt, WarmupCosine, WarmupLinear)}
+_KINDS = {c.kind: c for c in (Constant, WarmupInverseSqrt, WarmupCosine, WarmupLinear, Scaled)}
 
 
 def from_dict(data: Mapping[str, Any]) -> Schedule:
     """The schedule :meth:`Schedule.to_dict` described."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"from_dict: data must be a dict with a 'kind', got "
+                        f"{type(data).__name__}")
     fields = dict(data)
     kind = fields.pop("kind", None)
     if kind not in _KINDS:
         raise ValueError(f"unknown schedule {kind!r}; known: {sorted(_KINDS)}")
+    if kind == "scaled" and "factor" in fields:
+        fields["factor"] = from_dict(fields["factor"])
     return _KINDS[kind](**fields)
 
 

@@ -5,7 +5,7 @@ The step is the same code on every backend and for every model kind::
 
     loss, grads = backend.value_and_grad(model loss)(params)     # jax.grad / tape / by hand
     grads = clip_by_global_norm(grads, clip_norm)                 # optional
-    params, opt_state = optimizer.update(grads, opt_state, params)   # lr × schedule(step)
+    params, opt_state = optimizer.update(grads, opt_state, params)   # its lr(step) × scale
 
 On JAX the whole step is ``jax.jit``-compiled and the recurrences run in ``lax.scan``; a new
 batch shape triggers a new trace, so batches are padded to a few bucketed shapes
@@ -27,7 +27,6 @@ from xpseq.core.optim import Optimizer, clip_by_global_norm
 from xpseq.core.vjp import defvjp
 
 from . import compiled
-from .schedules import Schedule
 
 __all__ = ["TrainStep", "GRADIENTS", "make_train_step", "check_gradients", "make_eval_loss",
            "evaluate_loss", "to_backend", "to_numpy"]
@@ -60,22 +59,20 @@ GRADIENTS = ("autodiff", "hand-derived")
 
 def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
                     clip_norm: float | None = None, gradients: str | None = None,
-                    schedule: Schedule | None = None,
                     group: tuple[int, int] | None = None, mesh: Any = None) -> TrainStep:
     """The training step of ``config`` (any model kind's) for ``backend``.
 
     Built once, then kept in :mod:`xpseq.train.compiled` by config, optimiser name and
-    hyperparameters, ``clip_norm``, ``gradients``, ``schedule`` and backend, so calling
-    :func:`xpseq.train.fit` again reuses JAX's compilations.
+    hyperparameters (a learning-rate schedule among them), ``clip_norm``, ``gradients`` and
+    backend, so calling :func:`xpseq.train.fit` again reuses JAX's compilations.
 
     Parameters
     ----------
-    optimizer : an :class:`xpseq.core.optim.Optimizer` (e.g. ``adam(1e-3)``)
+    optimizer : an :class:`xpseq.core.optim.Optimizer`, e.g. ``adam(1e-3)``, or
+        ``adam(1e-3 * schedules.warmup_inverse_sqrt(400))`` for a scheduled rate (the
+        optimiser evaluates its schedule at each update)
     clip_norm : float, optional
         Clip the gradients to this global norm before the update.
-    schedule : :class:`xpseq.train.schedules.Schedule`, optional
-        Multiply the learning rate by ``schedule(opt_state["step"])`` (with the state's
-        ``lr_scale`` when it has one); ``None`` for the constant rate.
     gradients : ``None`` (the backend's own: ``backend.gradients``), ``"autodiff"`` or
         ``"hand-derived"``
         ``"hand-derived"`` runs the backward pass of :mod:`xpseq.core.vjp` (what NumPy
@@ -98,13 +95,13 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         masks are split over it, the parameters replicated.
     """
     gradients = check_gradients(backend, gradients)
-    if schedule is not None and not isinstance(schedule, Schedule):
-        raise TypeError(f"make_train_step: schedule must be an xpseq.train.schedules.Schedule "
-                        f"or None, got {type(schedule).__name__}")
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"make_train_step: optimizer must be an xpseq.core.optim.Optimizer, "
+                        f"got {type(optimizer).__name__}")
     key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
-           backend.name, gradients, schedule, group, mesh)
+           backend.name, gradients, group, mesh)
     return compiled.cached("train_step", key, lambda: _build_train_step(
-        config, optimizer, backend, clip_norm, gradients, schedule, group, mesh))
+        config, optimizer, backend, clip_norm, gradients, group, mesh))
 
 
 def check_gradients(backend: Backend, gradients: str | None) -> str:
@@ -123,8 +120,7 @@ def check_gradients(backend: Backend, gradients: str | None) -> str:
 
 def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
                       clip_norm: float | None, gradients: str,
-                      schedule: Schedule | None, group: tuple[int, int] | None,
-                      mesh: Any = None) -> TrainStep:
+                      group: tuple[int, int] | None, mesh: Any = None) -> TrainStep:
     xp = backend.xp
     model = models.of(config)
     # A compiling backend asked for hand-derived gradients traces the model's whole
@@ -169,18 +165,7 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
                 (value * weight, {k: g * weight for k, g in grads.items()}))
         if clip_norm is not None:
             grads, _ = clip_by_global_norm(grads, clip_norm)
-        if schedule is None:
-            params, opt_state = optimizer.update(grads, opt_state, params)
-        else:    # the step's factor rides on lr_scale for this update only
-            base = opt_state.get("lr_scale")
-            factor = schedule(opt_state["step"])
-            scaled = dict(opt_state, lr_scale=factor if base is None else base * factor)
-            params, opt_state = optimizer.update(grads, scaled, params)
-            opt_state = dict(opt_state)
-            if base is None:
-                del opt_state["lr_scale"]
-            else:
-                opt_state["lr_scale"] = base
+        params, opt_state = optimizer.update(grads, opt_state, params)
         return params, opt_state, value
 
     train_step = TrainStep(backend.jit(step), backend)
