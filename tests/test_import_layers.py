@@ -71,3 +71,11 @@ def test_the_layer_check_catches_an_upward_import():
 def test_no_folder_imports_a_folder_above_it():
     bad = [b for path in MODULES for b in violations(path)]
     assert not bad, "\n".join(bad)
+
+
+def test_search_needs_nothing_from_training():
+    # Training and search share only the program cache, which lives below both.
+    reaches = [f"{path.name}:{line} imports {target}"
+               for path in sorted((PACKAGE / "search").glob("*.py"))
+               for target, _, line in imports(path) if target.startswith("xpseq.train")]
+    assert not reaches, reaches

@@ -19,7 +19,7 @@ from xpseq.search import SearchOptions, search, to_lists
 from xpseq.search import decode as translation
 from xpseq.tasks import translate
 from xpseq.tasks.metrics import Bleu, corpus_bleu, exact_match, format_table
-from xpseq.train import compiled
+from xpseq.backends import compiled
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 V = 12                                  # 4 reserved ids + 8 words on either side

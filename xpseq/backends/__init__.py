@@ -24,6 +24,9 @@ numpy and array_api_strict the rule their ``value_and_grad`` runs. Backends know
 and no cell: the hand-derived recurrence that uses it lives in
 :func:`xpseq.core.recurrent.hand_derived_recurrence`.
 
+:mod:`xpseq.backends.compiled` is the one cache of built (on JAX, compiled) programs that
+training and search share.
+
 Libraries are imported only when their backend is first asked for, and their global
 settings are left as they are: float64 on JAX needs JAX's 64-bit mode, which the caller
 turns on (``jax.config.update("jax_enable_x64", True)``); without it, asking for float64 is

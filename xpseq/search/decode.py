@@ -3,7 +3,7 @@
 :func:`search` runs :func:`xpseq.core.decoding.greedy_search` or ``beam_search`` with the
 model's step function (its kind's ``decoder``, see :mod:`xpseq.models`); on JAX the whole
 search is one ``jax.jit`` program (kept per configuration, search options and padded source
-length in :mod:`xpseq.train.compiled`). It returns NumPy arrays;
+length in :mod:`xpseq.backends.compiled`). It returns NumPy arrays;
 :func:`to_lists` turns them into Python lists with each hypothesis's attention trimmed to
 its own length and its source's length.
 
@@ -30,7 +30,7 @@ from xpseq.core.decoding import Hypotheses, beam_search, ensemble_step, greedy_s
 from xpseq.core.kernels import int_dtype
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 from xpseq.models import check_ids
-from xpseq.train import compiled
+from xpseq.backends import compiled
 
 __all__ = ["SearchOptions", "Ensemble", "search", "to_lists", "options_for"]
 

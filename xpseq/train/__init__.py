@@ -11,14 +11,12 @@ module            contents
                   optimiser (``adam(1e-3 * schedules.warmup_inverse_sqrt(400))``)
 ``checkpoint``    save / load: safetensors arrays with JSON metadata, verified on load
                   (``load`` returns a ``Checkpoint``)
-``compiled``      the one cache of built (on JAX, compiled) programs
 ================  ==========================================================================
 """
 
-from . import callbacks, checkpoint, compiled, schedules
+from . import callbacks, checkpoint, schedules
 from .loop import FitResult, Loop, TrainConfig, fit
 from .step import TrainStep, evaluate_loss, make_eval_loss, make_train_step
 
 __all__ = ["TrainConfig", "fit", "FitResult", "Loop", "TrainStep", "make_train_step",
-           "make_eval_loss", "evaluate_loss", "callbacks", "checkpoint", "compiled",
-           "schedules"]
+           "make_eval_loss", "evaluate_loss", "callbacks", "checkpoint", "schedules"]

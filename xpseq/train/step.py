@@ -22,11 +22,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from xpseq import models
-from xpseq.backends import Backend
+from xpseq.backends import Backend, compiled
 from xpseq.core.optim import Optimizer, clip_by_global_norm
 from xpseq.core.vjp import defvjp
 
-from . import compiled
 
 __all__ = ["TrainStep", "GRADIENTS", "make_train_step", "check_gradients", "make_eval_loss",
            "evaluate_loss", "to_backend", "to_numpy"]
@@ -62,7 +61,7 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
                     group: tuple[int, int] | None = None, mesh: Any = None) -> TrainStep:
     """The training step of ``config`` (any model kind's) for ``backend``.
 
-    Built once, then kept in :mod:`xpseq.train.compiled` by config, optimiser name and
+    Built once, then kept in :mod:`xpseq.backends.compiled` by config, optimiser name and
     hyperparameters (a learning-rate schedule among them), ``clip_norm``, ``gradients`` and
     backend, so calling :func:`xpseq.train.fit` again reuses JAX's compilations.
 
@@ -174,7 +173,7 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
 
 def make_eval_loss(config: Any, backend: Backend) -> Callable:
     """``fn(params, batch) -> (summed nll, number of real tokens)`` without dropout (jitted
-    on JAX, kept in :mod:`xpseq.train.compiled` per config and backend); sum both over
+    on JAX, kept in :mod:`xpseq.backends.compiled` per config and backend); sum both over
     batches for a corpus loss per token."""
     model = models.of(config)
 

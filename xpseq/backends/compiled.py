@@ -10,7 +10,7 @@ included), the search options. Calling :func:`xpseq.train.fit` or
 :func:`xpseq.search.search` again with the same settings reuses the programs, and their JAX
 compilations.
 
->>> from xpseq.train import compiled
+>>> from xpseq.backends import compiled
 >>> compiled.info()                   # doctest: +SKIP
 {'train_step': 2, 'eval_loss': 1, 'search': 3}
 >>> compiled.clear()                  # e.g. between benchmark repeats
