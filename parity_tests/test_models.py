@@ -39,7 +39,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from parity_helpers import to_backend
 
 from xpseq import backends
 from xpseq.core import optim
@@ -213,8 +212,8 @@ def evaluate(be: backends.Backend, cid: str, *, batch: dict | None = None,
     ``scan=backend.scan``.
     """
     config = CONFIGS[cid]
-    params = to_backend(be, PARAMS[cid] if params is None else params)
-    batch = to_backend(be, BATCH if batch is None else batch)
+    params = be.asarray_tree(PARAMS[cid] if params is None else params)
+    batch = be.asarray_tree(BATCH if batch is None else batch)
     keep = keep_for(cid) if isinstance(keep, str) else keep
     keep = None if keep is None else be.asarray(keep, dtype="bool")
     if be.name == "jax":
@@ -331,7 +330,7 @@ def test_forward_returns_backend_arrays(backend, cid):
     """Namespace, dtype and shape of the outputs, eagerly (jax: the eager test below)."""
     if backend.name == "jax":
         pytest.skip("covered by test_jax_eager_forward_matches_numpy")
-    params, batch = to_backend(backend, PARAMS[cid]), to_backend(backend, BATCH)
+    params, batch = backend.asarray_tree(PARAMS[cid]), backend.asarray_tree(BATCH)
     logits, weights = M.forward(params, CONFIGS[cid], batch["src"], batch["src_len"],
                                 batch["tgt_in"], scan=backend.scan)
     value = M.loss(params, CONFIGS[cid], batch, scan=backend.scan)
@@ -347,7 +346,7 @@ def test_forward_returns_backend_arrays(backend, cid):
 def test_jax_eager_forward_matches_numpy(cid):
     """Eager JAX (lax.scan as backend.scan) gives the reference and the jitted values."""
     be = need("jax")
-    params, batch = to_backend(be, PARAMS[cid]), to_backend(be, BATCH)
+    params, batch = be.asarray_tree(PARAMS[cid]), be.asarray_tree(BATCH)
     logits, weights = M.forward(params, CONFIGS[cid], batch["src"], batch["src_len"],
                                 batch["tgt_in"], scan=be.scan)
     value = M.loss(params, CONFIGS[cid], batch, scan=be.scan)
@@ -541,8 +540,8 @@ def test_adam_steps_agree(cid, clip):
     for name in ("jax", "torch"):
         be = need(name)
         opt = optim.adam(1e-2)
-        params = to_backend(be, PARAMS[cid])
-        batch = to_backend(be, BATCH)
+        params = be.asarray_tree(PARAMS[cid])
+        batch = be.asarray_tree(BATCH)
         state = opt.init(params)
         losses, norms = [], []
         update = be.jit(functools.partial(clipped_update, opt, clip))  # jax: one compile
@@ -655,8 +654,8 @@ def jax_encode(config: M.Seq2SeqConfig):
 
 def run_encode(be: backends.Backend, cell: str, src: np.ndarray, src_len: np.ndarray) -> dict:
     cid = ENC_CONFIGS[cell]
-    params = to_backend(be, PARAMS[cid])
-    args = (to_backend(be, src), to_backend(be, src_len))
+    params = be.asarray_tree(PARAMS[cid])
+    args = (be.asarray_tree(src), be.asarray_tree(src_len))
     if be.name == "jax":
         enc = jax_encode(CONFIGS[cid])(params, *args)
     else:
