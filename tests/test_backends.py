@@ -380,16 +380,6 @@ def _np_tree(tree):
     return np.asarray(tree, dtype=np.float64)
 
 
-def _to_backend(be, tree):
-    if tree is None:
-        return None
-    if isinstance(tree, dict):
-        return {k: _to_backend(be, v) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_to_backend(be, v) for v in tree)
-    return be.asarray(tree)
-
-
 def reference_scan(fn, carry, xs, length):
     """Plain-Python scan on NumPy trees."""
     def leaves(t):
@@ -434,8 +424,8 @@ def test_scan_matches_python_loop(backend, case):
     make_fn, carry0, xs, length = SCAN_CASES[case]
     carry0, xs = _np_tree(carry0), _np_tree(xs)
     ref_carry, ref_ys = reference_scan(make_fn(np), carry0, xs, length)
-    carry, ys = backend.scan(make_fn(backend.xp), _to_backend(backend, carry0),
-                             _to_backend(backend, xs), length=length)
+    carry, ys = backend.scan(make_fn(backend.xp), backend.asarray_tree(carry0),
+                             backend.asarray_tree(xs), length=length)
     assert_tree_equal_np(host(backend, carry), _np_tree(ref_carry))
     if case == "y_none":
         assert ys is None
@@ -534,8 +524,8 @@ def test_jax_scan_is_lax_scan(monkeypatch):
     jax = pytest.importorskip("jax")
     jb = backends.get("jax")
     fn = _case_tuple_dict(jb.xp)
-    carry0 = _to_backend(jb, _np_tree((1.0, np.array([1.0, -1.0]))))
-    xs = _to_backend(jb, _np_tree(SCAN_CASES["tuple_carry_dict_xs"][2]))
+    carry0 = jb.asarray_tree(_np_tree((1.0, np.array([1.0, -1.0]))))
+    xs = jb.asarray_tree(_np_tree(SCAN_CASES["tuple_carry_dict_xs"][2]))
     direct = jax.lax.scan(fn, carry0, xs)
     ours = jb.scan(fn, carry0, xs)
     assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(direct)

@@ -37,7 +37,6 @@ from .step import (
     check_gradients,
     make_eval_loss,
     make_train_step,
-    to_numpy,
 )
 
 __all__ = ["TrainConfig", "Loop", "fit", "FitResult"]
@@ -164,10 +163,10 @@ class Loop:
         self.started = time.perf_counter()
 
     def params_numpy(self) -> dict:
-        return to_numpy(self.backend, self.params)
+        return self.backend.to_numpy_tree(self.params)
 
     def opt_state_numpy(self) -> dict:
-        return to_numpy(self.backend, self.opt_state)
+        return self.backend.to_numpy_tree(self.opt_state)
 
     def note(self, record: dict) -> None:
         """Track ``monitor`` after an epoch's record is complete."""

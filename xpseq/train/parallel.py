@@ -25,7 +25,7 @@ import numpy as np
 from xpseq.backends import Backend
 from xpseq.data import EOS_ID
 
-from .step import evaluate_loss, to_backend
+from .step import evaluate_loss
 
 __all__ = ["balanced_order", "split_batch", "shard_rows", "Placement", "placement"]
 
@@ -111,11 +111,11 @@ class Placement:
 
     def params(self, tree: Mapping[str, Any]) -> dict:
         """NumPy (or backend) arrays as the step's parameters or optimiser state."""
-        return to_backend(self.backend, dict(tree))
+        return self.backend.asarray_tree(dict(tree))
 
     def batch(self, batch: Batch) -> dict:
         """A NumPy batch as the step's input."""
-        return to_backend(self.backend, {k: batch[k] for k in KEYS})
+        return self.backend.asarray_tree({k: batch[k] for k in KEYS})
 
     def evaluate(self, eval_loss: Callable, params: dict, batches: Sequence[Batch]) -> float:
         """Mean negative log-likelihood per real target token over ``batches``."""
@@ -157,7 +157,7 @@ class MeshPlacement(Placement):
         return self.backend.put({k: split[k] for k in KEYS}, self.mesh, split=True)
 
     def local(self, params: dict) -> dict:
-        return to_backend(self.backend, {k: self.backend.to_numpy(v) for k, v in params.items()})
+        return self.backend.asarray_tree({k: self.backend.to_numpy(v) for k, v in params.items()})
 
     def agree(self, value: Any) -> Any:
         if self.processes is None:
@@ -187,7 +187,7 @@ class ProcessPlacement(Placement):
 
     def batch(self, batch: Batch) -> dict:
         split = split_batch(batch, self.devices)
-        part = to_backend(self.backend, shard_rows(split, self.rank, self.devices))
+        part = self.backend.asarray_tree(shard_rows(split, self.rank, self.devices))
         part["weight"] = float(split["shard_tokens"][self.rank]) / max(
             float(np.sum(split["shard_tokens"])), 1.0)
         return part

@@ -28,7 +28,7 @@ from xpseq.core.vjp import defvjp
 
 
 __all__ = ["TrainStep", "GRADIENTS", "make_train_step", "check_gradients", "make_eval_loss",
-           "evaluate_loss", "to_backend", "to_numpy"]
+           "evaluate_loss"]
 
 Batch = Mapping[str, np.ndarray]
 
@@ -187,27 +187,13 @@ def make_eval_loss(config: Any, backend: Backend) -> Callable:
     return compiled.cached("eval_loss", (config, backend.name), build)
 
 
-def to_backend(backend: Backend, tree: Any) -> Any:
-    """NumPy arrays (alone or in dicts) converted to ``backend``."""
-    if isinstance(tree, Mapping):
-        return {k: to_backend(backend, v) for k, v in tree.items()}
-    return backend.asarray(tree)
-
-
-def to_numpy(backend: Backend, tree: Any) -> Any:
-    """Backend arrays (alone or in dicts) converted to NumPy."""
-    if isinstance(tree, Mapping):
-        return {k: to_numpy(backend, v) for k, v in tree.items()}
-    return backend.to_numpy(tree)
-
-
 def evaluate_loss(eval_loss: Callable, backend: Backend, params: dict,
                   batches: Sequence[Batch], place: Callable | None = None) -> float:
     """Mean negative log-likelihood per real target token over ``batches`` (each converted
-    by ``place``, :func:`to_backend` by default)."""
+    by ``place``, :meth:`~xpseq.backends.Backend.asarray_tree` by default)."""
     total, count = 0.0, 0.0
     for batch in batches:
-        s, n = eval_loss(params, to_backend(backend, batch) if place is None else place(batch))
+        s, n = eval_loss(params, backend.asarray_tree(batch) if place is None else place(batch))
         total += float(backend.to_numpy(s))
         count += float(backend.to_numpy(n))
     return total / count
