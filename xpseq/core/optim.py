@@ -26,10 +26,11 @@ update does not recompile when the schedule's value or the scale changes.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Callable, Mapping, NamedTuple
 
 import array_api_compat as compat
+
+from . import checks
 
 __all__ = ["Optimizer", "adam", "sgd", "scale_learning_rate", "global_norm",
            "clip_by_global_norm", "from_spec"]
@@ -151,8 +152,7 @@ def scale_learning_rate(state: Mapping[str, Any], factor: Any) -> dict:
     if not isinstance(state, Mapping) or "scale" not in state:
         raise KeyError("scale_learning_rate: state must be an optimiser state made by init "
                        "(it has no 'scale')")
-    if isinstance(factor, numbers.Real) and (isinstance(factor, bool)
-                                             or not 0 < factor < math.inf):
+    if isinstance(factor, bool) or (checks.is_real(factor) and not 0 < factor < math.inf):
         raise ValueError(f"scale_learning_rate: factor must be a positive number, got "
                          f"{factor!r}")
     return dict(state, scale=state["scale"] * factor)
@@ -201,14 +201,14 @@ def _rate(lr: Rate, step: Any) -> Any:
 def _check_rate(fname: str, lr: Any) -> None:
     if callable(lr):
         return
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
+    if not checks.is_real(lr):
         raise TypeError(f"{fname}: lr must be a real number, got {type(lr).__name__}, or a "
                         "schedule (a function of the step)")
     _check_hyper(fname, "lr", lr, 0, math.inf)
 
 
 def _check_hyper(fname: str, name: str, value: Any, low: float, high: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not checks.is_real(value):
         raise TypeError(f"{fname}: {name} must be a real number, got {type(value).__name__}")
     if not (low <= value < high) or (name in ("lr", "eps", "max_norm") and value <= 0):
         raise ValueError(f"{fname}: {name} must lie in ({low}, {high}), got {value}"

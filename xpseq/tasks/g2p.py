@@ -19,6 +19,7 @@ import time
 from typing import Any, Sequence
 
 from xpseq.backends import Backend
+from xpseq.core import checks
 from xpseq.core.optim import adam
 from xpseq.data import Vocab
 from xpseq.search.decode import SearchOptions
@@ -223,5 +224,5 @@ def evaluate(params: dict, config: Any, split: Any, src_vocab: Vocab,
 
 def _check_count(fname: str, name: str, value: Any, *, allow_zero: bool) -> None:
     low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    if not checks.is_int(value) or value < low:
         raise ValueError(f"{fname}: {name} must be an int >= {low}, got {value!r}")

@@ -28,6 +28,7 @@ import pathlib
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from xpseq.core import checks
 from xpseq.core.optim import scale_learning_rate
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class EarlyStopping(Callback):
     ``min_delta``; ``stopped`` is then ``"early_stop"``."""
 
     def __init__(self, patience: int = 2):
-        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+        if not checks.is_int(patience) or patience < 1:
             raise ValueError(f"EarlyStopping: patience must be a positive int, got {patience!r}")
         self.patience = patience
 
@@ -88,8 +89,7 @@ class ReduceLROnPlateau(Callback):
     """
 
     def __init__(self, factor: float = 0.5):
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
-                or not 0 < factor < 1:
+        if not checks.is_real(factor) or not 0 < factor < 1:
             raise ValueError(f"ReduceLROnPlateau: factor must be a number in (0, 1), got "
                              f"{factor!r}")
         self.factor = factor
@@ -134,8 +134,7 @@ class TimeLimit(Callback):
     epoch is still evaluated and recorded, and ``stopped`` is ``"time_limit"``."""
 
     def __init__(self, seconds: float):
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
-                or not 0 < seconds < math.inf:
+        if not checks.is_real(seconds) or not 0 < seconds < math.inf:
             raise ValueError(f"TimeLimit: seconds must be a positive number, got {seconds!r}")
         self.seconds = seconds
 
@@ -160,7 +159,7 @@ class SaveCheckpoint(Callback):
                                  ("keep_epochs", keep_epochs, 0)):
             if value is None and name == "every_steps":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            if not checks.is_int(value) or value < low:
                 raise ValueError(f"SaveCheckpoint: {name} must be an int >= {low}"
                                  f"{' or None' if name == 'every_steps' else ''}, got "
                                  f"{value!r}")
@@ -269,8 +268,7 @@ class MetricsLog(Callback):
             writer.writerows(self.rows)
         if self.writer is not None:
             for key, value in record.items():
-                if key != "epoch" and isinstance(value, (int, float)) \
-                        and not isinstance(value, bool):
+                if key != "epoch" and checks.is_real(value):
                     self.writer.add_scalar(key, value, record["epoch"])
             self.writer.flush()
 

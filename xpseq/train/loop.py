@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from xpseq.backends import Backend
+from xpseq.core import checks
 from xpseq.core.optim import Optimizer, adam
 from xpseq.models import check_batch
 
@@ -87,7 +87,7 @@ class TrainConfig:
             value = getattr(self, name)
             if value is None and name == "max_steps":
                 continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            if not checks.is_int(value) or value < 1:
                 raise ValueError(f"TrainConfig: {name} must be a positive int, got {value!r}")
         if not isinstance(self.optimizer, Optimizer):
             raise TypeError(f"TrainConfig: optimizer must be an xpseq.core.optim.Optimizer, "
@@ -95,8 +95,7 @@ class TrainConfig:
         if self.clip_norm is not None and not _is_number(self.clip_norm, 0, math.inf):
             raise ValueError(f"TrainConfig: clip_norm must be a positive number or None, got "
                              f"{self.clip_norm!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) \
-                or self.seed < 0:
+        if not checks.is_int(self.seed) or self.seed < 0:
             raise ValueError(f"TrainConfig: seed must be a non-negative int, got {self.seed!r}")
         if not isinstance(self.monitor, str):
             raise TypeError(f"TrainConfig: monitor must be the name of a history entry, got "
@@ -352,5 +351,4 @@ def _epoch_line(record: dict, extra: dict, backend: str) -> str:
 
 def _is_number(value: Any, low: float, high: float) -> bool:
     """A real number (not a bool) strictly between ``low`` and ``high``."""
-    return (not isinstance(value, bool) and isinstance(value, (int, float))
-            and low < value < high)
+    return checks.is_real(value) and low < value < high

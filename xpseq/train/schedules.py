@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from typing import Any, ClassVar, Mapping
 
 import array_api_compat as compat
+
+from xpseq.core import checks
 
 __all__ = ["Schedule", "Scaled", "constant", "warmup_inverse_sqrt", "warmup_cosine",
            "warmup_linear", "from_dict"]
@@ -59,7 +60,7 @@ class Schedule:
 
     def __rmul__(self, lr: Any) -> Scaled:
         """``lr * schedule``: the learning rate ``lr · schedule(step)`` (:class:`Scaled`)."""
-        if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
+        if not checks.is_real(lr):
             return NotImplemented
         return Scaled(lr, self)
 
@@ -80,8 +81,7 @@ class Scaled(Schedule):
     kind: ClassVar[str] = "scaled"
 
     def __post_init__(self) -> None:
-        if isinstance(self.lr, bool) or not isinstance(self.lr, numbers.Real) \
-                or not 0 < self.lr < math.inf:
+        if not checks.is_real(self.lr) or not 0 < self.lr < math.inf:
             raise ValueError(f"scaled: lr must be a positive number, got {self.lr!r}")
         if not isinstance(self.factor, Schedule):
             raise TypeError(f"scaled: factor must be an xpseq.train.schedules.Schedule, got "
@@ -128,8 +128,7 @@ class _WarmupDecay(Schedule):
         if self.total <= self.warmup:
             raise ValueError(f"{self.kind}: total ({self.total}) must exceed warmup "
                              f"({self.warmup})")
-        if isinstance(self.final, bool) or not isinstance(self.final, numbers.Real) \
-                or not 0 <= self.final <= 1:
+        if not checks.is_real(self.final) or not 0 <= self.final <= 1:
             raise ValueError(f"{self.kind}: final must be a number in [0, 1], got "
                              f"{self.final!r}")
 
@@ -203,6 +202,6 @@ def from_dict(data: Mapping[str, Any]) -> Schedule:
 
 def _check_steps(fname: str, name: str, value: Any, *, allow_zero: bool = False) -> None:
     low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+    if not checks.is_int(value) or value < low:
         kind = "a non-negative" if allow_zero else "a positive"
         raise ValueError(f"{fname}: {name} must be {kind} int (steps), got {value!r}")
