@@ -4,7 +4,7 @@ Run: ``python scripts/g2p_recipe.py`` (``make g2p``; needs ``pip install "xpseq[
 which ``make``'s set-up installs). With stress removed, on the seeded split:
 
 1. *train* each model kind of ``--runs`` (default: the Transformer, then the LSTM model)
-   with ``xpseq.tasks.g2p.RECIPE`` for ``--minutes`` (45 for the Transformer and 60 for
+   with ``xpseq.tasks.g2p_recipe.RECIPE`` for ``--minutes`` (45 for the Transformer and 60 for
    the LSTM model: 105 minutes in all), data-parallel on ``--devices``
    (default 2: the machine's two cores as two JAX devices), the dev WER of greedy search
    after every epoch (the learning curve) and the last epochs kept for averaging;
@@ -59,7 +59,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "(default: %(default)s)")
     p.add_argument("--stress", action="store_true", help="keep the stress marks")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a recipe option of every run (xpseq.tasks.g2p.RECIPE, or the "
+                   help="change a recipe option of every run (xpseq.tasks.g2p_recipe.RECIPE, or the "
                    "model kind's in MODELS), e.g. --set lr=2e-3 --set hidden=64")
     p.add_argument("--beam", type=int, default=5, help="beam size (default: 5)")
     p.add_argument("--dev-words", type=positive(int), default=None,
@@ -112,9 +112,9 @@ def load_split(args: argparse.Namespace):
 
 
 def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> list[dict]:
-    from xpseq.tasks import g2p
+    from xpseq.tasks import g2p_recipe
 
-    known = set(g2p.RECIPE).union(*g2p.MODELS.values())
+    known = set(g2p_recipe.RECIPE).union(*g2p_recipe.MODELS.values())
     unknown = sorted(set(args.overrides) - known)
     if unknown:
         raise ValueError(f"--set: unknown recipe options {unknown}; known: {sorted(known)}")
@@ -125,20 +125,20 @@ def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> l
     for kind in args.runs:
         # A model option of the other kind is not this run's.
         mine = {k: v for k, v in args.overrides.items()
-                if k in g2p.RECIPE or k in g2p.MODELS[kind]}
+                if k in g2p_recipe.RECIPE or k in g2p_recipe.MODELS[kind]}
         print(f"\n== {kind}: {len(split.train)} train / {len(split.dev)} dev words, "
               f"{backend.name} on {args.devices} device(s), {args.minutes[kind]} min",
               flush=True)
         for old in out.glob(f"{kind}.epoch*.safetensors"):    # an earlier run's
             old.unlink()
         start = time.perf_counter()
-        config, result, task = g2p.train(
+        config, result, task = g2p_recipe.train(
             split, backend, checkpoint=str(out / f"{kind}.safetensors"), seed=args.seed,
             progress=not args.no_progress, dev_words=args.dev_words, devices=args.devices,
             **{**mine, "model": kind, "time_limit_minutes": args.minutes[kind]})
         for h in result.history:
             h["minutes"] = h["elapsed"] / 60
-        options, fields = g2p.recipe(**{**mine, "model": kind})
+        options, fields = g2p_recipe.recipe(**{**mine, "model": kind})
         runs.append({"kind": kind, "recipe": {**options, **fields, "devices": args.devices,
                                               "time_limit_minutes": args.minutes[kind]},
                      "parameters": int(sum(v.size for v in result.params.values())),
@@ -170,10 +170,10 @@ PUBLISHED = [
 
 def score(model, split, backend, part, search, limit=None) -> dict:
     """PER and WER of ``model`` (params, config, src vocab, tgt vocab) on ``part``."""
-    from xpseq.tasks import g2p
+    from xpseq.tasks import g2p_recipe
 
     params, config, src_vocab, tgt_vocab = model
-    [row] = g2p.evaluate(params, config, split, src_vocab, tgt_vocab, backend, part=part,
+    [row] = g2p_recipe.evaluate(params, config, split, src_vocab, tgt_vocab, backend, part=part,
                          searches=[search], limit=limit)
     return {k: row[k] for k in ("search", "per", "wer", "words", "seconds")}
 
@@ -250,7 +250,7 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
     manifest ``shipped.json`` with the stored model's test scores, greedy and beam."""
     from xpseq import g2p as shipped_g2p
     from xpseq.search import SearchOptions
-    from xpseq.tasks import g2p
+    from xpseq.tasks import g2p_recipe
     from xpseq.train import checkpoint
 
     choice = results["choice"]
@@ -276,7 +276,7 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
         model = shipped_g2p.G2P([folder / n for n in names], backend=backend)
         scores = {}
         for label, options in searches:
-            [row] = g2p.evaluate(model.params, model.config, split, model.src_vocab,
+            [row] = g2p_recipe.evaluate(model.params, model.config, split, model.src_vocab,
                                  model.tgt_vocab, backend, searches=[(label, options)],
                                  limit=args.test_words)
             scores[label] = {k: row[k] for k in ("per", "wer", "words", "seconds")}

@@ -1,4 +1,4 @@
-"""The G2P recipe (``xpseq.tasks.g2p``): word tokens, the task, training on every backend,
+"""The G2P recipe (``xpseq.tasks.g2p_recipe``): word tokens, the task, training on every backend,
 ``train`` / ``predict`` / ``evaluate`` on a small slice of the CMU dictionary, the command
 line (``train --task g2p``, ``evaluate``, ``translate``, ``data g2p``) and
 ``scripts/g2p_recipe.py``.
@@ -33,7 +33,7 @@ from xpseq.core.optim import adam
 from xpseq.data import Vocab
 from xpseq.models.rnn import Seq2SeqConfig, forward, init_params
 from xpseq.search import SearchOptions
-from xpseq.tasks import g2p
+from xpseq.tasks import g2p_recipe
 from xpseq.tasks.metrics import g2p_scores
 from xpseq.train import make_train_step
 from xpseq.train.checkpoint import load, save
@@ -76,7 +76,7 @@ def small(full):
 
 @pytest.fixture(scope="module")
 def small_task(small):
-    return g2p.g2p_task(small)
+    return g2p_recipe.g2p_task(small)
 
 
 def wer_by_hand(predictions, references) -> float:
@@ -100,13 +100,13 @@ def wer_by_hand(predictions, references) -> float:
     ("", []),
 ])
 def test_word_tokens_lower_cases_strips_and_keeps_punctuation(word, expected):
-    assert g2p.word_tokens(word) == expected
+    assert g2p_recipe.word_tokens(word) == expected
 
 
 @pytest.mark.parametrize("bad", [b"cat", None, 3, ["c", "a", "t"]])
 def test_word_tokens_refuses_non_strings(bad):
     with pytest.raises(TypeError, match=type(bad).__name__):
-        g2p.word_tokens(bad)
+        g2p_recipe.word_tokens(bad)
 
 
 # --------------------------------------------------------------------------- g2p_task
@@ -223,7 +223,7 @@ def trained(tmp_path_factory):
     split = small_split(load_g2p(stress=True, seed=1))
     path = tmp_path_factory.mktemp("g2p") / "model.safetensors"
     be = backends.get("numpy")
-    config, result, task = g2p.train(
+    config, result, task = g2p_recipe.train(
         split, be, checkpoint=str(path), seed=0, progress=False, dev_words=20,
         monitor="dev_loss", model="rnn", warmup=None, keep_epochs=0,
         embed=8, hidden=8, epochs=2, lr=1e-2, batch_size=64, time_limit_minutes=None)
@@ -263,7 +263,7 @@ def test_learning_curve_of_the_best_epoch_is_greedy_on_the_first_dev_words(train
     be = backends.get("numpy")
     words, refs = split.references("dev")
     words, refs = ["".join(w) for w in words[:20]], refs[:20]
-    predictions = g2p.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
+    predictions = g2p_recipe.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
     scores = g2p_scores(predictions, refs)
     record = result.history[result.best_epoch - 1]
     assert record["dev_wer"] == pytest.approx(scores.wer, abs=1e-12)
@@ -275,13 +275,13 @@ def test_evaluate_matches_predict_and_g2p_scores(trained):
     split, _, config, result, task = trained
     be = backends.get("numpy")
     params = {k: be.asarray(v) for k, v in result.params.items()}
-    rows = g2p.evaluate(params, config, split, task.src_vocab, task.tgt_vocab, be)
+    rows = g2p_recipe.evaluate(params, config, split, task.src_vocab, task.tgt_vocab, be)
     assert [r["search"] for r in rows] == ["greedy", "beam k=5"]
     words, refs = split.references("test")
     words = ["".join(w) for w in words]
     assert len(words) == 60
-    for row, (_, options) in zip(rows, g2p.SEARCHES):
-        predictions = g2p.predict(params, config, words, task.src_vocab, task.tgt_vocab, be,
+    for row, (_, options) in zip(rows, g2p_recipe.SEARCHES):
+        predictions = g2p_recipe.predict(params, config, words, task.src_vocab, task.tgt_vocab, be,
                                   options)
         assert row["predictions"] == predictions
         scores = g2p_scores(predictions, refs)
@@ -290,12 +290,12 @@ def test_evaluate_matches_predict_and_g2p_scores(trained):
         assert row["seconds"] >= 0
         assert all(isinstance(p, str) and p in task.tgt_vocab for ps in predictions
                    for p in ps)
-    assert g2p.SEARCHES[1][1] == SearchOptions(method="beam", k=5, length_penalty="avg")
+    assert g2p_recipe.SEARCHES[1][1] == SearchOptions(method="beam", k=5, length_penalty="avg")
     # ``limit`` and ``part``: the first 7 dev words, greedy only.
-    [row] = g2p.evaluate(params, config, split, task.src_vocab, task.tgt_vocab, be,
-                         part="dev", searches=g2p.SEARCHES[:1], limit=7)
+    [row] = g2p_recipe.evaluate(params, config, split, task.src_vocab, task.tgt_vocab, be,
+                         part="dev", searches=g2p_recipe.SEARCHES[:1], limit=7)
     dev_words, dev_refs = split.references("dev")
-    predictions = g2p.predict(params, config, ["".join(w) for w in dev_words[:7]],
+    predictions = g2p_recipe.predict(params, config, ["".join(w) for w in dev_words[:7]],
                               task.src_vocab, task.tgt_vocab, be)
     assert row["words"] == 7
     assert (row["per"], row["wer"]) == tuple(g2p_scores(predictions, dev_refs[:7])[:2])
@@ -308,14 +308,14 @@ def test_evaluate_counts_a_word_right_when_any_reference_matches(trained):
     split, _, config, result, task = trained
     be = backends.get("numpy")
     words = list(split.test)
-    greedy = g2p.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
+    greedy = g2p_recipe.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
     assert all(greedy), "the model should predict some phones for every word"
     original = [[list(p) for p in split.test[w]] for w in words]
     assert wer_by_hand(greedy, original) == 100.0
     test = {w: prons + [tuple(greedy[i])] if i % 2 == 0 else prons
             for i, (w, prons) in enumerate(split.test.items())}
-    [row] = g2p.evaluate(result.params, config, dataclasses.replace(split, test=test),
-                         task.src_vocab, task.tgt_vocab, be, searches=g2p.SEARCHES[:1])
+    [row] = g2p_recipe.evaluate(result.params, config, dataclasses.replace(split, test=test),
+                         task.src_vocab, task.tgt_vocab, be, searches=g2p_recipe.SEARCHES[:1])
     assert row["predictions"] == greedy
     assert row["wer"] == 50.0
     # Phone errors come only from the odd words, each against its closest reference.
@@ -334,8 +334,8 @@ def test_predict_reads_words_as_lower_cased_characters(trained):
     split, _, config, result, task = trained
     be = backends.get("numpy")
     words = list(split.test)[:5]
-    lower = g2p.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
-    upper = g2p.predict(result.params, config, [f" {w.upper()} " for w in words],
+    lower = g2p_recipe.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
+    upper = g2p_recipe.predict(result.params, config, [f" {w.upper()} " for w in words],
                         task.src_vocab, task.tgt_vocab, be)
     assert upper == lower
     assert len(lower) == 5 and all(isinstance(p, list) for p in lower)
@@ -343,18 +343,18 @@ def test_predict_reads_words_as_lower_cased_characters(trained):
 
 def test_train_refuses_unknown_recipe_options(small):
     with pytest.raises(ValueError, match=r"\['foo', 'hiden'\]"):
-        g2p.train(small, backends.get("numpy"), progress=False, hiden=8, foo=1)
+        g2p_recipe.train(small, backends.get("numpy"), progress=False, hiden=8, foo=1)
     with pytest.raises(ValueError, match="dev_words must be an int >= 0"):
-        g2p.train(small, backends.get("numpy"), progress=False, dev_words=-1)
+        g2p_recipe.train(small, backends.get("numpy"), progress=False, dev_words=-1)
     with pytest.raises(ValueError, match="monitor='dev_wer' needs dev words to score"):
-        g2p.train(small, backends.get("numpy"), progress=False, dev_words=0,
+        g2p_recipe.train(small, backends.get("numpy"), progress=False, dev_words=0,
                   monitor="dev_wer")
 
 
 def test_evaluate_refuses_a_bad_limit(trained):
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="limit must be an int >= 1"):
-            g2p.evaluate({}, None, trained[0], None, None, backends.get("numpy"),
+            g2p_recipe.evaluate({}, None, trained[0], None, None, backends.get("numpy"),
                          limit=bad)
 
 
@@ -435,8 +435,8 @@ def test_cli_evaluate_prints_per_and_wer_for_greedy_and_beam(cli_checkpoint, ful
     words, refs = full.references("test")
     words, refs = ["".join(w) for w in words[:30]], refs[:30]
     be = backends.get("numpy")
-    for name, options in g2p.SEARCHES:
-        predictions = g2p.predict(params, config, words, src_vocab, tgt_vocab, be, options)
+    for name, options in g2p_recipe.SEARCHES:
+        predictions = g2p_recipe.predict(params, config, words, src_vocab, tgt_vocab, be, options)
         scores = g2p_scores(predictions, refs)
         assert rows[name][1:4] == [f"{scores.per:.2f}", f"{scores.wer:.2f}", "30"], show(done)
 
@@ -451,7 +451,7 @@ def test_cli_translate_prints_phones_for_a_capitalised_word(cli_checkpoint):
     params, config, src_vocab, tgt_vocab = _checkpoint_model(cli_checkpoint)
     assert phones, show(done)
     assert all(ARPABET.fullmatch(p) and p in tgt_vocab for p in phones), show(done)
-    expected = g2p.predict(params, config, ["hello"], src_vocab, tgt_vocab,
+    expected = g2p_recipe.predict(params, config, ["hello"], src_vocab, tgt_vocab,
                            backends.get("numpy"))
     assert phones == expected[0]
 

@@ -23,7 +23,7 @@ from helpers import assert_ok, show
 from xpseq import backends, g2p
 from xpseq.data import Vocab
 from xpseq.search import Ensemble, SearchOptions
-from xpseq.tasks import g2p as recipe
+from xpseq.tasks import g2p_recipe as recipe
 from xpseq.train import checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -176,7 +176,7 @@ def _search_options(args: argparse.Namespace):
 def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[str]]:
     """Token lists from the arguments or stdin: words split on whitespace, or, for a G2P
     checkpoint, one word per argument or line read as its (lower-cased) characters."""
-    from xpseq.tasks.g2p import word_tokens
+    from xpseq.tasks.g2p_recipe import word_tokens
 
     lines = args.sentences if args.sentences else _stdin_lines()
     out = []
@@ -357,17 +357,17 @@ def _metrics_log(out: str) -> Any:
 
 
 def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
-    from xpseq.tasks import g2p
+    from xpseq.tasks import g2p_recipe
 
     if args.train_file or args.dev_file or args.quick:
         raise CommandError("--task g2p reads the CMU dictionary; --train, --dev and --quick "
                            "are options of the other tasks")
-    kind = args.model or g2p.RECIPE["model"]
+    kind = args.model or g2p_recipe.RECIPE["model"]
     overrides = {k: getattr(args, k) for k in opts.KIND_OPTIONS if getattr(args, k) is not None}
     if "layers" in overrides and kind == "transformer":
         overrides["encoder_layers"] = overrides["decoder_layers"] = overrides.pop("layers")
     foreign = sorted(f"--{k.replace('_', '-')}" for k in overrides
-                     if k not in g2p.RECIPE and k not in g2p.MODELS[kind])
+                     if k not in g2p_recipe.RECIPE and k not in g2p_recipe.MODELS[kind])
     if foreign:
         raise CommandError(f"{', '.join(foreign)}: not an option of the G2P recipe with "
                            f"--model {kind}")
@@ -377,14 +377,14 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
     if args.monitor is not None:
         overrides["monitor"] = args.monitor
     split = _load_g2p(args.stress)
-    recipe, _ = g2p.recipe(**overrides)
+    recipe, _ = g2p_recipe.recipe(**overrides)
     print(f"training G2P on {backend.name} ({args.dtype}): CMU dictionary, stress "
           f"{'kept' if args.stress else 'removed'}, {len(split.train)} train / "
           f"{len(split.dev)} dev / {len(split.test)} test words; at most "
           f"{recipe['epochs']} epochs or {recipe['time_limit_minutes']} minutes",
           file=sys.stderr)
     start = time.perf_counter()
-    _, result, _ = g2p.train(split, backend, checkpoint=args.out, seed=args.seed,
+    _, result, _ = g2p_recipe.train(split, backend, checkpoint=args.out, seed=args.seed,
                              dtype=args.dtype, progress=not args.no_progress,
                              devices=args.devices, callbacks=[_metrics_log(args.out)],
                              resume=_resumed(args),
@@ -486,7 +486,7 @@ def _evaluate_g2p_model(args, backend) -> int:
 
 def _evaluate_g2p(args, meta, params, config, src_vocab, tgt_vocab, backend) -> int:
     from xpseq.search import SearchOptions
-    from xpseq.tasks import g2p
+    from xpseq.tasks import g2p_recipe
     from xpseq.tasks.metrics import format_table
 
     split = _load_g2p(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
@@ -495,7 +495,7 @@ def _evaluate_g2p(args, meta, params, config, src_vocab, tgt_vocab, backend) -> 
                 (f"beam k={k}", SearchOptions(method="beam", k=k,
                                               length_penalty=args.length_penalty,
                                               alpha=args.alpha))]
-    rows = g2p.evaluate(params, config, split, src_vocab, tgt_vocab, backend,
+    rows = g2p_recipe.evaluate(params, config, split, src_vocab, tgt_vocab, backend,
                         part=args.part, searches=searches, limit=args.limit)
     print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
           f"{rows[0]['words']} {args.part} words, decoded on {backend.name}")

@@ -12,7 +12,7 @@ The defaults of ``train`` have one source each:
   except where the toy and TSV tasks deliberately differ, :data:`TOY_MODEL_DEFAULTS`;
 * training options: :data:`xpseq.tasks.experiment.TRAINING_DEFAULTS`, which
   ``Translator.train`` and ``train_model`` read too;
-* ``--task g2p``: the recipe, :data:`xpseq.tasks.g2p.RECIPE` and ``MODELS``.
+* ``--task g2p``: the recipe, :data:`xpseq.tasks.g2p_recipe.RECIPE` and ``MODELS``.
 
 The parser's default of each model and training option is ``None``, "not given", so that
 ``train`` can tell a typed value from the kind's or the recipe's default
@@ -268,7 +268,7 @@ def model_options(parser: argparse.ArgumentParser) -> Actions:
         "--d-model, --heads, --layers, --d-ff, --norm and --label-smoothing the "
         "transformer. The defaults are those of --task toy and tsv (the model kinds' "
         "configurations, with dropout and label smoothing 0.1); --task g2p takes the "
-        "recipe's (xpseq.tasks.g2p.RECIPE).")
+        "recipe's (xpseq.tasks.g2p_recipe.RECIPE).")
     return _added(
         g.add_argument("--model", choices=tuple(MODEL_OPTIONS), default=None,
                        help="the model kind (default: rnn; for g2p the recipe's)"),

@@ -107,7 +107,7 @@ class G2P:
 
     def unknown_characters(self, word: str) -> list[str]:
         """The characters of ``word`` (as the model reads it) that the model never saw."""
-        from xpseq.tasks.g2p import word_tokens
+        from xpseq.tasks.g2p_recipe import word_tokens
 
         return sorted({c for c in word_tokens(word) if c not in self.src_vocab})
 
@@ -139,7 +139,7 @@ class G2P:
         """
         from xpseq.search import options_for
         from xpseq.tasks.experiment import translate
-        from xpseq.tasks.g2p import word_tokens
+        from xpseq.tasks.g2p_recipe import word_tokens
 
         if isinstance(words, str) or not all(isinstance(w, str) for w in words):
             raise TypeError("pronounce: words must be a sequence of str (a list of words, "

@@ -4,7 +4,7 @@
 module            contents
 ================  ==========================================================================
 ``experiment``    Task, toy_task, task_from_pairs, train_model, translate, bucket tables
-``g2p``           grapheme-to-phoneme on the CMU Pronouncing Dictionary: recipe, evaluation
+``g2p_recipe``    grapheme-to-phoneme on the CMU Pronouncing Dictionary: recipe, evaluation
 ``metrics``       BLEU (sacrebleu), exact match, edit distance, PER / WER, text tables
 ``translator``    the front door: Translator (train, translate, evaluate, save) and load
 ================  ==========================================================================
