@@ -264,17 +264,23 @@ def feed_forward_ref(xp, a, c):
 MHA = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 
 
-def mha_rule(xp, a, c):
-    params = {n: a.get(n) for n in MHA}
-    (out, weights), bp = vjp.multi_head_attention(params, a["q"], a["k"], a["v"], c["keep"],
-                                                  c["heads"], c["scale"], xp=xp)
+def attention_rule(rule, names, kv, xp, a, c):
+    """A multi-head attention rule (``rule(params, q, *kv, keep, heads, scale)``) and its
+    ``back``: the gradients of ``q``, of the two ``kv`` inputs and of the ``names`` in ``a``."""
+    params = {n: a.get(n) for n in names}
+    (out, weights), bp = rule(params, a["q"], *(a[n] for n in kv), c["keep"], c["heads"],
+                              c["scale"], xp=xp)
 
     def back(cots):
         dq, dk, dv, grads = bp(cots[0], cots[1])
-        assert set(grads) == {n for n in MHA if n in a}
-        return {"q": dq, "k": dk, "v": dv, **grads}
+        assert set(grads) == {n for n in names if n in a}
+        return {"q": dq, kv[0]: dk, kv[1]: dv, **grads}
 
     return (out, weights), back
+
+
+def mha_rule(xp, a, c):
+    return attention_rule(vjp.multi_head_attention, MHA, ("k", "v"), xp, a, c)
 
 
 def mha_ref(xp, a, c):
@@ -302,16 +308,7 @@ OVER_HEADS = ("W_q", "b_q", "W_o", "b_o")
 
 
 def over_heads_rule(xp, a, c):
-    params = {n: a.get(n) for n in OVER_HEADS}
-    (out, weights), bp = vjp.attention_over_heads(params, a["q"], a["kh"], a["vh"], c["keep"],
-                                                  c["heads"], c["scale"], xp=xp)
-
-    def back(cots):
-        dq, d_kh, d_vh, grads = bp(cots[0], cots[1])
-        assert set(grads) == {n for n in OVER_HEADS if n in a}
-        return {"q": dq, "kh": d_kh, "vh": d_vh, **grads}
-
-    return (out, weights), back
+    return attention_rule(vjp.attention_over_heads, OVER_HEADS, ("kh", "vh"), xp, a, c)
 
 
 def over_heads_ref(xp, a, c):
