@@ -133,8 +133,10 @@ def gelu(x: Any, *, xp: Any) -> tuple[Any, Callable]:
 def relu(x: Any, *, xp: Any) -> tuple[Any, Callable]:
     """``y = max(x, 0)``: ``dy/dx`` is 1 where ``x > 0``, else 0 (0 at ``x = 0``, as
     PyTorch and JAX)."""
-    positive = x > 0
-    return kernels.relu(x, xp=xp), lambda dy: (xp.where(positive, dy, 0.0),)
+    y = kernels.relu(x, xp=xp)
+    # y > 0 exactly where x > 0: the mask is formed only if the backward pass runs (a
+    # decoder step, which never backpropagates, does one operation fewer per layer).
+    return y, lambda dy: (xp.where(y > 0, dy, 0.0),)
 
 
 ACTIVATIONS = {"relu": relu, "gelu": gelu}
