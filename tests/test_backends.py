@@ -856,10 +856,18 @@ def test_set_threads_sets_torch_and_blas_in_one_place(monkeypatch):
     backends.get("torch")
     before_torch, before_blas = torch.get_num_threads(), blas()
     try:
-        assert backends.set_threads(2) == 2
-        assert torch.get_num_threads() == 2 and blas() <= {2}
-        monkeypatch.setenv("OMP_NUM_THREADS", "3")
-        assert backends.set_threads() == 3 and torch.get_num_threads() == 3
+        cpus = backends.usable_cpus()
+        assert backends.set_threads(cpus) == cpus
+        assert torch.get_num_threads() == cpus and blas() <= {cpus}
+        monkeypatch.setenv("OMP_NUM_THREADS", str(cpus))
+        assert backends.set_threads() == cpus and torch.get_num_threads() == cpus
+        # More threads than CPUs is refused (32,768 on PyTorch ended in a segfault).
+        with pytest.raises(ValueError, match=f"asks for {cpus + 1} threads, but this process "
+                                             f"may use {cpus} CPU"):
+            backends.set_threads(cpus + 1)
+        monkeypatch.setenv("OMP_NUM_THREADS", "32768")
+        with pytest.raises(ValueError, match="set_threads: OMP_NUM_THREADS=32768 asks for"):
+            backends.set_threads()
         monkeypatch.delenv("OMP_NUM_THREADS")
         assert backends.set_threads() == 1 and torch.get_num_threads() == 1
         assert blas() <= {1}

@@ -107,6 +107,10 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
         "alpha nan": Case(["translate", good, "--beam", "3", "--length-penalty", "gnmt",
                            "--alpha", "nan", words], 2, "argument --alpha"),
         "beam 0": Case(["translate", good, "--beam", "0", words], 2, "argument --beam"),
+        "beam huge": Case(["translate", good, "--beam", "10000", words], 2,
+                          "argument --beam: expected at most 64 (memory grows with the beam)"),
+        "n-best huge": Case(["g2p", "--beam", "64", "--n-best", "65", "hello"], 2,
+                            "argument --n-best: expected at most 64"),
         "n-best > beam": Case(["translate", good, "--beam", "2", "--n-best", "3", words], 2,
                               "--n-best (3) cannot exceed --beam (2)"),
         "unknown option": Case(["translate", good, "--colour", words], 2,
@@ -229,3 +233,23 @@ def test_debug_shows_the_traceback():
                           capture_output=True, text=True, env=env, timeout=180)
     assert quiet.returncode == 1 and "Traceback" not in quiet.stderr
     assert loud.returncode != 0 and "Traceback" in loud.stderr
+
+
+def test_threads_beyond_the_cpus_are_one_clean_line(tmp_path):
+    done = subprocess.run([*command(), "--threads", "32768", "g2p", "hello"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("xpseq: error: argument --threads: expected at most ")
+    assert "(the CPUs this process may use), got 32768" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_omp_num_threads_beyond_the_cpus_is_one_clean_line(tmp_path):
+    # The thread count xpseq takes from the environment is bounded like --threads.
+    env = dict(os.environ, OMP_NUM_THREADS="32768", XPSEQ_DEBUG="")
+    done = subprocess.run([*command(), "g2p", "hello"], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith("xpseq: error: set_threads: OMP_NUM_THREADS=32768 "
+                                          "asks for 32768 threads, but this process may use")
+    assert len(done.stderr.strip().splitlines()) == 1

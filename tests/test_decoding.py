@@ -186,3 +186,16 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match=r"max_lens must have shape \(batch,\)"):
         D.greedy_search(bigram_step(be), start(be), max_len=3, max_lens=be.asarray([1, 2]),
                         **common)
+
+
+def test_front_doors_bound_the_beam():
+    from xpseq import g2p
+    from xpseq.search import MAX_BEAM, options_for
+
+    assert MAX_BEAM == 64
+    assert options_for(MAX_BEAM, MAX_BEAM).k == MAX_BEAM
+    for beam, n_best, name in ((MAX_BEAM + 1, 1, "beam"), (10_000, 1, "beam")):
+        with pytest.raises(ValueError, match=f"translate: {name} must be at most 64"):
+            options_for(beam, n_best, caller="translate")
+    with pytest.raises(ValueError, match="beam must be at most 64"):
+        g2p.pronounce(["hello"], beam=1_000_000)

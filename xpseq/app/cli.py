@@ -140,9 +140,9 @@ def _g2p(sub: Any) -> None:
     p.add_argument("--lookup", action="store_true",
                    help="answer words of the CMU dictionary from it, the others from the "
                    "model")
-    p.add_argument("--beam", type=_positive, default=1, metavar="K",
-                   help="beam size; 1 is greedy search (default: 1)")
-    p.add_argument("--n-best", type=_positive, default=1, metavar="N",
+    p.add_argument("--beam", type=opts.beam_size, default=1, metavar="K",
+                   help=f"beam size, at most {opts.MAX_BEAM}; 1 is greedy search (default: 1)")
+    p.add_argument("--n-best", type=opts.beam_size, default=1, metavar="N",
                    help="print the N best pronunciations (N <= K)")
     p.set_defaults(func=cmd_g2p, parser=p)
 
@@ -308,9 +308,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(parsed, int):
         return parsed
     args, extra = parsed
-    backends.set_threads(args.threads, jax=args.threads is not None)
-    args.argv, args.entry = argv, main        # train --devices N reruns it in each process
     debug = args.debug or os.environ.get("XPSEQ_DEBUG", "") not in ("", "0")
+    try:
+        backends.set_threads(args.threads, jax=args.threads is not None)
+    except ValueError as err:                 # OMP_NUM_THREADS beyond the CPUs
+        if debug:
+            raise
+        print(f"xpseq: error: {_one_line(err)}", file=sys.stderr)
+        return 1
+    args.argv, args.entry = argv, main        # train --devices N reruns it in each process
     command_parser = args.parser
     if extra:
         # translate: words after an option are more sentences (argparse does not

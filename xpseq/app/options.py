@@ -29,6 +29,7 @@ from xpseq import backends, models
 from xpseq.core.decoding import LENGTH_PENALTIES
 from xpseq.core.recurrent import CELLS
 from xpseq.models.rnn import ATTENTIONS, STYLES
+from xpseq.search import MAX_BEAM
 from xpseq.tasks.experiment import training_defaults
 
 __all__ = ["Parser", "positive", "number_in", "seed_value", "DEFAULT_BACKEND",
@@ -50,9 +51,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def positive(kind: type = int) -> Callable[[str], Any]:
-    """An argparse type: a finite ``kind`` (``int`` or ``float``) above zero, or an error
-    ``expected a positive integer / number`` (also used by the scripts)."""
+def positive(kind: type = int, *, at_most: float | None = None,
+             why: str = "") -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` (``int`` or ``float``) above zero (and at most
+    ``at_most``, ``why`` saying why), or an error ``expected a positive integer / number``
+    (also used by the scripts)."""
     what = "a positive integer" if kind is int else "a positive number"
 
     def parse(text: str):
@@ -62,6 +65,8 @@ def positive(kind: type = int) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
         if not 0 < value < float("inf"):
             raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        if at_most is not None and value > at_most:
+            raise argparse.ArgumentTypeError(f"expected at most {at_most}{why}, got {text}")
         return value
 
     return parse
@@ -97,6 +102,8 @@ def seed_value(text: str) -> int:
 
 
 _positive, _positive_float = positive(int), positive(float)
+#: An argparse type: a beam size (or n-best) in [1, MAX_BEAM].
+beam_size = positive(at_most=MAX_BEAM, why=" (memory grows with the beam)")
 
 #: How every command picks its backend when --backend is not given.
 DEFAULT_BACKEND = "(default: $XPSEQ_BACKEND, else the fastest installed: jax, torch, numpy)"
@@ -179,7 +186,10 @@ def global_options(parser: argparse.ArgumentParser, version: str) -> Actions:
     """``--version``, ``--threads``, ``--debug``: the options before the subcommand."""
     return _added(
         parser.add_argument("--version", action="version", version=version),
-        parser.add_argument("--threads", type=_positive, default=None, metavar="N",
+        parser.add_argument("--threads", type=positive(
+                                at_most=backends.usable_cpus(),
+                                why=" (the CPUs this process may use)"),
+                            default=None, metavar="N",
                             help="threads of PyTorch and NumPy's BLAS (and XLA's, when "
                             "given); default: $OMP_NUM_THREADS, else 1 (measured on 2 "
                             "cores: a second thread gains at most 1.4x when the machine is "
@@ -204,14 +214,14 @@ def search_options(parser: argparse.ArgumentParser) -> Actions:
     """Greedy or beam search: ``--beam``, ``--length-penalty``, ``--alpha``, ``--n-best``."""
     g = parser.add_argument_group("search")
     return _added(
-        g.add_argument("--beam", type=_positive, default=1, metavar="K",
-                       help="beam size; 1 is greedy search (default: 1)"),
+        g.add_argument("--beam", type=beam_size, default=1, metavar="K",
+                       help=f"beam size, at most {MAX_BEAM}; 1 is greedy search (default: 1)"),
         g.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default="avg",
                        help="how beam search ranks hypotheses of different lengths "
                        "(default: avg)"),
         g.add_argument("--alpha", type=number_in(0.0, 10.0, high_open=False), default=0.6,
                        help="GNMT length penalty exponent, in [0, 10] (default: 0.6)"),
-        g.add_argument("--n-best", type=_positive, default=1, metavar="N",
+        g.add_argument("--n-best", type=beam_size, default=1, metavar="N",
                        help="print the N best hypotheses (N <= K), a line each: "
                        "index<TAB>rank<TAB>score<TAB>translation (index: the input line "
                        "from 0; rank: 0 is the best; score: summed log-probability)"))

@@ -50,7 +50,7 @@ from xpseq.core import checks
 from ._base import Backend
 
 __all__ = ["Backend", "NAMES", "PREFERENCE", "available", "get", "default_name", "default",
-           "set_threads"]
+           "set_threads", "usable_cpus"]
 
 NAMES = ("numpy", "jax", "torch", "array_api_strict")
 #: The order :func:`default` picks an installed backend in (fastest first; see the
@@ -159,6 +159,14 @@ def default() -> Backend:
     return get(default_name())
 
 
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity where the system says, else the
+    machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def set_threads(threads: int | None = None, *, jax: bool = False) -> int:
     """The threads of every array library's own parallelism, set in one place.
 
@@ -170,12 +178,24 @@ def set_threads(threads: int | None = None, *, jax: bool = False) -> int:
     small; on a 2-core machine a second thread gained at most 1.4x (PyTorch, idle) and cost
     NumPy and PyTorch 3x when the other core was busy (the benchmarks page, ``Threads``).
     Returns the number set.
+
+    Raises
+    ------
+    ValueError
+        ``threads`` (or ``OMP_NUM_THREADS``) asks for more threads than this process may
+        use CPUs (:func:`usable_cpus`): 32,768 threads on PyTorch ended in a segfault.
     """
+    where = "threads"
     if threads is None:
         text = os.environ.get("OMP_NUM_THREADS", "").strip()
         threads = int(text) if text.isdigit() and int(text) > 0 else 1
+        where = f"OMP_NUM_THREADS={text}" if text.isdigit() and int(text) > 0 else where
     if not checks.is_int(threads) or threads < 1:
         raise ValueError(f"set_threads: threads must be a positive int, got {threads!r}")
+    cpus = usable_cpus()
+    if threads > cpus:
+        raise ValueError(f"set_threads: {where} asks for {threads} threads, but this process "
+                         f"may use {cpus} CPU(s); ask for at most {cpus}")
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(threads, user_api="blas")

@@ -32,7 +32,12 @@ from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 from xpseq.models import check_ids
 from xpseq.backends import compiled
 
-__all__ = ["SearchOptions", "Ensemble", "search", "to_lists", "options_for"]
+__all__ = ["SearchOptions", "Ensemble", "search", "to_lists", "options_for", "MAX_BEAM"]
+
+#: The largest beam (and n-best) the front doors accept: a batch keeps ``beam`` hypotheses
+#: of every sentence, with their attention, so memory grows with it (10,000 asked 1.3 GB
+#: for one word).
+MAX_BEAM = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,10 +77,14 @@ class SearchOptions:
 def options_for(beam: int, n_best: int = 1, *, caller: str = "search",
                 attention: bool = False) -> SearchOptions:
     """The :class:`SearchOptions` of ``beam`` (1: greedy search) and ``n_best``, checked
-    for a front-door function named ``caller``: both positive ints, ``n_best <= beam``."""
+    for a front-door function named ``caller``: both ints in ``[1, MAX_BEAM]``,
+    ``n_best <= beam``."""
     for name, value in (("beam", beam), ("n_best", n_best)):
         if not checks.is_int(value) or value < 1:
             raise ValueError(f"{caller}: {name} must be a positive int, got {value!r}")
+        if value > MAX_BEAM:
+            raise ValueError(f"{caller}: {name} must be at most {MAX_BEAM} (memory grows with "
+                             f"it), got {value}")
     if n_best > beam:
         raise ValueError(f"{caller}: n_best ({n_best}) must be at most beam ({beam})")
     if beam == 1:
@@ -89,8 +98,8 @@ class Ensemble:
     as :func:`search`'s ``config`` and the members' parameters, in the same order, as its
     ``params``. At every step the members' log-probabilities are averaged and renormalised
     (:func:`xpseq.core.decoding.ensemble_step`). The members may be of different kinds;
-    they must have the same vocabulary sizes and padding id (that their vocabularies are
-    the same lists is the caller's to check, e.g. from their checkpoints)."""
+    they must have the same vocabulary sizes (that their vocabularies are the same lists
+    is the caller's to check, e.g. from their checkpoints)."""
 
     configs: tuple
 
