@@ -231,7 +231,8 @@ def placement(backend: Backend, devices: int) -> Placement:
 def spawn(fn: Callable[..., Any], processes: int, *args: Any) -> None:
     """Run ``fn(*args)`` in ``processes`` new processes that form a ``torch.distributed``
     ``gloo`` group on this machine (rank 0 first; each with one intra-op thread), and wait
-    for them; an exception in one is raised here. ``fn`` must be importable by name (the
+    for them; an exception in one is raised here. Ctrl-C ends them all and raises
+    ``KeyboardInterrupt`` here alone. ``fn`` must be importable by name (the
     processes start fresh). Under ``torchrun`` the group already exists: call ``fn``
     there after :func:`join_group` instead."""
     import socket
@@ -241,14 +242,35 @@ def spawn(fn: Callable[..., Any], processes: int, *args: Any) -> None:
     with socket.socket() as s:                       # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_run_in_group, args=(processes, port, fn, args), nprocs=processes, join=True)
+    context = mp.start_processes(_run_in_group, args=(processes, port, fn, args),
+                                 nprocs=processes, join=False, start_method="spawn")
+    try:
+        while not context.join():
+            pass
+    except KeyboardInterrupt:
+        # Ctrl-C: the processes ignore it (so that none prints its own traceback, or a
+        # thread's); this one ends them and reports the interruption once. What they
+        # saved stays: a checkpoint is written whole or not at all.
+        for process in context.processes:
+            if process.is_alive():
+                process.terminate()
+        for process in context.processes:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        raise
 
 
 def _run_in_group(rank: int, processes: int, port: int, fn: Callable[..., Any],
                   args: tuple) -> None:
+    import signal
+
     import torch
     import torch.distributed as dist
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)        # the parent handles Ctrl-C ...
+    signal.signal(signal.SIGTERM, _end_quietly)         # ... and ends this process
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=processes)
@@ -256,6 +278,18 @@ def _run_in_group(rank: int, processes: int, port: int, fn: Callable[..., Any],
         fn(*args)
     finally:
         dist.destroy_process_group()
+
+
+def _end_quietly(signum: int, frame: Any) -> None:
+    """SIGTERM in a process of :func:`spawn`: unwind (so that Python releases what it
+    holds) with nothing more on the terminal; the parent reports the interruption."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    sys.stderr = open(os.devnull, "w")
+    raise SystemExit(128 + signum)
 
 
 def join_group() -> tuple[int, int]:
