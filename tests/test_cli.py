@@ -590,4 +590,5 @@ def test_train_config_file_and_exact_resume(tmp_path):
     assert done.returncode == 1 and "'hiden' is not an option of train" in done.stderr
     config.write_text('embed = -1\n', encoding="utf-8")
     done = xpseq("train", "--config", config, "--out", full)
-    assert done.returncode == 2 and "argument --embed" in done.stderr, show(done)
+    assert done.returncode == 2 and f"{config}: embed = -1: expected a positive" in \
+        done.stderr, show(done)

@@ -92,7 +92,10 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
     c = {name: folder / f"{name}.safetensors" for name in VARIANTS}
     out = folder / "never" / "m.safetensors"
     train = ["train", "--out", out, "--backend", "numpy"]
-    tsv = ["train", "--task", "tsv", "--out", folder / "t.safetensors", "--backend", "numpy"]
+    def tsv(name: str) -> list:                    # one --out each: runs at once lock theirs
+        return ["train", "--task", "tsv", "--out", folder / f"{name}.safetensors",
+                "--backend", "numpy"]
+
     good, words = c["good"], "the cat sees the dog"
     return {
         # argument values: refused by the parser (exit 2), nothing created on disk
@@ -118,17 +121,17 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
         "data seed": Case(["data", "g2p", "--export", folder / "x", "--seed", "x"], 2,
                           "argument --seed"),
         # files
-        "tsv is a folder": Case([*tsv, "--train", folder / "a_folder", "--dev",
+        "tsv is a folder": Case([*tsv("t1"), "--train", folder / "a_folder", "--dev",
                                  folder / "one.tsv"], 1, "is a folder, not a TSV file"),
-        "tsv missing": Case([*tsv, "--train", folder / "nope.tsv", "--dev",
+        "tsv missing": Case([*tsv("t2"), "--train", folder / "nope.tsv", "--dev",
                              folder / "one.tsv"], 1, "nope.tsv"),
-        "empty train tsv": Case([*tsv, "--train", folder / "empty.tsv", "--dev",
+        "empty train tsv": Case([*tsv("t3"), "--train", folder / "empty.tsv", "--dev",
                                  folder / "one.tsv"], 1, "no sentence pairs"),
-        "empty dev tsv": Case([*tsv, "--train", folder / "one.tsv", "--dev",
+        "empty dev tsv": Case([*tsv("t4"), "--train", folder / "one.tsv", "--dev",
                                folder / "empty.tsv"], 1, "no sentence pairs"),
-        "tsv without tab": Case([*tsv, "--train", folder / "notab.tsv", "--dev",
+        "tsv without tab": Case([*tsv("t5"), "--train", folder / "notab.tsv", "--dev",
                                  folder / "one.tsv"], 1, "expected source<TAB>target"),
-        "tsv not utf-8": Case([*tsv, "--train", folder / "latin1.tsv", "--dev",
+        "tsv not utf-8": Case([*tsv("t6"), "--train", folder / "latin1.tsv", "--dev",
                                folder / "one.tsv"], 1, "not valid UTF-8"),
         "tsv needs files": Case(["train", "--task", "tsv", "--out", folder / "t.safetensors"],
                                 1, "--task tsv needs --train FILE and --dev FILE"),

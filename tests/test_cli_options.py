@@ -143,7 +143,9 @@ def test_config_file_options_are_defaults_and_the_command_line_wins(tmp_path, re
     assert cli.main(["train", "--config", str(config), "--epochs", "1", "--attention",
                      "additive", "--out", out]) == 0
     [args] = recorded
-    assert (args.task, args.train_file, args.dev_file) == ("tsv", "a.tsv", "b.tsv")
+    # Relative data paths are read from the config file's folder.
+    assert (args.task, args.train_file, args.dev_file) == (
+        "tsv", str(tmp_path / "a.tsv"), str(tmp_path / "b.tsv"))
     assert (args.embed, args.batch_size, args.quick, args.dtype) == (4, 6, True, "float64")
     assert (args.epochs, args.attention, args.out) == (1, "additive", out)   # typed: win
     assert args.hidden is None and args.seed == 0                 # neither given: defaults
@@ -152,9 +154,9 @@ def test_config_file_options_are_defaults_and_the_command_line_wins(tmp_path, re
 
 
 @pytest.mark.parametrize("text, code, says", [
-    ("embed = -1\n", 2, "argument --embed: expected a positive integer, got -1"),
-    ('attention = "bogus"\n', 2, "argument --attention: invalid choice: 'bogus'"),
-    ("lr = 100\n", 2, "argument --lr: expected a number in [1e-12, 10]"),
+    ("embed = -1\n", 2, "run.toml: embed = -1: expected a positive integer, got -1"),
+    ('attention = "bogus"\n', 2, "run.toml: attention = 'bogus': invalid choice: 'bogus'"),
+    ("lr = 100\n", 2, "run.toml: lr = 100: expected a number in [1e-12, 10]"),
     ("hiden = 4\n", 1, "'hiden' is not an option of train; known: "),
     ('out = "x.safetensors"\n', 1, "'out' is not an option of train"),
     ("quick = 1\n", 1, "quick is a flag, true or false; got 1"),

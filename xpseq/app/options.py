@@ -245,7 +245,7 @@ def data_options(parser: argparse.ArgumentParser) -> Actions:
 
 def run_options(parser: argparse.ArgumentParser) -> Actions:
     """Where ``train`` writes and how it runs: ``--out``, ``--config``, ``--resume``,
-    ``--devices``, ``--no-progress``."""
+    ``--force``, ``--allow-data-change``, ``--devices``, ``--no-progress``."""
     g = parser.add_argument_group("run")
     resumable = ", ".join("--" + n.replace("_", "-") for n in RESUMABLE if n != "resume")
     return _added(
@@ -253,13 +253,22 @@ def run_options(parser: argparse.ArgumentParser) -> Actions:
                        "except with --resume, which then writes the checkpoint it "
                        "continues)"),
         g.add_argument("--config", metavar="FILE.toml",
-                       help="options from a TOML file (keys are the options' names, e.g. "
-                       "model = \"transformer\", d_model = 128); options on the command "
-                       "line win; the effective values are stored in the checkpoint"),
+                       help="options from a TOML file (top-level keys are the options' "
+                       "names, e.g. model = \"transformer\", d_model = 128; relative paths "
+                       "of train and dev are read from the file's folder); options on the "
+                       "command line win; the effective values are stored in the checkpoint"),
         g.add_argument("--resume", metavar="CHECKPOINT",
                        help="continue the run that wrote CHECKPOINT (its stored options, "
                        "parameters, optimiser state and place in the data); only "
                        f"{resumable} may change"),
+        g.add_argument("--force", action="store_true",
+                       help="replace an existing --out (and the metrics log beside it) that "
+                       "is not an xpseq checkpoint; never a folder, a special file or one of "
+                       "the run's inputs"),
+        g.add_argument("--allow-data-change", action="store_true",
+                       help="with --resume: continue although the data files differ from "
+                       "those the run began with (their size and SHA-256 are stored in the "
+                       "checkpoint)"),
         g.add_argument("--devices", type=_positive, default=1,
                        help="train data-parallel on N devices: on jax the host's cores (or "
                        "its accelerators), on torch N processes of one thread; under "
@@ -360,7 +369,7 @@ def train_options(parser: argparse.ArgumentParser, backend_help: str) -> Actions
 
 #: ``train`` options that a ``--config`` file cannot set.
 NOT_CONFIGURABLE = ("out", "config", "resume", "func", "parser", "argv", "entry", "debug",
-                    "command", "threads")
+                    "command", "threads", "force", "allow_data_change", "writes")
 #: ``train`` options that are not part of a run's stored settings.
 NOT_STORED = NOT_CONFIGURABLE + ("no_progress",)
 #: What ``train --resume`` may change.
@@ -383,7 +392,8 @@ def option_values(values: Mapping[str, Any], actions: Mapping[str, argparse.Acti
         A name that is no option (or one a file cannot set, :data:`NOT_CONFIGURABLE`), a
         flag that is not ``true`` / ``false``, a table or a list.
     argparse.ArgumentError
-        A value that the option's type or choices refuse (the command's exit code 2).
+        A value that the option's type or choices refuse (the command's exit code 2); its
+        message names ``where`` and the key.
     """
     out = {}
     for key, value in values.items():
@@ -402,9 +412,16 @@ def option_values(values: Mapping[str, Any], actions: Mapping[str, argparse.Acti
                 raise ValueError(f"{where}: {key} is a flag, true or false; got {value!r}")
             out[dest] = value
             continue
-        if isinstance(value, (dict, list)):
+        if isinstance(value, dict):
+            raise ValueError(f"{where}: [{key}] is a table; options are top-level keys "
+                             f"(e.g. epochs = 10), not tables")
+        if isinstance(value, list):
             raise ValueError(f"{where}: {key} must be a number or a string, got {value!r}")
-        out[dest] = _checked(action, str(value))
+        try:
+            out[dest] = _checked(action, str(value))
+        except argparse.ArgumentError as err:
+            raise argparse.ArgumentError(None, f"{where}: {key} = {value!r}: "
+                                         f"{err.message}") from None
     return out
 
 
