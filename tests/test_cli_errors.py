@@ -2,8 +2,9 @@
 
 A table of cases, each run as a subprocess of the installed command: bad argument values
 (exit 2, refused by the parser before anything is created on disk), and every other
-failure (exit 1): unusable files, damaged or inconsistent checkpoints, standard input
-that is closed or not UTF-8, a full disk. Each must print exactly one line on stderr and
+failure (exit 1): unusable files, damaged or inconsistent checkpoints, outputs that would
+destroy a file the run did not make, unusable config files, standard input that is closed
+or not UTF-8, a full disk. Each must print exactly one line on stderr and
 no traceback. Output cut short by its reader ends quietly with 141.
 """
 
@@ -85,6 +86,21 @@ def build(folder: pathlib.Path) -> None:
     (folder / "notab.tsv").write_text("a b c d\n")
     (folder / "latin1.tsv").write_bytes("caf\xe9\tx\n".encode("latin-1"))
     (folder / "a_folder").mkdir()
+    # what train must never write over
+    os.mkfifo(folder / "fifo")
+    (folder / "notes.txt").write_text("my notes\n")
+    (folder / "link.tsv").symlink_to(folder / "one.tsv")
+    (folder / "lone.metrics.csv").write_text("my notes\n")
+    (folder / "run.toml").write_text('task = "tsv"\ntrain = "one.tsv"\ndev = "one.tsv"\n')
+    (folder / "a_folder.toml").mkdir()
+    (folder / "latin1.toml").write_bytes(b"epochs = 1\n# caf\xe9\n")
+    (folder / "table.toml").write_text("[train]\nepochs = 1\n")
+    (folder / "dropout.toml").write_text("dropout = -inf\n")
+
+
+#: Files the cases refuse to write over, with their content (the FIFO stays a FIFO).
+UNTOUCHED = {"notes.txt": "my notes\n", "one.tsv": "a b\tc d\n",
+             "lone.metrics.csv": "my notes\n"}
 
 
 def cases(folder: pathlib.Path) -> dict[str, Case]:
@@ -97,6 +113,14 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
                 "--backend", "numpy"]
 
     good, words = c["good"], "the cat sees the dog"
+    one = folder / "one.tsv"
+
+    def on_one(out: pathlib.Path, *more) -> list:      # a TSV run of one.tsv writing out
+        return ["train", "--task", "tsv", "--train", one, "--dev", one, "--out", out,
+                "--backend", "numpy", "--epochs", "1", "--no-progress", *more]
+
+    def config(name: str) -> list:
+        return ["train", "--config", folder / name, "--out", folder / "c.safetensors"]
     return {
         # argument values: refused by the parser (exit 2), nothing created on disk
         "lr nan": Case([*train, "--lr", "nan"], 2, "argument --lr: expected a number"),
@@ -137,6 +161,34 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
                                 1, "--task tsv needs --train FILE and --dev FILE"),
         "evaluate tsv folder": Case(["evaluate", good, "--test", folder / "a_folder",
                                      "--backend", "numpy"], 1, "is a folder"),
+        # outputs that train must not write over (UNTOUCHED), and its other files
+        "out a FIFO": Case(on_one(folder / "fifo"), 1, "is a FIFO (named pipe); train "
+                           "writes a regular file there"),
+        "out a folder": Case(on_one(folder / "a_folder"), 1, "it is a folder"),
+        "out an unrelated file": Case(on_one(folder / "notes.txt"), 1, "notes.txt exists and "
+                                      "is not an xpseq checkpoint; choose a new path, or "
+                                      "pass --force"),
+        "out the corpus": Case(on_one(one), 1, "is the run's --train file"),
+        "out a link to the corpus": Case(on_one(folder / "link.tsv"), 1,
+                                         "is the run's --train file"),
+        "out the config": Case(["train", "--config", folder / "run.toml", "--out",
+                                folder / "run.toml"], 1, "is the run's --config file"),
+        "metrics log unrelated": Case(on_one(folder / "lone.safetensors"), 1,
+                                      "lone.metrics.csv exists and is not a metrics log"),
+        "data change without resume": Case(on_one(folder / "x.safetensors",
+                                                  "--allow-data-change"), 1,
+                                           "--allow-data-change is an option of --resume"),
+        "resume missing": Case(["train", "--resume", folder / "nope.safetensors"], 1,
+                               "nope.safetensors: no such checkpoint"),
+        "config missing": Case(config("absent.toml"), 1, "absent.toml: no such file"),
+        "config a folder": Case(config("a_folder.toml"), 1, "a folder, not a TOML file"),
+        "config not utf-8": Case(config("latin1.toml"), 1, "latin1.toml: not UTF-8 (line 2"),
+        "config table": Case(config("table.toml"), 1, "table.toml: [train] is a table; "
+                             "options are top-level keys"),
+        "config value": Case(config("dropout.toml"), 2, "dropout.toml: dropout = -inf: "
+                             "expected a number in [0, 1)"),
+        "heatmap too long": Case(["heatmap", good, " ".join(["the"] * 101)], 1,
+                                 "the sentence has 101 words; a heatmap draws at most 100"),
         # checkpoints
         "checkpoint missing": Case(["translate", folder / "nope.safetensors", words], 1,
                                    "does not exist"),
@@ -186,9 +238,14 @@ def run(case: Case) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory) -> dict[str, tuple[Case, int, str]]:
+def folder(tmp_path_factory) -> pathlib.Path:
     folder = tmp_path_factory.mktemp("cli_errors")
     build(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def outcomes(folder) -> dict[str, tuple[Case, int, str]]:
     table, results = cases(folder), {}
     names = list(table)
     for start in range(0, len(names), 6):          # a few at a time: each imports xpseq
@@ -212,6 +269,13 @@ def test_each_failure_is_one_clean_line(outcomes, name):
     prefix = "xpseq: error: " if code == 1 else "xpseq "
     assert lines[0].startswith(prefix) and "error:" in lines[0], lines[0]
     assert case.says in lines[0], (case.says, lines[0])
+
+
+def test_refused_outputs_are_left_as_they_were(outcomes, folder):
+    for name, text in UNTOUCHED.items():
+        assert (folder / name).read_text() == text, name
+    assert (folder / "fifo").is_fifo() and (folder / "link.tsv").is_symlink()
+    assert not list(folder.glob("*.safetensors.lock")) and not list(folder.glob(".*.lock"))
 
 
 def test_output_cut_short_ends_quietly():
