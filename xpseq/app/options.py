@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from typing import Any, Callable, Mapping
 
 from xpseq import backends, models
@@ -45,7 +46,16 @@ Actions = dict[str, argparse.Action]
 
 
 class Parser(argparse.ArgumentParser):
-    """Argument errors as one line (no usage dump), pointing at ``--help``; exit code 2."""
+    """Argument errors as one line (no usage dump), pointing at ``--help``; exit code 2.
+
+    A value that reads as a negative number (``-1e-3``, ``-inf``, not only argparse's
+    ``-1`` and ``-.5``) is a value, so that ``--lr -1e-3`` is refused for its range rather
+    than as "expected one argument"."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(
+            r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
