@@ -1,0 +1,260 @@
+"""Checkpoints under hostile and unlucky conditions.
+
+Metadata under a digest (a format-1 file loads with one warning; a format-2 file whose
+metadata was rewritten as format 1 is refused), the header checked before any array is
+read (a large stray tensor costs nothing to refuse), each array read once, a file's mode
+and a symbolic link kept by ``save``, a full disk reported with what was kept, and a
+metrics log that never lists an epoch no checkpoint holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tracemalloc
+import warnings
+from unittest import mock
+
+import numpy as np
+import pytest
+from helpers import rewrite_metadata
+from safetensors.numpy import save_file
+
+from xpseq.core.optim import adam
+from xpseq.models.rnn import Seq2SeqConfig, init_params
+from xpseq.train import checkpoint as ckpt
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+FORMAT1 = FIXTURES / "rnn_format1.safetensors"
+TRANSFORMER = FIXTURES / "transformer_format2.safetensors"
+CONFIG = Seq2SeqConfig(src_vocab=9, tgt_vocab=11, embed=3, hidden=2, attention="additive")
+
+
+def old_digest(tensors: dict, covered: str | None) -> str:
+    """The digest as checkpoints have always computed it (``tobytes`` of each tensor in
+    name order), written out independently of the module."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        a = np.asarray(tensors[name], order="C")
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    if covered is not None:
+        h.update(b"xpseq-metadata|" + covered.encode("utf-8"))
+    return h.hexdigest()
+
+
+def write_raw(path: pathlib.Path, tensors: dict, meta: dict) -> pathlib.Path:
+    """A checkpoint file made by hand, with a valid digest (of the metadata too for
+    format 2): what a deliberate editor writes."""
+    text = json.dumps(meta)
+    covered = text if meta["format"] == 2 else None
+    save_file(tensors, str(path), metadata={"xpseq": text,
+                                            "sha256": old_digest(tensors, covered)})
+    return path
+
+
+def good_parts(**config_fields) -> tuple[dict, dict]:
+    """The tensors (with an Adam state) and the format-2 metadata of a valid checkpoint,
+    without the format array that ``save`` adds."""
+    config = Seq2SeqConfig(**{**CONFIG.to_dict(), **config_fields})
+    params = init_params(config, seed=1)
+    tensors = {f"params/{k}": v for k, v in params.items()}
+    tensors.update({f"opt/m/{k}": v * 0.5 for k, v in params.items()})
+    tensors.update({f"opt/v/{k}": v * v for k, v in params.items()})
+    tensors["opt/step"] = np.asarray(3.0)
+    tensors["opt/scale"] = np.asarray(1.0)
+    meta = {"format": 2, "model": "rnn", "config": config.to_dict(), "vocabs": None,
+            "optimizer": {"name": "adam", "hyperparams": {"lr": 0.01}},
+            "train_state": {"epoch": 1, "step": 3}, "metadata": None}
+    return tensors, meta
+
+
+def saved(tmp_path: pathlib.Path, name: str = "model.safetensors") -> pathlib.Path:
+    params = init_params(CONFIG, seed=3)
+    opt = adam(0.01)
+    return ckpt.save(tmp_path / name, config=CONFIG, params=params,
+                     opt_state=opt.init(params), optimizer=opt,
+                     train_state={"epoch": 2, "step": 7})
+
+
+def no_warnings(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return fn(*args, **kwargs)
+
+
+# ------------------------------------------------------------------- format 1 and 2
+
+
+def test_a_format1_file_loads_with_one_warning_and_saves_again_as_format2(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = ckpt.load(FORMAT1)
+    assert [w.category for w in caught] == [ckpt.UnprotectedMetadataWarning]
+    assert issubclass(ckpt.UnprotectedMetadataWarning, UserWarning)
+    assert "UnprotectedMetadataWarning" in ckpt.__all__
+    text = str(caught[0].message)
+    assert str(FORMAT1) in text and "format-1" in text
+    assert "not covered by its digest" in text and "saving it again writes format 2" in text
+    fields = {k: getattr(loaded, k) for k in ("config", "params", "opt_state", "vocabs",
+                                              "train_state", "metadata")}
+    again = no_warnings(ckpt.load, ckpt.save(tmp_path / "again.safetensors", **fields))
+    header = json.loads(again.path.read_bytes()[8:8 + int.from_bytes(
+        again.path.read_bytes()[:8], "little")])
+    assert json.loads(header["__metadata__"]["xpseq"])["format"] == 2
+    for name, value in loaded.params.items():
+        assert np.array_equal(again.params[name], value), name
+
+
+def test_the_command_shows_the_format1_warning_as_one_line():
+    sources = json.loads((FIXTURES / "rnn_format1.json").read_text())["sources"][:1]
+    done = subprocess.run([sys.executable, "-m", "xpseq", "translate", str(FORMAT1),
+                           "--backend", "numpy", *sources[0].split()],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, XPSEQ_DEBUG=""))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
+    [line] = done.stderr.strip().splitlines()
+    assert "UnprotectedMetadataWarning" in line and "is a format-1 checkpoint" in line
+    assert "Traceback" not in done.stderr
+
+
+def _downgrade(meta: dict) -> None:
+    meta["format"] = 1
+    del meta["model"]
+
+
+def test_a_format2_file_rewritten_as_format1_is_refused(tmp_path):
+    path = saved(tmp_path)                  # today's format 2, with its format array
+    rewrite_metadata(path, _downgrade)      # and the digest made again over the arrays
+    with pytest.raises(ckpt.CheckpointError, match=r"the metadata says format 1, but the "
+                       r"file was written as format 2 \(it holds xpseq/format"):
+        ckpt.load(path)
+
+
+def test_a_format2_file_without_the_format_array_rewritten_as_format1_is_refused(tmp_path):
+    # Written before format 2 files carried the array: what only format 2 writes gives
+    # them away, the plateau factor or another kind's parameters.
+    tensors, meta = good_parts()
+    _downgrade(meta)
+    path = write_raw(tmp_path / "scale.safetensors", tensors, meta)
+    with pytest.raises(ckpt.CheckpointError, match=r"written as format 2 \(it holds "
+                                                   r"opt/scale, the plateau factor"):
+        ckpt.load(path)
+    transformer = tmp_path / "transformer.safetensors"
+    shutil.copy(TRANSFORMER, transformer)
+    rewrite_metadata(transformer, _downgrade)
+    with pytest.raises(ckpt.CheckpointError, match=r"written as format 2 \(its parameters "
+                                                   r"are a transformer model's"):
+        ckpt.load(transformer)
+
+
+def test_format2_files_without_the_format_array_still_load(tmp_path):
+    transformer = no_warnings(ckpt.load, TRANSFORMER)
+    assert transformer.model.kind == "transformer" and transformer.opt_state
+    tensors, meta = good_parts()
+    old = no_warnings(ckpt.load, write_raw(tmp_path / "old.safetensors", tensors, meta))
+    assert float(old.opt_state["step"]) == 3.0
+    # Files written now carry the array, covered by the digest, and it stays out of the
+    # parameters and the optimiser state.
+    path = saved(tmp_path)
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="np") as f:
+        marker = f.get_tensor("xpseq/format")
+    assert marker.dtype == np.uint8 and marker.shape == () and int(marker) == 2
+    loaded = no_warnings(ckpt.load, path)
+    assert not any("format" in k for k in loaded.params)
+    assert set(loaded.opt_state) == {"step", "m", "v", "scale"}
+
+
+# ------------------------------------------------------------- the header comes first
+
+
+class Reads:
+    """Wraps safetensors' ``safe_open`` and records every ``get_tensor`` call."""
+
+    def __init__(self):
+        import safetensors
+
+        self.names: list[str] = []
+        self.real = safetensors.safe_open
+
+    def __call__(self, *args, **kwargs):
+        reads, handle = self, self.real(*args, **kwargs)
+
+        class Handle:
+            def __enter__(self):
+                self.f = handle.__enter__()
+                return self
+
+            def __exit__(self, *exc):
+                return handle.__exit__(*exc)
+
+            def __getattr__(self, name):
+                return getattr(self.f, name)
+
+            def get_tensor(self, name):
+                reads.names.append(name)
+                return self.f.get_tensor(name)
+
+        return Handle()
+
+
+def test_a_large_stray_tensor_is_refused_without_being_read(tmp_path):
+    tensors, meta = good_parts()
+    tensors["junk"] = np.ones(50 * 2**20 // 8)                    # 50 MB
+    path = write_raw(tmp_path / "junk.safetensors", tensors, meta)
+    reads = Reads()
+    with mock.patch("safetensors.safe_open", reads), pytest.raises(
+            ckpt.CheckpointError, match=r"unexpected tensor 'junk' \(dtype F64, shape "
+                                        r"\(6553600,\)\)"):
+        ckpt.load(path)
+    assert reads.names == []                          # no array read at all
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("opt/junk", np.zeros(1000), r"optimiser state opt/junk has shape \(1000,\); an entry "
+                                 r"that is not per parameter .* holds one number"),
+    ("opt/m/nope", np.zeros(3), r"optimiser state 'm' does not cover the same parameters: "
+                                r"missing \[\], unknown \['nope'\]"),
+    ("stray", np.zeros(2), r"unexpected tensor 'stray'"),
+    ("params/out.b", np.zeros(11, dtype=np.int64), r"parameter out.b has dtype I64"),
+    ("xpseq/format", np.asarray(2.0), r"xpseq/format has dtype F64"),
+    ("opt/step", np.asarray(1.0, dtype=np.float16).reshape(1, 1) * np.ones((2, 1)),
+     r"opt/step has shape \(2, 1\)"),
+])
+def test_tensors_the_configuration_does_not_name_are_refused(tmp_path, name, value, message):
+    tensors, meta = good_parts()
+    tensors[name] = value
+    path = write_raw(tmp_path / "odd.safetensors", tensors, meta)       # a valid digest
+    reads = Reads()
+    with mock.patch("safetensors.safe_open", reads), pytest.raises(ckpt.CheckpointError,
+                                                                   match=message):
+        ckpt.load(path)
+    assert reads.names == []
+
+
+def test_a_valid_file_is_read_once_without_a_second_copy(tmp_path):
+    tensors, meta = good_parts(src_vocab=2**16 // 3 * 3, embed=32)     # a 16 MB embedding
+    path = write_raw(tmp_path / "big.safetensors", tensors, meta)
+    size = sum(a.nbytes for a in tensors.values())
+    largest = max(a.nbytes for a in tensors.values())
+    reads = Reads()
+    tracemalloc.start()
+    try:
+        with mock.patch("safetensors.safe_open", reads):
+            loaded = ckpt.load(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sorted(reads.names) == sorted(tensors)         # each tensor once
+    # The arrays, and no copy of one of them to digest it (the finiteness check's
+    # booleans, an eighth of the largest, are the main extra).
+    assert peak < size + largest / 2, (peak, size, largest)
+    assert np.array_equal(loaded.params["src_embed"], tensors["params/src_embed"])
