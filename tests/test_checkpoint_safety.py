@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import shutil
+import stat
 import subprocess
 import sys
 import tracemalloc
@@ -258,3 +259,39 @@ def test_a_valid_file_is_read_once_without_a_second_copy(tmp_path):
     # booleans, an eighth of the largest, are the main extra).
     assert peak < size + largest / 2, (peak, size, largest)
     assert np.array_equal(loaded.params["src_embed"], tensors["params/src_embed"])
+
+
+# ------------------------------------------------------------------ mode and symlink
+
+
+def test_save_keeps_the_mode_of_the_file_it_replaces(tmp_path):
+    old_mask = os.umask(0o022)
+    try:
+        path = saved(tmp_path)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644          # new: 0666 less umask
+        path.chmod(0o600)
+        saved(tmp_path)                                            # e.g. a resumed run
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        path.chmod(0o640)
+        saved(tmp_path)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    finally:
+        os.umask(old_mask)
+    assert [p.name for p in tmp_path.iterdir()] == ["model.safetensors"]
+
+
+def test_save_through_a_symlink_writes_its_target_and_keeps_the_link(tmp_path):
+    store, runs = tmp_path / "store", tmp_path / "runs"
+    store.mkdir()
+    runs.mkdir()
+    real = saved(store, "real.safetensors")
+    real.chmod(0o600)
+    link = runs / "model.safetensors"
+    link.symlink_to(real)
+    params = {k: v + 1.0 for k, v in init_params(CONFIG, seed=3).items()}
+    assert ckpt.save(link, config=CONFIG, params=params) == link
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    assert np.array_equal(ckpt.load(real).params["out.W"], params["out.W"])
+    assert sorted(p.name for p in store.iterdir()) == ["real.safetensors"]   # no temporary
+    assert sorted(p.name for p in runs.iterdir()) == ["model.safetensors"]

@@ -17,7 +17,9 @@ No pickle anywhere: safetensors stores raw little-endian arrays and a JSON heade
 written to a temporary name in the same folder and renamed over the target, so a crash
 never leaves a half-written checkpoint under the real name (a temporary file that a killed
 process left behind is removed by the next save of the same path, once it is a minute
-old).
+old). Writing again over an existing checkpoint keeps that file's permission bits (a 0600
+checkpoint stays 0600; a new file gets 0666 less the umask), and a path that is a symbolic
+link stays a link: the file it points to is replaced, in that file's folder.
 
 Loading reads the safetensors header first and checks every tensor's name, dtype and shape
 against the stored configuration before it reads any array (a tensor that does not belong,
@@ -55,6 +57,7 @@ import json
 import math
 import os
 import pathlib
+import stat
 import tempfile
 import time
 import warnings
@@ -127,6 +130,10 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
          allow_nonfinite: bool = False) -> pathlib.Path:
     """Write a checkpoint atomically (temporary file + rename) and return its path.
 
+    A file already at ``path`` keeps its permission bits (the new file gets them; a new
+    path gets 0666 less the umask). Where ``path`` is a symbolic link, the file it points
+    to is written (the temporary file goes in that file's folder) and the link stays.
+
     Parameters
     ----------
     config : the model's configuration (the ``Config`` of a kind of :mod:`xpseq.models`;
@@ -190,16 +197,18 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
 
     blob = st_save(tensors, metadata={"xpseq": meta_json,
                                       "sha256": _digest(tensors, meta_json)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    target = pathlib.Path(os.path.realpath(path)) if path.is_symlink() else path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(target)
+    mode = _mode_for(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())     # mkstemp makes 0600; honour the umask instead
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)                  # mkstemp makes 0600
+        os.replace(tmp, target)
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)
         raise
@@ -535,6 +544,15 @@ def _unflatten(flat: Mapping[str, Any], prefix: str) -> dict:
 
 def _map(tree: Mapping[str, Any], fn: Any) -> dict:
     return {k: _map(v, fn) if isinstance(v, Mapping) else fn(v) for k, v in tree.items()}
+
+
+def _mode_for(target: pathlib.Path) -> int:
+    """The permission bits for a new file at ``target``: those of the file already there,
+    else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode) & 0o777
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
 
 
 def _umask() -> int:
