@@ -9,6 +9,8 @@ metrics log that never lists an epoch no checkpoint holds.
 
 from __future__ import annotations
 
+import csv
+import errno
 import hashlib
 import json
 import os
@@ -26,8 +28,11 @@ import pytest
 from helpers import rewrite_metadata
 from safetensors.numpy import save_file
 
+from xpseq import backends
 from xpseq.core.optim import adam
 from xpseq.models.rnn import Seq2SeqConfig, init_params
+from xpseq.tasks.experiment import model_config, task_from_pairs, train_model
+from xpseq.train import TrainConfig, callbacks
 from xpseq.train import checkpoint as ckpt
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -295,3 +300,99 @@ def test_save_through_a_symlink_writes_its_target_and_keeps_the_link(tmp_path):
     assert np.array_equal(ckpt.load(real).params["out.W"], params["out.W"])
     assert sorted(p.name for p in store.iterdir()) == ["real.safetensors"]   # no temporary
     assert sorted(p.name for p in runs.iterdir()) == ["model.safetensors"]
+
+
+# --------------------------------------------------- a full disk, and the metrics log
+
+
+def tiny_task():
+    """Reverse a sentence of 1-4 words of six."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(6)]
+
+    def pairs(n):
+        out = []
+        for _ in range(n):
+            src = [str(w) for w in rng.choice(words, size=int(rng.integers(1, 5)))]
+            out.append((src, src[::-1]))
+        return out
+
+    return task_from_pairs(pairs(24), pairs(8), {})
+
+
+TASK = tiny_task()
+
+
+def train_tiny(folder: pathlib.Path, *, epochs: int, resume=None):
+    """train_model on :data:`TASK` with a plateau rule (lowering the rate after every
+    epoch but the first), early stopping, a metrics log and a checkpoint in ``folder``."""
+    config = model_config(TASK, embed=4, hidden=4)
+    train = TrainConfig(epochs=epochs, optimizer=adam(1e-2), progress=False, min_delta=1e9)
+    parts = [callbacks.ReduceLROnPlateau(0.5), callbacks.MetricsLog(folder / "m.csv"),
+             callbacks.EarlyStopping(patience=9)]
+    return train_model(TASK, backends.get("numpy"), config, train, batch_size=8,
+                       dtype="float64", callbacks=parts,
+                       checkpoint=str(folder / "m.safetensors"), resume=resume)
+
+
+def failing_save(at: int):
+    """A stand-in for checkpoint.save whose call number ``at`` finds the disk full."""
+    real, calls = ckpt.save, []
+
+    def save(path, **fields):
+        calls.append(path)
+        if len(calls) == at:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, **fields)
+
+    return mock.patch.object(ckpt, "save", side_effect=save)
+
+
+def csv_rows(path: pathlib.Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_full_disk_names_the_checkpoint_and_what_was_kept(tmp_path):
+    from xpseq.app.cli import _one_line
+
+    path = tmp_path / "m.safetensors"
+    with failing_save(at=2), pytest.raises(OSError) as caught:
+        train_tiny(tmp_path, epochs=3)
+    err = caught.value
+    kept = ckpt.load(path)
+    epoch, step = kept.train_state["epoch"], kept.train_state["step"]
+    assert (epoch, step) == (1, 3)
+    assert err.errno == errno.ENOSPC and err.filename == str(path)
+    assert err.strerror == ("cannot write the checkpoint (No space left on device); the "
+                            "previous one (epoch 1, step 3) is kept")
+    assert _one_line(err) == f"{err.strerror}: {path}"          # what the command prints
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    with failing_save(at=1), pytest.raises(OSError, match="no checkpoint was written"):
+        train_tiny(fresh, epochs=2)
+    assert not (fresh / "m.safetensors").exists()
+
+    with failing_save(at=1), pytest.raises(
+            OSError, match=r"the one already there \(epoch 1, step 3\) is kept"):
+        train_tiny(tmp_path, epochs=3, resume=kept)             # resumed, in place
+
+
+def test_a_full_disk_while_writing_an_epoch_for_averaging_says_the_checkpoint_is_written(
+        tmp_path):
+    from xpseq.models.rnn import init_params as rnn_init
+    from xpseq.train import fit
+
+    config = model_config(TASK, embed=4, hidden=4)
+    save = callbacks.SaveCheckpoint(tmp_path / "m.safetensors", keep_epochs=1)
+    with failing_save(at=2), pytest.raises(OSError) as caught:    # the epoch's own file
+        fit(config, rnn_init(config, seed=0), TASK.batches(TASK.train, 8),
+            backends.get("numpy"), train=TrainConfig(epochs=2, progress=False),
+            callbacks=[save])
+    assert caught.value.errno == errno.ENOSPC
+    assert caught.value.filename == str(tmp_path / "m.epoch1.safetensors")
+    assert caught.value.strerror == (
+        f"cannot write the parameters of epoch 1 for averaging (No space left on device); "
+        f"the checkpoint {tmp_path / 'm.safetensors'} of that epoch is written")
+    assert ckpt.load(tmp_path / "m.safetensors").train_state["epoch"] == 1

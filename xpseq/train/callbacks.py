@@ -150,7 +150,13 @@ class SaveCheckpoint(Callback):
 
     ``keep_epochs = k`` also writes each epoch's parameters alone (no optimiser state) to
     :meth:`epoch_path` (``<stem>.epoch<N><suffix>``, next to ``path``) and removes all but
-    the last ``k`` of them: the inputs of :func:`xpseq.train.checkpoint.average`."""
+    the last ``k`` of them: the inputs of :func:`xpseq.train.checkpoint.average`.
+
+    A file that cannot be written (a full disk ...) ends the run with an ``OSError`` of the
+    same ``errno`` whose ``filename`` is the checkpoint and whose message says what is
+    kept: ``cannot write the checkpoint (No space left on device); the previous one (epoch
+    1, step 40) is kept`` (the checkpoint file is then that earlier one, intact), or ``...;
+    no checkpoint was written``."""
 
     def __init__(self, path: str | os.PathLike, *, every_steps: int | None = None,
                  vocabs: Mapping[str, list] | None = None,
@@ -167,12 +173,15 @@ class SaveCheckpoint(Callback):
         self.every_steps = every_steps
         self.keep_epochs = keep_epochs
         self.saved_step: int | None = None
+        #: (epoch, step) of the last checkpoint this callback wrote, ``None`` before one
+        self.saved: tuple[int, int] | None = None
         self.vocabs = vocabs
         self.metadata = metadata
 
     def save(self, loop: Loop, *, finished: bool = False) -> None:
         """Write the checkpoint; parameters that became non-finite stop the run with a
-        ``FloatingPointError`` naming the step and the last checkpoint written (kept)."""
+        ``FloatingPointError`` naming the step and the last checkpoint written (kept), a
+        file that cannot be written with an ``OSError`` saying what is kept."""
         from . import checkpoint
 
         if not loop.place.main:          # one process of several writes the file
@@ -190,7 +199,23 @@ class SaveCheckpoint(Callback):
             raise FloatingPointError(f"fit: the parameters became non-finite by step "
                                      f"{loop.state['step']} (the training diverged); "
                                      f"{last}") from None
+        except OSError as err:
+            raise _not_written(err, "cannot write the checkpoint", self.path,
+                               self._kept()) from err
         self.saved_step = loop.state["step"]
+        self.saved = (int(loop.state["epoch"]), int(loop.state["step"]))
+
+    def _kept(self) -> str:
+        """What a failed save leaves at :attr:`path`, in words."""
+        if self.saved is not None:
+            return f"the previous one (epoch {self.saved[0]}, step {self.saved[1]}) is kept"
+        from . import checkpoint
+
+        progress = checkpoint._recorded_progress(self.path)     # e.g. the resumed one
+        if progress is not None:
+            return (f"the one already there (epoch {progress[0]}, step {progress[1]}) is "
+                    "kept")
+        return "no checkpoint was written"
 
     def on_step_end(self, loop: Loop) -> None:
         if self.every_steps and loop.state["step"] % self.every_steps == 0 and not loop.stop:
@@ -206,14 +231,27 @@ class SaveCheckpoint(Callback):
             from . import checkpoint
 
             epoch = int(record["epoch"])
-            checkpoint.save(self.epoch_path(epoch), config=loop.config,
-                            params=loop.params_numpy(), vocabs=self.vocabs,
-                            train_state=loop.state, metadata=self.metadata)
+            try:
+                checkpoint.save(self.epoch_path(epoch), config=loop.config,
+                                params=loop.params_numpy(), vocabs=self.vocabs,
+                                train_state=loop.state, metadata=self.metadata)
+            except OSError as err:
+                raise _not_written(err, f"cannot write the parameters of epoch {epoch} "
+                                        "for averaging", self.epoch_path(epoch),
+                                   f"the checkpoint {self.path} of that epoch is "
+                                   "written") from err
             self.epoch_path(epoch - self.keep_epochs).unlink(missing_ok=True)
 
     def on_train_end(self, loop: Loop) -> None:
         if loop.stopped == "max_steps" or loop.restored:
             self.save(loop, finished=True)
+
+
+def _not_written(err: OSError, what: str, path: pathlib.Path, kept: str) -> OSError:
+    """``err`` (same errno, so the same ``OSError`` subclass) as ``"<what> (<strerror>);
+    <kept>"`` about ``path``: the command prints it as that message, ``: path``."""
+    reason = err.strerror or str(err)
+    return OSError(err.errno, f"{what} ({reason}); {kept}", str(path))
 
 
 class EpochMetrics(Callback):

@@ -156,6 +156,9 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
         Arguments that do not make a checkpoint (nothing is written).
     FloatingPointError
         Non-finite parameters without ``allow_nonfinite`` (nothing is written).
+    OSError
+        The file cannot be written (a full disk, a folder without write permission ...);
+        a checkpoint already at ``path`` is then left as it was.
     """
     path = pathlib.Path(path)
     try:
@@ -642,6 +645,20 @@ def _first_nonfinite(tensors: Mapping[str, np.ndarray]) -> str | None:
         if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
             return name
     return None
+
+
+def _recorded_progress(path: pathlib.Path) -> tuple[int, int] | None:
+    """``(epoch, step)`` of the training state that the checkpoint at ``path`` records,
+    read from its header alone and not verified (for a message); ``None`` where there is
+    no such file or it records none."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="np") as f:
+            state = json.loads((f.metadata() or {})["xpseq"])["train_state"]
+        return int(state["epoch"]), int(state["step"])
+    except Exception:  # noqa: BLE001 (anything unreadable records nothing)
+        return None
 
 
 def _remove_stale_temporaries(path: pathlib.Path, age: float = 60.0) -> None:
