@@ -31,6 +31,7 @@ from safetensors.numpy import save_file
 from xpseq import backends
 from xpseq.core.optim import adam
 from xpseq.models.rnn import Seq2SeqConfig, init_params
+from xpseq.tasks import g2p_recipe
 from xpseq.tasks.experiment import model_config, task_from_pairs, train_model
 from xpseq.train import TrainConfig, callbacks
 from xpseq.train import checkpoint as ckpt
@@ -396,3 +397,56 @@ def test_a_full_disk_while_writing_an_epoch_for_averaging_says_the_checkpoint_is
         f"cannot write the parameters of epoch 1 for averaging (No space left on device); "
         f"the checkpoint {tmp_path / 'm.safetensors'} of that epoch is written")
     assert ckpt.load(tmp_path / "m.safetensors").train_state["epoch"] == 1
+
+
+def test_the_metrics_log_lists_only_saved_epochs_and_a_resumed_run_is_exact(tmp_path):
+    whole_dir, part_dir = tmp_path / "whole", tmp_path / "part"
+    whole_dir.mkdir()
+    part_dir.mkdir()
+    _, whole = train_tiny(whole_dir, epochs=4)
+    # (each record holds the factor the epoch trained with; the rule lowers it after)
+    assert [h["lr_scale"] for h in whole.history] == [1.0, 1.0, 0.5, 0.25]
+    with failing_save(at=3), pytest.raises(OSError, match="previous one .epoch 2, step 6"):
+        train_tiny(part_dir, epochs=4)
+    assert [r["epoch"] for r in csv_rows(part_dir / "m.csv")] == ["1", "2"]
+    saved_two = ckpt.load(part_dir / "m.safetensors")
+    # The checkpoint holds what the plateau rule decided at the end of epoch 2.
+    assert float(saved_two.opt_state["scale"]) == 0.5
+    assert saved_two.train_state["bad_epochs"] == 1
+    _, rest = train_tiny(part_dir, epochs=4, resume=saved_two)
+    for name, value in whole.params.items():
+        assert np.array_equal(rest.params[name], value), name
+    keys = ("epoch", "train_loss", "dev_loss", "steps", "lr_scale")
+    assert ([{k: r[k] for k in keys} for r in csv_rows(part_dir / "m.csv")]
+            == [{k: r[k] for k in keys} for r in csv_rows(whole_dir / "m.csv")])
+
+
+def test_a_stale_row_of_an_interrupted_run_is_dropped_on_resume(tmp_path):
+    train_tiny(tmp_path, epochs=2)
+    log = tmp_path / "m.csv"
+    rows = csv_rows(log)
+    stale = dict(rows[-1], epoch="3", steps="9")        # logged, then the process died
+    with open(log, "a", newline="", encoding="utf-8") as f:
+        csv.DictWriter(f, fieldnames=list(rows[0])).writerow(stale)
+    saved_two = ckpt.load(tmp_path / "m.safetensors")
+    _, result = train_tiny(tmp_path, epochs=2, resume=saved_two)    # nothing left to train
+    assert len(result.history) == 2
+    assert csv_rows(log) == rows
+
+
+def test_the_recipes_put_the_checkpoint_before_the_metrics_log(tmp_path):
+    from xpseq.data.cmudict import G2PSplit
+
+    split = G2PSplit(train={"ab": [("A", "B")], "ba": [("B", "A")]},
+                     dev={"aa": [("A", "A")]}, test={"bb": [("B", "B")]}, stress=False)
+    log = callbacks.MetricsLog(tmp_path / "m.csv")
+    with mock.patch.object(g2p_recipe, "train_model",
+                           side_effect=RuntimeError("stop here")) as train:
+        with pytest.raises(RuntimeError, match="stop here"):
+            g2p_recipe.train(split, backends.get("numpy"), checkpoint=str(tmp_path / "g.st"),
+                             progress=False, dev_words=0, monitor="dev_loss",
+                             callbacks=[log], lr_decay=0.5, patience=3)
+    kinds = [type(cb).__name__ for cb in train.call_args.kwargs["callbacks"]]
+    assert kinds.index("ReduceLROnPlateau") < kinds.index("SaveCheckpoint")
+    assert kinds.index("RestoreBest") < kinds.index("SaveCheckpoint")
+    assert kinds[-2:] == ["SaveCheckpoint", "MetricsLog"]
