@@ -108,6 +108,7 @@ def test_an_earlier_optimiser_state_gets_its_plateau_factor(tmp_path, old):
     assert loaded.opt_state["scale"].dtype == np.float64 and loaded.opt_state["scale"].shape == ()
 
 
+@pytest.mark.filterwarnings("ignore::xpseq.train.checkpoint.UnprotectedMetadataWarning")
 def test_the_format1_fixture_resumes_with_plateau_factor_one():
     fixture = pathlib.Path(__file__).parent / "fixtures" / "rnn_format1.safetensors"
     loaded = ckpt.load(fixture)

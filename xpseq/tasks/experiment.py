@@ -19,7 +19,7 @@ from xpseq.backends import Backend
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, Vocab, make_batches, make_dataset
 from xpseq.search.decode import SearchOptions, search, to_lists
-from xpseq.train.callbacks import Callback, EarlyStopping, SaveCheckpoint
+from xpseq.train.callbacks import Callback, EarlyStopping, SaveCheckpoint, place_checkpoint
 from xpseq.train.loop import FitResult, TrainConfig, fit
 from xpseq.train.schedules import warmup_inverse_sqrt
 
@@ -141,8 +141,10 @@ def train_model(task: Task, backend: Backend, config: Any = None,
         ``batch_size`` sentences), see :func:`xpseq.data.make_batches`
     dtype : ``"float32"`` or ``"float64"``, the parameters' dtype
     callbacks : :mod:`xpseq.train.callbacks`; ``[EarlyStopping(patience=3)]`` by default
-    checkpoint : write a checkpoint here (after the other callbacks), with the task's
-        vocabularies and ``metadata``
+    checkpoint : write a checkpoint here, with the task's vocabularies and ``metadata``:
+        after the other callbacks, so that it holds what they decided at an epoch's end,
+        but before any ``MetricsLog``, so that the log lists only epochs a checkpoint
+        holds (:func:`xpseq.train.callbacks.place_checkpoint`)
     resume : a :class:`xpseq.train.checkpoint.Checkpoint` of this run to continue (see
         :func:`xpseq.train.fit`)
 
@@ -158,7 +160,8 @@ def train_model(task: Task, backend: Backend, config: Any = None,
     callbacks = [EarlyStopping(patience=3)] if callbacks is None else list(callbacks)
     if checkpoint is not None:
         vocabs = {"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()}
-        callbacks.append(SaveCheckpoint(checkpoint, vocabs=vocabs, metadata=metadata))
+        callbacks = place_checkpoint(callbacks, SaveCheckpoint(checkpoint, vocabs=vocabs,
+                                                               metadata=metadata))
     init = models.of(config).init_params(config, seed=train.seed)
     params = {k: v.astype(dtype) for k, v in init.items()}
     result = fit(config, params, task.batches(task.train, batch_size, bucket, max_tokens),

@@ -127,8 +127,9 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
         ``monitor="dev_wer"`` watches); ``None`` for all of them, 0 for none (then the
         recipe must monitor ``"dev_loss"``)
     devices : train data-parallel on this many devices (``TrainConfig.devices``)
-    callbacks : more :mod:`xpseq.train.callbacks` (e.g. a ``MetricsLog``), run after the
-        recipe's own and before its checkpoint
+    callbacks : more :mod:`xpseq.train.callbacks`, run after the recipe's own and before
+        its checkpoint, except a ``MetricsLog``, which runs after the checkpoint (so that it
+        lists only epochs a checkpoint holds)
     resume : a :class:`xpseq.train.checkpoint.Checkpoint` of this run to continue
     metadata : more entries for the checkpoint's metadata (beside the task, the split and
         the effective recipe, which it always holds)
@@ -169,8 +170,8 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     parts += list(callbacks)
     if checkpoint is not None:
         vocabs = {"src": task.src_vocab.to_list(), "tgt": task.tgt_vocab.to_list()}
-        parts.append(cb.SaveCheckpoint(checkpoint, vocabs=vocabs, metadata=metadata,
-                                       keep_epochs=options["keep_epochs"]))
+        parts = cb.place_checkpoint(parts, cb.SaveCheckpoint(
+            checkpoint, vocabs=vocabs, metadata=metadata, keep_epochs=options["keep_epochs"]))
     lr = options["lr"] if not options["warmup"] else (
         options["lr"] * schedules.warmup_inverse_sqrt(options["warmup"]))
     settings = TrainConfig(epochs=options["epochs"], optimizer=adam(lr, b2=options["beta2"]),

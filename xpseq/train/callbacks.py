@@ -18,6 +18,16 @@ the backend), ``state`` (the JSON-serialisable progress a checkpoint keeps: epoc
 history, the best value of ``monitor`` and the epochs since it improved), ``improved``
 (whether the epoch just recorded improved ``monitor`` by more than ``min_delta``) and
 ``stop`` (set it to a reason to end the run). Callbacks run in the order given.
+
+Order matters at the end of an epoch. A :class:`SaveCheckpoint` comes after the callbacks
+that change the state it writes (:class:`ReduceLROnPlateau` lowers the plateau factor,
+:class:`RestoreBest` keeps the best parameters for the end), and before the
+:class:`MetricsLog`: the log's row for an epoch is then written only once that epoch's
+checkpoint is on disk, and a failed save (an exception out of :func:`~xpseq.train.fit`)
+leaves the log listing only epochs that a checkpoint holds. :func:`place_checkpoint` puts
+it there, and :func:`xpseq.tasks.train_model` and the G2P recipe do so. A resumed run's
+``MetricsLog`` starts from the checkpoint's history, so a row of an epoch that an
+interrupted run logged but did not save is dropped.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import math
 import os
 import pathlib
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from xpseq.core import checks
 from xpseq.core.optim import scale_learning_rate
@@ -35,7 +45,7 @@ if TYPE_CHECKING:
     from .loop import Loop
 
 __all__ = ["Callback", "EarlyStopping", "ReduceLROnPlateau", "RestoreBest", "TimeLimit",
-           "SaveCheckpoint", "EpochMetrics", "MetricsLog"]
+           "SaveCheckpoint", "EpochMetrics", "MetricsLog", "place_checkpoint"]
 
 
 class Callback:
@@ -150,7 +160,14 @@ class SaveCheckpoint(Callback):
 
     ``keep_epochs = k`` also writes each epoch's parameters alone (no optimiser state) to
     :meth:`epoch_path` (``<stem>.epoch<N><suffix>``, next to ``path``) and removes all but
-    the last ``k`` of them: the inputs of :func:`xpseq.train.checkpoint.average`."""
+    the last ``k`` of them: the inputs of :func:`xpseq.train.checkpoint.average`.
+
+    A file that cannot be written (a full disk ...) ends the run with an ``OSError`` of the
+    same ``errno`` whose ``filename`` is the checkpoint and whose message says what is
+    kept: ``cannot write the checkpoint (No space left on device); the previous one (epoch
+    1, step 40) is kept`` (the checkpoint file is then that earlier one, intact), or ``...;
+    no checkpoint was written``. Put it before a :class:`MetricsLog` (see the module
+    docstring), so that the log does not list the epoch either."""
 
     def __init__(self, path: str | os.PathLike, *, every_steps: int | None = None,
                  vocabs: Mapping[str, list] | None = None,
@@ -167,12 +184,15 @@ class SaveCheckpoint(Callback):
         self.every_steps = every_steps
         self.keep_epochs = keep_epochs
         self.saved_step: int | None = None
+        #: (epoch, step) of the last checkpoint this callback wrote, ``None`` before one
+        self.saved: tuple[int, int] | None = None
         self.vocabs = vocabs
         self.metadata = metadata
 
     def save(self, loop: Loop, *, finished: bool = False) -> None:
         """Write the checkpoint; parameters that became non-finite stop the run with a
-        ``FloatingPointError`` naming the step and the last checkpoint written (kept)."""
+        ``FloatingPointError`` naming the step and the last checkpoint written (kept), a
+        file that cannot be written with an ``OSError`` saying what is kept."""
         from . import checkpoint
 
         if not loop.place.main:          # one process of several writes the file
@@ -190,7 +210,23 @@ class SaveCheckpoint(Callback):
             raise FloatingPointError(f"fit: the parameters became non-finite by step "
                                      f"{loop.state['step']} (the training diverged); "
                                      f"{last}") from None
+        except OSError as err:
+            raise _not_written(err, "cannot write the checkpoint", self.path,
+                               self._kept()) from err
         self.saved_step = loop.state["step"]
+        self.saved = (int(loop.state["epoch"]), int(loop.state["step"]))
+
+    def _kept(self) -> str:
+        """What a failed save leaves at :attr:`path`, in words."""
+        if self.saved is not None:
+            return f"the previous one (epoch {self.saved[0]}, step {self.saved[1]}) is kept"
+        from . import checkpoint
+
+        progress = checkpoint._recorded_progress(self.path)     # e.g. the resumed one
+        if progress is not None:
+            return (f"the one already there (epoch {progress[0]}, step {progress[1]}) is "
+                    "kept")
+        return "no checkpoint was written"
 
     def on_step_end(self, loop: Loop) -> None:
         if self.every_steps and loop.state["step"] % self.every_steps == 0 and not loop.stop:
@@ -206,14 +242,37 @@ class SaveCheckpoint(Callback):
             from . import checkpoint
 
             epoch = int(record["epoch"])
-            checkpoint.save(self.epoch_path(epoch), config=loop.config,
-                            params=loop.params_numpy(), vocabs=self.vocabs,
-                            train_state=loop.state, metadata=self.metadata)
+            try:
+                checkpoint.save(self.epoch_path(epoch), config=loop.config,
+                                params=loop.params_numpy(), vocabs=self.vocabs,
+                                train_state=loop.state, metadata=self.metadata)
+            except OSError as err:
+                raise _not_written(err, f"cannot write the parameters of epoch {epoch} "
+                                        "for averaging", self.epoch_path(epoch),
+                                   f"the checkpoint {self.path} of that epoch is "
+                                   "written") from err
             self.epoch_path(epoch - self.keep_epochs).unlink(missing_ok=True)
 
     def on_train_end(self, loop: Loop) -> None:
         if loop.stopped == "max_steps" or loop.restored:
             self.save(loop, finished=True)
+
+
+def _not_written(err: OSError, what: str, path: pathlib.Path, kept: str) -> OSError:
+    """``err`` (same errno, so the same ``OSError`` subclass) as ``"<what> (<strerror>);
+    <kept>"`` about ``path``: the command prints it as that message, ``: path``."""
+    reason = err.strerror or str(err)
+    return OSError(err.errno, f"{what} ({reason}); {kept}", str(path))
+
+
+def place_checkpoint(callbacks: Sequence[Callback], save: SaveCheckpoint) -> list[Callback]:
+    """``callbacks`` with ``save`` after every one of them but the :class:`MetricsLog`
+    ones, which follow it (in their order): the checkpoint then holds what the others
+    decided at the end of an epoch (a lowered plateau factor, the best parameters), and the
+    log lists an epoch only once its checkpoint is written."""
+    callbacks = list(callbacks)
+    return ([cb for cb in callbacks if not isinstance(cb, MetricsLog)] + [save]
+            + [cb for cb in callbacks if isinstance(cb, MetricsLog)])
 
 
 class EpochMetrics(Callback):
@@ -240,7 +299,14 @@ class MetricsLog(Callback):
     ``tensorboard`` a folder and tensorboardX or PyTorch's ``torch.utils.tensorboard``
     (which needs the ``tensorboard`` package) installed, the numbers also go to TensorBoard
     event files there, one scalar per key against the epoch (``tensorboard --logdir
-    FOLDER``). Only the main process writes."""
+    FOLDER``). Only the main process writes.
+
+    The CSV is rewritten whole each time. A resumed run rewrites it at its start to the
+    checkpoint's history, so that its rows are the epochs the checkpoint holds (a row that
+    an interrupted run wrote after its last checkpoint is dropped; with the history still
+    empty the file is removed). Placed after a :class:`SaveCheckpoint`, it writes an
+    epoch's row only once that epoch's checkpoint is saved. TensorBoard event files are
+    only added to."""
 
     def __init__(self, path: str | os.PathLike, *,
                  tensorboard: str | os.PathLike | None = None):
@@ -251,26 +317,37 @@ class MetricsLog(Callback):
 
     def on_train_begin(self, loop: Loop) -> None:
         self.rows = [dict(r) for r in loop.state.get("history", [])]     # a resumed run
-        if self.tensorboard is not None and loop.place.main:
+        if not loop.place.main:
+            return
+        if self.rows or loop.state.get("step", 0):
+            self._write()
+        if self.tensorboard is not None:
             self.writer = _summary_writer(self.tensorboard)
 
     def on_epoch_end(self, loop: Loop, record: dict) -> None:
         if not loop.place.main:
             return
+        self.rows.append(dict(record))
+        self._write()
+        if self.writer is not None:
+            for key, value in record.items():
+                if key != "epoch" and checks.is_real(value):
+                    self.writer.add_scalar(key, value, record["epoch"])
+            self.writer.flush()
+
+    def _write(self) -> None:
+        """The CSV of :attr:`rows` (no file without rows)."""
         import csv
 
-        self.rows.append(dict(record))
+        if not self.rows:
+            self.path.unlink(missing_ok=True)
+            return
         columns = list(dict.fromkeys(k for row in self.rows for k in row))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=columns)
             writer.writeheader()
             writer.writerows(self.rows)
-        if self.writer is not None:
-            for key, value in record.items():
-                if key != "epoch" and checks.is_real(value):
-                    self.writer.add_scalar(key, value, record["epoch"])
-            self.writer.flush()
 
     def on_train_end(self, loop: Loop) -> None:
         if self.writer is not None:

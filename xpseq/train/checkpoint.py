@@ -5,6 +5,8 @@ One file holds::
     params/<name>        every model parameter (``param_shapes(config)``)
     opt/<key>/<name>     the optimiser state, nested keys joined by "/" (e.g. opt/m/out.W,
                          opt/step, opt/scale: the plateau factor)
+    xpseq/format         a one-byte array holding the format version (2), so that the
+                         arrays' digest covers it too
     metadata "xpseq"     JSON: format version, model kind and its config, vocabularies,
                          optimiser name and hyperparameters (a learning-rate schedule as
                          its ``to_dict()``), training state (epoch, step, history ...)
@@ -15,20 +17,30 @@ No pickle anywhere: safetensors stores raw little-endian arrays and a JSON heade
 written to a temporary name in the same folder and renamed over the target, so a crash
 never leaves a half-written checkpoint under the real name (a temporary file that a killed
 process left behind is removed by the next save of the same path, once it is a minute
-old). Loading refuses, with a :class:`CheckpointError` that names the file: anything
-truncated or corrupted (safetensors' own header checks plus the digest, which covers the
-metadata too, so one changed byte of the configuration or a vocabulary is caught), another
-format version or an unknown model kind, metadata of the wrong structure (vocabularies
-that do not fit the model, duplicated words ...), shapes that do not match the
-configuration, and non-finite parameters (unless ``allow_nonfinite=True``). ``save``
-refuses to write non-finite parameters. The arrays come back as NumPy and convert to any
-backend.
+old). Writing again over an existing checkpoint keeps that file's permission bits (a 0600
+checkpoint stays 0600; a new file gets 0666 less the umask), and a path that is a symbolic
+link stays a link: the file it points to is replaced, in that file's folder.
+
+Loading reads the safetensors header first and checks every tensor's name, dtype and shape
+against the stored configuration before it reads any array (a tensor that does not belong,
+however large, is refused without being read); then it reads each array once. It refuses,
+with a :class:`CheckpointError` that names the file: anything truncated or corrupted
+(safetensors' own header checks plus the digest, which covers the metadata too, so one
+changed byte of the configuration or a vocabulary is caught), another format version or an
+unknown model kind, metadata of the wrong structure (vocabularies that do not fit the
+model, duplicated words ...), tensors that the configuration does not name, shapes that do
+not match it, and non-finite parameters (unless ``allow_nonfinite=True``). ``save`` refuses
+to write non-finite parameters. The arrays come back as NumPy and convert to any backend.
 
 Format 2 records the model kind (``"model": "rnn"``, a name of :mod:`xpseq.models`) and its
 digest covers the metadata. Format 1, written before there was more than one kind, has no
 kind (it is read as an ``"rnn"`` checkpoint) and a digest of the arrays only: such files
-still load, their metadata checked for structure but not by the digest; saving one again
-(``save(path, **fields of the loaded Checkpoint)``) writes format 2.
+still load, their metadata checked for structure but not by the digest, and :func:`load`
+says so with an :class:`UnprotectedMetadataWarning`; saving one again
+(``save(path, **fields of the loaded Checkpoint)``) writes format 2. A format-2 file whose
+metadata was rewritten to say format 1 is refused: its arrays carry what format 1 never
+wrote (the ``xpseq/format`` array, the plateau factor ``opt/scale``, or another model
+kind's parameters).
 
 An optimiser state written before the plateau factor was part of every state has no
 ``opt/scale``: it had an ``opt/lr_scale`` where the run lowered its rate on plateaus, and
@@ -42,10 +54,13 @@ import dataclasses
 import glob
 import hashlib
 import json
+import math
 import os
 import pathlib
+import stat
 import tempfile
 import time
+import warnings
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -55,15 +70,27 @@ from xpseq.core.optim import Optimizer, from_spec
 
 from . import schedules
 
-__all__ = ["save", "load", "average", "Checkpoint", "CheckpointError", "FORMAT_VERSION"]
+__all__ = ["save", "load", "average", "Checkpoint", "CheckpointError",
+           "UnprotectedMetadataWarning", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 2
 #: Formats this version reads: 1 (no model kind: an "rnn" model) and 2.
 READABLE_FORMATS = (1, 2)
+#: The tensor that records the format among the arrays (covered by their digest).
+FORMAT_TENSOR = "xpseq/format"
+
+#: The dtypes a parameter may have, and an optimiser state entry (safetensors' names).
+_PARAM_DTYPES = ("F16", "F32", "F64")
+_STATE_DTYPES = _PARAM_DTYPES + ("I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64")
 
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be trusted or does not fit its configuration."""
+
+
+class UnprotectedMetadataWarning(UserWarning):
+    """A checkpoint was loaded whose metadata (configuration, vocabularies, training
+    state) its digest does not cover: a format-1 file. Saving it again writes format 2."""
 
 
 @dataclasses.dataclass
@@ -103,6 +130,10 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
          allow_nonfinite: bool = False) -> pathlib.Path:
     """Write a checkpoint atomically (temporary file + rename) and return its path.
 
+    A file already at ``path`` keeps its permission bits (the new file gets them; a new
+    path gets 0666 less the umask). Where ``path`` is a symbolic link, the file it points
+    to is written (the temporary file goes in that file's folder) and the link stays.
+
     Parameters
     ----------
     config : the model's configuration (the ``Config`` of a kind of :mod:`xpseq.models`;
@@ -118,6 +149,16 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
     metadata : anything else JSON-serialisable (e.g. how the task's data was made), optional
     allow_nonfinite : write parameters that hold NaN or infinity (refused by default:
         ``FloatingPointError`` naming the parameter, and nothing is written)
+
+    Raises
+    ------
+    TypeError, ValueError, CheckpointError
+        Arguments that do not make a checkpoint (nothing is written).
+    FloatingPointError
+        Non-finite parameters without ``allow_nonfinite`` (nothing is written).
+    OSError
+        The file cannot be written (a full disk, a folder without write permission ...);
+        a checkpoint already at ``path`` is then left as it was.
     """
     path = pathlib.Path(path)
     try:
@@ -141,6 +182,7 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
     if opt_state is not None:
         for key, array in _flatten(opt_state, "opt"):
             tensors[key] = _host(array, key)
+    tensors[FORMAT_TENSOR] = np.asarray(FORMAT_VERSION, dtype=np.uint8)
     meta = {
         "format": FORMAT_VERSION,
         "model": model.kind,
@@ -158,16 +200,18 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
 
     blob = st_save(tensors, metadata={"xpseq": meta_json,
                                       "sha256": _digest(tensors, meta_json)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    target = pathlib.Path(os.path.realpath(path)) if path.is_symlink() else path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(target)
+    mode = _mode_for(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())     # mkstemp makes 0600; honour the umask instead
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)                  # mkstemp makes 0600
+        os.replace(tmp, target)
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)
         raise
@@ -181,14 +225,28 @@ def load(path: str | os.PathLike, backend: Any = None, *,
     ``allow_nonfinite=True`` accepts parameters holding NaN or infinity (e.g. to inspect a
     diverged run); by default they are refused.
 
+    The safetensors header is checked first: every tensor's name, dtype and shape against
+    the stored configuration (``params/<name>`` with the shapes of ``param_shapes(config)``;
+    ``opt/<key>/<name>`` with its parameter's shape, or ``opt/<key>`` of one element such as
+    ``opt/step``; ``xpseq/format``), so that a tensor that does not belong is refused
+    without being read. Then each array is read once, and the digest computed over the
+    arrays as they are read.
+
+    Warns
+    -----
+    UnprotectedMetadataWarning
+        A format-1 file: its metadata is not covered by the digest (it loads; saving it
+        again writes format 2).
+
     Raises
     ------
     FileNotFoundError
         No such file.
     CheckpointError
         An unreadable, truncated, corrupted or foreign file, another format version, an
-        unknown model kind, malformed metadata, shapes that do not match the stored
-        configuration, or non-finite parameters.
+        unknown model kind, malformed metadata, a format-2 file whose metadata was
+        rewritten as format 1, tensors the configuration does not name or shapes that do
+        not match it, or non-finite parameters.
     """
     path = pathlib.Path(path)
     if path.is_dir():
@@ -202,30 +260,40 @@ def load(path: str | os.PathLike, backend: Any = None, *,
     try:
         with safe_open(str(path), framework="np") as f:
             metadata = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            if "xpseq" not in metadata or "sha256" not in metadata:
+                raise CheckpointError(f"{path}: a safetensors file, but not an xpseq "
+                                      "checkpoint (no xpseq metadata)")
+            header = {}
+            for name in f.keys():
+                entry = f.get_slice(name)
+                header[name] = (entry.get_dtype(), tuple(entry.get_shape()))
+            meta = _read_meta(path, metadata["xpseq"])
+            if meta["format"] == 1:
+                _refuse_rewritten_format(path, meta, header)
+            model, config = _model_config(path, meta)
+            _check_header(path, model.param_shapes(config), header)
+            # Every tensor is now one the configuration names: read each once, and digest
+            # it as it comes.
+            covered = metadata["xpseq"] if meta["format"] >= 2 else None
+            digest, tensors = hashlib.sha256(), {}
+            for name in sorted(header):
+                tensors[name] = f.get_tensor(name)
+                _digest_update(digest, name, tensors[name])
+    except CheckpointError:
+        raise
     except (SafetensorError, OSError, ValueError) as err:
         raise CheckpointError(f"{path}: not a readable checkpoint (truncated or corrupted?): "
                               f"{err}") from None
-    if "xpseq" not in metadata or "sha256" not in metadata:
-        raise CheckpointError(f"{path}: a safetensors file, but not an xpseq checkpoint "
-                              "(no xpseq metadata)")
-    meta = _read_meta(path, metadata["xpseq"])
-    covered = metadata["xpseq"] if meta["format"] >= 2 else None
-    if _digest(tensors, covered) != metadata["sha256"]:
+    if _digest_end(digest, covered) != metadata["sha256"]:
         what = "arrays and metadata" if covered is not None else "arrays"
         raise CheckpointError(f"{path}: the stored {what} do not match their digest; the "
                               "file is corrupted")
-    kind = meta.get("model", "rnn")
-    try:
-        model = models.get(kind)
-    except ValueError as err:
-        raise CheckpointError(f"{path}: {err}") from None
-    try:
-        config = model.Config.from_dict(meta["config"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise CheckpointError(f"{path}: invalid configuration: {err}") from None
+    marker = tensors.pop(FORMAT_TENSOR, None)
+    if marker is not None and (marker.dtype.kind not in "iu" or int(marker.reshape(-1)[0])
+                               != meta["format"]):
+        raise CheckpointError(f"{path}: {FORMAT_TENSOR} holds {marker.reshape(-1)[0]!r}, the "
+                              f"metadata says format {meta['format']}; the file is corrupted")
     params = {k[len("params/"):]: v for k, v in tensors.items() if k.startswith("params/")}
-    _check_params(path, config, params)
     _check_vocabs(path, config, meta["vocabs"])
     if not allow_nonfinite:
         bad = _first_nonfinite(tensors)
@@ -234,15 +302,6 @@ def load(path: str | os.PathLike, backend: Any = None, *,
                                   "pass allow_nonfinite=True to load it anyway")
     opt = {k: v for k, v in tensors.items() if k.startswith("opt/")}
     opt_state = _with_scale(_unflatten(opt, "opt")) if opt else None
-    if opt_state is not None:
-        for key in ("m", "v", "momentum"):
-            if key in opt_state and set(opt_state[key]) != set(params):
-                raise CheckpointError(f"{path}: the optimiser state {key!r} does not cover "
-                                      "the same parameters")
-            for name, a in opt_state.get(key, {}).items():
-                if a.shape != params[name].shape:
-                    raise CheckpointError(f"{path}: optimiser state {key}/{name} has shape "
-                                          f"{a.shape}, its parameter {params[name].shape}")
     ckpt = Checkpoint(path=path, config=config, params=params, opt_state=opt_state,
                       optimizer=meta["optimizer"], vocabs=meta["vocabs"],
                       train_state=meta["train_state"], metadata=meta["metadata"])
@@ -251,6 +310,14 @@ def load(path: str | os.PathLike, backend: Any = None, *,
             ckpt.make_optimizer()
         except (KeyError, TypeError, ValueError) as err:
             raise CheckpointError(f"{path}: unusable optimiser record: {err}") from None
+    if meta["format"] == 1:
+        # Attributed to the checkpoint module at line 0, so that it shows as one line (no
+        # source line under it) wherever load was called from.
+        warnings.warn_explicit(
+            f"{path} is a format-1 checkpoint: its metadata (configuration, vocabularies, "
+            "training state) is not covered by its digest, so a change to it would go "
+            "unnoticed; saving it again writes format 2, whose digest covers it",
+            UnprotectedMetadataWarning, __file__, 0, module=__name__)
     if backend is not None:
         ckpt.params = {k: backend.asarray(v) for k, v in params.items()}
         if opt_state is not None:
@@ -317,6 +384,111 @@ def _check_params(path: pathlib.Path, config: Any, params: Mapping[str, Any]) ->
                                   f"{tuple(params[name].shape)}, the configuration needs {shape}")
 
 
+def _model_config(path: pathlib.Path, meta: Mapping[str, Any]) -> tuple[models.Model, Any]:
+    """The model kind the metadata names (format 1: ``"rnn"``) and its configuration."""
+    try:
+        model = models.get(meta.get("model", "rnn"))
+    except ValueError as err:
+        raise CheckpointError(f"{path}: {err}") from None
+    try:
+        config = model.Config.from_dict(meta["config"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: invalid configuration: {err}") from None
+    return model, config
+
+
+def _refuse_rewritten_format(path: pathlib.Path, meta: Mapping[str, Any],
+                             header: Mapping[str, tuple[str, tuple]]) -> None:
+    """Refuse a file whose metadata says format 1 but whose arrays (``header``: name ->
+    (dtype, shape)) hold what only format 2 writes: a format-2 file whose metadata was
+    rewritten, which format 1's digest (of the arrays alone) would let through."""
+    why = None
+    if FORMAT_TENSOR in header:
+        why = f"it holds {FORMAT_TENSOR}"
+    elif "opt/scale" in header:
+        why = "it holds opt/scale, the plateau factor"
+    else:
+        names = {k[len("params/"):] for k in header if k.startswith("params/")}
+        for kind in models.available():
+            if kind == "rnn":
+                continue
+            model = models.get(kind)
+            try:
+                theirs = set(model.param_shapes(model.Config.from_dict(meta["config"])))
+            except (KeyError, TypeError, ValueError):
+                continue
+            if names == theirs:
+                why = f"its parameters are a {kind} model's"
+                break
+    if why is not None:
+        raise CheckpointError(f"{path}: the metadata says format 1, but the file was written "
+                              f"as format 2 ({why}, which format 1 never wrote); its metadata "
+                              "was rewritten, and is not covered by the digest")
+
+
+def _check_header(path: pathlib.Path, expected: Mapping[str, tuple],
+                  header: Mapping[str, tuple[str, tuple]]) -> None:
+    """Check the tensors of a file's header (``name -> (dtype, shape)``, nothing read yet)
+    against the parameters of its configuration (``expected``: name -> shape).
+
+    Allowed: ``params/<name>`` for exactly the names of ``expected``, with those shapes and
+    a floating dtype; ``opt/<key>/<name>`` for every parameter name, with its shape;
+    ``opt/<key>`` of one element (``step``, ``scale``, ``lr_scale`` ...); ``xpseq/format``
+    (one integer). Anything else is refused, naming the tensor.
+    """
+    params = {k[len("params/"):]: v for k, v in header.items() if k.startswith("params/")}
+    missing = sorted(set(expected) - set(params))
+    unknown = sorted(set(params) - set(expected))
+    if missing or unknown:
+        raise CheckpointError(f"{path}: parameters do not match the configuration: missing "
+                              f"{missing}, unknown {unknown}")
+    for name, shape in expected.items():
+        dtype, found = params[name]
+        if found != tuple(shape):
+            raise CheckpointError(f"{path}: parameter {name} has shape {found}, the "
+                                  f"configuration needs {tuple(shape)}")
+        if dtype not in _PARAM_DTYPES:
+            raise CheckpointError(f"{path}: parameter {name} has dtype {dtype}; parameters "
+                                  f"are one of {list(_PARAM_DTYPES)}")
+    groups: dict[str, set] = {}
+    scalars = set()
+    for name, (dtype, shape) in sorted(header.items()):
+        if name.startswith("params/"):
+            continue
+        if name == FORMAT_TENSOR:
+            if dtype not in _STATE_DTYPES[len(_PARAM_DTYPES):] or math.prod(shape) != 1:
+                raise CheckpointError(f"{path}: {FORMAT_TENSOR} has dtype {dtype} and shape "
+                                      f"{shape}, not one integer; the file is corrupted")
+            continue
+        if not name.startswith("opt/"):
+            raise CheckpointError(f"{path}: unexpected tensor {name!r} (dtype {dtype}, shape "
+                                  f"{shape}): a checkpoint holds params/<name>, "
+                                  f"opt/<key>[/<name>] and {FORMAT_TENSOR} only")
+        if dtype not in _STATE_DTYPES:
+            raise CheckpointError(f"{path}: optimiser state {name} has dtype {dtype}; the "
+                                  f"state is one of {list(_STATE_DTYPES)}")
+        key, _, rest = name[len("opt/"):].partition("/")
+        if not rest:
+            if math.prod(shape) != 1:
+                raise CheckpointError(f"{path}: optimiser state {name} has shape {shape}; an "
+                                      "entry that is not per parameter (step, scale ...) "
+                                      "holds one number")
+            scalars.add(key)
+            continue
+        groups.setdefault(key, set()).add(rest)
+        if rest in expected and shape != tuple(expected[rest]):
+            raise CheckpointError(f"{path}: optimiser state {key}/{rest} has shape {shape}, "
+                                  f"its parameter {tuple(expected[rest])}")
+    for key, names in sorted(groups.items()):
+        if key in scalars:
+            raise CheckpointError(f"{path}: optimiser state {key!r} is both one number "
+                                  f"(opt/{key}) and per-parameter arrays")
+        if names != set(expected):
+            raise CheckpointError(f"{path}: the optimiser state {key!r} does not cover the "
+                                  f"same parameters: missing {sorted(set(expected) - names)}, "
+                                  f"unknown {sorted(names - set(expected))}")
+
+
 def _optimizer_record(optimizer: Optimizer) -> dict:
     """``{"name", "hyperparams"}`` with a schedule as its ``to_dict()``."""
     hyperparams = {}
@@ -377,6 +549,15 @@ def _map(tree: Mapping[str, Any], fn: Any) -> dict:
     return {k: _map(v, fn) if isinstance(v, Mapping) else fn(v) for k, v in tree.items()}
 
 
+def _mode_for(target: pathlib.Path) -> int:
+    """The permission bits for a new file at ``target``: those of the file already there,
+    else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode) & 0o777
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -388,9 +569,21 @@ def _digest(tensors: Mapping[str, np.ndarray], meta_json: str | None) -> str:
     metadata's JSON text."""
     h = hashlib.sha256()
     for name in sorted(tensors):
-        a = np.asarray(tensors[name], order="C")
-        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.tobytes())
+        _digest_update(h, name, tensors[name])
+    return _digest_end(h, meta_json)
+
+
+def _digest_update(h: Any, name: str, array: Any) -> None:
+    """Add one tensor to the digest ``h``: its name, dtype and shape, then its bytes in C
+    order (read in place where the array is contiguous: no copy)."""
+    a = np.asarray(array)
+    h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+    h.update(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+
+
+def _digest_end(h: Any, meta_json: str | None) -> str:
+    """The digest ``h`` after the tensors: the metadata's JSON text added (from format 2
+    on), as hex."""
     if meta_json is not None:
         h.update(b"xpseq-metadata|")
         h.update(meta_json.encode("utf-8"))
@@ -452,6 +645,20 @@ def _first_nonfinite(tensors: Mapping[str, np.ndarray]) -> str | None:
         if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
             return name
     return None
+
+
+def _recorded_progress(path: pathlib.Path) -> tuple[int, int] | None:
+    """``(epoch, step)`` of the training state that the checkpoint at ``path`` records,
+    read from its header alone and not verified (for a message); ``None`` where there is
+    no such file or it records none."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="np") as f:
+            state = json.loads((f.metadata() or {})["xpseq"])["train_state"]
+        return int(state["epoch"]), int(state["step"])
+    except Exception:  # noqa: BLE001 (anything unreadable records nothing)
+        return None
 
 
 def _remove_stale_temporaries(path: pathlib.Path, age: float = 60.0) -> None:
