@@ -127,7 +127,7 @@ def test_the_command_shows_the_format1_warning_as_one_line():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
     [line] = done.stderr.strip().splitlines()
-    assert "UnprotectedMetadataWarning" in line and "is a format-1 checkpoint" in line
+    assert line.startswith(f"xpseq: note: {FORMAT1} is a format-1 checkpoint"), line
     assert "Traceback" not in done.stderr
 
 

@@ -175,11 +175,12 @@ def test_ctrl_c_of_a_torch_run_over_two_processes_is_one_line(tmp_path):
         "train", "--quick", "--backend", "torch", "--devices", "2", "--epochs", "200",
         "--no-progress", "--out", str(out)]
     env = dict(os.environ, XPSEQ_DEBUG="")
-    # A terminal's Ctrl-C: SIGINT to the whole process group (not ignored, as it would be
-    # in a background job).
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True, cwd=tmp_path,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # A terminal's Ctrl-C: SIGINT to the whole process group, in a process that does not
+    # ignore it (as one started in the background would).
+    handled = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "os.execv(sys.argv[1], sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", handled, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True, cwd=tmp_path)
     deadline = time.monotonic() + 120
     while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)                              # until the first epoch is saved

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from typing import Any, NamedTuple, Sequence
 
 from xpseq import backends
@@ -366,7 +367,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "n_best", 1) > getattr(args, "beam", 1):
         command_parser.error(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
     try:
-        code = args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _notes(warnings.showwarning)
+            code = args.func(args)
         sys.stdout.flush()
         return code
     except BrokenPipeError:
@@ -382,6 +385,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"xpseq: error: {_one_line(err)}", file=sys.stderr)
         return 1
+
+
+def _notes(show: Any) -> Any:
+    """A ``warnings.showwarning`` that prints xpseq's own warnings (e.g. a checkpoint whose
+    metadata no digest covers) as one ``xpseq: note: ...`` line, and hands the others
+    to ``show``."""
+    def showwarning(message: Warning | str, category: type[Warning], filename: str,
+                    lineno: int, file: Any = None, line: str | None = None) -> None:
+        if category.__module__.split(".")[0] == "xpseq":
+            print(f"xpseq: note: {message}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return showwarning
 
 
 def _one_line(err: BaseException) -> str:

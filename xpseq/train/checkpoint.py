@@ -311,13 +311,11 @@ def load(path: str | os.PathLike, backend: Any = None, *,
         except (KeyError, TypeError, ValueError) as err:
             raise CheckpointError(f"{path}: unusable optimiser record: {err}") from None
     if meta["format"] == 1:
-        # Attributed to the checkpoint module at line 0, so that it shows as one line (no
-        # source line under it) wherever load was called from.
-        warnings.warn_explicit(
+        warnings.warn(
             f"{path} is a format-1 checkpoint: its metadata (configuration, vocabularies, "
             "training state) is not covered by its digest, so a change to it would go "
             "unnoticed; saving it again writes format 2, whose digest covers it",
-            UnprotectedMetadataWarning, __file__, 0, module=__name__)
+            UnprotectedMetadataWarning, stacklevel=2)
     if backend is not None:
         ckpt.params = {k: backend.asarray(v) for k, v in params.items()}
         if opt_state is not None:

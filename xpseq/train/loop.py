@@ -201,7 +201,9 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         gradients)
     train : a :class:`TrainConfig` (its defaults without one)
     callbacks : :class:`xpseq.train.callbacks.Callback` objects, run in this order (put a
-        ``SaveCheckpoint`` last, so it saves what the others changed)
+        ``SaveCheckpoint`` after those that change the state and before a ``MetricsLog``,
+        so that it saves what the others changed and the log lists saved epochs only:
+        :func:`xpseq.train.callbacks.place_checkpoint` does it)
     resume : a :class:`xpseq.train.checkpoint.Checkpoint` to continue from (its parameters,
         optimiser state, epoch, position in the epoch and history); ``params`` is then
         ignored
