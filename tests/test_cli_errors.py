@@ -99,11 +99,13 @@ def build(folder: pathlib.Path) -> None:
     (folder / "latin1.toml").write_bytes(b"epochs = 1\n# caf\xe9\n")
     (folder / "table.toml").write_text("[train]\nepochs = 1\n")
     (folder / "dropout.toml").write_text("dropout = -inf\n")
+    (folder / "exported").mkdir()
+    (folder / "exported" / "train.tsv").write_text("my notes\n")
 
 
 #: Files the cases refuse to write over, with their content (the FIFO stays a FIFO).
 UNTOUCHED = {"notes.txt": "my notes\n", "one.tsv": "a b\tc d\n",
-             "lone.metrics.csv": "my notes\n"}
+             "lone.metrics.csv": "my notes\n", "exported/train.tsv": "my notes\n"}
 
 
 def cases(folder: pathlib.Path) -> dict[str, Case]:
@@ -194,6 +196,9 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
                              "options are top-level keys"),
         "config value": Case(config("dropout.toml"), 2, "dropout.toml: dropout = -inf: "
                              "expected a number in [0, 1)"),
+        "export over a file": Case(["data", "toy", "--quick", "--export", folder / "exported"],
+                                   1, "exported/train.tsv exists; choose another --export "
+                                   "folder, or pass --force"),
         "heatmap too long": Case(["heatmap", good, " ".join(["the"] * 101)], 1,
                                  "the sentence has 101 words; a heatmap draws at most 100"),
         # checkpoints

@@ -183,6 +183,8 @@ def _data(sub: Any) -> None:
                        "source<TAB>target, which train --task tsv reads.")
     p.add_argument("dataset", choices=("g2p", "toy"))
     p.add_argument("--export", required=True, metavar="DIR", help="the folder to write")
+    p.add_argument("--force", action="store_true",
+                   help="replace TSV files of the same names already in DIR")
     p.add_argument("--stress", action="store_true", help="g2p: keep the stress marks")
     p.add_argument("--quick", action="store_true", help="toy: the small toy dataset")
     p.add_argument("--seed", type=opts.seed_value, default=0,

@@ -745,6 +745,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         return _export_toy(args)
     if args.quick:
         raise CommandError("--quick is an option of the toy data")
+    _check_export(args, ("train", "dev", "test"))
     split = _load_g2p(args.stress, args.seed)
     try:
         paths = export_tsv(split, args.export)
@@ -755,6 +756,26 @@ def cmd_data(args: argparse.Namespace) -> int:
         print(f"{path}: {len(words)} words, {sum(len(v) for v in words.values())} "
               "pronunciations")
     return 0
+
+
+def _check_export(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """``data --export DIR``: refuse, before writing any, files ``DIR/<name>.tsv`` that
+    exist (unless ``--force``; never a folder or a special file)."""
+    folder = pathlib.Path(args.export)
+    if folder.exists() and not folder.is_dir():
+        raise CommandError(f"--export {args.export} is not a folder")
+    for name in names:
+        path = folder / f"{name}.tsv"
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise CommandError(f"{path} is {_file_kind(mode)}; data writes a regular file "
+                               "there, choose another --export folder")
+        if not args.force:
+            raise CommandError(f"{path} exists; choose another --export folder, or pass "
+                               "--force to replace its TSV files")
 
 
 def _export_toy(args: argparse.Namespace) -> int:
@@ -768,6 +789,7 @@ def _export_toy(args: argparse.Namespace) -> int:
     task = _toy_task(spec)
     parts = {"train": task.train, "dev": task.dev,
              **{f"test-{bucket}": pairs for bucket, pairs in task.test.items()}}
+    _check_export(args, tuple(parts))
     folder = pathlib.Path(args.export)
     try:
         folder.mkdir(parents=True, exist_ok=True)
