@@ -766,18 +766,19 @@ def _g2p_lines(read: Any, ready: Any, size: int) -> Any:
                     lines.append(bytes(pending))
                 break
             parts = data.split(b"\n")
+            if len(pending) + len(parts[0]) > G2P_LINE_BYTES:    # the line being read
+                eof = True
+                failure = CommandError(
+                    f"standard input line {number + len(lines) + 1} is longer than "
+                    f"{G2P_LINE_BYTES} bytes (a word has at most {MAX_WORD_LENGTH} "
+                    "characters)")
+                break
             if len(parts) > 1:
                 lines.append(bytes(pending + parts[0]))
                 pending = bytearray(parts[-1])
                 lines += parts[1:-1]
             else:
                 pending += data
-            if len(pending) > G2P_LINE_BYTES:
-                eof = True
-                failure = CommandError(
-                    f"standard input line {number + len(lines) + 1} is longer than "
-                    f"{G2P_LINE_BYTES} bytes (a word has at most {MAX_WORD_LENGTH} "
-                    "characters)")
         if not lines:
             if failure is not None:
                 raise failure
