@@ -191,12 +191,17 @@ class G2P:
         All the words are read and checked before any is decoded; :meth:`pronounce_iter`
         answers an iterable of any length chunk by chunk instead.
         """
+        return self._pronounce(words, beam, n_best, lookup)
+
+    def _pronounce(self, words: Any, beam: Any, n_best: Any, lookup: bool) -> list:
+        """:meth:`pronounce`, called by it or by :func:`pronounce`: a warning points at
+        the caller of either."""
         from xpseq.search import options_for
 
         options = options_for(beam, n_best, caller="pronounce")
         listed = [_checked(i, word, "pronounce")
                   for i, word in enumerate(_iterable(words, "pronounce"))]
-        return self._answer(listed, options, n_best, lookup)
+        return self._answer(listed, options, n_best, lookup, stacklevel=4)
 
     def pronounce_iter(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
                        lookup: bool = False, chunk: int = CHUNK) -> Iterator:
@@ -252,10 +257,13 @@ class G2P:
             if not words:
                 return
             start += len(words)
-            yield from self._answer(words, options, n_best, lookup)
+            yield from self._answer(words, options, n_best, lookup, stacklevel=3)
 
-    def _answer(self, words: list[str], options: Any, n_best: int, lookup: bool) -> list:
-        """The answers to checked ``words`` (decoded together), as :meth:`pronounce`."""
+    def _answer(self, words: list[str], options: Any, n_best: int, lookup: bool, *,
+                stacklevel: int) -> list:
+        """The answers to checked ``words`` (decoded together), as :meth:`pronounce`;
+        a warning points ``stacklevel`` frames up (the caller of ``pronounce``, the
+        reader of ``pronounce_iter``)."""
         from xpseq.tasks.g2p_recipe import word_tokens
 
         answers: list = [None] * len(words)
@@ -266,14 +274,15 @@ class G2P:
             if key in lexicon:
                 answers[i] = [list(p) for p in lexicon[key][:n_best]]
                 continue
-            unknown = self.unknown_characters(word)
-            if unknown:
+            characters = word_tokens(word)
+            tokens = [c for c in characters if c in self.src_vocab]
+            if len(tokens) < len(characters):
+                unknown = sorted(set(characters) - set(tokens))
                 shown = ", ".join(map(repr, unknown))
-                # stacklevel 3: the caller of pronounce, or the reader of pronounce_iter
                 warnings.warn(UnknownCharacterWarning(
                     f"{word.strip()!r}: the model knows no {shown}; answered from the "
-                    "other characters", word=word.strip(), characters=unknown), stacklevel=3)
-            tokens = [c for c in word_tokens(word) if c in self.src_vocab]
+                    "other characters", word=word.strip(), characters=unknown),
+                    stacklevel=stacklevel)
             if tokens:
                 todo.append((i, tokens))
             else:
@@ -345,8 +354,7 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
               model: str | Sequence[str] | None = None) -> list:
     """The phones of each word (see :meth:`G2P.pronounce`), with the shipped model or
     the checkpoint(s) ``model``, on ``backend`` (default NumPy)."""
-    return load(model, backend=backend).pronounce(words, beam=beam, n_best=n_best,
-                                                  lookup=lookup)
+    return load(model, backend=backend)._pronounce(words, beam, n_best, lookup)
 
 
 def pronounce_iter(words: Iterable[str], *, beam: int = 1, n_best: int = 1,
