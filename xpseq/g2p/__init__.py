@@ -58,9 +58,9 @@ MAX_WORD_LENGTH = 64
 #: Words decoded together by :func:`pronounce_iter` (and ``xpseq g2p``), by default.
 CHUNK = 512
 
-#: Batch sizes a compiling backend decodes (see :meth:`G2P._decode`); then multiples of
-#: the last, which is also the batch size of a longer list.
-_PADDED_SIZES = (1, 4, 16, 64, 256)
+#: Batch sizes a compiling backend decodes (see :meth:`G2P._decode`): the last is the
+#: batch size of a longer list, whose remainder takes the smallest size that holds it.
+_PADDED_SIZES = (16, 64, 128, 256)
 
 _LOADED: dict[tuple, G2P] = {}
 
@@ -295,22 +295,33 @@ class G2P:
         """The n-best phone lists of each of ``tokens`` (character lists, all known to the
         model), decoded together.
 
-        On a backend that compiles its search (JAX: one program per batch shape) the
-        list is padded to a size in :data:`_PADDED_SIZES`, or a multiple of the largest,
-        with copies of its shortest word whose answers are dropped: chunks of every size
-        then need a handful of programs, not one each."""
+        Words of the same length bucket (8 characters, with the ``</s>`` the encoder
+        reads) are decoded together, so that a chunk's long words do not make its short
+        ones pad to their length (a search costs its batch's longest source). On a
+        backend that compiles its search (JAX: one program per batch shape) each bucket
+        is decoded in batches of :data:`_PADDED_SIZES`' largest, and its remainder padded
+        to the smallest size there that holds it, with copies of its shortest word whose
+        answers are dropped: chunks of every size then need a handful of programs (batch
+        sizes 16, 64 and 256 per length bucket), not one each."""
         from xpseq.tasks.experiment import translate
 
-        if not tokens:
-            return []
-        asked = list(tokens)
-        if self.backend.compiles:
-            size = next((s for s in _PADDED_SIZES if s >= len(asked)), None) or \
-                -(-len(asked) // _PADDED_SIZES[-1]) * _PADDED_SIZES[-1]
-            asked += [min(asked, key=len)] * (size - len(asked))
-        results = translate(self.params, self.config, asked, self.src_vocab, self.tgt_vocab,
-                            self.backend, options, batch_size=_PADDED_SIZES[-1])
-        return [[list(h) for h in r["n_best"]] for r in results[:len(tokens)]]
+        buckets: dict[int, list[int]] = {}
+        for i, word in enumerate(tokens):
+            buckets.setdefault(len(word) // 8, []).append(i)
+        answers: list = [None] * len(tokens)
+        for _, where in sorted(buckets.items()):
+            asked = [tokens[i] for i in where]
+            if self.backend.compiles:
+                full, rest = divmod(len(asked), _PADDED_SIZES[-1])
+                size = full * _PADDED_SIZES[-1] + (
+                    next(s for s in _PADDED_SIZES if s >= rest) if rest else 0)
+                asked += [min(asked, key=len)] * (size - len(asked))
+            results = translate(self.params, self.config, asked, self.src_vocab,
+                                self.tgt_vocab, self.backend, options,
+                                batch_size=_PADDED_SIZES[-1])
+            for i, result in zip(where, results):
+                answers[i] = [list(h) for h in result["n_best"]]
+        return answers
 
 
 def _iterable(words: Any, caller: str) -> Iterator:
