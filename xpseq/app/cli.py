@@ -125,14 +125,26 @@ def _translate(sub: Any) -> None:
 
 
 def _g2p(sub: Any) -> None:
+    from xpseq import g2p
+
+    from .commands import G2P_NOTES_SHOWN
+
     p = sub.add_parser("g2p", help="pronounce English words with the shipped G2P model",
                        description="The ARPAbet phones of each word, given as arguments or one "
-                       "per line on stdin, printed as word<TAB>phones in input order (N lines "
-                       "a word with --n-best N). Words are read lower-cased; characters the "
-                       "model does not know are left out with a note on stderr; an empty line "
-                       "gives an empty line. No training, no network: the model ships with "
-                       "xpseq (CMU dictionary, stress removed).")
-    p.add_argument("words", nargs="*", help="words (default: read stdin)")
+                       "per line on stdin (UTF-8), printed as word<TAB>phones in input order (N "
+                       "lines a word with --n-best N). Stdin is answered as it comes, in chunks "
+                       f"of at most {g2p.CHUNK} words (fewer when no more input is ready yet), "
+                       "so answers start before the input ends and memory does not grow with "
+                       "it. Words are read lower-cased; characters the model does not know are "
+                       "left out with a note on stderr (a note for each of the first "
+                       f"{G2P_NOTES_SHOWN} such words, then one line at the end for the rest); "
+                       "an empty line gives an empty line; a word of more than "
+                       f"{g2p.MAX_WORD_LENGTH} characters gets a note and the answer "
+                       "word<TAB> (nothing). Input that is not UTF-8 stops the run with an "
+                       "error naming its line (the answers printed before it stay). No "
+                       "training, no network: the model ships with xpseq (CMU dictionary, "
+                       "stress removed).")
+    p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
     p.add_argument("--backend", choices=backends.NAMES, default=None,
                    help="backend to decode on " + DEFAULT_BACKEND)
     p.add_argument("--model", action="append", metavar="PATH",

@@ -839,11 +839,17 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
 
 
 def cmd_g2p(args: argparse.Namespace) -> int:
-    import warnings
-
+    """Pronounce the words of the arguments, or of stdin as they come: chunks of at most
+    :data:`xpseq.g2p.CHUNK` words, each answered (and stdout flushed) before the next is
+    read, a chunk cut short when no more input is ready (so a pipe's first word is
+    answered before it closes; memory does not grow with the input). A word longer than
+    :data:`xpseq.g2p.MAX_WORD_LENGTH` gets a note and an empty answer. Stdin that is
+    closed, not UTF-8, or holds a line over :data:`G2P_LINE_BYTES` is a
+    :class:`CommandError` (the lines before it answered)."""
     from xpseq import g2p
 
-    words = list(args.words) if args.words else [line.rstrip("\r\n") for line in sys.stdin]
+    chunks = (_g2p_stdin_chunks(g2p.CHUNK) if not args.words else
+              (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words), g2p.CHUNK)))
     try:
         model = g2p.load(args.model or None, backend=_backend(args.backend))
     except (FileNotFoundError, ValueError) as err:
@@ -853,23 +859,207 @@ def cmd_g2p(args: argparse.Namespace) -> int:
             model.lexicon()
         except (ModuleNotFoundError, FileNotFoundError) as err:
             raise CommandError(f"--lookup: {err}") from None
+    notes = _G2PNotes()
+    try:
+        for words in chunks:
+            sys.stdout.write(_g2p_answer(model, words, args, notes))
+            sys.stdout.flush()
+    finally:
+        notes.summary()
+    return 0
+
+
+#: The longest line ``xpseq g2p`` reads from stdin (in bytes): far beyond any word it
+#: answers (:data:`xpseq.g2p.MAX_WORD_LENGTH` characters), a bound on what one line holds.
+G2P_LINE_BYTES = 2**20
+
+#: ``xpseq g2p`` notes each of the first this many words with characters the model does
+#: not know (and each of the first this many words too long), then sums up the others in
+#: one line at the end.
+G2P_NOTES_SHOWN = 10
+
+
+def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
+                notes: _G2PNotes) -> str:
+    """The output lines of one chunk of ``words``: ``word<TAB>phones`` (``--n-best`` N
+    lines a word), an empty line for an empty word, ``word<TAB>`` for a word longer than
+    :data:`xpseq.g2p.MAX_WORD_LENGTH` (with a note); notes go to ``notes``."""
+    import warnings
+
+    from xpseq import g2p
+
+    asked = []
+    for word in words:
+        notes.count += 1
+        length = len(word.strip())
+        if length > g2p.MAX_WORD_LENGTH:
+            notes.long_word(word.strip())
+        elif length:
+            asked.append(word)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", g2p.UnknownCharacterWarning)
-        answers = model.pronounce(words, beam=args.beam, n_best=args.n_best,
-                                  lookup=args.lookup)
+        answers = iter(model.pronounce(asked, beam=args.beam, n_best=args.n_best,
+                                       lookup=args.lookup) if asked else [])
     for warning in caught:          # pronounce names the characters it left out
         if issubclass(warning.category, g2p.UnknownCharacterWarning):
-            print(f"xpseq: note: {warning.message}", file=sys.stderr)
+            notes.unknown(warning.message)
         else:
             warnings.showwarning(warning.message, warning.category, warning.filename,
                                  warning.lineno)
-    for word, answer in zip(words, answers):
-        if not word.strip():
-            print("")
-            continue
-        for phones in ([answer] if args.n_best == 1 else answer):
-            print(f"{word.strip()}\t{' '.join(phones)}")
-    return 0
+    lines = []
+    for word in (w.strip() for w in words):
+        if not word:
+            lines.append("")
+        elif len(word) > g2p.MAX_WORD_LENGTH:
+            lines.append(f"{word}\t")
+        else:
+            answer = next(answers)
+            lines += [f"{word}\t{' '.join(phones)}"
+                      for phones in ([answer] if args.n_best == 1 else answer)]
+    return "".join(line + "\n" for line in lines)
+
+
+class _G2PNotes:
+    """The notes of ``xpseq g2p`` on stderr, so many words never flood it: the first
+    :data:`G2P_NOTES_SHOWN` words of each kind (with characters the model does not know;
+    too long) get a note each, the others one summary line at the end of the run."""
+
+    SHOWN = G2P_NOTES_SHOWN
+
+    def __init__(self) -> None:
+        self.count = 0                      # words read so far, for the notes' numbers
+        self.unknown_words = 0
+        self.unknown_chars: set[str] = set()
+        self.long_words = 0
+
+    def unknown(self, warning: Any) -> None:
+        self.unknown_words += 1
+        if len(self.unknown_chars) < 1000:
+            self.unknown_chars.update(getattr(warning, "characters", ()))
+        if self.unknown_words <= self.SHOWN:
+            print(f"xpseq: note: {warning}", file=sys.stderr)
+
+    def long_word(self, word: str) -> None:
+        from xpseq.g2p import MAX_WORD_LENGTH
+
+        self.long_words += 1
+        if self.long_words <= self.SHOWN:
+            print(f"xpseq: note: word {self.count} ({word[:20]!r}...) has {len(word)} "
+                  f"characters, more than {MAX_WORD_LENGTH}; its answer is empty",
+                  file=sys.stderr)
+
+    def summary(self) -> None:
+        from xpseq.g2p import MAX_WORD_LENGTH
+
+        more = self.unknown_words - self.SHOWN
+        if more > 0:
+            chars = sorted(self.unknown_chars)
+            shown = ", ".join(map(repr, chars[:20])) + (", ..." if len(chars) > 20 else "")
+            print(f"xpseq: note: {more} more word(s) held characters the model does not "
+                  f"know ({shown}); each was answered from its other characters",
+                  file=sys.stderr)
+        more = self.long_words - self.SHOWN
+        if more > 0:
+            print(f"xpseq: note: {more} more word(s) had more than {MAX_WORD_LENGTH} "
+                  "characters; their answers are empty", file=sys.stderr)
+
+
+def _g2p_stdin_chunks(size: int) -> Any:
+    """The lines of stdin as they come, in lists of at most ``size`` (a generator).
+
+    Reads the descriptor itself (no buffer holds lines back): a list ends at ``size``
+    lines, or earlier when no more input is ready (``select``; where it cannot tell, at
+    each read). Each line is decoded as UTF-8 whatever the locale says (a leading BOM
+    removed; ``\\r\\n`` or ``\\n`` ends it). Closed stdin, input that is not UTF-8 and a
+    line of more than :data:`G2P_LINE_BYTES` bytes are :class:`CommandError`s, raised
+    after the lines before them are yielded."""
+    if sys.stdin is None:
+        raise CommandError("no words given and standard input is closed")
+    read, ready = _g2p_stdin_reader()
+    return _g2p_lines(read, ready, size)
+
+
+def _g2p_stdin_reader() -> tuple[Any, Any]:
+    """``(read, ready)`` for stdin: ``read()`` returns the bytes available (``b""`` at
+    its end), ``ready()`` whether a read would not wait."""
+    import select
+
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, ValueError, OSError):       # not a file (replaced in-process)
+        buffer = getattr(sys.stdin, "buffer", None)
+        if buffer is not None:
+            return (lambda: getattr(buffer, "read1", buffer.read)(65536)), (lambda: False)
+        return (lambda: sys.stdin.read(65536).encode("utf-8")), (lambda: False)
+
+    def read() -> bytes:
+        import errno
+
+        try:
+            return os.read(fd, 65536)
+        except OSError as err:
+            if err.errno == errno.EBADF:
+                raise CommandError("no words given and standard input is closed") from None
+            raise CommandError(f"cannot read standard input: {err.strerror}") from None
+
+    def ready() -> bool:
+        try:
+            return bool(select.select([fd], [], [], 0)[0])
+        except (OSError, ValueError):      # e.g. Windows, where select takes sockets only
+            return False
+
+    return read, ready
+
+
+def _g2p_lines(read: Any, ready: Any, size: int) -> Any:
+    """:func:`_g2p_stdin_chunks`' generator over ``read`` and ``ready``."""
+    from xpseq.g2p import MAX_WORD_LENGTH
+
+    pending = bytearray()               # the line being read
+    lines: list[bytes] = []             # complete lines, not yet decoded
+    number, offset = 0, 0               # lines decoded; bytes before the next line
+    failure: CommandError | None = None
+    eof = False
+    while True:
+        while not eof and (not lines or (len(lines) < size and ready())):
+            data = read()
+            if not data:
+                eof = True
+                if pending:
+                    lines.append(bytes(pending))
+                break
+            parts = data.split(b"\n")
+            if len(pending) + len(parts[0]) > G2P_LINE_BYTES:    # the line being read
+                eof = True
+                failure = CommandError(
+                    f"standard input line {number + len(lines) + 1} is longer than "
+                    f"{G2P_LINE_BYTES} bytes (a word has at most {MAX_WORD_LENGTH} "
+                    "characters)")
+                break
+            if len(parts) > 1:
+                lines.append(bytes(pending + parts[0]))
+                pending = bytearray(parts[-1])
+                lines += parts[1:-1]
+            else:
+                pending += data
+        if not lines:
+            if failure is not None:
+                raise failure
+            return
+        batch, lines = lines[:size], lines[size:]
+        words = []
+        for raw in batch:
+            number += 1
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                if words:
+                    yield words
+                raise CommandError(f"standard input is not UTF-8 (line {number}: "
+                                   f"{err.reason} at byte {offset + err.start})") from None
+            offset += len(raw) + 1
+            words.append(text.removeprefix("\ufeff") if number == 1 else text)
+        yield words
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

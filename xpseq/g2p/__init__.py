@@ -8,15 +8,22 @@ guide)::
     >>> from xpseq import g2p
     >>> g2p.pronounce(["xylophone", "Dijkstra"])          # doctest: +SKIP
     [['Z', 'AY', 'L', 'AH', 'F', 'OW', 'N'], ['D', 'IY', 'K', 'S', 'T', 'R', 'AH']]
+    >>> words = (line.strip() for line in open("words.txt"))          # doctest: +SKIP
+    >>> for phones in g2p.pronounce_iter(words):                        # doctest: +SKIP
+    ...     print(" ".join(phones))
 
-:func:`pronounce` decodes a list of words in batches with a model loaded once (and kept
-for later calls); :class:`G2P` is that loaded model, for another checkpoint (``xpseq
-train --task g2p`` writes them) or an ensemble of several. Words are read lower-cased,
-surrounding whitespace removed; a character the model never saw is left out of the word
-with a :class:`UnknownCharacterWarning` naming it (the word is still answered from the
-others); an empty word gives an empty pronunciation. ``lookup=True`` answers the words
-that are in the CMU dictionary from it (their first pronunciation) and only the others
-from the model, as g2p_en does; it needs the dictionary's package (``xpseq[g2p]``).
+:func:`pronounce` decodes an iterable of words (a list, a generator ...) in batches with a
+model loaded once (and kept for later calls) and returns the answers as a list;
+:func:`pronounce_iter` yields them one by one, reading and decoding :data:`CHUNK` words at
+a time, so that any number of words is answered with bounded memory. :class:`G2P` is that
+loaded model, for another checkpoint (``xpseq train --task g2p`` writes them) or an
+ensemble of several. Words are read lower-cased, surrounding whitespace removed, and have
+at most :data:`MAX_WORD_LENGTH` characters (a longer one is a ``ValueError``); a
+character the model never saw is left out of the word with a
+:class:`UnknownCharacterWarning` naming it (the word is still answered from the others);
+an empty word gives an empty pronunciation. ``lookup=True`` answers the words that are in
+the CMU dictionary from it (their first pronunciation) and only the others from the
+model, as g2p_en does; it needs the dictionary's package (``xpseq[g2p]``).
 
 The shipped model's files are listed in ``model/shipped.json`` next to this module, with
 the scores the README states (:func:`shipped`).
@@ -24,23 +31,50 @@ the scores the README states (:func:`shipped`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import pathlib
 import warnings
-from typing import Sequence
+from collections.abc import Iterable, Iterator
+from typing import Any, Sequence
 
 from xpseq import backends
+from xpseq.core import checks
 
-__all__ = ["G2P", "pronounce", "load", "shipped", "UnknownCharacterWarning", "MODEL_DIR"]
+__all__ = ["G2P", "pronounce", "pronounce_iter", "load", "shipped",
+           "UnknownCharacterWarning", "MAX_WORD_LENGTH", "CHUNK", "MODEL_DIR"]
 
 #: The folder of the shipped model: ``shipped.json`` and the checkpoints it names.
 MODEL_DIR = pathlib.Path(__file__).resolve().parent / "model"
+
+#: The most characters a word may have (surrounding whitespace removed). The longest word
+#: of the CMU dictionary has 28 (``antidisestablishmentarianism``; of its 126,052 words 53
+#: have more than 17), so 64 leaves room for any English word, name or compound, while
+#: bounding the work of one word: the search runs up to ``2 n + 5`` steps for ``n``
+#: characters, each step attending over all of them, so the work grows as ``n²`` (a
+#: 10,000-letter "word" took two minutes; one of 64 letters takes well under a second).
+MAX_WORD_LENGTH = 64
+
+#: Words decoded together by :func:`pronounce_iter` (and ``xpseq g2p``), by default.
+CHUNK = 512
+
+#: Batch sizes a compiling backend decodes (see :meth:`G2P._decode`): the last is the
+#: batch size of a longer list, whose remainder takes the smallest size that holds it.
+_PADDED_SIZES = (16, 64, 128, 256)
 
 _LOADED: dict[tuple, G2P] = {}
 
 
 class UnknownCharacterWarning(UserWarning):
-    """A word held characters the model never saw; they were left out."""
+    """A word held characters the model never saw; they were left out.
+
+    ``word`` is the word (surrounding whitespace removed) and ``characters`` the sorted
+    list of the characters left out."""
+
+    def __init__(self, message: str, *, word: str = "", characters: Sequence[str] = ()):
+        super().__init__(message)
+        self.word = word
+        self.characters = list(characters)
 
 
 def shipped() -> dict:
@@ -119,32 +153,119 @@ class G2P:
             self._lexicon = read_cmudict(stress=self.stress)
         return self._lexicon
 
-    def pronounce(self, words: Sequence[str], *, beam: int = 1, n_best: int = 1,
+    def pronounce(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
                   lookup: bool = False) -> list:
         """The phones of each word, in the order of ``words``.
 
         Parameters
         ----------
-        words : sequence of str
-        beam : beam size (1: greedy search)
-        n_best : pronunciations per word (``<= beam``)
-        lookup : answer the words of the CMU dictionary from it (its pronunciations, in
-            the dictionary's order) and the others from the model
+        words : iterable of str
+            The words: a list, a tuple, a generator ... (not one str: ``["cat"]``, not
+            ``"cat"``). Each has at most :data:`MAX_WORD_LENGTH` characters once its
+            surrounding whitespace is removed.
+        beam : int
+            Beam size, at most :data:`xpseq.search.MAX_BEAM` (1: greedy search).
+        n_best : int
+            Pronunciations per word (``<= beam``).
+        lookup : bool
+            Answer the words of the CMU dictionary from it (its pronunciations, in the
+            dictionary's order) and the others from the model.
 
         Returns
         -------
-        With ``n_best == 1`` a list of phone lists, one per word; otherwise a list of
-        ``n_best`` phone lists per word (best first; from the dictionary, as many as it
-        has, at most ``n_best``).
+        list
+            With ``n_best == 1`` a list of phone lists (``list[list[str]]``), one per
+            word; otherwise a list of ``n_best`` phone lists per word
+            (``list[list[list[str]]]``, best first; from the dictionary, as many as it
+            has, at most ``n_best``; an empty word: one empty list).
+
+        Raises
+        ------
+        TypeError
+            ``words`` is one str, not iterable, or holds an item that is not a str (the
+            error names its index and type); nothing is decoded then.
+        ValueError
+            A word longer than :data:`MAX_WORD_LENGTH` (the error names its index and
+            length), or a bad ``beam`` / ``n_best``; nothing is decoded then.
+
+        All the words are read and checked before any is decoded; :meth:`pronounce_iter`
+        answers an iterable of any length chunk by chunk instead.
+        """
+        return self._pronounce(words, beam, n_best, lookup)
+
+    def _pronounce(self, words: Any, beam: Any, n_best: Any, lookup: bool) -> list:
+        """:meth:`pronounce`, called by it or by :func:`pronounce`: a warning points at
+        the caller of either."""
+        from xpseq.search import options_for
+
+        options = options_for(beam, n_best, caller="pronounce")
+        listed = [_checked(i, word, "pronounce")
+                  for i, word in enumerate(_iterable(words, "pronounce"))]
+        return self._answer(listed, options, n_best, lookup, stacklevel=4)
+
+    def pronounce_iter(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
+                       lookup: bool = False, chunk: int = CHUNK) -> Iterator:
+        """The phones of each word, one answer at a time, in the order of ``words``.
+
+        What :meth:`pronounce` returns as a list, yielded one word at a time:
+        ``words`` is read ``chunk`` words at a time, each chunk decoded together and its
+        answers yielded before the next chunk is read, so that a generator of any
+        length (the lines of a large file) is answered with memory that does not grow
+        with it, and the first answers come before the last words are read.
+
+        Parameters
+        ----------
+        words : iterable of str
+            As for :meth:`pronounce` (a generator is read lazily: at most ``chunk``
+            words ahead of the answers).
+        beam, n_best, lookup : as for :meth:`pronounce`
+        chunk : int
+            Words decoded together (default :data:`CHUNK`, 512): more is faster per
+            word, up to a few hundred, and holds more words at once.
+
+        Yields
+        ------
+        list
+            Per word, what :meth:`pronounce` has in its list: a phone list
+            (``list[str]``), or with ``n_best > 1`` a list of phone lists.
+
+        Raises
+        ------
+        TypeError, ValueError
+            ``words`` not an iterable of str, a bad ``beam`` / ``n_best`` / ``chunk``:
+            when this method is called. An item that is not a str, or a word longer than
+            :data:`MAX_WORD_LENGTH`: when its chunk is read (the answers of the chunks
+            before it have been yielded by then), naming its index.
         """
         from xpseq.search import options_for
-        from xpseq.tasks.experiment import translate
+
+        options = options_for(beam, n_best, caller="pronounce_iter")
+        if not checks.is_int(chunk) or chunk < 1:
+            raise ValueError(f"pronounce_iter: chunk must be a positive int, got {chunk!r}")
+        items = _iterable(words, "pronounce_iter")
+        if lookup:
+            self.lexicon()                  # its errors now, not at the first answer
+        return self._answers(items, options, n_best, lookup, chunk)
+
+    def _answers(self, items: Iterator, options: Any, n_best: int, lookup: bool,
+                 chunk: int) -> Iterator:
+        """:meth:`pronounce_iter`'s generator: ``chunk`` checked words, their answers."""
+        start = 0
+        while True:
+            words = [_checked(i, word, "pronounce_iter")
+                     for i, word in enumerate(itertools.islice(items, chunk), start)]
+            if not words:
+                return
+            start += len(words)
+            yield from self._answer(words, options, n_best, lookup, stacklevel=3)
+
+    def _answer(self, words: list[str], options: Any, n_best: int, lookup: bool, *,
+                stacklevel: int) -> list:
+        """The answers to checked ``words`` (decoded together), as :meth:`pronounce`;
+        a warning points ``stacklevel`` frames up (the caller of ``pronounce``, the
+        reader of ``pronounce_iter``)."""
         from xpseq.tasks.g2p_recipe import word_tokens
 
-        if isinstance(words, str) or not all(isinstance(w, str) for w in words):
-            raise TypeError("pronounce: words must be a sequence of str (a list of words, "
-                            "not one string)")
-        options = options_for(beam, n_best, caller="pronounce")
         answers: list = [None] * len(words)
         todo = []
         lexicon = self.lexicon() if lookup else {}
@@ -153,21 +274,80 @@ class G2P:
             if key in lexicon:
                 answers[i] = [list(p) for p in lexicon[key][:n_best]]
                 continue
-            unknown = self.unknown_characters(word)
-            if unknown:
+            characters = word_tokens(word)
+            tokens = [c for c in characters if c in self.src_vocab]
+            if len(tokens) < len(characters):
+                unknown = sorted(set(characters) - set(tokens))
                 shown = ", ".join(map(repr, unknown))
-                warnings.warn(f"{word.strip()!r}: the model knows no {shown}; answered from "
-                              "the other characters", UnknownCharacterWarning, stacklevel=2)
-            tokens = [c for c in word_tokens(word) if c in self.src_vocab]
+                warnings.warn(UnknownCharacterWarning(
+                    f"{word.strip()!r}: the model knows no {shown}; answered from the "
+                    "other characters", word=word.strip(), characters=unknown),
+                    stacklevel=stacklevel)
             if tokens:
                 todo.append((i, tokens))
             else:
                 answers[i] = [[]]
-        results = translate(self.params, self.config, [t for _, t in todo], self.src_vocab,
-                            self.tgt_vocab, self.backend, options) if todo else []
-        for (i, _), result in zip(todo, results):
-            answers[i] = [list(h) for h in result["n_best"]]
+        for (i, _), hyps in zip(todo, self._decode([t for _, t in todo], options)):
+            answers[i] = hyps
         return [a[0] for a in answers] if n_best == 1 else answers
+
+    def _decode(self, tokens: list[list[str]], options: Any) -> list[list[list[str]]]:
+        """The n-best phone lists of each of ``tokens`` (character lists, all known to the
+        model), decoded together.
+
+        Words of the same length bucket (8 characters, with the ``</s>`` the encoder
+        reads) are decoded together, so that a chunk's long words do not make its short
+        ones pad to their length (a search costs its batch's longest source). On a
+        backend that compiles its search (JAX: one program per batch shape) each bucket
+        is decoded in batches of :data:`_PADDED_SIZES`' largest, and its remainder padded
+        to the smallest size there that holds it, with copies of its shortest word whose
+        answers are dropped: chunks of every size then need a handful of programs (batch
+        sizes 16, 64 and 256 per length bucket), not one each."""
+        from xpseq.tasks.experiment import translate
+
+        buckets: dict[int, list[int]] = {}
+        for i, word in enumerate(tokens):
+            buckets.setdefault(len(word) // 8, []).append(i)
+        answers: list = [None] * len(tokens)
+        for _, where in sorted(buckets.items()):
+            asked = [tokens[i] for i in where]
+            if self.backend.compiles:
+                full, rest = divmod(len(asked), _PADDED_SIZES[-1])
+                size = full * _PADDED_SIZES[-1] + (
+                    next(s for s in _PADDED_SIZES if s >= rest) if rest else 0)
+                asked += [min(asked, key=len)] * (size - len(asked))
+            results = translate(self.params, self.config, asked, self.src_vocab,
+                                self.tgt_vocab, self.backend, options,
+                                batch_size=_PADDED_SIZES[-1])
+            for i, result in zip(where, results):
+                answers[i] = [list(h) for h in result["n_best"]]
+        return answers
+
+
+def _iterable(words: Any, caller: str) -> Iterator:
+    """An iterator over ``words`` if it is an iterable of words (not one str); a
+    TypeError otherwise."""
+    if isinstance(words, (str, bytes)):
+        raise TypeError(f"{caller}: words must be a sequence of str (a list of words such "
+                        f"as ['cat'], not one {type(words).__name__})")
+    try:
+        return iter(words)
+    except TypeError:
+        raise TypeError(f"{caller}: words must be an iterable of str (a list, a tuple, a "
+                        f"generator ...), got {type(words).__name__}") from None
+
+
+def _checked(index: int, word: Any, caller: str) -> str:
+    """``word`` (item ``index`` of ``words``) if it is a str of at most
+    :data:`MAX_WORD_LENGTH` characters, surrounding whitespace removed."""
+    if not isinstance(word, str):
+        raise TypeError(f"{caller}: words[{index}] must be a str, got "
+                        f"{type(word).__name__}")
+    length = len(word.strip())
+    if length > MAX_WORD_LENGTH:
+        raise ValueError(f"{caller}: words[{index}] has {length} characters; a word may "
+                         f"have at most {MAX_WORD_LENGTH} (xpseq.g2p.MAX_WORD_LENGTH)")
+    return word
 
 
 def load(paths: str | Sequence[str] | None = None, *,
@@ -180,10 +360,20 @@ def load(paths: str | Sequence[str] | None = None, *,
     return _LOADED[key]
 
 
-def pronounce(words: Sequence[str], *, beam: int = 1, n_best: int = 1, lookup: bool = False,
+def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: bool = False,
               backend: str | backends.Backend | None = None,
               model: str | Sequence[str] | None = None) -> list:
     """The phones of each word (see :meth:`G2P.pronounce`), with the shipped model or
     the checkpoint(s) ``model``, on ``backend`` (default NumPy)."""
-    return load(model, backend=backend).pronounce(words, beam=beam, n_best=n_best,
-                                                  lookup=lookup)
+    return load(model, backend=backend)._pronounce(words, beam, n_best, lookup)
+
+
+def pronounce_iter(words: Iterable[str], *, beam: int = 1, n_best: int = 1,
+                   lookup: bool = False, chunk: int = CHUNK,
+                   backend: str | backends.Backend | None = None,
+                   model: str | Sequence[str] | None = None) -> Iterator:
+    """The phones of each word, yielded one by one, ``chunk`` words decoded at a time
+    (see :meth:`G2P.pronounce_iter`), with the shipped model or the checkpoint(s)
+    ``model``, on ``backend`` (default NumPy)."""
+    return load(model, backend=backend).pronounce_iter(words, beam=beam, n_best=n_best,
+                                                       lookup=lookup, chunk=chunk)

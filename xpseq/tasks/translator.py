@@ -18,7 +18,8 @@ the functions it calls, unchanged: :func:`xpseq.tasks.train_model`,
 from __future__ import annotations
 
 import pathlib
-from typing import Any, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from xpseq import backends
 from xpseq.data import Vocab
@@ -94,17 +95,34 @@ class Translator:
         return cls(params, config, task.src_vocab, task.tgt_vocab, be,
                    history=result.history, task=task)
 
-    def translate(self, sentences: Sequence[str | Sequence[str]], *, beam: int = 1,
+    def translate(self, sentences: Iterable[str | Sequence[str]], *, beam: int = 1,
                   n_best: int = 1) -> list:
         """Translate sentences (strings, split on whitespace, or token lists), in order.
 
-        Returns one string per sentence; with ``n_best > 1`` a list of ``n_best`` strings
-        per sentence, best first. Unknown words are read as ``<unk>``.
+        Parameters
+        ----------
+        sentences : iterable of str or of token lists
+            A list (or tuple, generator ...) of sentences: each a str or a sequence of
+            str tokens; not one str.
+        beam : int
+            Beam size (1: greedy search).
+        n_best : int
+            Translations per sentence (``<= beam``).
+
+        Returns
+        -------
+        list
+            One string per sentence; with ``n_best > 1`` a list of ``n_best`` strings
+            per sentence, best first. Unknown words are read as ``<unk>``.
+
+        Raises
+        ------
+        TypeError
+            ``sentences`` is one str, not iterable, or holds an item that is neither a
+            str nor a sequence of str (the error names its index and type).
         """
-        if isinstance(sentences, str):
-            raise TypeError("translate: sentences must be a list of sentences, not one str")
         options = options_for(beam, n_best, caller="translate")
-        tokens = [s.split() if isinstance(s, str) else list(s) for s in sentences]
+        tokens = [_sentence_tokens(i, s) for i, s in enumerate(_sentences(sentences))]
         results = translate(self.params, self.config, tokens, self.src_vocab, self.tgt_vocab,
                             self.backend, options)
         if n_best == 1:
@@ -148,6 +166,34 @@ class Translator:
                                        "tgt": self.tgt_vocab.to_list()},
                                train_state={"history": self.history},
                                metadata=self.metadata or None)
+
+
+def _sentences(sentences: Any) -> Iterator:
+    """An iterator over ``sentences`` (not one str); a TypeError otherwise."""
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(f"translate: sentences must be a list of sentences, not one "
+                        f"{type(sentences).__name__}")
+    try:
+        return iter(sentences)
+    except TypeError:
+        raise TypeError("translate: sentences must be an iterable of sentences (a list of "
+                        f"str or of token lists), got {type(sentences).__name__}") from None
+
+
+def _sentence_tokens(index: int, sentence: Any) -> list[str]:
+    """The tokens of ``sentences[index]``: a str split on whitespace, or the str tokens
+    of a sequence (any iterable but bytes)."""
+    if isinstance(sentence, str):
+        return sentence.split()
+    if isinstance(sentence, (bytes, bytearray)) or not isinstance(sentence, Iterable):
+        raise TypeError(f"translate: sentences[{index}] must be a str or a sequence of str "
+                        f"tokens, got {type(sentence).__name__}")
+    tokens = list(sentence)
+    for j, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise TypeError(f"translate: sentences[{index}][{j}] must be a str token, got "
+                            f"{type(token).__name__}")
+    return tokens
 
 
 def load(path: str | pathlib.Path, *, backend: str | None = None) -> Translator:
