@@ -369,13 +369,19 @@ def average(paths: Sequence[str | os.PathLike], backend: Any = None) -> Checkpoi
 # ------------------------------------------------------------------------- helpers
 
 
-def _check_params(path: pathlib.Path, config: Any, params: Mapping[str, Any]) -> None:
-    expected = models.of(config).param_shapes(config)
-    missing = sorted(set(expected) - set(params))
-    unknown = sorted(set(params) - set(expected))
+def _check_names(path: pathlib.Path, expected: Mapping[str, Any],
+                 found: Mapping[str, Any]) -> None:
+    """The parameter names ``found`` are exactly those ``expected``."""
+    missing = sorted(set(expected) - set(found))
+    unknown = sorted(set(found) - set(expected))
     if missing or unknown:
         raise CheckpointError(f"{path}: parameters do not match the configuration: missing "
                               f"{missing}, unknown {unknown}")
+
+
+def _check_params(path: pathlib.Path, config: Any, params: Mapping[str, Any]) -> None:
+    expected = models.of(config).param_shapes(config)
+    _check_names(path, expected, params)
     for name, shape in expected.items():
         if tuple(params[name].shape) != shape:
             raise CheckpointError(f"{path}: parameter {name} has shape "
@@ -435,11 +441,7 @@ def _check_header(path: pathlib.Path, expected: Mapping[str, tuple],
     (one integer). Anything else is refused, naming the tensor.
     """
     params = {k[len("params/"):]: v for k, v in header.items() if k.startswith("params/")}
-    missing = sorted(set(expected) - set(params))
-    unknown = sorted(set(params) - set(expected))
-    if missing or unknown:
-        raise CheckpointError(f"{path}: parameters do not match the configuration: missing "
-                              f"{missing}, unknown {unknown}")
+    _check_names(path, expected, params)
     for name, shape in expected.items():
         dtype, found = params[name]
         if found != tuple(shape):
