@@ -22,7 +22,7 @@ import warnings
 import pytest
 
 from xpseq import g2p
-from xpseq.app import cli, commands
+from xpseq.app import cli, stdin
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "rnn_format1.safetensors"
@@ -136,7 +136,7 @@ def test_stdin_is_read_a_chunk_at_a_time_and_cut_short_when_nothing_is_ready():
         start = 65536 * (len(reads) - 1)
         return data[start:start + 65536]
 
-    chunks = commands._g2p_lines(read, lambda: True, 512)
+    chunks = stdin.split_lines(read, lambda: True, 512)
     first = next(chunks)
     assert len(first) == 512 and first[:4] == list(WORDS) and len(reads) == 1
     rest = list(chunks)
@@ -144,7 +144,7 @@ def test_stdin_is_read_a_chunk_at_a_time_and_cut_short_when_nothing_is_ready():
     assert sum(map(len, rest)) + 512 == 20000
     # Nothing more ready: what the first read gave is answered without waiting for more.
     pieces = iter([b"hello\nwor", b"ld\n", b""])
-    chunks = commands._g2p_lines(lambda: next(pieces), lambda: False, 512)
+    chunks = stdin.split_lines(lambda: next(pieces), lambda: False, 512)
     assert next(chunks) == ["hello"]
     assert next(chunks) == ["world"]
 

@@ -28,7 +28,6 @@ from xpseq import backends
 
 from . import options as opts
 from .commands import (
-    CommandError,
     cmd_data,
     cmd_demo,
     cmd_evaluate,
@@ -37,8 +36,8 @@ from .commands import (
     cmd_tour,
     cmd_train,
     cmd_translate,
-    oserror_message,
 )
+from .errors import CommandError, oserror_message
 from .options import DEFAULT_BACKEND, positive
 
 __all__ = ["main", "build", "positive"]   # positive: also the scripts' argparse type

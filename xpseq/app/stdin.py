@@ -1,0 +1,134 @@
+"""Standard input as the commands read it: every line at once (``translate``), or lines
+as they come, in chunks (``g2p``); decoded as UTF-8 whatever the locale says, a closed or
+undecodable input a one-line :class:`~xpseq.app.errors.CommandError`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from .errors import CommandError
+
+__all__ = ["lines", "chunks", "split_lines", "LINE_BYTES"]
+
+
+def lines() -> list[str]:
+    """The lines of standard input, decoded as UTF-8 whatever the locale says."""
+    if sys.stdin is None:
+        raise CommandError("no sentences given and standard input is closed")
+    try:
+        data = sys.stdin.buffer.read()
+    except (OSError, ValueError) as err:
+        raise CommandError(f"cannot read standard input: {err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise CommandError(f"standard input is not UTF-8 (line {line}: {err.reason} at byte "
+                           f"{err.start})") from None
+    return text.removeprefix("\ufeff").splitlines()
+
+
+#: The longest line ``xpseq g2p`` reads from stdin (in bytes): far beyond any word it
+#: answers (:data:`xpseq.g2p.MAX_WORD_LENGTH` characters), a bound on what one line holds.
+LINE_BYTES = 2**20
+
+
+def chunks(size: int) -> Any:
+    """The lines of stdin as they come, in lists of at most ``size`` (a generator).
+
+    Reads the descriptor itself (no buffer holds lines back): a list ends at ``size``
+    lines, or earlier when no more input is ready (``select``; where it cannot tell, at
+    each read). Each line is decoded as UTF-8 whatever the locale says (a leading BOM
+    removed; ``\\r\\n`` or ``\\n`` ends it). Closed stdin, input that is not UTF-8 and a
+    line of more than :data:`LINE_BYTES` bytes are :class:`CommandError`s, raised
+    after the lines before them are yielded."""
+    if sys.stdin is None:
+        raise CommandError("no words given and standard input is closed")
+    read, ready = _reader()
+    return split_lines(read, ready, size)
+
+
+def _reader() -> tuple[Any, Any]:
+    """``(read, ready)`` for stdin: ``read()`` returns the bytes available (``b""`` at
+    its end), ``ready()`` whether a read would not wait."""
+    import select
+
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, ValueError, OSError):       # not a file (replaced in-process)
+        buffer = getattr(sys.stdin, "buffer", None)
+        if buffer is not None:
+            return (lambda: getattr(buffer, "read1", buffer.read)(65536)), (lambda: False)
+        return (lambda: sys.stdin.read(65536).encode("utf-8")), (lambda: False)
+
+    def read() -> bytes:
+        import errno
+
+        try:
+            return os.read(fd, 65536)
+        except OSError as err:
+            if err.errno == errno.EBADF:
+                raise CommandError("no words given and standard input is closed") from None
+            raise CommandError(f"cannot read standard input: {err.strerror}") from None
+
+    def ready() -> bool:
+        try:
+            return bool(select.select([fd], [], [], 0)[0])
+        except (OSError, ValueError):      # e.g. Windows, where select takes sockets only
+            return False
+
+    return read, ready
+
+
+def split_lines(read: Any, ready: Any, size: int) -> Any:
+    """:func:`chunks`' generator over ``read`` and ``ready``."""
+    from xpseq.g2p import MAX_WORD_LENGTH
+
+    pending = bytearray()               # the line being read
+    lines: list[bytes] = []             # complete lines, not yet decoded
+    number, offset = 0, 0               # lines decoded; bytes before the next line
+    failure: CommandError | None = None
+    eof = False
+    while True:
+        while not eof and (not lines or (len(lines) < size and ready())):
+            data = read()
+            if not data:
+                eof = True
+                if pending:
+                    lines.append(bytes(pending))
+                break
+            parts = data.split(b"\n")
+            if len(pending) + len(parts[0]) > LINE_BYTES:    # the line being read
+                eof = True
+                failure = CommandError(
+                    f"standard input line {number + len(lines) + 1} is longer than "
+                    f"{LINE_BYTES} bytes (a word has at most {MAX_WORD_LENGTH} "
+                    "characters)")
+                break
+            if len(parts) > 1:
+                lines.append(bytes(pending + parts[0]))
+                pending = bytearray(parts[-1])
+                lines += parts[1:-1]
+            else:
+                pending += data
+        if not lines:
+            if failure is not None:
+                raise failure
+            return
+        batch, lines = lines[:size], lines[size:]
+        words = []
+        for raw in batch:
+            number += 1
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                if words:
+                    yield words
+                raise CommandError(f"standard input is not UTF-8 (line {number}: "
+                                   f"{err.reason} at byte {offset + err.start})") from None
+            offset += len(raw) + 1
+            words.append(text.removeprefix("\ufeff") if number == 1 else text)
+        yield words
