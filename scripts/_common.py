@@ -119,11 +119,59 @@ def load_average(ndigits: int | None = None) -> list[float] | None:
     return [x if ndigits is None else round(x, ndigits) for x in values]
 
 
+#: The CPU features that decide how fast the engines multiply matrices (the names of
+#: ``/proc/cpuinfo``'s flags): AVX2 and FMA, AVX-512 (and its VNNI and bfloat16
+#: instructions), and the AMX tiles (bfloat16 and int8), with which PyTorch's oneDNN
+#: multiplies bfloat16 several times faster than float32.
+CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile",
+                "amx_bf16", "amx_int8")
+
+
+def cpu_features(flags: str | None = None) -> list[str] | None:
+    """Those of :data:`CPU_FEATURES` the CPU has, from ``/proc/cpuinfo``'s first ``flags``
+    line (or ``flags``, the text of one); None where that cannot be read (not Linux)."""
+    if flags is None:
+        try:
+            text = pathlib.Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+        flags = next((line.split(":", 1)[1] for line in text.splitlines()
+                      if line.startswith("flags")), None)
+        if flags is None:
+            return None
+    present = set(flags.split())
+    return [f for f in CPU_FEATURES if f in present]
+
+
 def machine() -> dict[str, Any]:
-    """The machine the numbers were measured on: ``cpu`` (its name), ``cpu_count``,
-    ``cpus_usable`` (see :func:`usable_cpus`) and ``platform``."""
-    return {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "cpus_usable": usable_cpus(),
+    """The machine the numbers were measured on: ``cpu`` (its name), ``cpu_features``
+    (:func:`cpu_features`), ``cpu_count``, ``cpus_usable`` (see :func:`usable_cpus`),
+    ``openblas_coretype`` (the ``OPENBLAS_CORETYPE`` variable, which picks NumPy's BLAS
+    kernels) and ``platform``."""
+    return {"cpu": cpu_name(), "cpu_features": cpu_features(), "cpu_count": os.cpu_count(),
+            "cpus_usable": usable_cpus(),
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
             "platform": platform.platform()}
+
+
+def machine_text(env: Mapping[str, Any] | None = None) -> str:
+    """The processor in one line, as every report names it: its model, cores (usable),
+    its matrix-related features, whether it has AVX-512, AVX512-BF16 and AMX, and
+    ``OPENBLAS_CORETYPE``; of ``env`` (a :func:`machine` dict), else of this machine."""
+    env = machine() if env is None else env
+    features = env.get("cpu_features")
+    if features is None:
+        units = "features unknown"
+    else:
+        has = set(features)
+        units = ", ".join([
+            "AVX-512" if "avx512f" in has else "no AVX-512",
+            "AVX512-BF16" if "avx512_bf16" in has else "no AVX512-BF16",
+            "AMX" if "amx_tile" in has else "no AMX"])
+        units += f" ({' '.join(features) or 'none of ' + ' '.join(CPU_FEATURES)})"
+    return (f"{env.get('cpu') or 'unknown CPU'}, {env.get('cpu_count')} cores "
+            f"({env.get('cpus_usable')} usable); {units}; OPENBLAS_CORETYPE="
+            f"{env.get('openblas_coretype') or 'unset'}")
 
 
 def package_versions(packages: Iterable[str]) -> dict[str, str | None]:

@@ -178,9 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"inter-op); process pinned to CPUs {pinned}; "
           + common.settings_text(env["env"]))
     print(f"versions: python {env['python']}, numpy {env['numpy']}, torch {env['torch']}, "
-          f"jax {env['jax']} (jaxlib {env['jaxlib']}); CPU: {env['cpu']}, "
-          f"{env['cpu_count']} cores ({env['cpus_usable']} usable); "
-          f"load average {env['load_average_start']}")
+          f"jax {env['jax']} (jaxlib {env['jaxlib']}); load average "
+          f"{env['load_average_start']}")
+    print(f"machine: {common.machine_text(env)}")
     context = Context(args, affinity)
     # The backends are made before any section, while the process is pinned.
     backends = context.jax, context.torch  # noqa: F841
@@ -198,8 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     threads = (f"torch threads {env['torch_threads']}, pinned to CPUs {pinned}; "
                + common.settings_text(env["env"]))
     markdown = (
-        f"{common.made_by(command)} in {total:.0f} s: {env['cpu']}, "
-        f"{env['cpu_count']} cores, load average {env['load_average_start']} at the start; "
+        f"{common.made_by(command)} in {total:.0f} s on {common.machine_text(env)}; "
+        f"load average {env['load_average_start']} at the start; "
         f"{threads}; torch {env['torch']}, jax {env['jax']}, numpy {env['numpy']}.\n"
         f"Ratios are xpseq / reference (higher is better); each time is the median of "
         f"{args.repeats} repeats.\n\n{table}\n")

@@ -296,8 +296,7 @@ def environment_lines(env: Mapping[str, Any]) -> list[str]:
         thread_vars += f" (set by --threads: {', '.join(threads['set_by_script'])})"
     if threads["numpy_loaded_before_setting"]:
         thread_vars += " (NumPy was loaded before: its BLAS threads are as they were then)"
-    lines = [f"CPU: {env['cpu']}; os.cpu_count() = {env['cpu_count']}, usable "
-             f"{env['cpus_usable']}; load average at start "
+    lines = [f"CPU: {common.machine_text(env)}; load average at start "
              + " ".join(f"{x:.2f}" for x in env["load_average_start"] or []),
              f"threads: {thread_vars}"]
     if "torch.get_num_threads" in threads:

@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "the CPU", file=sys.stderr)
         return 2
     versions = common.package_versions(("xpseq", "numpy", "jax", "jaxlib", "torch"))
-    print(f"# {common.cpu_name()}; {common.versions_text(versions)}")
+    print(f"# {common.machine_text()}; {common.versions_text(versions)}")
     failed = 0
     for label, (kind, options) in CONFIGS.items():
         model, config, params64, batch = task(kind, options)

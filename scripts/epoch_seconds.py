@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     common.set_torch_threads(args.threads, names)
     print(f"toy task, {args.pairs} pairs, {args.epochs} epochs; torch threads {args.threads}, "
           + common.settings_text(common.env_vars(("OMP_NUM_THREADS",))))
+    print(f"machine: {common.machine_text()}; "
+          + common.versions_text(common.package_versions(("numpy", "torch", "jax"))))
     task = toy_task(n_train=args.pairs, n_dev=100, n_test_per_bucket=1)
     print(common.markdown_table(["dtype", "backend", "first epoch s", "later epochs s (median)",
                                  "vs numpy", "losses"]))

@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import sys
 import time
 
@@ -302,8 +301,7 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
 def markdown(results: dict, command: str) -> str:
     from xpseq.tasks.metrics import format_table
 
-    lines = [f"{common.made_by(command)} ({platform.machine()}, {os.cpu_count()} CPUs, "
-             "float32).", ""]
+    lines = [f"{common.made_by(command)} ({common.machine_text()}; float32).", ""]
     table = [["first recipe: LSTM, step size halved on plateaus (earlier run)", "",
               "greedy", *FIRST_RECIPE_SCORES["greedy"], ""],
              ["first recipe: LSTM, step size halved on plateaus (earlier run)", "",
@@ -343,8 +341,8 @@ def main(argv=None) -> int:
         torch.set_num_threads(1)
     out = common.output_dir(args.out)
     split = load_split(args)
-    print(f"{common.command_line('g2p_recipe.py', argv)} ({platform.machine()}, "
-          f"{os.cpu_count()} CPUs)", flush=True)
+    print(f"{common.command_line('g2p_recipe.py', argv)} ({common.machine_text()})",
+          flush=True)
     command = common.command_line("g2p_recipe.py", argv)
     if args.phase in ("all", "train"):
         train_runs(args, backend, split, out)

@@ -6,7 +6,29 @@ import pathlib
 import subprocess
 import sys
 
+from helpers import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_every_report_names_the_processor_and_its_matrix_units():
+    common = load_script("_common")
+    # A Sapphire Rapids' flags (abridged) and an older AVX2-only processor's.
+    xeon = "fpu sse2 avx2 fma avx512f avx512bw avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8"
+    assert common.cpu_features(xeon) == ["avx2", "fma", "avx512f", "avx512_vnni",
+                                         "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"]
+    assert common.cpu_features("fpu sse2 avx2 fma") == ["avx2", "fma"]
+    env = {"cpu": "Intel(R) Xeon(R) Platinum 8481C", "cpu_count": 2, "cpus_usable": 2,
+           "cpu_features": common.cpu_features(xeon), "openblas_coretype": "SapphireRapids"}
+    assert common.machine_text(env) == (
+        "Intel(R) Xeon(R) Platinum 8481C, 2 cores (2 usable); AVX-512, AVX512-BF16, AMX "
+        "(avx2 fma avx512f avx512_vnni avx512_bf16 amx_tile amx_bf16 amx_int8); "
+        "OPENBLAS_CORETYPE=SapphireRapids")
+    env.update(cpu_features=["avx2", "fma"], openblas_coretype=None)
+    assert "no AVX-512, no AVX512-BF16, no AMX (avx2 fma); OPENBLAS_CORETYPE=unset" in \
+        common.machine_text(env)
+    here = common.machine()
+    assert set(here) >= {"cpu", "cpu_features", "cpu_count", "openblas_coretype"}
 
 
 def test_attention_examples_script_passes_on_every_backend():
