@@ -366,9 +366,9 @@ def _metrics_log(out: str) -> Any:
     event files in ``M.tb/`` when tensorboardX or ``tensorboard`` is installed."""
     from xpseq.train.callbacks import MetricsLog
 
-    path = pathlib.Path(out)
-    return MetricsLog(path.with_name(f"{path.stem}.metrics.csv"),
-                      tensorboard=path.with_name(f"{path.stem}.tb"))
+    written = outputs.train_outputs(out)
+    return MetricsLog(written["the metrics log"],
+                      tensorboard=written["the TensorBoard folder"])
 
 
 def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any,
@@ -686,8 +686,6 @@ class _G2PNotes:
     :data:`G2P_NOTES_SHOWN` words of each kind (with characters the model does not know;
     too long) get a note each, the others one summary line at the end of the run."""
 
-    SHOWN = G2P_NOTES_SHOWN
-
     def __init__(self) -> None:
         self.count = 0                      # words read so far, for the notes' numbers
         self.unknown_words = 0
@@ -698,14 +696,14 @@ class _G2PNotes:
         self.unknown_words += 1
         if len(self.unknown_chars) < 1000:
             self.unknown_chars.update(getattr(warning, "characters", ()))
-        if self.unknown_words <= self.SHOWN:
+        if self.unknown_words <= G2P_NOTES_SHOWN:
             print(f"xpseq: note: {warning}", file=sys.stderr)
 
     def long_word(self, word: str) -> None:
         from xpseq.g2p import MAX_WORD_LENGTH
 
         self.long_words += 1
-        if self.long_words <= self.SHOWN:
+        if self.long_words <= G2P_NOTES_SHOWN:
             print(f"xpseq: note: word {self.count} ({word[:20]!r}...) has {len(word)} "
                   f"characters, more than {MAX_WORD_LENGTH}; its answer is empty",
                   file=sys.stderr)
@@ -713,14 +711,14 @@ class _G2PNotes:
     def summary(self) -> None:
         from xpseq.g2p import MAX_WORD_LENGTH
 
-        more = self.unknown_words - self.SHOWN
+        more = self.unknown_words - G2P_NOTES_SHOWN
         if more > 0:
             chars = sorted(self.unknown_chars)
             shown = ", ".join(map(repr, chars[:20])) + (", ..." if len(chars) > 20 else "")
             print(f"xpseq: note: {more} more word(s) held characters the model does not "
                   f"know ({shown}); each was answered from its other characters",
                   file=sys.stderr)
-        more = self.long_words - self.SHOWN
+        more = self.long_words - G2P_NOTES_SHOWN
         if more > 0:
             print(f"xpseq: note: {more} more word(s) had more than {MAX_WORD_LENGTH} "
                   "characters; their answers are empty", file=sys.stderr)

@@ -189,9 +189,9 @@ def data_files(args: argparse.Namespace) -> dict[str, str]:
 def check_same_data(args: argparse.Namespace, resumed: Any, now: dict[str, dict]) -> None:
     """``--resume``: refuse to continue on data files that differ from those the run
     began with (unless ``--allow-data-change``)."""
-    stored = (resumed.metadata or {}).get("data_files")
     if args.allow_data_change:
         return
+    stored = (resumed.metadata or {}).get("data_files")
     if not isinstance(stored, dict):
         if now:
             print(f"xpseq: note: {args.resume} records no fingerprint of its data files; "
