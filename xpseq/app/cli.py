@@ -115,6 +115,7 @@ def _translate(sub: Any) -> None:
                        description="Translate sentences given as arguments, or one per line "
                        "on stdin. Unknown words become <unk>; an empty line gives an empty line.")
     opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
+    opts.precision_option(p)
     p.add_argument("checkpoint")
     p.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     p.add_argument("--max-tokens", type=_positive, default=256,
@@ -167,6 +168,7 @@ def _evaluate(sub: Any) -> None:
                        "phone and word error rates on the dictionary's test split, for "
                        "greedy and beam search (k = --beam, 5 by default).")
     opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
+    opts.precision_option(p)
     p.add_argument("checkpoint", nargs="*", help="the checkpoint (several G2P checkpoints: "
                    "their ensemble)")
     p.add_argument("--shipped", action="store_true",
@@ -210,6 +212,7 @@ def _heatmap(sub: Any) -> None:
                        description="Translate one sentence and draw its attention weights: "
                        "rows are the generated words, columns the source words.")
     opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
+    opts.precision_option(p)
     p.add_argument("checkpoint")
     p.add_argument("sentence", help="the source sentence (quoted)")
     p.add_argument("--png", help="also write the heatmap to this PNG")

@@ -148,10 +148,12 @@ def _load(path: str, backend: backends.Backend, dtype: str):
 def _search_options(args: argparse.Namespace):
     from xpseq.search import SearchOptions
 
+    precision = opts.precision_of(args)
     if args.beam == 1 and args.n_best == 1:
-        return SearchOptions()
+        return SearchOptions(precision=precision)
     return SearchOptions(method="beam", k=args.beam, n_best=args.n_best,
-                         length_penalty=args.length_penalty, alpha=args.alpha)
+                         length_penalty=args.length_penalty, alpha=args.alpha,
+                         precision=precision)
 
 
 def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[str]]:
@@ -307,7 +309,8 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     config = model_config(task, kind, **opts.config_fields(kind, options))
     settings = training_config(kind, epochs=options["epochs"], lr=options["lr"],
                                warmup=options.get("warmup"), seed=args.seed,
-                               progress=not args.no_progress, devices=args.devices)
+                               progress=not args.no_progress, devices=args.devices,
+                               precision=opts.precision_of(args))
     metadata["options"] = _stored_options(args, options)
     _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
                             max_tokens=options.get("max_tokens"), dtype=args.dtype,
@@ -403,6 +406,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
     _, result, _ = g2p_recipe.train(split, backend, checkpoint=args.out, seed=args.seed,
                              dtype=args.dtype, progress=not args.no_progress,
                              devices=args.devices, callbacks=[_metrics_log(args.out)],
+                             precision=opts.precision_of(args),
                              resume=resumed,
                              metadata={"options": _stored_options(args, {}),
                                        "data_files": data_files}, **overrides)

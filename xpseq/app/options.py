@@ -34,7 +34,8 @@ from xpseq.search import MAX_BEAM
 from xpseq.tasks.experiment import training_defaults
 
 __all__ = ["Parser", "positive", "number_in", "seed_value", "DEFAULT_BACKEND",
-           "global_options", "backend_options", "search_options", "data_options",
+           "global_options", "backend_options", "precision_option", "precision_of",
+           "PRECISION_CHOICES", "search_options", "data_options",
            "run_options", "model_options", "training_options", "g2p_options", "train_options",
            "MODEL_OPTIONS", "TRAINING_OPTIONS", "KIND_OPTIONS", "TOY_MODEL_DEFAULTS",
            "model_defaults", "kind_defaults", "config_fields", "NOT_CONFIGURABLE",
@@ -220,6 +221,26 @@ def backend_options(parser: argparse.ArgumentParser, backend_help: str) -> Actio
                             help="random seed (default: 0)"))
 
 
+#: ``--precision``'s choices: ``dtype`` computes in ``--dtype``; ``bf16`` is mixed precision.
+PRECISION_CHOICES = ("dtype", "bf16")
+
+
+def precision_option(parser: argparse.ArgumentParser) -> Actions:
+    """``--precision``: what the matrix products and activations are computed in."""
+    return _added(
+        parser.add_argument("--precision", choices=PRECISION_CHOICES, default="dtype",
+                            help="dtype: compute in --dtype (default); bf16: mixed "
+                            "precision, matrix products and activations in bfloat16 with "
+                            "the parameters, softmax, layer-norm statistics and the loss in "
+                            "float32 (jax and torch; fastest where the processor multiplies "
+                            "bfloat16 natively: AVX512-BF16, AMX)"))
+
+
+def precision_of(args: argparse.Namespace) -> str | None:
+    """``--precision`` as the library's ``precision`` argument (``None`` for ``dtype``)."""
+    return None if args.precision == "dtype" else args.precision
+
+
 def search_options(parser: argparse.ArgumentParser) -> Actions:
     """Greedy or beam search: ``--beam``, ``--length-penalty``, ``--alpha``, ``--n-best``."""
     g = parser.add_argument_group("search")
@@ -370,8 +391,8 @@ def g2p_options(parser: argparse.ArgumentParser) -> Actions:
 def train_options(parser: argparse.ArgumentParser, backend_help: str) -> Actions:
     """Every option of ``train``, ``{dest: action}``: the backend, data, run, model,
     training and g2p groups."""
-    return {**backend_options(parser, backend_help), **data_options(parser),
-            **run_options(parser), **model_options(parser), **training_options(parser),
+    return {**backend_options(parser, backend_help), **precision_option(parser),
+            **data_options(parser), **run_options(parser), **model_options(parser), **training_options(parser),
             **g2p_options(parser)}
 
 
@@ -383,7 +404,8 @@ NOT_CONFIGURABLE = ("out", "config", "resume", "func", "parser", "argv", "entry"
 #: ``train`` options that are not part of a run's stored settings.
 NOT_STORED = NOT_CONFIGURABLE + ("no_progress",)
 #: What ``train --resume`` may change.
-RESUMABLE = ("epochs", "time_limit", "out", "backend", "devices", "no_progress", "resume")
+RESUMABLE = ("epochs", "time_limit", "out", "backend", "precision", "devices", "no_progress",
+             "resume")
 #: Names a file may give an option by, besides its own (``--train`` stores ``train_file``).
 _ALIASES = {"train": "train_file", "dev": "dev_file"}
 

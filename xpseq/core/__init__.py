@@ -15,6 +15,7 @@ module            contents
                   hand_derived_recurrence (the time loop with its hand-derived gradient)
 ``losses``        cross_entropy over real tokens
 ``optim``         adam, sgd, global_norm, clip_by_global_norm
+``precision``     mixed precision: where bfloat16 is computed and float32 kept
 ``decoding``      greedy_search, beam_search (batched, jit-safe) over a pure step function
 ``vjp``           the hand-derived backward rules (how NumPy gets gradients)
 ``kernels``       the unchecked kernels under the checked functions above (a named internal
@@ -28,7 +29,7 @@ module            contents
 """
 
 from . import (attention, decoding, delegation, kernels, layers, losses, masking, optim,
-               recurrent, vjp)
+               precision, recurrent, vjp)
 from .attention import (
     additive_scores,
     attend,
@@ -63,5 +64,5 @@ __all__ = [
     "lstm_cell", "gru_cell", "run_sequence",
     "cross_entropy", "scan", "greedy_search", "beam_search", "tile_beams",
     "attention", "decoding", "delegation", "kernels", "layers", "losses", "masking", "optim",
-    "recurrent", "vjp",
+    "precision", "recurrent", "vjp",
 ]

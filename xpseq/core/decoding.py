@@ -150,12 +150,13 @@ def greedy_search(step: Callable, state: Any, *, batch_size: int, bos_id: int, e
         "state": state,
         "y": xp.full((B,), bos_id, dtype=int_dtype(xp), device=device),
         "finished": xp.zeros((B,), dtype=xp.bool, device=device),
-        "score": xp.zeros((B,), dtype=like.dtype, device=device),
+        # The scores in the log-probabilities' dtype (float32 for a bfloat16 model).
+        "score": xp.zeros((B,), dtype=probe[0].dtype, device=device),
         "length": xp.zeros((B,), dtype=int_dtype(xp), device=device),
         "tokens": xp.full((B, L), pad_id, dtype=int_dtype(xp), device=device),
     }
     if S is not None:
-        carry["attention"] = xp.zeros((B, L, S), dtype=like.dtype, device=device)
+        carry["attention"] = xp.zeros((B, L, S), dtype=probe[2].dtype, device=device)
 
     def body(c: dict, t: Any) -> tuple[dict, None]:
         logp, new_state, att = step(c["state"], c["y"])
@@ -227,7 +228,7 @@ def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: 
     probe = step(state, xp.full((B * K,), bos_id, dtype=int_dtype(xp), device=device))
     V = probe[0].shape[-1]
     S = None if probe[2] is None else probe[2].shape[-1]
-    dtype = like.dtype
+    dtype = probe[0].dtype          # the log-probabilities' (float32 for a bfloat16 model)
     neg_inf = -math.inf
 
     def penalised(raw: Any, length: Any) -> Any:
@@ -252,8 +253,8 @@ def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: 
         "done": xp.zeros((B,), dtype=xp.bool, device=device),
     }
     if S is not None:
-        carry["live_attention"] = xp.zeros((B, K, L, S), dtype=dtype, device=device)
-        carry["pool_attention"] = xp.zeros((B, K, L, S), dtype=dtype, device=device)
+        carry["live_attention"] = xp.zeros((B, K, L, S), dtype=probe[2].dtype, device=device)
+        carry["pool_attention"] = xp.zeros((B, K, L, S), dtype=probe[2].dtype, device=device)
 
     def body(c: dict, t: Any) -> tuple[dict, None]:
         logp, new_state, att = step(c["state"], c["y"])

@@ -49,8 +49,8 @@ from .delegation import relu, sigmoid
 from .loops import scan as python_scan
 
 __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "sequence_mask",
-           "masked_softmax", "logsumexp", "log_softmax", "nll_sum", "nll_parts", "dot_scores",
-           "general_scores", "additive_scores", "additive_from_projections", "attend",
+           "is_narrow", "widened", "masked_softmax", "logsumexp", "log_softmax", "nll_sum",
+           "nll_parts", "dot_scores", "general_scores", "additive_scores", "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
            "sinusoidal_positions", "split_heads", "merge_heads", "heads_keep",
            "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts",
@@ -93,10 +93,28 @@ def sequence_mask(lengths: Any, max_len: int, *, xp: Any) -> Any:
     return positions < xp.expand_dims(xp.astype(lengths, wide), axis=-1)
 
 
+def is_narrow(dtype: Any, *, xp: Any) -> bool:
+    """Whether ``dtype`` is a floating dtype narrower than float32 (bfloat16, float16): the
+    dtypes whose reductions the kernels below accumulate in float32."""
+    if dtype == xp.float32 or dtype == xp.float64:
+        return False
+    return xp.isdtype(dtype, "real floating") and xp.finfo(dtype).bits < 32
+
+
+def widened(x: Any, *, xp: Any) -> Any:
+    """``x`` in float32 if its dtype :func:`is_narrow`, else ``x`` itself."""
+    return xp.astype(x, xp.float32) if is_narrow(x.dtype, xp=xp) else x
+
+
 def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> Any:
-    """Softmax over the last axis; ``keep`` (bool, shape of ``scores``) or ``None``."""
+    """Softmax over the last axis; ``keep`` (bool, shape of ``scores``) or ``None``.
+    Narrow scores (bfloat16) are exponentiated and summed in float32 and the weights
+    returned in their dtype."""
     if scores.shape[-1] == 0:
         return scores
+    if is_narrow(scores.dtype, xp=xp):
+        return xp.astype(masked_softmax(xp.astype(scores, xp.float32), keep, xp=xp),
+                         scores.dtype)
     if keep is None:
         shifted = scores - xp.max(scores, axis=-1, keepdims=True)
         e = xp.exp(shifted)
@@ -127,6 +145,9 @@ def logsumexp(x: Any, *, axis: int, keepdims: bool, xp: Any) -> Any:
 
 
 def log_softmax(x: Any, *, axis: int, xp: Any) -> Any:
+    """``x - logsumexp(x)``; narrow ``x`` (bfloat16) is computed in, and returned as,
+    float32 (log-probabilities are summed into losses and beam scores)."""
+    x = widened(x, xp=xp)
     lse = logsumexp(x, axis=axis, keepdims=True, xp=xp)
     finite = xp.isfinite(lse)
     return xp.where(finite, x - xp.where(finite, lse, 0.0), -math.inf)
@@ -145,7 +166,8 @@ def nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
 def nll_parts(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
               smoothing: float = 0.0) -> tuple[tuple[Any, Any], Any]:
     """``nll_sum``'s ``(total, count)`` and the log-probabilities, which its backward
-    pass needs."""
+    pass needs; narrow logits (bfloat16) give float32 log-probabilities and sums."""
+    logits = widened(logits, xp=xp)
     logp = log_softmax(logits, axis=-1, xp=xp)
     picked = xp.squeeze(xp.take_along_axis(logp, xp.expand_dims(targets, axis=-1), axis=-1),
                         axis=-1)
@@ -168,11 +190,14 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *, xp: Any) -> Any:
 def layer_norm_parts(x: Any, gamma: Any, beta: Any, eps: float, *,
                      xp: Any) -> tuple[Any, Any, Any]:
     """:func:`layer_norm` and what its backward pass needs: ``x̂`` and ``1 / sqrt(var +
-    eps)``."""
-    centred = x - xp.mean(x, axis=-1, keepdims=True)
+    eps)``. For narrow ``x`` (bfloat16) the statistics and ``x̂`` are float32 and the
+    result is returned in ``x``'s dtype."""
+    wide = widened(x, xp=xp)
+    centred = wide - xp.mean(wide, axis=-1, keepdims=True)
     inv_std = 1.0 / xp.sqrt(xp.mean(centred * centred, axis=-1, keepdims=True) + eps)
     normed = centred * inv_std
-    return normed * gamma + beta, normed, inv_std
+    out = normed * gamma + beta
+    return (out if wide is x else xp.astype(out, x.dtype)), normed, inv_std
 
 
 #: ``sqrt(2 / π)`` and the cubic coefficient of GELU's tanh form.
@@ -199,13 +224,16 @@ def feed_forward(p: Mapping[str, Any], x: Any, activation: str, keep: Any, rate:
 
 def sinusoidal_positions(positions: Any, d_model: int, dtype: Any, *, xp: Any) -> Any:
     """``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(...)`` for integer
-    ``positions (...)``: ``(..., d_model)``."""
+    ``positions (...)``: ``(..., d_model)`` in ``dtype`` (computed in float32 for a narrow
+    one: bfloat16 has 8 bits of mantissa, too few for the angles)."""
     device = compat.device(positions)
-    half = xp.arange(0, d_model, 2, dtype=dtype, device=device)             # 2i
+    work = xp.float32 if is_narrow(dtype, xp=xp) else dtype
+    half = xp.arange(0, d_model, 2, dtype=work, device=device)              # 2i
     rates = xp.exp(half * (-math.log(10000.0) / d_model))                  # 10000^(-2i/d)
-    angles = xp.expand_dims(xp.astype(positions, dtype), axis=-1) * rates   # (..., d/2)
+    angles = xp.expand_dims(xp.astype(positions, work), axis=-1) * rates    # (..., d/2)
     both = xp.stack([xp.sin(angles), xp.cos(angles)], axis=-1)              # (..., d/2, 2)
-    return xp.reshape(both, (*angles.shape[:-1], d_model))
+    table = xp.reshape(both, (*angles.shape[:-1], d_model))
+    return table if work == dtype else xp.astype(table, dtype)
 
 
 def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> Any:

@@ -25,7 +25,8 @@ import numpy as np
 
 from xpseq import models
 from xpseq.backends import Backend
-from xpseq.core import checks
+from xpseq.core import checks, kernels
+from xpseq.core import precision as mixed
 from xpseq.core.decoding import Hypotheses, beam_search, ensemble_step, greedy_search, tile_beams
 from xpseq.core.kernels import int_dtype
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
@@ -53,6 +54,9 @@ class SearchOptions:
     max_len_a, max_len_b : ``max_len = ceil(a · src_len + b)`` per sentence
     attention : return each hypothesis's attention weights (``False`` skips keeping them:
         beam search then moves no ``(B, k, L, S)`` buffers, which is most of its work)
+    precision : ``None`` (the parameters' dtype) or ``"bf16"``: decode with the parameters
+        cast to bfloat16, the scores accumulated in float32 (:mod:`xpseq.core.precision`;
+        JAX and PyTorch)
     """
 
     method: str = "greedy"
@@ -64,8 +68,10 @@ class SearchOptions:
     max_len_a: float = 2.0
     max_len_b: float = 5.0
     attention: bool = True
+    precision: str | None = None
 
     def __post_init__(self) -> None:
+        mixed.check_precision(self.precision, "SearchOptions: precision")
         if self.method not in ("greedy", "beam"):
             raise ValueError(f"method must be 'greedy' or 'beam', got {self.method!r}")
         if self.method == "greedy" and (self.k != 1 or self.n_best != 1):
@@ -144,6 +150,8 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
                    options: SearchOptions, max_len: int, backend: Backend) -> Hypotheses:
     xp = backend.xp
     configs, member_params = _members(params, config)
+    member_params = tuple(mixed.cast_params(p, options.precision, xp=xp)
+                          for p in member_params)
     scan = backend.scan if backend.compiles else None
     # A compiled loop needs the decoder state's shapes fixed (a key/value cache of max_len
     # positions); an eager loop lets a cache grow a position per step.
@@ -200,6 +208,7 @@ def search(params: Any, config: Any, src: np.ndarray,
 
     src_np, len_np = np.asarray(src), np.asarray(src_len)
     _members(params, config)
+    mixed.compute_dtype(options.precision, xp=backend.xp)     # no bfloat16: a clear error
     check_ids("search", config, np_xp, src=src_np, src_len=len_np)
     max_len = math.ceil(options.max_len_a * src_np.shape[1] + options.max_len_b)
     if options.min_len >= max_len:
@@ -218,7 +227,9 @@ def search(params: Any, config: Any, src: np.ndarray,
     else:
         hyp = _search_arrays(params, backend.asarray(src_np), backend.asarray(len_np),
                              config=config, options=options, max_len=max_len, backend=backend)
-    return Hypotheses(*(None if x is None else backend.to_numpy(x) for x in hyp))
+    # A bfloat16 model's attention weights are returned in float32, as NumPy has no bfloat16.
+    return Hypotheses(*(None if x is None
+                        else backend.to_numpy(kernels.widened(x, xp=backend.xp)) for x in hyp))
 
 
 def to_lists(hyp: Hypotheses, src_len: np.ndarray, *, keep_eos: bool = False) -> list[list[dict]]:

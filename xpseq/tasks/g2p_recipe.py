@@ -112,6 +112,7 @@ def recipe(**overrides: Any) -> tuple[dict, dict]:
 def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: int = 0,
           dtype: str = "float32", progress: bool = True, dev_words: int | None = None,
           devices: int = 1, callbacks: Sequence[cb.Callback] = (), resume: Any = None,
+          precision: str | None = None,
           metadata: dict | None = None, **overrides: Any) -> tuple[Any, FitResult, Task]:
     """Train a G2P model on ``split`` with :data:`RECIPE`, changed by ``overrides``.
 
@@ -127,6 +128,9 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
         ``monitor="dev_wer"`` watches); ``None`` for all of them, 0 for none (then the
         recipe must monitor ``"dev_loss"``)
     devices : train data-parallel on this many devices (``TrainConfig.devices``)
+    precision : ``None`` or ``"bf16"`` (``TrainConfig.precision``); mixed precision trains
+        with the library's autodiff (the recipe's hand-derived gradients compute in one
+        dtype)
     callbacks : more :mod:`xpseq.train.callbacks`, run after the recipe's own and before
         its checkpoint, except a ``MetricsLog``, which runs after the checkpoint (so that it
         lists only epochs a checkpoint holds)
@@ -176,7 +180,8 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
         options["lr"] * schedules.warmup_inverse_sqrt(options["warmup"]))
     settings = TrainConfig(epochs=options["epochs"], optimizer=adam(lr, b2=options["beta2"]),
                            seed=seed, monitor=options["monitor"],
-                           gradients=options["gradients"], progress=progress, devices=devices)
+                           gradients="autodiff" if precision else options["gradients"],
+                           progress=progress, devices=devices, precision=precision)
     config, result = train_model(task, backend, config, settings,
                                  batch_size=options["batch_size"], bucket=options["bucket"],
                                  dtype=dtype, callbacks=parts, resume=resume)

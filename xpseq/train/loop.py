@@ -28,6 +28,7 @@ import numpy as np
 from xpseq.backends import Backend
 from xpseq.core import checks
 from xpseq.core.optim import Optimizer, adam
+from xpseq.core.precision import check_precision
 from xpseq.models import check_batch
 
 from .callbacks import Callback
@@ -38,6 +39,7 @@ from .step import (
     make_eval_loss,
     make_train_step,
 )
+from .step import check_precision as step_precision
 
 __all__ = ["TrainConfig", "Loop", "fit", "FitResult"]
 
@@ -67,6 +69,8 @@ class TrainConfig:
         on JAX a device mesh (on CPU, the host's cores, which XLA exposes only when told
         before it starts), on PyTorch as many processes of a ``gloo`` process group
         (started by ``xpseq train --devices`` or ``torchrun``); 1 elsewhere
+    precision : ``None`` (compute in the parameters' dtype) or ``"bf16"``: mixed precision,
+        as in :func:`xpseq.train.make_train_step` (the dev loss is computed the same way)
     """
 
     epochs: int = 10
@@ -79,6 +83,7 @@ class TrainConfig:
     gradients: str | None = None
     progress: bool = True
     devices: int = 1
+    precision: str | None = None
 
     def __post_init__(self) -> None:
         if self.optimizer is None:
@@ -97,6 +102,7 @@ class TrainConfig:
                              f"{self.clip_norm!r}")
         if not checks.is_int(self.seed) or self.seed < 0:
             raise ValueError(f"TrainConfig: seed must be a non-negative int, got {self.seed!r}")
+        check_precision(self.precision, "TrainConfig: precision")
         if not isinstance(self.monitor, str):
             raise TypeError(f"TrainConfig: monitor must be the name of a history entry, got "
                             f"{type(self.monitor).__name__}")
@@ -226,7 +232,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
                             f"got {type(cb).__name__}")
     if not train_batches:
         raise ValueError("fit: train_batches is empty")
-    check_gradients(backend, train.gradients)
+    step_precision(backend, check_gradients(backend, train.gradients), train.precision)
     for batch in list(train_batches) + list(dev_batches):
         check_batch(config, batch)
     place = placement(backend, train.devices)
@@ -235,8 +241,8 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         cb.on_train_begin(loop)
     train_step = make_train_step(config, train.optimizer, backend, clip_norm=train.clip_norm,
                                  gradients=train.gradients, group=place.group,
-                                 mesh=place.mesh)
-    eval_loss = make_eval_loss(config, backend)
+                                 mesh=place.mesh, precision=train.precision)
+    eval_loss = make_eval_loss(config, backend, train.precision)
     state = loop.state
     traces_before = epoch_traces = train_step.traces
     while state["epoch"] < train.epochs:

@@ -23,6 +23,7 @@ import numpy as np
 
 from xpseq import models
 from xpseq.backends import Backend, compiled
+from xpseq.core import precision as mixed
 from xpseq.core.optim import Optimizer, clip_by_global_norm
 from xpseq.core.vjp import defvjp
 
@@ -58,7 +59,8 @@ GRADIENTS = ("autodiff", "hand-derived")
 
 def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
                     clip_norm: float | None = None, gradients: str | None = None,
-                    group: tuple[int, int] | None = None, mesh: Any = None) -> TrainStep:
+                    group: tuple[int, int] | None = None, mesh: Any = None,
+                    precision: str | None = None) -> TrainStep:
     """The training step of ``config`` (any model kind's) for ``backend``.
 
     Built once, then kept in :mod:`xpseq.backends.compiled` by config, optimiser name and
@@ -92,15 +94,21 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
     mesh : a JAX device mesh (``backend.mesh(n)``) whose devices compute the gradient of
         their rows of the batch (``backend.data_parallel``); the batch and the dropout
         masks are split over it, the parameters replicated.
+    precision : ``None`` (compute in the parameters' dtype) or ``"bf16"``
+        Mixed precision (:mod:`xpseq.core.precision`): the loss is computed from the
+        parameters cast to bfloat16, with softmax, layer-norm statistics and the loss in
+        float32; the parameters, gradients and optimiser state stay in their own dtype
+        (float32). Needs ``gradients="autodiff"`` on JAX or PyTorch.
     """
     gradients = check_gradients(backend, gradients)
+    check_precision(backend, gradients, precision)
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"make_train_step: optimizer must be an xpseq.core.optim.Optimizer, "
                         f"got {type(optimizer).__name__}")
     key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
-           backend.name, gradients, group, mesh)
+           backend.name, gradients, group, mesh, precision)
     return compiled.cached("train_step", key, lambda: _build_train_step(
-        config, optimizer, backend, clip_norm, gradients, group, mesh))
+        config, optimizer, backend, clip_norm, gradients, group, mesh, precision))
 
 
 def check_gradients(backend: Backend, gradients: str | None) -> str:
@@ -117,9 +125,25 @@ def check_gradients(backend: Backend, gradients: str | None) -> str:
     return gradients
 
 
+def check_precision(backend: Backend, gradients: str, precision: Any) -> str | None:
+    """``precision`` checked against ``backend`` and the (checked) ``gradients``: a reduced
+    precision needs a library with bfloat16 and its automatic differentiation (the
+    hand-derived backward passes are written for one dtype)."""
+    precision = mixed.check_precision(precision)
+    if precision is None:
+        return None
+    mixed.compute_dtype(precision, xp=backend.xp)         # no bfloat16: a clear error
+    if gradients != "autodiff":
+        raise ValueError(f"precision={precision!r} needs gradients='autodiff' (the "
+                         "hand-derived backward passes compute in one dtype); got "
+                         f"gradients={gradients!r} on {backend.name}")
+    return precision
+
+
 def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
                       clip_norm: float | None, gradients: str,
-                      group: tuple[int, int] | None, mesh: Any = None) -> TrainStep:
+                      group: tuple[int, int] | None, mesh: Any = None,
+                      precision: str | None = None) -> TrainStep:
     xp = backend.xp
     model = models.of(config)
     # A compiling backend asked for hand-derived gradients traces the model's whole
@@ -131,6 +155,7 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
     custom_vjp = backend.custom_vjp if rules_inside else None
 
     def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
+        params = mixed.cast_params(params, precision, xp=xp)
         return model.kernels.loss(params, config, batch, keep, scan=backend.scan,
                                   custom_vjp=custom_vjp, xp=xp)
 
@@ -171,20 +196,22 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
     return train_step
 
 
-def make_eval_loss(config: Any, backend: Backend) -> Callable:
+def make_eval_loss(config: Any, backend: Backend, precision: str | None = None) -> Callable:
     """``fn(params, batch) -> (summed nll, number of real tokens)`` without dropout (jitted
-    on JAX, kept in :mod:`xpseq.backends.compiled` per config and backend); sum both over
-    batches for a corpus loss per token."""
+    on JAX, kept in :mod:`xpseq.backends.compiled` per config, backend and ``precision``,
+    as in :func:`make_train_step`); sum both over batches for a corpus loss per token."""
     model = models.of(config)
+    precision = mixed.check_precision(precision)
 
     def build() -> Callable:
         def nll(params: dict, batch: Mapping[str, Any]) -> tuple:
+            params = mixed.cast_params(params, precision, xp=backend.xp)
             return model.kernels.nll_sum(params, config, batch, scan=backend.scan,
                                          xp=backend.xp)
 
         return backend.jit(nll)
 
-    return compiled.cached("eval_loss", (config, backend.name), build)
+    return compiled.cached("eval_loss", (config, backend.name, precision), build)
 
 
 def evaluate_loss(eval_loss: Callable, backend: Backend, params: dict,

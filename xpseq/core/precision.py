@@ -1,0 +1,84 @@
+"""Mixed precision: which numbers a model computes in bfloat16 and which stay in float32.
+
+``precision=None`` (the default everywhere) computes in the parameters' own dtype.
+``precision="bf16"`` is mixed precision in the usual sense:
+
+- the **parameters** stay float32, and so does the **optimiser state** and every update:
+  the training step casts the floating parameters to bfloat16 on entry
+  (:func:`cast_params`), so their gradients come back through the cast in float32;
+- the **embeddings, matrix products and activations** (recurrent states, attention
+  contexts, feed-forward blocks, logits) are bfloat16, because they are computed from the
+  cast parameters;
+- the **reductions** are float32 (the kernels of :mod:`xpseq.core.kernels` widen a
+  bfloat16 input first, :func:`xpseq.core.kernels.widened`): softmax weights are computed in
+  float32 and returned in bfloat16, layer norm's mean and variance are float32,
+  log-softmax and the loss are float32, and so are the searches' accumulated scores.
+
+These cast points are part of the math and written once here and in the kernels; a backend
+only supplies its library's ``bfloat16``. It takes a library that has both a bfloat16 dtype
+and automatic differentiation: JAX and PyTorch. NumPy has no bfloat16 of its own
+(``ml_dtypes`` adds one, but its element-wise functions ran 12.6x slower than float32
+on this project's machine, and the hand-derived backward passes are written for one
+dtype), so asking for it there is an error.
+
+>>> import jax.numpy as jnp
+>>> from xpseq.core import precision
+>>> params = {"W": jnp.ones((2, 2), dtype=jnp.float32), "steps": jnp.arange(3)}
+>>> {k: str(v.dtype) for k, v in precision.cast_params(params, "bf16", xp=jnp).items()}
+{'W': 'bfloat16', 'steps': 'int32'}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+__all__ = ["PRECISIONS", "check_precision", "compute_dtype", "cast_params"]
+
+#: The reduced precisions a model can compute in (``None``: the parameters' own dtype).
+PRECISIONS = ("bf16",)
+
+
+def check_precision(precision: Any, where: str = "precision") -> str | None:
+    """``precision`` if it is ``None`` or one of :data:`PRECISIONS`.
+
+    Raises
+    ------
+    ValueError
+        Anything else (the message starts with ``where``).
+    """
+    if precision is None or (isinstance(precision, str) and precision in PRECISIONS):
+        return precision
+    raise ValueError(f"{where} must be None (the parameters' own dtype) or one of "
+                     f"{list(PRECISIONS)}, got {precision!r}")
+
+
+def compute_dtype(precision: str | None, *, xp: Any) -> Any:
+    """The dtype ``precision`` computes in on the array namespace ``xp`` (``None`` for
+    ``precision=None``: the parameters' own).
+
+    Raises
+    ------
+    ValueError
+        The library has no bfloat16 (NumPy, array_api_strict).
+    """
+    check_precision(precision)
+    if precision is None:
+        return None
+    dtype = getattr(xp, "bfloat16", None)
+    if dtype is None:
+        name = getattr(xp, "__name__", type(xp).__name__).rsplit(".", 1)[-1]
+        raise ValueError(f"precision={precision!r} needs an array library with a bfloat16 "
+                         f"dtype and automatic differentiation (jax or torch); {name} has "
+                         "none")
+    return dtype
+
+
+def cast_params(params: Mapping[str, Any], precision: str | None, *, xp: Any) -> dict:
+    """``params`` with every floating array cast to ``precision``'s dtype (the others, and
+    everything for ``precision=None``, as they are). Differentiable: on JAX and PyTorch the
+    gradient of the cast is the gradient cast back."""
+    dtype = compute_dtype(precision, xp=xp)
+    if dtype is None:
+        return dict(params)
+    return {k: xp.astype(v, dtype) if xp.isdtype(v.dtype, "real floating") else v
+            for k, v in params.items()}
