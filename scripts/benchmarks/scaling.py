@@ -51,10 +51,12 @@ compilation included, is in ``bench.json`` as ``first_step_memory_mib``.) Where
 
 Fit: the exponent k of "time per step ∝ length^k", the least-squares slope of log seconds
 on log length over the lengths of at least 32 (``FIT_FROM``), per engine, kind and
-precision. A linear cost gives 1: the RNN's steps, one per token. The Transformer's
-attention is quadratic, but at these widths its matrix products with the weights, linear
-in the length, are most of the work, so its exponent lies between 1 and 2, nearer 2 the
-longer the sequences.
+precision. A cost linear in the length gives 1, a quadratic one 2. Neither model is purely
+either: the RNN's recurrences take one step a token (linear), but its attention makes each
+of the T target steps score and average all S source positions (S·T), and the
+Transformer's matrix products with its weights are linear in the length while its
+attention is quadratic. How much of each term there is decides where k falls between 1
+and 2 at these sizes.
 
 Plots (matplotlib, drawn without pyplot): ``scaling_length.png``, ``scaling_batch.png``,
 ``scaling_width.png`` (throughput and peak memory, log-log) and ``scaling_greedy.png`` in
@@ -376,11 +378,11 @@ class AxisResult:
 
 def measure_axis(axis: str, values: Sequence[int], series: Sequence[Series],
                  prepare: Callable[[Series, int], Prepared], repeats: int,
-                 budget: float) -> AxisResult:
+                 budget: float, what: str = "") -> AxisResult:
     """Each series at each of ``values`` (in increasing order): ``prepare(series, value)``
     for every series still running, then ``repeats`` rounds in which they take turns, one
     call each. A series whose point costs more than ``budget`` seconds (preparing and its
-    timed calls) runs no larger value."""
+    timed calls) runs no larger value. With ``what``, a line is printed after each value."""
     result = AxisResult([], [], {})
     running = list(series)
     values = sorted(values)
@@ -411,6 +413,9 @@ def measure_axis(axis: str, values: Sequence[int], series: Sequence[Series],
                 "step_memory_mib": memory.get("step"),
                 "first_step_memory_mib": memory.get("first")})
         ready.clear()                                     # free this point's arrays
+        if what:
+            print(f"  scaling: {what}, {axis} {value}: {len(running)} series, "
+                  f"{sum(cost.values()):.0f} s", flush=True)
         over = [s for s in running if cost[s] > budget]
         if over and i + 1 < len(values):
             for s in over:
@@ -449,8 +454,10 @@ def plot(path: pathlib.Path, points: Sequence[dict], axis: str, title: str,
     peak memory, one line per engine × kind × precision (its fitted exponent, from
     ``fits`` by label, in the legend); the title names the processor (``machine``)."""
     from matplotlib.figure import Figure  # no pyplot: no global backend
+    from matplotlib.ticker import NullLocator
 
-    fig = Figure(figsize=(13 if memory else 7.5, 5.5))
+    width = 13 if memory else 8
+    fig = Figure(figsize=(width, 5.5))
     panels = fig.subplots(1, 2 if memory else 1, squeeze=False)[0]
     lines: dict[str, list[dict]] = {}
     for p in points:
@@ -472,8 +479,8 @@ def plot(path: pathlib.Path, points: Sequence[dict], axis: str, title: str,
     for panel in panels:
         panel.set_xscale("log")
         panel.set_yscale("log")
-        panel.minorticks_off()
         panel.set_xticks(values, [str(v) for v in values])
+        panel.xaxis.set_minor_locator(NullLocator())
         panel.set_xlabel(LABELS[axis])
         panel.grid(True, which="major", alpha=0.3)
         panel.legend(fontsize=7)
@@ -481,10 +488,34 @@ def plot(path: pathlib.Path, points: Sequence[dict], axis: str, title: str,
     if memory:
         panels[1].set_ylabel("peak memory of a training step (MiB: arrays held + the "
                              "step's own peak)", fontsize=8)
-    fig.suptitle(title + "\n" + "\n".join(textwrap.wrap(machine, 150)), fontsize=9)
+    lines = textwrap.wrap(title, 14 * width) + textwrap.wrap(machine, 14 * width)
+    fig.suptitle("\n".join(lines), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")
     return path
+
+
+def write_plots(folder: pathlib.Path, details: dict, machine: str) -> list[pathlib.Path]:
+    """The four PNGs of the section's ``details`` (what it records for ``bench.json``) in
+    ``folder``; ``machine`` names the processor (:func:`_common.machine_text`)."""
+    fixed, fits = details["fixed"], details["fits"]
+    threads = f"{details['threads']} thread{'s' if details['threads'] > 1 else ''}"
+    on = {axis: [p for p in details["points"] if p["axis"] == axis] for axis in AXES}
+    return [
+        plot(folder / "scaling_length.png", on["length"], "length",
+             f"xpseq training against sequence length (batch {fixed['batch']}, width "
+             f"{fixed['width']}; k: time per step ∝ length^k from {FIT_FROM}); {threads}",
+             machine, fits=fits),
+        plot(folder / "scaling_batch.png", on["batch"], "batch",
+             f"xpseq training against batch size (length {fixed['length']}, width "
+             f"{fixed['width']}); {threads}", machine),
+        plot(folder / "scaling_width.png", on["width"], "width",
+             f"xpseq training against model width (length {fixed['length']}, batch "
+             f"{fixed['batch']}); {threads}", machine),
+        plot(folder / "scaling_greedy.png", details["greedy"], "batch",
+             f"xpseq greedy decoding against batch size (untrained, source and output "
+             f"{fixed['length']} tokens, width {fixed['width']}); {threads}", machine,
+             memory=False, rate="greedy decoding (output tokens/s)")]
 
 
 # --------------------------------------------------------------------------- section
@@ -533,7 +564,7 @@ def run(context: Context) -> list[Row]:
                         detail="xpseq.train.make_train_step takes no precision here"))
     series = [Series(e, k, p) for p in precisions for e in on for k in args.scaling_kind_list]
     unsupported: dict[Series, str] = {}
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     results = {}
     for axis in AXES:
         live = [s for s in series if s not in unsupported]
@@ -544,7 +575,7 @@ def run(context: Context) -> list[Row]:
                                     size["width"], args.seed)
 
         results[axis] = measure_axis(axis, grid[axis], live, prepare, args.scaling_repeats,
-                                     args.scaling_budget)
+                                     args.scaling_budget, "training")
         unsupported.update(results[axis].unsupported)
         rows += _series_rows(results[axis], fixed, "train")
     for s, message in unsupported.items():
@@ -571,42 +602,30 @@ def run(context: Context) -> list[Row]:
     decoders = [Series(e, k) for e in DECODERS if e in on for k in args.scaling_kind_list]
     greedy = measure_axis("batch", grid["batch"], decoders, lambda s, b: prepare_greedy(
         on[s.engine], s, fixed["length"], b, fixed["width"], args.seed),
-        args.scaling_repeats, args.scaling_budget)
+        args.scaling_repeats, args.scaling_budget, "greedy decoding")
     rows += _series_rows(greedy, fixed, "greedy")
     seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    rows.append(Row("scaling", "the section's time", seconds, "s",
+                    detail=f"{cpu:.0f} s of CPU time (this process); load average "
+                           f"{common.load_average(2)} at the end"))
 
-    out = common.output_dir(args.out)
-    machine = common.machine_text()
-    threads = f"{args.threads} thread{'s' if args.threads > 1 else ''}"
-    plots = [
-        plot(out / "scaling_length.png", results["length"].points, "length",
-             f"xpseq training against sequence length (batch {fixed['batch']}, width "
-             f"{fixed['width']}; k: time per step ∝ length^k from {FIT_FROM}); {threads}",
-             machine, fits=fits),
-        plot(out / "scaling_batch.png", results["batch"].points, "batch",
-             f"xpseq training against batch size (length {fixed['length']}, width "
-             f"{fixed['width']}); {threads}", machine),
-        plot(out / "scaling_width.png", results["width"].points, "width",
-             f"xpseq training against model width (length {fixed['length']}, batch "
-             f"{fixed['batch']}); {threads}", machine),
-        plot(out / "scaling_greedy.png", greedy.points, "batch",
-             f"xpseq greedy decoding against batch size (untrained, source and output "
-             f"{fixed['length']} tokens, width {fixed['width']}); {threads}", machine,
-             memory=False, rate="greedy decoding (output tokens/s)")]
-    if args.plots_to:
-        folder = common.output_dir(args.plots_to)
-        for path in plots:
-            shutil.copy2(path, folder / path.name)
     memory_ok = all(p["memory_mib"] is not None for r in results.values() for p in r.points)
-    context.record("scaling", {
-        "seconds": seconds, "fixed": fixed, "grid": grid, "repeats": args.scaling_repeats,
-        "budget": args.scaling_budget, "vocab": VOCAB, "fit_from": FIT_FROM,
+    details = {
+        "seconds": seconds, "cpu_seconds": cpu, "fixed": fixed, "grid": grid,
+        "repeats": args.scaling_repeats, "budget": args.scaling_budget, "vocab": VOCAB,
+        "fit_from": FIT_FROM, "threads": args.threads,
         "points": [p for r in results.values() for p in r.points],
         "greedy": greedy.points, "fits": fits,
         "skipped": [{**s, "series": s["series"].label}
                     for r in [*results.values(), greedy] for s in r.skipped],
         "unsupported": {s.label: m for s, m in unsupported.items()},
         "memory": ("held arrays' nbytes + the step's VmHWM above VmRSS (/proc/self)"
-                   if memory_ok else "not measured"),
-        "plots": [str(p) for p in plots]})
+                   if memory_ok else "not measured")}
+    plots = write_plots(common.output_dir(args.out), details, common.machine_text())
+    if args.plots_to:
+        folder = common.output_dir(args.plots_to)
+        for path in plots:
+            shutil.copy2(path, folder / path.name)
+    context.record("scaling", {**details, "plots": [str(p) for p in plots]})
     return rows
