@@ -46,8 +46,10 @@ backward pass, gradients, the new parameters and state before the old are freed.
 first means the step's arrays land on fresh pages, so they show in the resident set; JAX's
 compilation, the compiled program and whatever earlier points left resident are not
 counted. (The first step's peak above the resident set before the point was built,
-compilation included, is in ``bench.json`` as ``first_step_memory_mib``.) Where
-``/proc/self/clear_refs`` cannot be written (not Linux) memory is not measured.
+compilation included, is in ``bench.json`` as ``first_step_memory_mib``.) Memory that an
+allocator kept from before and reuses does not show, so a reading can come out low (two
+small JAX points of one run did). Where ``/proc/self/clear_refs`` cannot be written (not
+Linux) memory is not measured.
 
 Fit: the exponent k of "time per step ∝ length^k", the least-squares slope of log seconds
 on log length over the lengths of at least 32 (``FIT_FROM``), per engine, kind and
