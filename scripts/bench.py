@@ -35,6 +35,10 @@ once:
     what ``xpseq --threads 2`` is worth against 1, idle and busy
 ``profile`` (only with ``--only profile``)
     where the time goes: ``torch.profiler`` and JAX's gradient against its forward
+``scaling`` (only with ``--only scaling``)
+    how training throughput and peak memory grow with the sequence length, the batch size
+    and the model width, and greedy decoding with the batch size, on every engine; the
+    length exponents; plots (``--scaling-*`` options, ``--plots-to``)
 
 Threads: the process is pinned to ``--threads`` CPUs (every thread, BLAS and XLA pools
 included; ``--no-pin`` to leave it), because XLA has no exact thread-count setting and
@@ -111,6 +115,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="g2p: words decoded one per call for the baseline (default: 200)")
     g.add_argument("--g2p-words", type=int, default=None,
                    help="g2p: decode only the first N test words (default: all 6,304)")
+    benchmarks.section("scaling").add_options(p)
     args = p.parse_args(argv)
     args.sections = common.comma_list(args.only)
     unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))
@@ -134,6 +139,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if len(args.transformer_sizes) != 5 or min(args.transformer_sizes) < 1:
         p.error("--transformer must be five positive ints: d_model,heads,layers,d_ff,"
                 "max_tokens")
+    benchmarks.section("scaling").check_options(p, args)
     return args
 
 

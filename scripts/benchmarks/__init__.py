@@ -19,6 +19,8 @@ module            contents
 ``parallel``      2 devices against 1 (a JAX mesh, a torch gloo group)
 ``g2p``           the shipped G2P model's decoding speed
 ``threads``       what ``xpseq --threads 2`` is worth against 1
+``scaling``       training throughput and peak memory against length, batch and width,
+                  greedy decoding against batch, the length exponents, plots
 ================  ==========================================================================
 
 Each section module has ``run(context) -> list[Row]``; its docstring says what it measures
@@ -35,9 +37,10 @@ import types
 #: The sections ``bench.py`` runs by default, in the order they run.
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa")
 #: Sections run only when ``--only`` names them (after the default ones, in this order).
-EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p", "threads")
+EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p", "threads", "scaling")
 #: The sections whose details go into ``bench.json``, in the order they are written.
-DETAILS = ("train", "beam", "flops", "profile", "transformer", "parallel", "g2p", "threads")
+DETAILS = ("train", "beam", "flops", "profile", "transformer", "parallel", "g2p", "threads",
+           "scaling")
 
 
 def section(name: str) -> types.ModuleType:
