@@ -263,8 +263,10 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     """``train`` on ``backend``, once the outputs are checked (and locked)."""
     from xpseq.tasks import model_config, task_from_pairs, train_model
     from xpseq.tasks.experiment import training_config
+    from xpseq.core.precision import compute_dtype
     from xpseq.train.callbacks import EarlyStopping
 
+    compute_dtype(opts.precision_of(args), xp=backend.xp)   # no bfloat16: refused first
     resumed = _resumed(args)
     data_files = {name: outputs.fingerprint(path)
                   for name, path in outputs.data_files(args).items()

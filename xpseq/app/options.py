@@ -392,8 +392,8 @@ def train_options(parser: argparse.ArgumentParser, backend_help: str) -> Actions
     """Every option of ``train``, ``{dest: action}``: the backend, data, run, model,
     training and g2p groups."""
     return {**backend_options(parser, backend_help), **precision_option(parser),
-            **data_options(parser), **run_options(parser), **model_options(parser), **training_options(parser),
-            **g2p_options(parser)}
+            **data_options(parser), **run_options(parser), **model_options(parser),
+            **training_options(parser), **g2p_options(parser)}
 
 
 # ------------------------------------------------------------- stored run options

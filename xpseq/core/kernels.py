@@ -50,7 +50,8 @@ from .loops import scan as python_scan
 
 __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "sequence_mask",
            "is_narrow", "widened", "masked_softmax", "logsumexp", "log_softmax", "nll_sum",
-           "nll_parts", "dot_scores", "general_scores", "additive_scores", "additive_from_projections", "attend",
+           "nll_parts", "dot_scores", "general_scores", "additive_scores",
+           "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
            "sinusoidal_positions", "split_heads", "merge_heads", "heads_keep",
            "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts",

@@ -24,14 +24,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from xpseq import models
-from xpseq.backends import Backend
+from xpseq.backends import Backend, compiled
 from xpseq.core import checks, kernels
 from xpseq.core import precision as mixed
 from xpseq.core.decoding import Hypotheses, beam_search, ensemble_step, greedy_search, tile_beams
 from xpseq.core.kernels import int_dtype
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 from xpseq.models import check_ids
-from xpseq.backends import compiled
 
 __all__ = ["SearchOptions", "Ensemble", "search", "to_lists", "options_for", "MAX_BEAM"]
 

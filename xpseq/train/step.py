@@ -27,7 +27,6 @@ from xpseq.core import precision as mixed
 from xpseq.core.optim import Optimizer, clip_by_global_norm
 from xpseq.core.vjp import defvjp
 
-
 __all__ = ["TrainStep", "GRADIENTS", "make_train_step", "check_gradients", "make_eval_loss",
            "evaluate_loss"]
 
