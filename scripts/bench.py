@@ -35,6 +35,9 @@ once:
     what ``xpseq --threads 2`` is worth against 1, idle and busy
 ``profile`` (only with ``--only profile``)
     where the time goes: ``torch.profiler`` and JAX's gradient against its forward
+``precision`` (only with ``--only precision``)
+    mixed bfloat16 training against float32 on JAX and PyTorch, both model kinds, and the
+    float32 and bfloat16 matmul rates
 ``scaling`` (only with ``--only scaling``)
     how training throughput and peak memory grow with the sequence length, the batch size
     and the model width, and greedy decoding with the batch size, on every engine; the

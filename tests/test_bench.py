@@ -23,7 +23,7 @@ from xpseq.search import SearchOptions, search, to_lists  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa", "profile", "transformer", "parallel",
-            "g2p", "threads", "scaling")
+            "g2p", "threads", "scaling", "precision")
 #: The sections the whole-script test runs (threads and scaling have tests of their own).
 RUN_HERE = tuple(s for s in SECTIONS if s not in ("threads", "scaling"))
 TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "1", "--repeats", "1",
@@ -121,9 +121,14 @@ def test_bench_script_reports_every_section(tmp_path):
     rows = {r["measure"]: r for r in report["rows"]}
     assert {r["section"] for r in report["rows"]} == set(RUN_HERE)
     assert list(report["details"]) == ["train", "beam", "flops", "profile", "transformer",
-                                       "parallel", "g2p", "threads", "scaling"]
+                                       "parallel", "g2p", "threads", "scaling",
+                                       "precision"]
     assert report["details"]["threads"] is None and report["details"]["scaling"] is None
     assert report["details"]["train"]["tokens"] > 0
+    precision = report["details"]["precision"]
+    assert set(precision["tokens_per_s"]) == {"rnn", "transformer"}
+    assert all(d <= 0.01 for d in precision["first_loss_diff"].values())
+    assert rows["xpseq-torch transformer training, bf16 vs float32"]["ratio"] > 0
     assert report["details"]["beam"]["differ"]["xpseq-torch"] == []
     assert list(report["section_seconds"]) == list(RUN_HERE)
     for backend in ("numpy", "torch", "jax"):

@@ -19,6 +19,7 @@ module            contents
 ``parallel``      2 devices against 1 (a JAX mesh, a torch gloo group)
 ``g2p``           the shipped G2P model's decoding speed
 ``threads``       what ``xpseq --threads 2`` is worth against 1
+``precision``     mixed bfloat16 training against float32, and the matmul rates
 ``scaling``       training throughput and peak memory against length, batch and width,
                   greedy decoding against batch, the length exponents, plots
 ================  ==========================================================================
@@ -37,10 +38,11 @@ import types
 #: The sections ``bench.py`` runs by default, in the order they run.
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa")
 #: Sections run only when ``--only`` names them (after the default ones, in this order).
-EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p", "threads", "scaling")
+EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p", "threads", "scaling",
+                  "precision")
 #: The sections whose details go into ``bench.json``, in the order they are written.
 DETAILS = ("train", "beam", "flops", "profile", "transformer", "parallel", "g2p", "threads",
-           "scaling")
+           "scaling", "precision")
 
 
 def section(name: str) -> types.ModuleType:
