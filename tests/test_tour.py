@@ -451,3 +451,31 @@ def test_lesson13_bias_gradient_is_the_cotangent_summed_over_broadcast_axes():
         assert f[f"{name}_db_max_diff"] < 1e-12
     np.testing.assert_allclose(f["jax_dW"], f["numpy_dW"], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(f["torch_dW"], f["numpy_dW"], rtol=1e-12, atol=1e-14)
+
+
+# ------------------------------------------------------------ 14. bfloat16
+
+
+def _round_to_bfloat16(v: float) -> float:
+    """``v`` rounded to 8 significant bits, half to even (plain Python: ``math.frexp``)."""
+    mantissa, exponent = math.frexp(v)              # v = mantissa · 2^exponent, 0.5 <= |m| < 1
+    return round(mantissa * 256) / 256 * 2.0 ** exponent
+
+
+def test_lesson14_bfloat16_spacing_stalled_sum_product_error_and_exact_count():
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    f = facts(14)
+    from xpseq.tour._common import _data
+
+    x, y = (_data(seed, 256).astype(np.float32).astype(np.float64) for seed in (141, 142))
+    rounded = sum(_round_to_bfloat16(a) * _round_to_bfloat16(b) for a, b in zip(x, y))
+    exact = math.fsum(float(a) * float(b) for a, b in zip(x, y))
+    for name in ("numpy", "jax", "torch"):
+        assert f[f"{name}_eps"] == 2.0 ** -7
+        assert f[f"{name}_one_plus"] == 1.0                 # 1 + 2^-8 ties to even: 1
+        assert f[f"{name}_running_sum"] == 256.0            # 256 + 1 rounds back to 256
+        assert f[f"{name}_dot_rel_err"] == pytest.approx(abs(rounded - exact) / abs(exact),
+                                                         rel=1e-9)
+    assert f["numpy_count"] is None
+    assert f["jax_count"] == f["torch_count"] == f["ones"] == 301

@@ -23,9 +23,8 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable
 
-import numpy as np
-
 import _common as common
+import numpy as np
 
 from .context import Context
 from .shared import Row, float32_on, on_backend, xpseq_loop

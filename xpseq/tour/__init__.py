@@ -36,6 +36,7 @@ module                  contents
 ``prng``                11. explicit PRNG keys vs global generators
 ``forward_reverse``     12. forward mode (JVP) vs reverse mode (VJP)
 ``broadcast_sum``       13. broadcasting in the forward is a sum in the backward
+``bfloat16``            14. bfloat16's 8 bits, and what mixed precision keeps in float32
 ``_common``             :class:`Lesson`, the registry, the table and its number formats
 ``cli``                 :func:`format_lesson` and :func:`main` (the command line)
 ======================  ===========================================================
@@ -64,6 +65,7 @@ from .unroll_vs_scan import LENGTHS, lesson_unroll_vs_scan
 from .prng import lesson_prng
 from .forward_reverse import lesson_forward_reverse
 from .broadcast_sum import lesson_broadcast_sum
+from .bfloat16 import ONES, lesson_bfloat16
 # isort: on
 
 from .cli import format_lesson, main
@@ -74,5 +76,5 @@ __all__ = ["Lesson", "LESSONS", "FRAMEWORKS", "format_lesson", "installed", "mai
            "lesson_masked_rows", "lesson_inf_fill", "lesson_silent_float32",
            "lesson_float64_checks", "lesson_mutation", "lesson_retracing",
            "lesson_unroll_vs_scan", "lesson_prng", "lesson_forward_reverse",
-           "lesson_broadcast_sum"]
+           "lesson_broadcast_sum", "lesson_bfloat16", "ONES"]
 
