@@ -35,6 +35,10 @@ once:
     what ``xpseq --threads 2`` is worth against 1, idle and busy
 ``profile`` (only with ``--only profile``)
     where the time goes: ``torch.profiler`` and JAX's gradient against its forward
+``peers`` (only with ``--only peers``)
+    both model kinds against the strongest peers: Keras 3 and Flax on JAX
+    (``scripts/native_keras.py``, ``scripts/native_flax.py``) and the native PyTorch models
+    under ``torch.compile``, each checked to have xpseq's loss and Adam step first
 
 Threads: the process is pinned to ``--threads`` CPUs (every thread, BLAS and XLA pools
 included; ``--no-pin`` to leave it), because XLA has no exact thread-count setting and
@@ -111,6 +115,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="g2p: words decoded one per call for the baseline (default: 200)")
     g.add_argument("--g2p-words", type=int, default=None,
                    help="g2p: decode only the first N test words (default: all 6,304)")
+    g.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
+                   help="peers: leave out native PyTorch under torch.compile (a cold "
+                        "compile takes minutes; timed unless given)")
     args = p.parse_args(argv)
     args.sections = common.comma_list(args.only)
     unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))

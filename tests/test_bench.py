@@ -23,7 +23,10 @@ from xpseq.search import SearchOptions, search, to_lists  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa", "profile", "transformer", "parallel",
-            "g2p", "threads")
+            "g2p", "threads", "peers")
+#: Sections the run of every section leaves out: ``threads`` (a test of its own below) and
+#: ``peers`` (tests/test_peers_bench.py).
+OWN_TESTS = ("threads", "peers")
 TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "1", "--repeats", "1",
         "--pairs", "40", "--bucket", "32", "--beam-sentences", "5", "--beam-train-steps", "3",
         "--sdpa", "2,2,8,4", "--sdpa-iters", "2", "--matmul", "64",
@@ -110,20 +113,20 @@ def test_bench_script_reports_every_section(tmp_path):
     pytest.importorskip("jax")
     out = tmp_path / "bench"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,
-                           "--only", ",".join(s for s in SECTIONS if s != "threads"),
+                           "--only", ",".join(s for s in SECTIONS if s not in OWN_TESTS),
                            "--out", str(out)], capture_output=True, text=True, timeout=300,
                           cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "threads: torch 1 intra-op" in done.stdout and "OMP_NUM_THREADS=" in done.stdout
     report = json.loads((out / "bench.json").read_text())
     rows = {r["measure"]: r for r in report["rows"]}
-    assert {r["section"] for r in report["rows"]} == set(SECTIONS) - {"threads"}
+    assert {r["section"] for r in report["rows"]} == set(SECTIONS) - set(OWN_TESTS)
     assert list(report["details"]) == ["train", "beam", "flops", "profile", "transformer",
-                                       "parallel", "g2p", "threads"]
-    assert report["details"]["threads"] is None
+                                       "parallel", "g2p", "threads", "peers"]
+    assert report["details"]["threads"] is None and report["details"]["peers"] is None
     assert report["details"]["train"]["tokens"] > 0
     assert report["details"]["beam"]["differ"]["xpseq-torch"] == []
-    assert list(report["section_seconds"]) == [s for s in SECTIONS if s != "threads"]
+    assert list(report["section_seconds"]) == [s for s in SECTIONS if s not in OWN_TESTS]
     for backend in ("numpy", "torch", "jax"):
         g2p = rows[f"shipped model, 12 test words greedy on {backend}"]
         assert g2p["section"] == "g2p" and g2p["value"] > 0 and g2p["target"] == "—"
