@@ -165,9 +165,10 @@ def keras_model(kind: Kind, params: dict) -> Any:
 def check_peers(context: Context, kind: Kind, keras_step: Any = None) -> dict[str, dict]:
     """Each peer's loss on the first timed batch against xpseq's, and one Adam step's
     largest parameter difference: ``{peer: {"loss_diff", "tolerance", "relative",
-    "step_diff", "reference", "zero_gradient_entries"}}`` (the compiled native step is
-    checked as it warms up, in :func:`measure`). ``keras_step`` is the Keras model's
-    :func:`native_keras.make_step` to check (made here if not given; reset after)."""
+    "step_diff", "reference", "zero_gradient_entries"}}`` (Keras's also ``"step_against"``,
+    the Adam it is compared with; the compiled native step is checked as it warms up, in
+    :func:`measure`). ``keras_step`` is the Keras model's :func:`native_keras.make_step` to
+    check (made here if not given; reset after)."""
     import jax
     import native_keras
     import torch
@@ -197,7 +198,8 @@ def check_peers(context: Context, kind: Kind, keras_step: Any = None) -> dict[st
     expected = {n: after["keras"][n] - kind.init64[n] for n in stepped}
     out[KERAS] = {"loss_diff": abs(loss - reference) / abs(reference),
                   "tolerance": LOSS_TOLERANCE_32, "relative": True,
-                  "step_diff": largest_difference(moved, expected, nonzero)}
+                  "step_diff": largest_difference(moved, expected, nonzero),
+                  "step_against": f"xpseq's Adam at ε {keras_eps:.2g}, Keras's first step"}
 
     if kind.name == "transformer":
         import jax.numpy as jnp
@@ -412,9 +414,10 @@ def rows_of(kind: Kind, r: dict, steps: int) -> list[Row]:
     rows = []
     for peer, check in r["checks"].items():
         precision = "float32, relative" if check["relative"] else "float64"
+        against = f", against {check['step_against']}" if "step_against" in check else ""
         step = (f"; one Adam step: largest parameter difference {check['step_diff']:.1e} "
                 f"(<= {STEP_TOLERANCE:g}; {check['zero_gradient_entries']} entries with a "
-                f"zero gradient left out)" if "step_diff" in check else
+                f"zero gradient left out{against})" if "step_diff" in check else
                 "; the first loss of the compiled step, before any update")
         rows.append(Row(section, f"{k} {peer} loss check ({precision}, |peer − xpseq|)",
                         check["loss_diff"], "", None, f"<= {check['tolerance']:g}",
@@ -460,9 +463,7 @@ def run(context: Context) -> list[Row]:
     rows: list[Row] = []
     details: dict[str, Any] = {}
     for kind in kinds(context):
-        r = measure(context, kind)
+        details[kind.name] = r = measure(context, kind)
         rows += rows_of(kind, r, len(kind.timed))
-        details[kind.name] = {k: v for k, v in r.items() if k != "times"} | {
-            "seconds": r["times"]}
     context.record("peers", details)
     return rows
