@@ -68,7 +68,8 @@ if keras.backend.backend() != "jax":
                        f"importing keras)")
 
 __all__ = ["KerasSeq2Seq", "KerasTransformer", "rnn_loss", "transformer_loss", "make_step",
-           "matching_adam_eps", "batch_arrays", "model_loss", "loss_function"]
+           "matching_adam_eps", "batch_arrays", "model_loss", "loss_function",
+           "first_step_gradients"]
 
 KEYS = ("src", "src_len", "tgt_in", "tgt_out")
 
@@ -425,7 +426,23 @@ def make_step(model: Any, lr: float = 1e-3, eps: float = 1e-8) -> Callable[[Mapp
     start = {"trainable": [v.value for v in model.trainable_variables],
              "non_trainable": [v.value for v in model.non_trainable_variables],
              "optimizer": [v.value for v in optimizer.variables]}
-    step.model = model
+    step.model, step.optimizer = model, optimizer
+    # Where each trainable variable's first moment sits in the optimiser's state (Keras
+    # keeps the moments in the order of the variables it was built with).
+    position = {id(v): i for i, v in enumerate(optimizer.variables)}
+    step.moments = [position[id(m)] for m in optimizer._momentums]
     step.reset = lambda: setattr(step, "state", start)
     step.reset()
     return step
+
+
+def first_step_gradients(step: Callable) -> dict[str, np.ndarray]:
+    """The gradients the first step of :func:`make_step`'s ``step`` (since it was made or
+    reset) took, under xpseq's names: Adam's first moment after one step is
+    ``(1 − b1) · g``, so they are the moments divided by ``1 − b1`` (to float32 rounding).
+    Read from the step's own state, they are the jitted program's gradients, float32
+    rounding included."""
+    b1 = step.optimizer.beta_1
+    moments = [np.asarray(step.state["optimizer"][i]) / np.float32(1.0 - b1)
+               for i in step.moments]
+    return step.model.xpseq_values(moments)

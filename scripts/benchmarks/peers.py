@@ -27,12 +27,15 @@ Before any timing each peer's loss on the first batch is checked against
 ``xpseq.models.<kind>.loss`` in float64 (native PyTorch to 1e-10, Flax to 1e-10 inside
 ``jax.enable_x64(True)``); Keras cannot compute in float64 (see ``native_keras``), so its
 float32 loss is checked against xpseq's float64 loss to 1e-5 relative, as is the compiled
-native step's first (float32) loss. One Adam step of each peer is checked against xpseq's
-(``xpseq.core.optim.adam`` on xpseq's float64 gradients), the largest parameter
-difference to :data:`STEP_TOLERANCE` (float32-sized) over the entries whose gradient is
-not zero (:data:`ZERO_GRADIENT`); Keras's step is compared with xpseq's Adam at the epsilon
-that takes Keras's first step (Keras adds ε before the second moment's bias correction,
-``native_keras.matching_adam_eps``). A failed check ends the benchmark (``SystemExit``)
+native step's first (float32) loss. One float64 Adam step of native PyTorch and of Flax
+is checked against xpseq's (``xpseq.core.optim.adam`` on xpseq's float64 gradients), the
+largest parameter difference to :data:`STEP_TOLERANCE`. Keras's float32 step is checked in
+two parts (:func:`check_keras`): its gradients against xpseq's float64 ones, relative to
+the largest (:data:`GRAD_TOLERANCE_32`), and its step against xpseq's Adam taken with
+Keras's gradients at the epsilon that gives Keras's first step (Keras adds ε before the
+second moment's bias correction, ``native_keras.matching_adam_eps``), to
+:data:`STEP_TOLERANCE`. The compiled native step is the eager module compiled; its test
+compares its step with the eager one. A failed check ends the benchmark (``SystemExit``)
 with the difference.
 
 Targets, for each kind: the best xpseq-JAX >= 1.2x the fastest JAX peer (Keras, Flax); the
@@ -68,19 +71,16 @@ from .shared import (
 )
 
 #: The largest parameter difference allowed after one Adam step from the same parameters
-#: (a thousandth of a step at the default rate 1e-3; float32 rounding of the gradients
-#: moves an Adam step by far less).
+#: and gradients (a thousandth of a step at the default rate 1e-3).
 STEP_TOLERANCE = 1e-6
 #: Float64 loss checks (native PyTorch, Flax), absolute.
 LOSS_TOLERANCE_64 = 1e-10
 #: Float32 loss checks (Keras, the compiled native step) against xpseq's float64 loss,
 #: relative.
 LOSS_TOLERANCE_32 = 1e-5
-#: The step checks leave out the entries whose float64 gradient is below this fraction of
-#: the largest: zero but for rounding, as an attention's key bias always is (adding ``q·b_k``
-#: to every score of a row leaves the softmax as it was). Adam divides a gradient by its
-#: own size, so at such an entry it steps by float32 rounding noise times up to ``lr / ε``.
-ZERO_GRADIENT = 1e-10
+#: Keras's float32 gradients against xpseq's float64 ones: the largest difference relative
+#: to the largest gradient.
+GRAD_TOLERANCE_32 = 1e-5
 NATIVE, COMPILED, KERAS, FLAX = ("native-torch", "native-torch, torch.compile",
                                  "keras-jax", "flax-jax")
 XPSEQ_COMPILED = "xpseq-torch, torch.compile"
@@ -117,27 +117,29 @@ def kinds(context: Context) -> list[Kind]:
 # ------------------------------------------------------------------------- the checks
 
 
-def reference_steps(kind: Kind, batch: dict, lr: float, eps: dict[str, float]) -> tuple:
-    """xpseq's float64 loss on ``batch``; for each ``eps`` entry, the parameters after one
-    ``xpseq.core.optim.adam(lr, eps=...)`` step from ``kind.init64`` (NumPy, the
-    hand-derived gradients); and where the gradient is not zero (:data:`ZERO_GRADIENT`)."""
+def reference_steps(kind: Kind, batch: dict, lr: float) -> dict:
+    """xpseq's float64 ``loss`` and ``grads`` on ``batch`` (NumPy, the hand-derived
+    gradients) and ``after``, the parameters after one ``xpseq.core.optim.adam(lr)`` step
+    from ``kind.init64``."""
+    value, grads = kind.model.loss_and_grad(kind.init64, kind.config, batch)
+    return {"loss": float(value), "grads": grads,
+            "after": adam_step(kind.init64, grads, lr, 1e-8)}
+
+
+def adam_step(params: dict, grads: dict, lr: float, eps: float) -> dict:
+    """``params`` after one ``xpseq.core.optim.adam(lr, eps=eps)`` step with ``grads``
+    (NumPy float64)."""
     from xpseq.core.optim import adam
 
-    value, grads = kind.model.loss_and_grad(kind.init64, kind.config, batch)
-    after = {}
-    for name, e in eps.items():
-        opt = adam(lr, eps=e)
-        after[name], _ = opt.update(grads, opt.init(kind.init64), kind.init64)
-    largest = max(float(np.max(np.abs(g))) for g in grads.values())
-    nonzero = {n: np.abs(g) > ZERO_GRADIENT * largest for n, g in grads.items()}
-    return float(value), after, nonzero
+    params = {n: np.asarray(p, dtype=np.float64) for n, p in params.items()}
+    grads = {n: np.asarray(grads[n], dtype=np.float64) for n in params}
+    opt = adam(lr, eps=eps)
+    return opt.update(grads, opt.init(params), params)[0]
 
 
-def largest_difference(a: dict, b: dict, where: dict) -> float:
-    """The largest ``|a[name] − b[name]|`` over ``a``'s names, at the entries ``where``
-    holds."""
-    return max((float(np.max(np.abs(np.asarray(a[n], dtype=np.float64) - b[n])[where[n]]))
-                for n in a if np.any(where[n])), default=0.0)
+def largest_difference(a: dict, b: dict) -> float:
+    """The largest ``|a[name] − b[name]|`` over ``a``'s names."""
+    return max(float(np.max(np.abs(np.asarray(a[n], dtype=np.float64) - b[n]))) for n in a)
 
 
 def native_model(context: Context, kind: Kind, params: dict, dtype: Any) -> Any:
@@ -165,41 +167,26 @@ def keras_model(kind: Kind, params: dict) -> Any:
 def check_peers(context: Context, kind: Kind, keras_step: Any = None) -> dict[str, dict]:
     """Each peer's loss on the first timed batch against xpseq's, and one Adam step's
     largest parameter difference: ``{peer: {"loss_diff", "tolerance", "relative",
-    "step_diff", "reference", "zero_gradient_entries"}}`` (Keras's also ``"step_against"``,
-    the Adam it is compared with; the compiled native step is checked as it warms up, in
-    :func:`measure`). ``keras_step`` is the Keras model's :func:`native_keras.make_step` to
+    "step_diff", "reference"}}``; Keras's also has ``"grad_diff"`` (see
+    :func:`check_keras`). The compiled native step is checked as it warms up, in
+    :func:`measure`. ``keras_step`` is the Keras model's :func:`native_keras.make_step` to
     check (made here if not given; reset after)."""
     import jax
-    import native_keras
     import torch
 
     lr = context.args.lr
     batch = {k: kind.timed[0][k] for k in KEYS}
-    keras_eps = native_keras.matching_adam_eps(1e-8)
-    reference, after, nonzero = reference_steps(kind, batch, lr,
-                                                {"xpseq": 1e-8, "keras": keras_eps})
+    ref = reference_steps(kind, batch, lr)
     out: dict[str, dict] = {}
 
     model = native_model(context, kind, kind.init64, torch.float64)
     loss = float(model.loss(to_torch(batch)).detach())
     context.native.make_native_step(model, lr)(to_torch(batch))
-    out[NATIVE] = {"loss_diff": abs(loss - reference), "tolerance": LOSS_TOLERANCE_64,
+    out[NATIVE] = {"loss_diff": abs(loss - ref["loss"]), "tolerance": LOSS_TOLERANCE_64,
                    "relative": False,
-                   "step_diff": largest_difference(native_values(model), after["xpseq"],
-                                                   nonzero)}
+                   "step_diff": largest_difference(native_values(model), ref["after"])}
 
-    step = keras_step or native_keras.make_step(keras_model(kind, kind.init32), lr)
-    start = step.model.xpseq_values(step.state["trainable"])
-    loss = float(step(native_keras.batch_arrays(batch)))      # the loss before the update
-    stepped = step.model.xpseq_values(step.state["trainable"])
-    step.reset()
-    # The merged LSTM bias moves as each of xpseq's b_ih and b_hh does: compare the moves.
-    moved = {n: stepped[n] - start[n] for n in stepped}
-    expected = {n: after["keras"][n] - kind.init64[n] for n in stepped}
-    out[KERAS] = {"loss_diff": abs(loss - reference) / abs(reference),
-                  "tolerance": LOSS_TOLERANCE_32, "relative": True,
-                  "step_diff": largest_difference(moved, expected, nonzero),
-                  "step_against": f"xpseq's Adam at ε {keras_eps:.2g}, Keras's first step"}
+    out[KERAS] = check_keras(kind, batch, ref, lr, keras_step)
 
     if kind.name == "transformer":
         import jax.numpy as jnp
@@ -212,13 +199,45 @@ def check_peers(context: Context, kind: Kind, keras_step: Any = None) -> dict[st
                                          kind.config.label_smoothing, lr)
             loss = float(step(native_flax.batch_arrays(batch)))
             stepped = native_flax.xpseq_params(step.state["variables"], kind.config)
-        out[FLAX] = {"loss_diff": abs(loss - reference), "tolerance": LOSS_TOLERANCE_64,
-                     "relative": False,
-                     "step_diff": largest_difference(stepped, after["xpseq"], nonzero)}
-    skipped = int(sum(np.sum(~m) for m in nonzero.values()))
+        out[FLAX] = {"loss_diff": abs(loss - ref["loss"]), "tolerance": LOSS_TOLERANCE_64,
+                     "relative": False, "step_diff": largest_difference(stepped, ref["after"])}
     for check in out.values():
-        check["reference"], check["zero_gradient_entries"] = reference, skipped
+        check["reference"] = ref["loss"]
     return out
+
+
+def check_keras(kind: Kind, batch: dict, ref: dict, lr: float, step: Any = None) -> dict:
+    """Keras's float32 loss against xpseq's float64 ``ref`` (:func:`reference_steps`),
+    relative; its float32 gradients against xpseq's (``grad_diff``, the largest difference
+    relative to the largest gradient); and its Adam step against xpseq's Adam taken with
+    Keras's gradients at the epsilon of Keras's first step (``step_diff``).
+
+    Keras's gradients are those its jitted step took (read from Adam's first moment by
+    :func:`native_keras.first_step_gradients`). The step is compared on them because Adam's
+    first step is ``lr · g / (|g| + ε)``: where a gradient is zero but for rounding (an
+    attention's key bias always is: adding ``q·b_k`` to a row's scores leaves its softmax as
+    it was), a float32 rounding error ``δ`` of it moves the step by up to ``lr · δ / ε``, far
+    above any float32 tolerance; the gradients themselves are compared relative to their
+    scale."""
+    import native_keras
+
+    step = step or native_keras.make_step(keras_model(kind, kind.init32), lr)
+    model, eps = step.model, native_keras.matching_adam_eps(1e-8)
+    start = model.xpseq_values(step.state["trainable"])
+    loss = float(step(native_keras.batch_arrays(batch)))     # the loss before the update
+    stepped = model.xpseq_values(step.state["trainable"])
+    grads = native_keras.first_step_gradients(step)
+    step.reset()
+    expected = adam_step(start, grads, lr, eps)
+    scale = max(float(np.max(np.abs(g))) for g in ref["grads"].values())
+    return {"loss_diff": abs(loss - ref["loss"]) / abs(ref["loss"]),
+            "tolerance": LOSS_TOLERANCE_32, "relative": True,
+            "grad_diff": largest_difference(grads, ref["grads"]) / scale,
+            # The merged LSTM bias moves as each of xpseq's b_ih and b_hh does.
+            "step_diff": largest_difference({n: stepped[n] - start[n] for n in stepped},
+                                            {n: expected[n] - start[n] for n in stepped}),
+            "step_against": f"xpseq's Adam (ε {eps:.2g}, Keras's first step) on Keras's "
+                            f"gradients"}
 
 
 def require(kind: str, peer: str, check: dict) -> None:
@@ -228,6 +247,9 @@ def require(kind: str, peer: str, check: dict) -> None:
         raise SystemExit(f"{kind}: {peer}'s loss differs from xpseq's by {how}"
                          f"{check['loss_diff']:.3g} (> {check['tolerance']:g}): it is not "
                          f"the same model")
+    if not check.get("grad_diff", 0.0) <= GRAD_TOLERANCE_32:
+        raise SystemExit(f"{kind}: {peer}'s gradients differ from xpseq's by "
+                         f"{check['grad_diff']:.3g} of the largest (> {GRAD_TOLERANCE_32:g})")
     if not check.get("step_diff", 0.0) <= STEP_TOLERANCE:
         raise SystemExit(f"{kind}: one Adam step of {peer} differs from xpseq's by "
                          f"{check['step_diff']:.3g} (> {STEP_TOLERANCE:g})")
@@ -414,11 +436,13 @@ def rows_of(kind: Kind, r: dict, steps: int) -> list[Row]:
     rows = []
     for peer, check in r["checks"].items():
         precision = "float32, relative" if check["relative"] else "float64"
-        against = f", against {check['step_against']}" if "step_against" in check else ""
         step = (f"; one Adam step: largest parameter difference {check['step_diff']:.1e} "
-                f"(<= {STEP_TOLERANCE:g}; {check['zero_gradient_entries']} entries with a "
-                f"zero gradient left out{against})" if "step_diff" in check else
+                f"(<= {STEP_TOLERANCE:g})" if "step_diff" in check else
                 "; the first loss of the compiled step, before any update")
+        if "grad_diff" in check:
+            step = (f"; gradients: largest difference {check['grad_diff']:.1e} of the "
+                    f"largest (<= {GRAD_TOLERANCE_32:g}){step}, against "
+                    f"{check['step_against']}")
         rows.append(Row(section, f"{k} {peer} loss check ({precision}, |peer − xpseq|)",
                         check["loss_diff"], "", None, f"<= {check['tolerance']:g}",
                         check["loss_diff"] <= check["tolerance"],
