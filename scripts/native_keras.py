@@ -398,9 +398,7 @@ def make_step(model: Any, lr: float = 1e-3, eps: float = 1e-8) -> Callable[[Mapp
     The step holds the model's and optimiser's values in ``step.state`` (``trainable``,
     ``non_trainable``, ``optimizer``: lists of JAX arrays) and does not write them back
     into the Keras variables; ``step.model.xpseq_values(step.state["trainable"])`` reads
-    them, and ``step.reset()`` goes back to the values the step started from (the compiled
-    program is kept). The loss is returned without waiting for it (JAX's asynchronous
-    dispatch).
+    them. The loss is returned without waiting for it (JAX's asynchronous dispatch).
     """
     loss_of = loss_function(model)
     optimizer = keras.optimizers.Adam(learning_rate=lr, epsilon=eps)
@@ -423,25 +421,22 @@ def make_step(model: Any, lr: float = 1e-3, eps: float = 1e-8) -> Callable[[Mapp
         step.state, loss = train_step(step.state, batch)
         return loss
 
-    start = {"trainable": [v.value for v in model.trainable_variables],
-             "non_trainable": [v.value for v in model.non_trainable_variables],
-             "optimizer": [v.value for v in optimizer.variables]}
+    step.state = {"trainable": [v.value for v in model.trainable_variables],
+                  "non_trainable": [v.value for v in model.non_trainable_variables],
+                  "optimizer": [v.value for v in optimizer.variables]}
     step.model, step.optimizer = model, optimizer
     # Where each trainable variable's first moment sits in the optimiser's state (Keras
     # keeps the moments in the order of the variables it was built with).
     position = {id(v): i for i, v in enumerate(optimizer.variables)}
     step.moments = [position[id(m)] for m in optimizer._momentums]
-    step.reset = lambda: setattr(step, "state", start)
-    step.reset()
     return step
 
 
 def first_step_gradients(step: Callable) -> dict[str, np.ndarray]:
-    """The gradients the first step of :func:`make_step`'s ``step`` (since it was made or
-    reset) took, under xpseq's names: Adam's first moment after one step is
-    ``(1 − b1) · g``, so they are the moments divided by ``1 − b1`` (to float32 rounding).
-    Read from the step's own state, they are the jitted program's gradients, float32
-    rounding included."""
+    """The gradients the first call of :func:`make_step`'s ``step`` took, under xpseq's
+    names: Adam's first moment after one step is ``(1 − b1) · g``, so they are the moments
+    divided by ``1 − b1`` (to float32 rounding). Read from the step's own state, they are
+    the jitted program's gradients, its float32 rounding included."""
     b1 = step.optimizer.beta_1
     moments = [np.asarray(step.state["optimizer"][i]) / np.float32(1.0 - b1)
                for i in step.moments]

@@ -38,6 +38,9 @@ second moment's bias correction, ``native_keras.matching_adam_eps``), to
 compares its step with the eager one. A failed check ends the benchmark (``SystemExit``)
 with the difference.
 
+The Keras and Flax steps' compile times are reported the same way (first call minus a
+second call on each batch shape; XLA's compilation, no cache).
+
 Targets, for each kind: the best xpseq-JAX >= 1.2x the fastest JAX peer (Keras, Flax); the
 best xpseq-torch >= 1.0x native ``torch.compile``; the best xpseq of any engine >= 1.0x
 the fastest peer of any kind. Each row's detail gives the fastest/slowest repeat and the
@@ -164,13 +167,13 @@ def keras_model(kind: Kind, params: dict) -> Any:
     return cls.from_xpseq(params, kind.config)
 
 
-def check_peers(context: Context, kind: Kind, keras_step: Any = None) -> dict[str, dict]:
+def check_peers(context: Context, kind: Kind) -> dict[str, dict]:
     """Each peer's loss on the first timed batch against xpseq's, and one Adam step's
     largest parameter difference: ``{peer: {"loss_diff", "tolerance", "relative",
     "step_diff", "reference"}}``; Keras's also has ``"grad_diff"`` (see
     :func:`check_keras`). The compiled native step is checked as it warms up, in
-    :func:`measure`. ``keras_step`` is the Keras model's :func:`native_keras.make_step` to
-    check (made here if not given; reset after)."""
+    :func:`measure`. Each peer is made here from the initial parameters, apart from the
+    one that is timed."""
     import jax
     import torch
 
@@ -186,7 +189,7 @@ def check_peers(context: Context, kind: Kind, keras_step: Any = None) -> dict[st
                    "relative": False,
                    "step_diff": largest_difference(native_values(model), ref["after"])}
 
-    out[KERAS] = check_keras(kind, batch, ref, lr, keras_step)
+    out[KERAS] = check_keras(kind, batch, ref, lr)
 
     if kind.name == "transformer":
         import jax.numpy as jnp
@@ -206,7 +209,7 @@ def check_peers(context: Context, kind: Kind, keras_step: Any = None) -> dict[st
     return out
 
 
-def check_keras(kind: Kind, batch: dict, ref: dict, lr: float, step: Any = None) -> dict:
+def check_keras(kind: Kind, batch: dict, ref: dict, lr: float) -> dict:
     """Keras's float32 loss against xpseq's float64 ``ref`` (:func:`reference_steps`),
     relative; its float32 gradients against xpseq's (``grad_diff``, the largest difference
     relative to the largest gradient); and its Adam step against xpseq's Adam taken with
@@ -221,13 +224,12 @@ def check_keras(kind: Kind, batch: dict, ref: dict, lr: float, step: Any = None)
     scale."""
     import native_keras
 
-    step = step or native_keras.make_step(keras_model(kind, kind.init32), lr)
+    step = native_keras.make_step(keras_model(kind, kind.init32), lr)
     model, eps = step.model, native_keras.matching_adam_eps(1e-8)
     start = model.xpseq_values(step.state["trainable"])
     loss = float(step(native_keras.batch_arrays(batch)))     # the loss before the update
     stepped = model.xpseq_values(step.state["trainable"])
     grads = native_keras.first_step_gradients(step)
-    step.reset()
     expected = adam_step(start, grads, lr, eps)
     scale = max(float(np.max(np.abs(g))) for g in ref["grads"].values())
     return {"loss_diff": abs(loss - ref["loss"]) / abs(ref["loss"]),
@@ -358,8 +360,7 @@ def measure(context: Context, kind: Kind) -> dict:
     import torch
 
     args = context.args
-    keras_step = native_keras.make_step(keras_model(kind, kind.init32), args.lr)
-    checks = check_peers(context, kind, keras_step)
+    checks = check_peers(context, kind)
     for peer, check in checks.items():
         require(kind.name, peer, check)
     impls: dict[str, Callable[[], None]] = {}
@@ -400,6 +401,7 @@ def measure(context: Context, kind: Kind) -> dict:
         require(kind.name, COMPILED, checks[COMPILED])
         impls[COMPILED] = peer_loop(compiled, torch_batches)
 
+    keras_step = native_keras.make_step(keras_model(kind, kind.init32), args.lr)
     keras_batches = [native_keras.batch_arrays(b) for b in kind.timed]
     warmups[KERAS] = warm(keras_step, keras_batches)
     impls[KERAS] = peer_loop(keras_step, keras_batches)
