@@ -35,6 +35,10 @@ once:
     what ``xpseq --threads 2`` is worth against 1, idle and busy
 ``profile`` (only with ``--only profile``)
     where the time goes: ``torch.profiler`` and JAX's gradient against its forward
+``peers`` (only with ``--only peers``)
+    both model kinds against the strongest peers: Keras 3 and Flax on JAX
+    (``scripts/native_keras.py``, ``scripts/native_flax.py``) and the native PyTorch models
+    under ``torch.compile``, each checked to have xpseq's loss and Adam step first
 ``precision`` (only with ``--only precision``)
     mixed bfloat16 training against float32 on JAX and PyTorch, both model kinds, and the
     float32 and bfloat16 matmul rates
@@ -119,6 +123,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--g2p-words", type=int, default=None,
                    help="g2p: decode only the first N test words (default: all 6,304)")
     benchmarks.section("scaling").add_options(p)
+    g.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
+                   help="peers: leave out native PyTorch under torch.compile (a cold "
+                        "compile takes minutes; timed unless given)")
     args = p.parse_args(argv)
     args.sections = common.comma_list(args.only)
     unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))

@@ -23,9 +23,11 @@ from xpseq.search import SearchOptions, search, to_lists  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa", "profile", "transformer", "parallel",
-            "g2p", "threads", "scaling", "precision")
-#: The sections the whole-script test runs (threads and scaling have tests of their own).
-RUN_HERE = tuple(s for s in SECTIONS if s not in ("threads", "scaling"))
+            "g2p", "threads", "peers", "precision", "scaling")
+#: Sections the run of every section leaves out: ``threads`` and ``scaling`` (tests of their
+#: own: below and tests/test_bench_scaling.py) and ``peers`` (tests/test_peers_bench.py).
+OWN_TESTS = ("threads", "peers", "scaling")
+RUN_HERE = tuple(s for s in SECTIONS if s not in OWN_TESTS)
 TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "1", "--repeats", "1",
         "--pairs", "40", "--bucket", "32", "--beam-sentences", "5", "--beam-train-steps", "3",
         "--sdpa", "2,2,8,4", "--sdpa-iters", "2", "--matmul", "64",
@@ -121,9 +123,9 @@ def test_bench_script_reports_every_section(tmp_path):
     rows = {r["measure"]: r for r in report["rows"]}
     assert {r["section"] for r in report["rows"]} == set(RUN_HERE)
     assert list(report["details"]) == ["train", "beam", "flops", "profile", "transformer",
-                                       "parallel", "g2p", "threads", "scaling",
-                                       "precision"]
-    assert report["details"]["threads"] is None and report["details"]["scaling"] is None
+                                       "parallel", "g2p", "threads", "peers", "precision",
+                                       "scaling"]
+    assert all(report["details"][s] is None for s in OWN_TESTS)
     assert report["details"]["train"]["tokens"] > 0
     precision = report["details"]["precision"]
     assert set(precision["tokens_per_s"]) == {"rnn", "transformer"}

@@ -19,6 +19,8 @@ module            contents
 ``parallel``      2 devices against 1 (a JAX mesh, a torch gloo group)
 ``g2p``           the shipped G2P model's decoding speed
 ``threads``       what ``xpseq --threads 2`` is worth against 1
+``peers``         both model kinds against Keras 3 and Flax on JAX and native PyTorch under
+                  ``torch.compile`` (``native_keras``, ``native_flax``, ``native_torch``)
 ``precision``     mixed bfloat16 training against float32, and the matmul rates
 ``scaling``       training throughput and peak memory against length, batch and width,
                   greedy decoding against batch, the length exponents, plots
@@ -27,7 +29,8 @@ module            contents
 Each section module has ``run(context) -> list[Row]``; its docstring says what it measures
 and its targets. The package imports neither xpseq nor a framework when loaded: the entry
 script sets the threads and ``XLA_FLAGS`` first. It is imported with ``scripts/`` on
-``sys.path`` (as ``benchmarks``), beside ``_common`` and ``native_torch``.
+``sys.path`` (as ``benchmarks``), beside ``_common`` and the peers ``native_torch``,
+``native_keras`` and ``native_flax``.
 """
 
 from __future__ import annotations
@@ -38,11 +41,11 @@ import types
 #: The sections ``bench.py`` runs by default, in the order they run.
 SECTIONS = ("compile", "train", "flops", "beam", "sdpa")
 #: Sections run only when ``--only`` names them (after the default ones, in this order).
-EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p", "threads", "scaling",
-                  "precision")
+EXTRA_SECTIONS = ("profile", "transformer", "parallel", "g2p", "threads", "peers", "precision",
+                  "scaling")
 #: The sections whose details go into ``bench.json``, in the order they are written.
 DETAILS = ("train", "beam", "flops", "profile", "transformer", "parallel", "g2p", "threads",
-           "scaling", "precision")
+           "peers", "precision", "scaling")
 
 
 def section(name: str) -> types.ModuleType:
