@@ -229,7 +229,7 @@ def test_resume_refuses_what_would_change_the_run(resumed, capsys, typed, refuse
         return
     assert code == 1 and resumed == []
     assert f"--resume continues the stored run; it cannot change {refused} (only --epochs, " \
-           "--time-limit, --out, --backend, --devices, --no-progress)" in err, err
+           "--time-limit, --out, --backend, --precision, --devices, --no-progress)" in err, err
 
 
 def test_config_and_resume_together_are_refused(tmp_path, resumed, capsys):
