@@ -59,8 +59,9 @@ class Compiled:
         self.compiles = 0
 
         def counting(graph: Any, example_inputs: Any) -> Any:
-            self.compiles += 1
-            return inductor(graph, example_inputs)
+            compiled = inductor(graph, example_inputs)
+            self.compiles += 1     # once built: dynamo may restart a trace and try again
+            return compiled
 
         self.fn = fn
         self.dynamic = dynamic
