@@ -153,6 +153,13 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
                                "unrecognized arguments"),
         "data seed": Case(["data", "g2p", "--export", folder / "x", "--seed", "x"], 2,
                           "argument --seed"),
+        "compile on numpy": Case([*train, "--compile"], 2, "--compile applies to --backend "
+                                 "torch (torch.compile), not --backend numpy"),
+        "compile on jax": Case(["translate", good, "--backend", "jax", "--compile", words], 2,
+                               "--compile applies to --backend torch (torch.compile), not "
+                               "--backend jax: JAX always compiles with jax.jit"),
+        "compile g2p strict": Case(["g2p", "--backend", "array_api_strict", "--compile",
+                                    "hello"], 2, "not --backend array_api_strict"),
         # files
         "tsv is a folder": Case([*tsv("t1"), "--train", folder / "a_folder", "--dev",
                                  folder / "one.tsv"], 1, "is a folder, not a TSV file"),

@@ -220,6 +220,7 @@ def test_resume_brings_the_stored_options_back(resumed):
     (["--quick", "--lr", "0.5"], "--lr, --quick"),
     (["--hidden", "4"], None),                    # the stored value: nothing changes
     (["--no-progress", "--devices", "2", "--out", "b.safetensors"], None),
+    (["--compile", "--backend", "torch"], None),  # how this process runs, not the run
 ])
 def test_resume_refuses_what_would_change_the_run(resumed, capsys, typed, refused):
     code = cli.main(["train", "--resume", "run.safetensors", *typed])
@@ -229,7 +230,8 @@ def test_resume_refuses_what_would_change_the_run(resumed, capsys, typed, refuse
         return
     assert code == 1 and resumed == []
     assert f"--resume continues the stored run; it cannot change {refused} (only --epochs, " \
-           "--time-limit, --out, --backend, --precision, --devices, --no-progress)" in err, err
+           "--time-limit, --out, --backend, --precision, --compile, --devices, "
+           "--no-progress)" in err, err
 
 
 def test_config_and_resume_together_are_refused(tmp_path, resumed, capsys):

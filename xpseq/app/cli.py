@@ -1,8 +1,8 @@
 """The ``xpseq`` command: demo, train, translate, g2p, evaluate, heatmap, data, tour.
 
 Every model subcommand takes ``--backend`` (numpy, jax, torch, array_api_strict; all of
-them train, numpy and array_api_strict with hand-derived gradients, slowly), ``--dtype``
-(float32 or float64) and ``--seed``.
+them train, numpy and array_api_strict with hand-derived gradients, slowly), ``--compile``
+(torch with ``torch.compile``), ``--dtype`` (float32 or float64) and ``--seed``.
 
 Errors are one line on stderr and an exit code: 2 for bad arguments (``xpseq CMD: error:
 ...``; values are checked by the parser, before anything is created on disk), 1 for every
@@ -147,6 +147,7 @@ def _g2p(sub: Any) -> None:
     p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
     p.add_argument("--backend", choices=backends.NAMES, default=None,
                    help="backend to decode on " + DEFAULT_BACKEND)
+    opts.compile_option(p)
     p.add_argument("--model", action="append", metavar="PATH",
                    help="a checkpoint of xpseq train --task g2p instead of the shipped model "
                    "(repeat for an ensemble)")
@@ -382,6 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "n_best", 1) > getattr(args, "beam", 1):
         command_parser.error(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
+    if getattr(args, "compile", False) and args.backend not in (None, "torch"):
+        command_parser.error(f"--compile applies to --backend torch (torch.compile), not "
+                             f"--backend {args.backend}: JAX always compiles with jax.jit, "
+                             "and numpy and array_api_strict cannot compile")
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _notes(warnings.showwarning)

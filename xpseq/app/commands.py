@@ -27,22 +27,28 @@ from .errors import CommandError, oserror_message
 # --------------------------------------------------------------------------- helpers
 
 
-def _backend(name: str | None) -> backends.Backend:
+def _backend(name: str | None, compile: bool = False) -> backends.Backend:
     """``--backend``, or the one default rule (``XPSEQ_BACKEND``, else the fastest
-    installed: :func:`xpseq.backends.default_name`). Every subcommand (and the demo) gets
-    its backend here.
+    installed: :func:`xpseq.backends.default_name`); ``--compile`` (``compile``) is torch
+    with torch.compile whatever the default. Every subcommand (and the demo) gets its
+    backend here.
 
     The command is an application, and on JAX it enables 64-bit types for its own process
     (``jax_enable_x64``), before the backend is created, so that ``--dtype float64``
     computes in float64; the library never changes JAX's configuration itself."""
     try:
-        name = name or backends.default_name()
+        name = name or ("torch" if compile else backends.default_name())
         if name == "jax":
             _enable_jax_x64()
-        backend = backends.get(name)
+        backend = backends.get(name, compile=compile)
     except (ValueError, ModuleNotFoundError) as err:
         raise CommandError(str(err)) from None
     return backend
+
+
+def _named(backend: backends.Backend) -> str:
+    """The backend's name for a message: ``torch with torch.compile`` for ``--compile``."""
+    return f"{backend.name} with torch.compile" if backend.compiled else backend.name
 
 
 def _enable_jax_x64() -> None:
@@ -62,7 +68,7 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
     otherwise it starts N processes that each run this command in a ``gloo`` group, waits
     for them and returns ``None``."""
     try:
-        name = args.backend or backends.default_name()
+        name = args.backend or ("torch" if args.compile else backends.default_name())
     except ValueError as err:
         raise CommandError(str(err)) from None
     if name not in ("jax", "torch"):
@@ -85,7 +91,7 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
         return _backend(name)
     from xpseq.train import parallel
 
-    backend = _backend(name)
+    backend = _backend(name, args.compile)
     group = backend.process_group()
     if group is None and "WORLD_SIZE" in os.environ:
         group = parallel.join_group()                          # started by torchrun
@@ -250,7 +256,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     inputs = {"--config": args.config, "--train": args.train_file, "--dev": args.dev_file}
     outputs.check_outputs(args, inputs)   # before any work, and before other processes start
     args.writes = True                    # this process writes the checkpoint
-    backend = _parallel_backend(args) if args.devices > 1 else _backend(args.backend)
+    backend = (_parallel_backend(args) if args.devices > 1
+               else _backend(args.backend, args.compile))
     if backend is None:                   # the processes of a torch group did the work
         return 0
     if not args.writes:
@@ -305,7 +312,7 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
                     Vocab.from_list(resumed.vocabs["tgt"]))
     options = {name: getattr(args, name) for name in defaults}
     options.update({k: v for k, v in defaults.items() if options[k] is None})
-    print(f"training on {backend.name} ({args.dtype}): {len(task.train)} sentence pairs, "
+    print(f"training on {_named(backend)} ({args.dtype}): {len(task.train)} sentence pairs, "
           f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {kind}",
           file=sys.stderr)
     config = model_config(task, kind, **opts.config_fields(kind, options))
@@ -399,7 +406,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
         overrides["monitor"] = args.monitor
     split = _load_g2p(args.stress)
     recipe, _ = g2p_recipe.recipe(**overrides)
-    print(f"training G2P on {backend.name} ({args.dtype}): CMU dictionary, stress "
+    print(f"training G2P on {_named(backend)} ({args.dtype}): CMU dictionary, stress "
           f"{'kept' if args.stress else 'removed'}, {len(split.train)} train / "
           f"{len(split.dev)} dev / {len(split.test)} test words; at most "
           f"{recipe['epochs']} epochs or {recipe['time_limit_minutes']} minutes",
@@ -423,7 +430,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    backend = _backend(args.backend)
+    backend = _backend(args.backend, args.compile)
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
     sentences = _read_sentences(args, g2p=(loaded.metadata or {}).get("task") == "g2p")
     _note_unknown(sentences, src_vocab)
@@ -446,7 +453,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from xpseq.tasks import Task, bucket_table
     from xpseq.tasks.metrics import format_table
 
-    backend = _backend(args.backend)
+    backend = _backend(args.backend, args.compile)
     if args.shipped or len(args.checkpoint) > 1:
         return _evaluate_g2p_model(args, backend)
     if not args.checkpoint:
@@ -584,7 +591,7 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
     from xpseq.app.plots import ascii_heatmap, save_heatmap
     from xpseq.tasks import attention_labels
 
-    backend = _backend(args.backend)
+    backend = _backend(args.backend, args.compile)
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
     tokens = args.sentence.split()
     if not tokens:
@@ -623,7 +630,8 @@ def cmd_g2p(args: argparse.Namespace) -> int:
     chunks = (stdin.chunks(g2p.CHUNK) if not args.words else
               (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words), g2p.CHUNK)))
     try:
-        model = g2p.load(args.model or None, backend=_backend(args.backend))
+        model = g2p.load(args.model or None,
+                         backend=_backend(args.backend, args.compile))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
     if args.lookup:                 # read once here, for a one-line error without it
@@ -733,7 +741,7 @@ class _G2PNotes:
 def cmd_demo(args: argparse.Namespace) -> int:
     from xpseq.app.demo import run_demo
 
-    backend = _backend(args.backend)
+    backend = _backend(args.backend, args.compile)
     return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,
                     seed=args.seed, progress=not args.no_progress)
 

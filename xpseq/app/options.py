@@ -34,8 +34,8 @@ from xpseq.search import MAX_BEAM
 from xpseq.tasks.experiment import training_defaults
 
 __all__ = ["Parser", "positive", "number_in", "seed_value", "DEFAULT_BACKEND",
-           "global_options", "backend_options", "precision_option", "precision_of",
-           "PRECISION_CHOICES", "search_options", "data_options",
+           "global_options", "compile_option", "backend_options", "precision_option",
+           "precision_of", "PRECISION_CHOICES", "search_options", "data_options",
            "run_options", "model_options", "training_options", "g2p_options", "train_options",
            "MODEL_OPTIONS", "TRAINING_OPTIONS", "KIND_OPTIONS", "TOY_MODEL_DEFAULTS",
            "model_defaults", "kind_defaults", "config_fields", "NOT_CONFIGURABLE",
@@ -210,11 +210,29 @@ def global_options(parser: argparse.ArgumentParser, version: str) -> Actions:
                             "(also: XPSEQ_DEBUG=1)"))
 
 
+def compile_option(parser: argparse.ArgumentParser) -> Actions:
+    """``--compile``: the torch backend with torch.compile (``backends.get("torch",
+    compile=True)``)."""
+    return _added(parser.add_argument(
+        "--compile", action="store_true",
+        help="run PyTorch's training step and decoder step through torch.compile (implies "
+        "--backend torch; not stored in a checkpoint, so give it again with --resume). "
+        f"{COMPILE_COST}"))
+
+
+#: What ``--compile`` costs and gains, for its help (measured: xpseq.backends._torch).
+COMPILE_COST = ("Compiling takes from seconds to minutes per batch shape before the steps "
+                "get faster; off by default, as it did not pay for itself over a typical "
+                "run of the benchmarks' models")
+
+
 def backend_options(parser: argparse.ArgumentParser, backend_help: str) -> Actions:
-    """``--backend``, ``--dtype``, ``--seed``: what every model subcommand takes."""
+    """``--backend``, ``--compile``, ``--dtype``, ``--seed``: what every model subcommand
+    takes."""
     return _added(
         parser.add_argument("--backend", choices=backends.NAMES, default=None,
                             help=backend_help),
+        *compile_option(parser).values(),
         parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                             help="floating dtype of the parameters (default: float32)"),
         parser.add_argument("--seed", type=seed_value, default=0,
@@ -402,10 +420,10 @@ def train_options(parser: argparse.ArgumentParser, backend_help: str) -> Actions
 NOT_CONFIGURABLE = ("out", "config", "resume", "func", "parser", "argv", "entry", "debug",
                     "command", "threads", "force", "allow_data_change", "writes")
 #: ``train`` options that are not part of a run's stored settings.
-NOT_STORED = NOT_CONFIGURABLE + ("no_progress",)
+NOT_STORED = NOT_CONFIGURABLE + ("no_progress", "compile")
 #: What ``train --resume`` may change.
-RESUMABLE = ("epochs", "time_limit", "out", "backend", "precision", "devices", "no_progress",
-             "resume")
+RESUMABLE = ("epochs", "time_limit", "out", "backend", "precision", "compile", "devices",
+             "no_progress", "resume")
 #: Names a file may give an option by, besides its own (``--train`` stores ``train_file``).
 _ALIASES = {"train": "train_file", "dev": "dev_file"}
 

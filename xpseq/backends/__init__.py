@@ -49,8 +49,8 @@ from xpseq.core import checks
 
 from ._base import Backend
 
-__all__ = ["Backend", "NAMES", "PREFERENCE", "available", "get", "default_name", "default",
-           "set_threads", "usable_cpus"]
+__all__ = ["Backend", "NAMES", "PREFERENCE", "COMPILE_APPLIES", "available", "get",
+           "default_name", "default", "set_threads", "usable_cpus"]
 
 NAMES = ("numpy", "jax", "torch", "array_api_strict")
 #: The order :func:`default` picks an installed backend in (fastest first; see the
@@ -64,7 +64,7 @@ _CLASSES = {
     "array_api_strict": ("._strict", "StrictBackend"),
 }
 _EXTRAS = {"jax": "jax", "torch": "torch", "array_api_strict": "strict"}
-_cache: dict[tuple[str, str | None], Backend] = {}
+_cache: dict[tuple[str, str | None, bool], Backend] = {}
 _threads: int | None = None            # what set_threads asked for
 
 
@@ -73,9 +73,10 @@ def available() -> list[str]:
     return [n for n in NAMES if importlib.util.find_spec(n) is not None]
 
 
-def get(name: str, device: Any = None) -> Backend:
+def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
     """The backend called ``name`` (one of :data:`NAMES`) on ``device``, created once per
-    ``(name, device)`` and cached. Creating it changes none of the library's global settings.
+    ``(name, device, compile)`` and cached. Creating it changes none of the library's
+    global settings.
 
     ``device`` is where :meth:`Backend.asarray` places parameters and batches: for torch a
     ``torch.device`` or its name (``"cpu"``, ``"cuda"``, ``"cuda:1"``), for JAX a
@@ -83,19 +84,36 @@ def get(name: str, device: Any = None) -> Backend:
     device (the CPU unless JAX found an accelerator). NumPy and array_api_strict have the
     CPU only (``None`` or ``"cpu"``).
 
+    ``compile=True`` (torch only) runs the training step and the decoder step through
+    ``torch.compile`` (see :mod:`xpseq.backends._torch`); the backend is still named
+    ``"torch"`` and has ``compiled = True``. It is off by default: compiling costs more
+    than it saves on the benchmarks' models (the measurement is in that module).
+
     Raises
     ------
     ValueError
-        ``name`` is not a known backend, or ``device`` is not one of its devices.
+        ``name`` is not a known backend, ``device`` is not one of its devices, or
+        ``compile=True`` for a backend other than torch.
+    TypeError
+        ``compile`` is not a bool.
     ModuleNotFoundError
         The library is not installed (the message says which extra installs it).
     """
     if not isinstance(name, str) or name not in _CLASSES:
         raise ValueError(f"unknown backend {name!r}; choose one of {list(NAMES)}")
-    key = (name, _device_key(name, device))
+    if not isinstance(compile, bool):
+        raise TypeError(f"backends.get: compile must be True or False, got {compile!r}")
+    if compile and name != "torch":
+        raise ValueError(f"backends.get({name!r}, compile=True): {COMPILE_APPLIES}")
+    key = (name, _device_key(name, device), compile)
     if key not in _cache:
-        _cache[key] = _make(name, device)
+        _cache[key] = _make(name, device, compile)
     return _cache[key]
+
+
+#: Why ``compile=True`` (and ``xpseq ... --compile``) is for torch only.
+COMPILE_APPLIES = ("compile applies to the torch backend (torch.compile); JAX always "
+                   "compiles with jax.jit, and numpy and array_api_strict cannot compile")
 
 
 def _device_key(name: str, device: Any) -> str | None:
@@ -116,14 +134,16 @@ def _device_key(name: str, device: Any) -> str | None:
     return None if device is None else str(device)
 
 
-def _make(name: str, device: Any) -> Backend:
+def _make(name: str, device: Any, compile: bool = False) -> Backend:
     if importlib.util.find_spec(name) is None:
         raise ModuleNotFoundError(
             f"backend {name!r} needs the {name} package: pip install 'xpseq[{_EXTRAS[name]}]'"
         )
     module_name, class_name = _CLASSES[name]
     cls = getattr(importlib.import_module(module_name, __name__), class_name)
-    if name in ("jax", "torch"):
+    if name == "torch":
+        backend = cls(device, compile=compile)
+    elif name == "jax":
         backend = cls(device)
     elif device is None or device == "cpu":
         backend = cls()

@@ -31,7 +31,14 @@ class Backend:
         tape) or ``"hand-derived"`` (NumPy and array_api_strict run the backward rules of
         :mod:`xpseq.core.vjp` attached to the function with ``defvjp``).
     compiles : bool
-        Whether :meth:`jit` compiles (so that a function is traced once per input shape).
+        Whether :meth:`jit` compiles whole programs, autodiff and loops included (JAX: a
+        function is traced once per input shape).
+    compiled : bool
+        Whether the backend was made with ``backends.get("torch", compile=True)``: its
+        :meth:`jit` is ``torch.compile``, which the training step and the search apply to
+        their pieces (the loss with its backward, the optimiser's update, the decoder
+        step) rather than to whole programs. ``False`` on every other backend (JAX always
+        compiles, ``compiles``). Program caches key on it.
     device : object
         Where :meth:`asarray` places the arrays it makes (parameters, batches): the
         library's device object (``torch.device("cpu")``, a ``jax.Device``; ``"cpu"`` for
@@ -42,6 +49,7 @@ class Backend:
     name: str = ""
     gradients: str = "hand-derived"
     compiles: bool = False
+    compiled: bool = False
 
     def __init__(self, xp: Any, device: Any = "cpu"):
         self.xp = xp

@@ -3,13 +3,24 @@
 ``backends.get("torch", device="cuda")`` places what :meth:`~TorchBackend.asarray` makes on
 that device (default ``"cpu"``).
 
-``jit`` is the identity: ``torch.compile`` is left to the caller (it is opt-in and slow to
-warm up for the small models here). Python floats become float64 tensors through
-:meth:`asarray`, not torch's float32 default.
+Python floats become float64 tensors through :meth:`asarray`, not torch's float32 default.
+
+``jit`` is the identity, unless the backend is made with ``backends.get("torch",
+compile=True)``: then it is ``torch.compile`` (inductor), and ``backend.compiled`` is True.
+torch.compile cannot compile through ``torch.autograd.grad`` (a graph break), so the training
+step (:mod:`xpseq.train.step`) compiles its pieces: the loss, whose backward AOTAutograd
+compiles with it, and clipping with the optimiser's update; the search
+(:mod:`xpseq.search`) compiles the decoder step and keeps its loop in Python. What runs is
+the core's math either way; compiled and eager steps agree to rounding.
+
+Python loops over time steps (the RNN's recurrences, in :func:`xpseq.core.scan`) are
+unrolled into the graph, so the RNN's step compiles once per pair of source and target
+lengths whatever ``dynamic=`` says; the Transformer has no such loop.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import array_api_compat.torch as xp_torch
@@ -19,15 +30,73 @@ from xpseq.core import tree
 
 from ._base import Backend
 
+#: torch.compile's ``dynamic=`` for the training step and the decoder step (see the
+#: module docstring for the measurement that chose it).
+DYNAMIC: bool | None = None
+
+
+class Compiled:
+    """``fn`` through ``torch.compile`` with inductor, counting its compilations.
+
+    ``compiles`` is how many graphs torch.compile has built for ``fn`` so far: one per
+    input shape it specialised on (or per shape class, with dynamic shapes) and per piece
+    between graph breaks. A graph whose outputs need gradients has its backward compiled by
+    AOTAutograd with it (counted with its forward).
+
+    Each call runs with torch._dynamo's ``recompile_limit`` raised to at least
+    :data:`RECOMPILE_LIMIT` (its default, 8 graphs per Python function, is shared by every
+    model and batch shape that runs the same function in the process, and past it
+    torch.compile quietly falls back to eager), and without dynamo's warning that it traces
+    through ``functools.lru_cache`` (array_api_compat caches the namespace of a type there;
+    tracing through it gives the same namespace). Both are restored when the call returns.
+    """
+
+    def __init__(self, fn: Callable[..., Any], dynamic: bool | None = DYNAMIC) -> None:
+        import torch
+        from torch._dynamo.backends.registry import lookup_backend
+
+        inductor = lookup_backend("inductor")
+        self.compiles = 0
+
+        def counting(graph: Any, example_inputs: Any) -> Any:
+            compiled = inductor(graph, example_inputs)
+            self.compiles += 1     # once built: dynamo may restart a trace and try again
+            return compiled
+
+        self.fn = fn
+        self.dynamic = dynamic
+        self._compiled = torch.compile(fn, dynamic=dynamic, backend=counting)
+        self._config = torch._dynamo.config
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        config, limit = self._config, self._config.recompile_limit
+        config.recompile_limit = max(limit, RECOMPILE_LIMIT)
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", _LRU_CACHE_WARNING, UserWarning)
+                return self._compiled(*args, **kwargs)
+        finally:
+            config.recompile_limit = limit
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+        return f"<torch.compile of {name}, dynamic={self.dynamic}, {self.compiles} compiles>"
+
+
+#: The most graphs torch.compile keeps for one compiled function (see :class:`Compiled`).
+RECOMPILE_LIMIT = 64
+_LRU_CACHE_WARNING = "Dynamo detected a call to a `functools.lru_cache`-wrapped function"
+
 
 class TorchBackend(Backend):
     name = "torch"
     gradients = "autodiff"
 
-    def __init__(self, device: Any = None) -> None:
+    def __init__(self, device: Any = None, compile: bool = False) -> None:
         import torch
 
         self._torch = torch
+        self.compiled = bool(compile)
         try:
             place = torch.device("cpu" if device is None else device)
         except (RuntimeError, TypeError) as err:
@@ -38,8 +107,22 @@ class TorchBackend(Backend):
                              "CUDA device")
         super().__init__(xp_torch, device=place)
 
+    def __repr__(self) -> str:
+        compiled = " (torch.compile)" if self.compiled else ""
+        return f"<xpseq backend {self.name!r}{compiled} on {self.device}>"
+
     def is_array(self, x: Any) -> bool:
         return isinstance(x, self._torch.Tensor)
+
+    def jit(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+        """``fn`` itself on the eager backend; made with ``compile=True``, ``fn`` through
+        ``torch.compile`` (inductor, ``dynamic=DYNAMIC`` unless ``dynamic=`` is given): a
+        :class:`Compiled` that counts the graphs it builds. Other keywords (JAX's
+        ``static_argnames``) are ignored: torch.compile specialises on non-tensor
+        arguments by itself."""
+        if not self.compiled:
+            return fn
+        return Compiled(fn, dynamic=kwargs.get("dynamic", DYNAMIC))
 
     def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
         return self._torch.tensor(host, dtype=dtype, device=self.device)

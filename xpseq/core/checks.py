@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import Any
 
 import array_api_compat as compat
@@ -86,7 +87,12 @@ def concrete(flag: Any) -> bool | None:
 
     Under ``jax.jit`` an array is an abstract tracer and ``bool()`` raises a subclass of
     ``TypeError`` (``jax.errors.ConcretizationTypeError``); value checks are then skipped.
+    So they are while ``torch.compile`` traces a torch tensor: reading its value there
+    would break the graph in two (torch is reached through the loaded tensor's module,
+    never imported here).
     """
+    if compat.is_torch_array(flag) and sys.modules["torch"].compiler.is_compiling():
+        return None
     try:
         return bool(flag)
     except TypeError:

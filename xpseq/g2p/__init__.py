@@ -352,9 +352,11 @@ def _checked(index: int, word: Any, caller: str) -> str:
 
 def load(paths: str | Sequence[str] | None = None, *,
          backend: str | backends.Backend | None = None) -> G2P:
-    """A :class:`G2P`, loaded once per ``(paths, backend)`` and kept."""
+    """A :class:`G2P`, loaded once per ``(paths, backend)`` and kept (a torch backend with
+    ``compile=True`` apart from the eager one)."""
     key = (None if paths is None else tuple(map(str, [paths] if isinstance(
-        paths, (str, pathlib.Path)) else paths)), str(getattr(backend, "name", backend)))
+        paths, (str, pathlib.Path)) else paths)), str(getattr(backend, "name", backend)),
+        getattr(backend, "compiled", False))
     if key not in _LOADED:
         _LOADED[key] = G2P(paths, backend=backend)
     return _LOADED[key]

@@ -565,6 +565,7 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
     """
     keep = keep or {}
     t, device = tgt.shape[1], compat.device(tgt)
+    here = None         # bound on every path: torch.compile reads extend's closure whole
     if cache is None:
         steps = xp.arange(t, dtype=kernels.int_dtype(xp), device=device)
         self_keep = xp.expand_dims(steps, axis=-1) >= steps                  # (T, T): k <= q
@@ -574,7 +575,7 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
             raise ValueError(f"_decoder_forward: a cached step takes one position per row, "
                              f"got tgt of shape {tuple(tgt.shape)}")
         offset, new_cache = cache["t"], {"t": cache["t"] + 1}
-        self_keep = here = None                                      # growing: every key
+        self_keep = None                                             # growing: every key
         if capacity is not None:                                     # fixed: k <= t
             positions = xp.arange(capacity, dtype=offset.dtype, device=device)
             here = xp.reshape(positions, (1, 1, capacity, 1)) == xp.reshape(offset,
@@ -702,15 +703,15 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
     fixed capacity ``max_len`` or, with ``max_len=None``, growing (see
     :func:`_decoder_forward`); the parameters are grouped once here, not at every step."""
     g = _group(params, config)
-    capacity = None if max_len is None else int(max_len)
+    capacity = max_len            # not int(max_len): a compiled step keeps it symbolic
     cross = [(encoded[f"k{i}"], encoded[f"v{i}"]) for i in range(config.decoder_layers)]
     like = cross[0][0]
     batch, width, device = like.shape[0], config.d_model // config.heads, compat.device(like)
-    zeros = xp.zeros((batch, config.heads, capacity or 0, width), dtype=like.dtype,
-                     device=device)
     state = {"t": xp.zeros((batch,), dtype=kernels.int_dtype(xp), device=device)}
-    for i in range(config.decoder_layers):
-        state[f"k{i}"], state[f"v{i}"] = zeros, zeros
+    for i in range(config.decoder_layers):      # distinct arrays: no entry aliases another
+        state[f"k{i}"], state[f"v{i}"] = (
+            xp.zeros((batch, config.heads, capacity or 0, width), dtype=like.dtype,
+                     device=device) for _ in range(2))
     last = (config.decoder_layers - 1,) if attention else ()
 
     def step(state: dict, y: Any) -> tuple:

@@ -152,9 +152,10 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
     member_params = tuple(mixed.cast_params(p, options.precision, xp=xp)
                           for p in member_params)
     scan = backend.scan if backend.compiles else None
-    # A compiled loop needs the decoder state's shapes fixed (a key/value cache of max_len
-    # positions); an eager loop lets a cache grow a position per step.
-    capacity = max_len if backend.compiles else None
+    # A compiled loop, or a compiled step, needs the decoder state's shapes fixed (a
+    # key/value cache of max_len positions); an eager loop lets a cache grow a position per
+    # step.
+    capacity = max_len if backend.compiles or backend.compiled else None
     encoded = tuple(models.of(c).kernels.encode(p, c, src, src_len, scan=backend.scan, xp=xp)
                     for c, p in zip(configs, member_params))
     # ceil(a n + b) in float64 where the library has it (not JAX outside its 64-bit mode)
@@ -168,6 +169,10 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
         pairs = [models.of(c).kernels.decoder(p, c, e, attention=options.attention,
                                               max_len=capacity, xp=xp)
                  for c, p, e in zip(configs, member_params, encoded)]
+        if backend.compiled:     # the same first states, and each member's step compiled
+            pairs = [(_bind(compiled_step(c, options.attention, backend), p, e, capacity),
+                      state) for c, p, e, (_, state) in zip(configs, member_params, encoded,
+                                                            pairs)]
         if len(pairs) == 1:
             return pairs[0]
         return ensemble_step([s for s, _ in pairs]), tuple(state for _, state in pairs)
@@ -183,6 +188,37 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
                        max_len=max_len, max_lens=limits, min_len=options.min_len,
                        length_penalty=options.length_penalty, alpha=options.alpha,
                        n_best=options.n_best, scan=scan)
+
+
+def compiled_step(config: Any, attention: bool, backend: Backend) -> Any:
+    """The decoder step of ``config`` as one compiled function of everything it reads,
+    ``step(params, encoded, state, y_prev, max_len) -> (log_probs (N, V), state, attention
+    (N, S) or None)`` (the model's ``decoder`` step for at most ``max_len`` steps, see
+    :mod:`xpseq.models`), for a backend made with ``backends.get("torch", compile=True)``:
+    ``backend.jit`` of it, built once per configuration and kept in
+    :mod:`xpseq.backends.compiled`, so that every search reuses its graphs.
+
+    The search around it stays an eager loop that stops when every sentence is finished;
+    the state has fixed shapes (a key/value cache of ``max_len`` positions, as under
+    ``jax.jit``), so that one graph serves every step of a search, and with dynamic shapes
+    every search after the first batch shape (see :mod:`xpseq.backends._torch`)."""
+    model = models.of(config)
+
+    def build() -> Any:
+        def step(params: Any, encoded: Any, state: Any, y: Any, max_len: int) -> tuple:
+            run, _ = model.kernels.decoder(params, config, encoded, attention=attention,
+                                           max_len=max_len, xp=backend.xp)
+            return run(state, y)
+
+        return backend.jit(step)
+
+    return compiled.cached("decoder_step", (config, attention, backend.name, backend.compiled),
+                           build)
+
+
+def _bind(step: Any, params: Any, encoded: Any, max_len: int) -> Any:
+    """:func:`compiled_step`'s ``step`` as the protocol's ``step(state, y_prev)``."""
+    return lambda state, y: step(params, encoded, state, y, max_len)
 
 
 def search(params: Any, config: Any, src: np.ndarray,
@@ -221,7 +257,8 @@ def search(params: Any, config: Any, src: np.ndarray,
 
             return backend.jit(program)
 
-        program = compiled.cached("search", (config, options, max_len, backend.name), build)
+        program = compiled.cached("search", (config, options, max_len, backend.name,
+                                             backend.compiled), build)
         hyp = program(params, backend.asarray(src_np), backend.asarray(len_np))
     else:
         hyp = _search_arrays(params, backend.asarray(src_np), backend.asarray(len_np),

@@ -55,7 +55,8 @@ class Translator:
         self.metadata = dict(metadata or {})
 
     @classmethod
-    def train(cls, task: Task, *, model: str = "rnn", backend: str | None = None,
+    def train(cls, task: Task, *, model: str = "rnn",
+              backend: str | backends.Backend | None = None,
               epochs: int | None = None, lr: float | None = None,
               batch_size: int | None = None, warmup: int | None = None,
               dtype: str = "float32", seed: int = 0, progress: bool = True,
@@ -66,7 +67,9 @@ class Translator:
         ----------
         task : a :class:`xpseq.tasks.Task` (:func:`xpseq.toy_task`,
             :func:`xpseq.tasks.task_from_pairs`)
-        backend : a backend name; ``None`` for :func:`xpseq.backends.default`
+        backend : a backend name or a :class:`~xpseq.backends.Backend` (such as
+            ``backends.get("torch", compile=True)``); ``None`` for
+            :func:`xpseq.backends.default`
         epochs : at most this many epochs (training stops early after 3 epochs without a
             better dev loss)
         lr : Adam's step size
@@ -196,9 +199,11 @@ def _sentence_tokens(index: int, sentence: Any) -> list[str]:
     return tokens
 
 
-def load(path: str | pathlib.Path, *, backend: str | None = None) -> Translator:
+def load(path: str | pathlib.Path, *,
+         backend: str | backends.Backend | None = None) -> Translator:
     """A :class:`Translator` from a checkpoint (``Translator.save``, ``xpseq train``,
-    ``xpseq demo``), on ``backend`` (``None`` for :func:`xpseq.backends.default`)."""
+    ``xpseq demo``), on ``backend`` (a name or a :class:`~xpseq.backends.Backend`, such as
+    ``backends.get("torch", compile=True)``; ``None`` for :func:`xpseq.backends.default`)."""
     from xpseq.train import checkpoint
 
     be = _backend(backend)

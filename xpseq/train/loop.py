@@ -117,7 +117,8 @@ class FitResult:
 
     ``history`` has one dict per finished epoch: ``epoch``, ``train_loss`` (mean per real
     token), ``dev_loss`` (or ``None``), ``steps`` (total so far) and ``traces`` (how many
-    times the training step was traced in that epoch: JAX compilations, 0 once every
+    times the training step was compiled in that epoch, ``TrainStep.compiles``: JAX
+    traces, or the graphs of a torch backend made with ``compile=True``; 0 once every
     batch shape has been seen; ``None`` on backends that do not compile) and ``seconds``
     (wall time of the epoch, compilation and dev evaluation included), ``elapsed``
     (seconds since the call began, at the epoch's end), ``lr_scale`` (the optimiser
@@ -244,7 +245,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
                                  mesh=place.mesh, precision=train.precision)
     eval_loss = make_eval_loss(config, backend, train.precision)
     state = loop.state
-    traces_before = epoch_traces = train_step.traces
+    compiles_before = epoch_compiles = train_step.compiles     # None: nothing compiles
     while state["epoch"] < train.epochs:
         epoch_start = time.perf_counter()
         order = np.random.default_rng([train.seed, state["epoch"]]).permutation(
@@ -278,10 +279,10 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         record = {"epoch": state["epoch"] + 1,
                   "train_loss": state["epoch_nll"] / state["epoch_tokens"],
                   "dev_loss": dev, "steps": state["step"],
-                  "traces": (train_step.traces - epoch_traces) if backend.compiles else None,
+                  "traces": _since(train_step.compiles, epoch_compiles),
                   "lr_scale": _plateau_factor(loop),
                   "seconds": time.perf_counter() - epoch_start}
-        epoch_traces = train_step.traces
+        epoch_compiles = train_step.compiles
         extra: dict = {}
         for cb in callbacks:
             extra.update(cb.on_epoch_metrics(loop, dict(record, **extra)) or {})
@@ -303,7 +304,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         cb.on_train_end(loop)
     return FitResult(params=loop.final_params, opt_state=loop.opt_state_numpy(),
                      history=list(state["history"]), stopped=loop.stopped,
-                     traces=(train_step.traces - traces_before) if backend.compiles else None,
+                     traces=_since(train_step.compiles, compiles_before),
                      train_state=dict(state), best_epoch=state.get("best_epoch"))
 
 
@@ -326,6 +327,11 @@ def _start(config: Any, params: Mapping[str, np.ndarray], backend: Backend,
         params = place.params(params)
         opt_state = place.params(train.optimizer.init(params))
     return Loop(config, train, backend, params, opt_state, state, dev_batches, place)
+
+
+def _since(now: int | None, before: int | None) -> int | None:
+    """Compilations since ``before`` (``None`` where the backend compiles nothing)."""
+    return None if now is None or before is None else now - before
 
 
 def _plateau_factor(loop: Loop) -> float:

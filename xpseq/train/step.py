@@ -13,6 +13,12 @@ batch shape triggers a new trace, so batches are padded to a few bucketed shapes
 PyTorch the gradients come from the autograd tape. NumPy (and array_api_strict) run the
 model's hand-derived backward pass (its ``loss_vjp`` kernel), attached to the loss with
 ``defvjp``. Dropout masks are drawn from ``(seed, step)`` (see ``Backend.dropout_keep``).
+
+On a torch backend made with ``compile=True`` (``backend.compiled``) the step stays a Python
+function (``torch.compile`` cannot compile through ``torch.autograd.grad``) around two
+compiled pieces: the loss, whose backward AOTAutograd compiles with it (or, with
+``gradients="hand-derived"``, the loss and its hand-derived backward as one graph), and
+clipping with the optimiser's update. ``TrainStep.compiles`` counts their graphs.
 """
 
 from __future__ import annotations
@@ -40,13 +46,26 @@ class TrainStep:
     and ``opt_state["step"]`` draw the dropout masks (on JAX the seed is traced, so a new
     seed does not recompile).
     ``traces`` counts how often the Python body ran: on JAX, once per compiled batch shape;
-    on the eager backends, once per call.
+    on the other backends (a compiled torch backend too), once per call.
+    ``compiles`` counts the programs compiled for the step: on JAX its traces; on a torch
+    backend made with ``compile=True`` the graphs torch.compile built for its pieces (the
+    loss with its backward, the update), one more for each shape it compiles again;
+    ``None`` on the backends that do not compile.
     """
 
-    def __init__(self, fn: Callable, backend: Backend):
+    def __init__(self, fn: Callable, backend: Backend, parts: Sequence[Any] = ()):
         self._fn = fn
         self.backend = backend
         self.traces = 0
+        self._parts = tuple(parts)
+
+    @property
+    def compiles(self) -> int | None:
+        if self.backend.compiles:
+            return self.traces
+        if self.backend.compiled:
+            return sum(part.compiles for part in self._parts)
+        return None
 
     def __call__(self, params: dict, opt_state: dict, batch: Mapping[str, Any],
                  seed: int = 0) -> tuple:
@@ -105,7 +124,7 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         raise TypeError(f"make_train_step: optimizer must be an xpseq.core.optim.Optimizer, "
                         f"got {type(optimizer).__name__}")
     key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
-           backend.name, gradients, group, mesh, precision)
+           backend.name, backend.compiled, gradients, group, mesh, precision)
     return compiled.cached("train_step", key, lambda: _build_train_step(
         config, optimizer, backend, clip_norm, gradients, group, mesh, precision))
 
@@ -164,14 +183,25 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
 
     # JAX and PyTorch differentiate loss_of themselves; NumPy and array_api_strict (and
     # PyTorch asked for gradients="hand-derived") run the hand-derived backward pass
-    # attached here.
+    # attached here. A compiled torch backend compiles the loss (its backward with it) or
+    # the whole hand-derived pass, and the update; on the others the pieces are left as
+    # they are and JAX compiles the whole step below.
     defvjp(loss_of, rule)
+    pieces = backend.jit if backend.compiled else (lambda fn: fn)
     if gradients == "hand-derived" and not rules_inside:
-        grad_fn = Backend.value_and_grad(backend, loss_of)
+        grad_fn = loss_part = pieces(Backend.value_and_grad(backend, loss_of))
     else:
-        grad_fn = backend.value_and_grad(loss_of)
+        loss_part = pieces(loss_of)
+        grad_fn = backend.value_and_grad(loss_part)
     if mesh is not None:
         grad_fn = backend.data_parallel(grad_fn, mesh, config.pad_id)
+
+    def apply(grads: dict, opt_state: dict, params: dict) -> tuple:
+        if clip_norm is not None:
+            grads, _ = clip_by_global_norm(grads, clip_norm)
+        return optimizer.update(grads, opt_state, params)
+
+    update = pieces(apply)
 
     def step(params: dict, opt_state: dict, batch: Mapping[str, Any], seed: Any) -> tuple:
         train_step.traces += 1
@@ -186,19 +216,22 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
             weight = batch["weight"]
             value, grads = backend.all_reduce_sum(
                 (value * weight, {k: g * weight for k, g in grads.items()}))
-        if clip_norm is not None:
-            grads, _ = clip_by_global_norm(grads, clip_norm)
-        params, opt_state = optimizer.update(grads, opt_state, params)
+        params, opt_state = update(grads, opt_state, params)
         return params, opt_state, value
 
-    train_step = TrainStep(backend.jit(step), backend)
+    if backend.compiled:            # the step itself stays Python around its pieces
+        train_step = TrainStep(step, backend, parts=(loss_part, update))
+    else:
+        train_step = TrainStep(backend.jit(step), backend)
     return train_step
 
 
 def make_eval_loss(config: Any, backend: Backend, precision: str | None = None) -> Callable:
     """``fn(params, batch) -> (summed nll, number of real tokens)`` without dropout (jitted
     on JAX, kept in :mod:`xpseq.backends.compiled` per config, backend and ``precision``,
-    as in :func:`make_train_step`); sum both over batches for a corpus loss per token."""
+    as in :func:`make_train_step`); sum both over batches for a corpus loss per token. A
+    compiled torch backend runs it eagerly: the dev loss is a few batches an epoch, each a
+    shape torch.compile would compile for."""
     model = models.of(config)
     precision = mixed.check_precision(precision)
 
@@ -208,9 +241,10 @@ def make_eval_loss(config: Any, backend: Backend, precision: str | None = None) 
             return model.kernels.nll_sum(params, config, batch, scan=backend.scan,
                                          xp=backend.xp)
 
-        return backend.jit(nll)
+        return backend.jit(nll) if backend.compiles else nll
 
-    return compiled.cached("eval_loss", (config, backend.name, precision), build)
+    return compiled.cached("eval_loss", (config, backend.name, backend.compiled, precision),
+                           build)
 
 
 def evaluate_loss(eval_loss: Callable, backend: Backend, params: dict,

@@ -1,0 +1,116 @@
+"""``backends.get("torch", compile=True)``: torch.compile'd training and decoder steps take
+the eager steps' values, and the option is refused where it does not apply.
+
+Compiling costs seconds per graph (more on a cold inductor cache), so the models are tiny
+and every compiled program is built once: one training step per model kind (its loss with
+the backward, and the update), reused by ``fit``, and the RNN's decoder step. The command
+line's ``--compile`` errors are rows of tests/test_cli_errors.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xpseq import backends, models
+from xpseq.core.optim import adam
+from xpseq.data import EOS_ID, make_batches
+from xpseq.search import SearchOptions, search
+from xpseq.testing import GRAD_RTOL
+from xpseq.train import TrainConfig, fit, make_train_step
+
+torch = pytest.importorskip("torch")
+
+VOCAB = 12
+# One-word sentences in batches of 4: source and target of two positions each, so that the
+# RNN's unrolled loops stay short; both batches have one shape (one compilation).
+PAIRS = [([w, EOS_ID], [w]) for w in (4, 7, 5, 9, 11, 6, 8, 10)]
+BATCHES = make_batches(PAIRS, batch_size=4, bucket=2)
+CONFIGS = {
+    "rnn": models.get("rnn").Config(VOCAB, VOCAB, embed=4, hidden=4, attention="general",
+                                    dropout=0.1),
+    "transformer": models.get("transformer").Config(
+        VOCAB, VOCAB, d_model=8, heads=2, encoder_layers=1, decoder_layers=1, d_ff=16,
+        dropout=0.1),
+}
+OPTIMIZER = adam(3e-2)
+
+
+def train_steps(kind: str, backend: backends.Backend, steps: int = 2) -> tuple:
+    """``steps`` training steps (Adam, clipping, dropout) in float64 from one start: the
+    losses, the NumPy parameters and the step."""
+    config = CONFIGS[kind]
+    step = make_train_step(config, OPTIMIZER, backend, clip_norm=1.0)
+    params = backend.asarray_tree(models.get(kind).init_params(config, seed=3))
+    opt_state = OPTIMIZER.init(params)
+    losses = []
+    for i in range(steps):
+        batch = backend.asarray_tree(BATCHES[i % len(BATCHES)])
+        params, opt_state, loss = step(params, opt_state, batch, seed=1)
+        losses.append(float(backend.to_numpy(loss)))
+    return losses, backend.to_numpy_tree(params), step
+
+
+def test_get_refuses_compile_where_it_does_not_apply():
+    for name in ("jax", "numpy", "array_api_strict"):
+        with pytest.raises(ValueError, match=f"backends.get\\('{name}', compile=True\\): "
+                           "compile applies to the torch backend"):
+            backends.get(name, compile=True)
+    with pytest.raises(TypeError, match="compile must be True or False, got 'yes'"):
+        backends.get("torch", compile="yes")
+
+
+def test_the_compiled_backend_is_torch_cached_apart():
+    eager, compiled = backends.get("torch"), backends.get("torch", compile=True)
+    assert compiled is backends.get("torch", "cpu", compile=True) and compiled is not eager
+    assert (eager.name, eager.compiled, compiled.name, compiled.compiled) == (
+        "torch", False, "torch", True)
+    assert not compiled.compiles          # the steps compile their pieces, not whole programs
+    config = CONFIGS["rnn"]
+    assert make_train_step(config, OPTIMIZER, eager) is not make_train_step(
+        config, OPTIMIZER, compiled)
+
+
+@pytest.mark.parametrize("kind", list(CONFIGS))
+def test_the_compiled_training_step_takes_the_eager_steps(kind):
+    """Two float64 steps: the same losses and parameters as eager torch, from graphs that
+    torch.compile built (the loss with its backward, the update) once for the one batch
+    shape; ``fit`` then reuses them and records no compilation."""
+    eager_losses, eager_params, eager_step = train_steps(kind, backends.get("torch"))
+    compiled = backends.get("torch", compile=True)
+    losses, params, step = train_steps(kind, compiled)
+    np.testing.assert_allclose(losses, eager_losses, rtol=GRAD_RTOL, atol=1e-12)
+    assert losses[1] != losses[0]
+    for name in eager_params:
+        np.testing.assert_allclose(params[name], eager_params[name], rtol=GRAD_RTOL,
+                                   atol=1e-10, err_msg=name)
+    assert eager_step.compiles is None
+    assert step.compiles == 2 and step.traces == 2      # two graphs, the Python step twice
+    result = fit(CONFIGS[kind], models.get(kind).init_params(CONFIGS[kind], seed=3),
+                 BATCHES, compiled,
+                 train=TrainConfig(epochs=1, optimizer=OPTIMIZER, clip_norm=1.0,
+                                   progress=False))
+    assert result.traces == 0 and result.history[0]["traces"] == 0
+    assert step.compiles == 2
+
+
+def test_compiled_greedy_search_gives_the_eager_tokens():
+    """The RNN's decoder step compiled once serves every step of a search: the same tokens,
+    scores and attention as the eager search."""
+    config = CONFIGS["rnn"]
+    start = models.get("rnn").init_params(config, seed=5)
+    src = np.array([[4, 5, 6], [7, 8, 0], [9, 0, 0]])
+    src_len = np.array([3, 2, 1])
+    eager, compiled = backends.get("torch"), backends.get("torch", compile=True)
+    expected = search(eager.asarray_tree(start), config, src, src_len, eager, SearchOptions())
+    params = compiled.asarray_tree(start)
+    for _ in range(2):
+        found = search(params, config, src, src_len, compiled, SearchOptions())
+        np.testing.assert_array_equal(found.tokens, expected.tokens)
+        np.testing.assert_array_equal(found.lengths, expected.lengths)
+        np.testing.assert_allclose(found.scores, expected.scores, rtol=1e-12)
+        np.testing.assert_allclose(found.attention, expected.attention, rtol=1e-12,
+                                   atol=1e-14)
+    from xpseq.search.decode import compiled_step
+
+    assert compiled_step(config, True, compiled).compiles == 1
