@@ -230,7 +230,7 @@ def test_resume_refuses_what_would_change_the_run(resumed, capsys, typed, refuse
         return
     assert code == 1 and resumed == []
     assert f"--resume continues the stored run; it cannot change {refused} (only --epochs, " \
-           "--time-limit, --out, --backend, --precision, --compile, --devices, "
+           "--time-limit, --out, --backend, --precision, --compile, --devices, " \
            "--no-progress)" in err, err
 
 
