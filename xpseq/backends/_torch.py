@@ -51,12 +51,13 @@ within a run::
 epoch's extra time; ``warm``: a second process on the same inductor cache.) The RNN's step
 runs about twice as fast compiled, but its compilation costs 13 minutes on a cold cache
 (22 s on a warm one) against 0.8 to 1.8 s saved per epoch of 2000 pairs: at these sizes
-the toy task's default run (12,000 pairs, 5 epochs) would save half a minute to a minute. The Transformer's step, dominated by
-its matrix products, runs no faster compiled on a lightly loaded machine. Compiled torch is
-not faster for both kinds once its compile time is counted, so it is asked for, not the
-default. Decoding the benchmark's Transformer (100 sentences in batches of 32) compiled 3
-graphs (about a minute, cold); greedy search then ran 1.1x to 1.5x as fast as eager, beam
-search (k = 5) 0.73x (the fixed-capacity cache is rewritten whole at every step).
+the toy task's default run (12,000 pairs, 5 epochs) would save half a minute to a minute.
+The Transformer's step, dominated by its matrix products, runs no faster compiled on a
+lightly loaded machine. Compiled torch is not faster for both kinds once its compile time
+is counted, so it is asked for, not the default. Decoding the benchmark's Transformer (100
+sentences in batches of 32) compiled 3 graphs (about a minute, cold); greedy search then
+ran 1.1x to 1.5x as fast as eager, beam search (k = 5) 0.73x (the fixed-capacity cache is
+rewritten whole at every step).
 """
 
 from __future__ import annotations
