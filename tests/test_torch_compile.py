@@ -1,10 +1,11 @@
 """``backends.get("torch", compile=True)``: torch.compile'd training and decoder steps take
 the eager steps' values, and the option is refused where it does not apply.
 
-Compiling costs seconds per graph (more on a cold inductor cache), so the models are tiny
-and every compiled program is built once: one training step per model kind (its loss with
-the backward, and the update), reused by ``fit``, and the RNN's decoder step. The command
-line's ``--compile`` errors are rows of tests/test_cli_errors.py.
+Compiling costs seconds per graph on a warm inductor cache and tens of seconds on a cold
+one, so the models are tiny and every compiled program is built once: one training step per
+model kind (its loss with the backward, and the update), reused by ``fit``, and the RNN's
+decoder step; five graphs in all (about 15 s warm, 2 min cold on the shared 2-core
+machine). The command line's ``--compile`` errors are rows of tests/test_cli_errors.py.
 """
 
 from __future__ import annotations

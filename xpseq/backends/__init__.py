@@ -9,14 +9,18 @@
 Each backend has ``name``, ``xp`` (the array namespace), ``asarray``, ``to_numpy``,
 ``value_and_grad``, ``jit``, ``scan`` and ``custom_vjp``; see :class:`xpseq.backends.Backend`.
 
-============  ==========================  ==================  ============  ============
-backend       xp                          value_and_grad      jit           scan
-============  ==========================  ==================  ============  ============
-numpy         array_api_compat.numpy      hand-derived rules  identity      Python loop
-jax           jax.numpy                   jax.value_and_grad  jax.jit       lax.scan
-torch         array_api_compat.torch      autograd tape       identity      Python loop
-strict        array_api_strict            hand-derived rules  identity      Python loop
-============  ==========================  ==================  ============  ============
+============  ==========================  ==================  =============  ============
+backend       xp                          value_and_grad      jit            scan
+============  ==========================  ==================  =============  ============
+numpy         array_api_compat.numpy      hand-derived rules  identity       Python loop
+jax           jax.numpy                   jax.value_and_grad  jax.jit        lax.scan
+torch         array_api_compat.torch      autograd tape       identity       Python loop
+torch [*]     array_api_compat.torch      autograd tape       torch.compile  Python loop
+strict        array_api_strict            hand-derived rules  identity       Python loop
+============  ==========================  ==================  =============  ============
+
+[*] ``backends.get("torch", compile=True)``: the training step and the search compile their
+pieces with it (see :mod:`xpseq.backends._torch`).
 
 ``custom_vjp(fn, fwd, bwd)`` gives ``fn`` a hand-written gradient in ``jax.custom_vjp``'s
 convention: a ``jax.custom_vjp`` on JAX, a ``torch.autograd.Function`` on PyTorch, and on

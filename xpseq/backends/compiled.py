@@ -1,14 +1,15 @@
-"""The one cache of built (on JAX: compiled) programs: training steps, dev losses and
-searches.
+"""The one cache of built (on JAX and on compiled torch: compiled) programs: training steps,
+dev losses, searches and decoder steps.
 
 Building a program for a backend means tracing the model once per input shape under
-``jax.jit`` on JAX, which costs seconds; so each is built once per key and kept for the
-life of the process. A key names the program and everything its computation depends on
-that is not an array argument: the model configuration (frozen dataclasses are hashable),
-the backend's name, the optimiser's name and hyperparameters (its learning-rate schedule
-included), the search options. Calling :func:`xpseq.train.fit` or
-:func:`xpseq.search.search` again with the same settings reuses the programs, and their JAX
-compilations.
+``jax.jit`` on JAX (or ``torch.compile`` on ``backends.get("torch", compile=True)``), which
+costs seconds; so each is built once per key and kept for the life of the process. A key
+names the program and everything its computation depends on that is not an array
+argument: the model configuration (frozen dataclasses are hashable), the backend's name
+and whether it compiles (``backend.compiled``: eager and compiled torch share the name
+"torch"), the optimiser's name and hyperparameters (its learning-rate schedule included),
+the search options. Calling :func:`xpseq.train.fit` or :func:`xpseq.search.search` again
+with the same settings reuses the programs, and their compilations.
 
 >>> from xpseq.backends import compiled
 >>> compiled.info()                   # doctest: +SKIP
@@ -27,8 +28,9 @@ _PROGRAMS: dict[tuple[str, Hashable], Any] = {}
 
 
 def cached(kind: str, key: Hashable, build: Callable[[], Any]) -> Any:
-    """The program of ``kind`` (``"train_step"``, ``"eval_loss"``, ``"search"``) for
-    ``key``, built with ``build()`` the first time it is asked for."""
+    """The program of ``kind`` (``"train_step"``, ``"eval_loss"``, ``"search"``,
+    ``"decoder_step"``) for ``key``, built with ``build()`` the first time it is asked
+    for."""
     full = (kind, key)
     if full not in _PROGRAMS:
         _PROGRAMS[full] = build()

@@ -190,6 +190,13 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
                        n_best=options.n_best, scan=scan)
 
 
+#: torch.compile's ``dynamic=`` for :func:`compiled_step`: ``None``, automatic dynamic
+#: shapes (static for the first batch shape, then its changed sizes symbolic), as every
+#: search brings a new batch size, source length and ``max_len``; see
+#: :mod:`xpseq.backends._torch` for the measurement.
+STEP_DYNAMIC = None
+
+
 def compiled_step(config: Any, attention: bool, backend: Backend) -> Any:
     """The decoder step of ``config`` as one compiled function of everything it reads,
     ``step(params, encoded, state, y_prev, max_len) -> (log_probs (N, V), state, attention
@@ -210,7 +217,7 @@ def compiled_step(config: Any, attention: bool, backend: Backend) -> Any:
                                            max_len=max_len, xp=backend.xp)
             return run(state, y)
 
-        return backend.jit(step)
+        return backend.jit(step, dynamic=STEP_DYNAMIC)
 
     return compiled.cached("decoder_step", (config, attention, backend.name, backend.compiled),
                            build)
