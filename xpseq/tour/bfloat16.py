@@ -112,15 +112,14 @@ def lesson_bfloat16() -> tuple[str, list[Row], dict[str, Any]]:
                   "logits (numpy: no autodiff, bf16 refused)"),
     ])
     explanation = (
-        f"bfloat16 has float32's exponent but 8 significant bits: its spacing near 1 is "
-        f"{_fact(facts, 'jax_eps', _num)}, so 1 + 1/256 rounds back to "
-        f"{_fact(facts, 'torch_one_plus', _num)}, and a bfloat16 total of ones stops at "
-        f"{_fact(facts, 'torch_running_sum', _num)}: 257 lies between two bfloat16 "
-        f"numbers and rounds back down. Rounding the inputs of a 256-term product moves it "
-        f"by {_fact(facts, 'numpy_dot_rel_err', _err)} of its value (float32 would move it "
-        f"by about 1e-7). Mixed precision (precision='bf16') therefore multiplies in "
-        f"bfloat16 but widens every reduction that must be exact or stable: the token count "
-        f"of the loss comes out {_fact(facts, 'jax_count', _num)}, and softmax, layer-norm "
-        f"statistics and the loss are float32."
+        f"bfloat16 keeps float32's exponent but only 8 significant bits (spacing "
+        f"{_fact(facts, 'jax_eps', _num)} near 1), so 1 + 1/256 rounds back to "
+        f"{_fact(facts, 'torch_one_plus', _num)}, a bfloat16 total of ones stops at "
+        f"{_fact(facts, 'torch_running_sum', _num)} (257 rounds back down) and rounding the "
+        f"inputs of a 256-term product moves it by {_fact(facts, 'numpy_dot_rel_err', _err)} "
+        f"of its value; that is why precision='bf16' multiplies in bfloat16 but widens the "
+        f"reductions to float32: the loss's token count comes out "
+        f"{_fact(facts, 'jax_count', _num)}, and softmax, layer-norm statistics and the loss "
+        f"are float32."
     )
     return explanation, rows, facts
