@@ -78,9 +78,10 @@ def available() -> list[str]:
 
 
 def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
-    """The backend called ``name`` (one of :data:`NAMES`) on ``device``, created once per
-    ``(name, device, compile)`` and cached. Creating it changes none of the library's
-    global settings.
+    """The backend called ``name`` (one of :data:`NAMES`) on ``device``, made once and kept.
+
+    One backend is made per name, device and ``compile``; making it changes none of the
+    library's global settings.
 
     ``device`` is where :meth:`Backend.asarray` places parameters and batches: for torch a
     ``torch.device`` or its name (``"cpu"``, ``"cuda"``, ``"cuda:1"``), for JAX a
@@ -115,7 +116,7 @@ def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
     return _cache[key]
 
 
-#: Why ``compile=True`` (and ``xpseq ... --compile``) is for torch only.
+#: Why ``compile=True`` (and the command's ``--compile``) is for torch only.
 COMPILE_APPLIES = ("compile applies to the torch backend (torch.compile); JAX always "
                    "compiles with jax.jit, and numpy and array_api_strict cannot compile")
 
