@@ -283,17 +283,6 @@ def warm(step: Callable[[Any], Any], batches: list) -> dict:
     return {"first_loss": first_loss, "compile_s": compile_s}
 
 
-def peer_loop(step: Callable[[Any], Any], batches: list) -> Callable[[], None]:
-    """A timed repeat: ``step`` on each batch, waiting for the last loss."""
-    def run() -> None:
-        loss = None
-        for b in batches:
-            loss = step(b)
-        float(loss)
-
-    return run
-
-
 def dynamo_counts() -> dict[str, int]:
     """Graph breaks and graphs compiled so far in this process (Dynamo's counters)."""
     from torch._dynamo.utils import counters
@@ -399,12 +388,12 @@ def measure(context: Context, kind: Kind) -> dict:
                             / abs(reference), "tolerance": LOSS_TOLERANCE_32,
                             "relative": True, "reference": reference}
         require(kind.name, COMPILED, checks[COMPILED])
-        impls[COMPILED] = peer_loop(compiled, torch_batches)
+        impls[COMPILED] = native_loop(compiled, torch_batches, warm_up=False)
 
     keras_step = native_keras.make_step(keras_model(kind, kind.init32), args.lr)
     keras_batches = [native_keras.batch_arrays(b) for b in kind.timed]
     warmups[KERAS] = warm(keras_step, keras_batches)
-    impls[KERAS] = peer_loop(keras_step, keras_batches)
+    impls[KERAS] = native_loop(keras_step, keras_batches, warm_up=False)
     if kind.name == "transformer":
         import native_flax
 
@@ -414,7 +403,7 @@ def measure(context: Context, kind: Kind) -> dict:
             kind.config.label_smoothing, args.lr)
         flax_batches = [native_flax.batch_arrays(b) for b in kind.timed]
         warmups[FLAX] = warm(flax_step, flax_batches)
-        impls[FLAX] = peer_loop(flax_step, flax_batches)
+        impls[FLAX] = native_loop(flax_step, flax_batches, warm_up=False)
 
     before = dynamo_counts()
     cpu: dict[str, list[float]] = {}

@@ -135,10 +135,13 @@ def xpseq_loop(be: Any, step: Any, params: dict, optimizer: Any,
     return run
 
 
-def native_loop(native_step: Callable[[Any], Any], batches: list) -> Callable[[], None]:
-    """A timed repeat of the native model: one ``native_step`` per batch (one warm-up
-    step first)."""
-    native_step(batches[0])
+def native_loop(native_step: Callable[[Any], Any], batches: list, *,
+                warm_up: bool = True) -> Callable[[], None]:
+    """A timed repeat of a native or peer model: one ``native_step`` per batch, waiting
+    for the last loss (one warm-up step first, unless ``warm_up=False``: a step whose
+    compilation was already timed)."""
+    if warm_up:
+        native_step(batches[0])
 
     def run() -> None:
         loss = None
