@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: demo test test-full bench g2p docs clean
+.PHONY: demo test test-slow test-full bench g2p docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,10 +19,16 @@ demo: $(STAMP)
 
 # Two workers (pytest-xdist): most tests are single-threaded JAX compilations. On JAX the
 # model parity tests compile a covering subset of the 26 configurations (every attention,
-# cell and style; numpy, torch and array_api_strict run all 26), to keep the suite under
-# 5 minutes on 2 cores; `make test-full` (or plain pytest) compiles all of them.
+# cell and style; numpy, torch and array_api_strict run all 26), and the long checks
+# (marked slow) are left to `make test-slow`, to keep the suite under 5 minutes on 2 cores;
+# `make test-full` (or plain pytest) runs everything and compiles all 26.
 test: $(STAMP)
-	XPSEQ_JAX_SUBSET=1 $(BIN)/python -m pytest -n 2
+	XPSEQ_JAX_SUBSET=1 $(BIN)/python -m pytest -n 2 -m "not slow"
+
+# The long checks: the benchmarks' harnesses run whole, training over several processes,
+# the demo's findings, 200-step bfloat16 parity, torch.compile (.ci/run runs them too).
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m slow
 
 test-full: $(STAMP)
 	$(BIN)/python -m pytest -n 2

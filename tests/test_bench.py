@@ -110,6 +110,7 @@ def test_per_sentence_beam_loop_matches_batched_beam_search(penalty, scale):
         assert found["score"] == pytest.approx(batched[b]["score"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_bench_script_reports_every_section(tmp_path):
     pytest.importorskip("jax")
     out = tmp_path / "bench"

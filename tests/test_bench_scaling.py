@@ -31,6 +31,7 @@ def _scaling():
     return benchmarks.section("scaling"), bench
 
 
+@pytest.mark.slow
 def test_bench_scaling_measures_every_engine_and_kind_and_writes_the_plots(tmp_path):
     pytest.importorskip("jax")
     out, copies = tmp_path / "bench", tmp_path / "docs"
@@ -80,6 +81,7 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_bf16_points_only_where_make_train_step_takes_precision(monkeypatch, tmp_path,
                                                                  one_torch_thread):
     """xpseq's ``make_train_step`` takes ``precision``: bf16 is measured on PyTorch and

@@ -27,6 +27,9 @@ DATA = {"n_train": 6000, "n_dev": 100, "n_test_per_bucket": 100}
 MODEL = {"embed": 32, "hidden": 48, "dropout": 0.0}
 BATCHING = {"bucket": 32, "batch_size": 64, "dtype": "float32"}
 
+#: A long check: make test-slow (and .ci/run) runs it, make test leaves it out.
+pytestmark = pytest.mark.slow
+
 
 def measure() -> dict:
     """Train both models and measure: exact match and BLEU per bucket, greedy vs beam."""

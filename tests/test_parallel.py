@@ -55,6 +55,7 @@ def test_devices_need_a_parallel_backend():
         placement(backends.get("torch"), 2)
 
 
+@pytest.mark.slow
 def test_jax_two_devices_train_like_one(tmp_path):
     """In a child process whose JAX sees the two cores as two CPU devices: the same losses
     and parameters to 1e-12. (With dropout the masks are drawn for the whole split batch
@@ -72,6 +73,7 @@ def test_jax_two_devices_train_like_one(tmp_path):
         assert r["losses"][-1][0] < r["losses"][0][0], name             # it learns
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["rnn", "transformer"])
 def test_torch_two_processes_train_like_one(tmp_path, kind):
     pytest.importorskip("torch")
@@ -85,6 +87,7 @@ def test_torch_two_processes_train_like_one(tmp_path, kind):
         np.testing.assert_allclose(p2[name], p1[name], rtol=1e-10, atol=1e-12, err_msg=name)
 
 
+@pytest.mark.slow
 def test_torch_processes_stop_together_and_one_writes_the_checkpoint(tmp_path):
     """A time limit reached after the first step: both processes stop there (rank 0
     decides), with dropout (each process its own masks), and the checkpoint is written
@@ -103,6 +106,7 @@ def test_torch_processes_stop_together_and_one_writes_the_checkpoint(tmp_path):
         np.testing.assert_array_equal(loaded.params[name], value)
 
 
+@pytest.mark.slow
 def test_jax_processes_train_like_devices_of_one_process(tmp_path):
     """``xpseq train --backend jax --devices 2`` as two JAX processes of one CPU device each
     (``XPSEQ_COORDINATOR`` / ``XPSEQ_PROCESSES`` / ``XPSEQ_PROCESS_ID``, as on two

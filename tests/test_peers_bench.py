@@ -142,6 +142,7 @@ def test_keras_and_flax_hold_xpseqs_parameters():
             11, 13, d_model=8, heads=2, norm="post"))
 
 
+@pytest.mark.slow
 def test_compiled_native_step_is_the_eager_step():
     """The section's native step under ``torch.compile`` (left out of the tiny run below,
     whose cold compile takes minutes) takes the eager step: the same loss and the same
@@ -171,6 +172,7 @@ def test_compiled_native_step_is_the_eager_step():
     assert peers.largest_difference(after, expected) <= 1e-6
 
 
+@pytest.mark.slow
 def test_bench_peers_section_runs_and_reports(tmp_path):
     out = tmp_path / "bench"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,

@@ -194,6 +194,7 @@ LONG_RUNS = [(e, k) for e, k in (("jax", "rnn"), ("jax", "transformer"),
                                   ("torch", "transformer")) if e in ENGINES]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine, kind_name", LONG_RUNS)
 def test_a_bf16_run_follows_its_float32_twin_for_200_steps(engine, kind_name, task):
     be, xp = _engine(engine)
@@ -223,6 +224,7 @@ def test_a_bf16_rnn_on_torch_starts_like_its_float32_twin(task):
 BLEU_TOLERANCE = 2.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_bf16_model_translates_like_its_float32_twin(engine, task):
     be, _ = _engine(engine)

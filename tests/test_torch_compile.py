@@ -72,6 +72,7 @@ def test_the_compiled_backend_is_torch_cached_apart():
         config, OPTIMIZER, compiled)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(CONFIGS))
 def test_the_compiled_training_step_takes_the_eager_steps(kind):
     """Two float64 steps: the same losses and parameters as eager torch, from graphs that
@@ -95,6 +96,7 @@ def test_the_compiled_training_step_takes_the_eager_steps(kind):
     assert step.compiles == 2
 
 
+@pytest.mark.slow
 def test_compiled_greedy_search_gives_the_eager_tokens():
     """The RNN's decoder step compiled once serves every step of a search: the same tokens,
     scores and attention as the eager search."""

@@ -166,6 +166,7 @@ def test_a_config_files_data_paths_are_read_from_its_folder(tmp_path, corpus, ca
     assert stored["train_file"] == str(folder / "local.tsv")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_of_a_torch_run_over_two_processes_is_one_line(tmp_path):
     pytest.importorskip("torch")
