@@ -396,7 +396,8 @@ def make_step(model: Any, lr: float = 1e-3, eps: float = 1e-8) -> Callable[[Mapp
     ``model`` on a batch of JAX arrays (:func:`batch_arrays`), jitted whole.
 
     The step holds the model's and optimiser's values in ``step.state`` (``trainable``,
-    ``non_trainable``, ``optimizer``: lists of JAX arrays) and does not write them back
+    ``non_trainable``, ``optimizer``: lists of JAX arrays; ``step.jitted(state, batch)`` is
+    the jitted function, for ``.lower``) and does not write them back
     into the Keras variables; ``step.model.xpseq_values(step.state["trainable"])`` reads
     them. The loss is returned without waiting for it (JAX's asynchronous dispatch).
     """
@@ -424,7 +425,7 @@ def make_step(model: Any, lr: float = 1e-3, eps: float = 1e-8) -> Callable[[Mapp
     step.state = {"trainable": [v.value for v in model.trainable_variables],
                   "non_trainable": [v.value for v in model.non_trainable_variables],
                   "optimizer": [v.value for v in optimizer.variables]}
-    step.model, step.optimizer = model, optimizer
+    step.model, step.optimizer, step.jitted = model, optimizer, train_step
     # Where each trainable variable's first moment sits in the optimiser's state (Keras
     # keeps the moments in the order of the variables it was built with).
     position = {id(v): i for i, v in enumerate(optimizer.variables)}

@@ -5,6 +5,14 @@ native PyTorch, and over one batched beam search (the matrix products' share of 
 operators' self time, ATen calls per step, the largest other operators); JAX's jitted
 gradient against its jitted loss, and native PyTorch's step against its forward pass, per
 batch.
+
+XLA's side (:func:`xla_profile`): the RNN's jitted training step of xpseq-JAX (autodiff and
+hand-derived recurrences) and of the Keras 3 peer (``scripts/native_keras.py``), each over
+the ``train`` batches under ``jax.profiler.trace``; the executed thunks are summed by where
+they ran: inside each ``while`` loop (the encoder's two directions and the decoder, forward
+and backward: six loops), and outside them by kind (matrix products, copies and
+transposes, the rest). Per batch, with the compiled program's ``cost_analysis`` (its
+FLOPs and bytes, loop bodies counted once) and instruction counts for the first batch.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from typing import Any, Callable
 import _common as common
 
 from .context import Context
-from .shared import HAND, Row, float32_on, on_backend, to_torch
+from .shared import HAND, HAND_JAX, Row, float32_on, on_backend, to_torch
 
 #: The ATen operators that are matrix products (self time; the rest is element-wise work,
 #: copies, reductions and the per-call overhead of an eager library).
@@ -119,8 +127,109 @@ def run(context: Context) -> list[Row]:
                     detail=f"{len(context.beam_pairs)} sentences, "
                            f"{beam['aten_calls_per_call']:,.0f} ATen calls; then "
                            + ", ".join(f"{k} {100 * v:.0f} %" for k, v in beam["top_others"])))
-    context.record("profile", {"torch": profiles, "ms_per_batch": times, "beam": beam})
+    xla = {}
+    for name, (run, compiled) in xla_implementations(context).items():
+        p = xla[name] = xla_profile(run, compiled, len(context.timed))
+        loops = " + ".join(f"{ms:.1f}" for ms in p["loops_ms"])
+        rows.append(Row("profile", f"{name} RNN step under XLA: ms per batch", p["total_ms"],
+                        "ms", detail=f"loops in the order they run {loops}; outside them products "
+                                     f"{p['products_ms']:.1f}, copies {p['copies_ms']:.1f}, "
+                                     f"other {p['other_ms']:.1f}; HLO {p['hlo_text']}"))
+    context.record("profile", {"torch": profiles, "ms_per_batch": times, "beam": beam,
+                               "xla": xla})
     return rows
+
+
+def xla_implementations(context: Context) -> dict[str, tuple[Callable[[], None], Any]]:
+    """The RNN's jitted training steps on JAX over the ``train`` batches: xpseq-JAX
+    (autodiff, and hand-derived recurrences) and the Keras 3 peer, each as ``(run one
+    repeat, the compiled program of the first batch)``, compiled and warmed up."""
+    import native_keras
+
+    from .peers import keras_model, kinds
+    from .shared import native_loop, xpseq_loop
+
+    be, batches = context.jax, context.timed
+    out = {}
+    for name, gradients in (("xpseq-jax", None), (HAND_JAX, "hand-derived")):
+        step = context.jax_step(gradients)
+        params = float32_on(be, context.init32)
+        on_jax = [on_backend(be, b) for b in batches]
+        run = xpseq_loop(be, step, params, context.optimizer, on_jax)
+        compiled = step._fn.lower(params, context.optimizer.init(params), on_jax[0],
+                                  0).compile()
+        out[name] = (run, compiled)
+    keras_step = native_keras.make_step(keras_model(kinds(context)[0], context.init32),
+                                        context.args.lr)
+    keras_batches = [native_keras.batch_arrays(b) for b in batches]
+    run = native_loop(keras_step, keras_batches)
+    for b in keras_batches:                                # compile every shape
+        keras_step(b)
+    out["keras-jax"] = (run, keras_step.jitted.lower(keras_step.state,
+                                                     keras_batches[0]).compile())
+    return out
+
+
+#: Thunk names of XLA's CPU runtime that are matrix products (plain dots and the fusions
+#: it hands to its YNNPACK, XNNPACK and oneDNN libraries, which are dots here).
+PRODUCTS = ("dot", "ynn_fusion", "xnn_fusion", "onednn")
+
+
+def xla_profile(run: Callable[[], None], compiled: Any, batches: int) -> dict:
+    """A ``run()`` (compiled: one is run first) under ``jax.profiler.trace``: milliseconds per batch in
+    each ``while`` loop (in the order they run) and, outside the loops, in matrix products, copies
+    (and transposes) and everything else; and ``compiled``'s ``cost_analysis`` and
+    instruction counts (``hlo_text``)."""
+    import collections
+    import glob
+    import gzip
+    import json
+    import re
+    import tempfile
+
+    import jax
+
+    run()                        # waits for its last step, and so for any queued before it
+    with tempfile.TemporaryDirectory() as folder:
+        with jax.profiler.trace(folder, create_perfetto_trace=True):
+            run()
+        (path,) = glob.glob(f"{folder}/**/perfetto_trace.json.gz", recursive=True)
+        with gzip.open(path) as f:
+            events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    spans = [e for e in events if e.get("ph") == "X" and "dur" in e]
+    loops = sorted((e for e in spans if e["name"].startswith("while")), key=lambda e: e["ts"])
+    text = compiled.as_text()
+    count = text.count(" while(")
+    # Each batch shape has its own program, with its own loop names; every program runs
+    # the same loops in the same order, so the k-th loop of each step is the same loop.
+    per_loop: dict = collections.Counter()
+    for i, e in enumerate(loops):
+        per_loop[i % count if count and len(loops) % count == 0 else e["name"]] += e["dur"]
+    windows = sorted((e["tid"], e["ts"], e["ts"] + e["dur"]) for e in loops)
+    kinds: dict = collections.Counter()
+    for e in spans:
+        name = e["name"]
+        if name.startswith(("while", "$", "Thunk", "Pjit", "Common", "np.")) or any(
+                tid == e["tid"] and start <= e["ts"] < end for tid, start, end in windows):
+            continue
+        kind = ("products" if any(k in name for k in PRODUCTS) else
+                "copies" if "copy" in name or "transpose" in name else "other")
+        kinds[kind] += e["dur"]
+    scale = 1e-3 / batches                                   # µs over the run -> ms/batch
+    loops_ms = [v * scale for v in per_loop.values()]                # in execution order
+    outside = {k: kinds[k] * scale for k in ("products", "copies", "other")}
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    ops = collections.Counter(re.findall(r"= [^=]*? ([a-z][\w-]*)\(", text))
+    hlo = {"mflop": cost.get("flops", 0) / 1e6, "mbytes": cost.get("bytes accessed", 0) / 1e6,
+           "while": count, "dot": ops["dot"], "fusion": ops["fusion"],
+           "copy_transpose": ops["copy"] + ops["transpose"]}
+    hlo_text = (f"{hlo['mflop']:.0f} MFLOP, {hlo['mbytes']:.0f} MB, {hlo['while']} loops, "
+                f"{hlo['dot']} dots, {hlo['fusion']} fusions, {hlo['copy_transpose']} "
+                "copies/transposes")
+    return {"total_ms": sum(loops_ms) + sum(outside.values()), "loops_ms": loops_ms,
+            **{f"{k}_ms": v for k, v in outside.items()}, "hlo": hlo, "hlo_text": hlo_text}
 
 
 def beam_profile(context: Context) -> dict:
