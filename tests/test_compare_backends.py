@@ -22,6 +22,9 @@ TIMINGS = ("forward_ms", "gradient_ms", "step_ms", "decode_ms")
 DIFFS = ("loss_diff", "logits_diff", "grad_diff")
 STEPS = 3
 
+#: A long check (the benchmark script run whole on every backend): make test-slow.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, dict,

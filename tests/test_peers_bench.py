@@ -19,6 +19,10 @@ pytest.importorskip("keras")
 pytest.importorskip("flax")
 pytest.importorskip("optax")
 
+#: Long checks (Keras and Flax programs compiled, torch.compile, the section run whole):
+#: make test-slow (and .ci/run) runs them, make test leaves them out.
+pytestmark = pytest.mark.slow
+
 from helpers import ROOT, load_script, show  # noqa: E402
 from test_bench import TINY, _random_batch  # noqa: E402
 
@@ -142,7 +146,6 @@ def test_keras_and_flax_hold_xpseqs_parameters():
             11, 13, d_model=8, heads=2, norm="post"))
 
 
-@pytest.mark.slow
 def test_compiled_native_step_is_the_eager_step():
     """The section's native step under ``torch.compile`` (left out of the tiny run below,
     whose cold compile takes minutes) takes the eager step: the same loss and the same
@@ -172,7 +175,6 @@ def test_compiled_native_step_is_the_eager_step():
     assert peers.largest_difference(after, expected) <= 1e-6
 
 
-@pytest.mark.slow
 def test_bench_peers_section_runs_and_reports(tmp_path):
     out = tmp_path / "bench"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,

@@ -14,7 +14,8 @@ module            contents
 ``flops``         the training steps' GFLOP/s against a matmul's
 ``beam``          batched beam search against a per-sentence loop
 ``sdpa``          scaled dot-product attention against the libraries' own
-``profile``       where the time goes (torch.profiler, JAX's gradient against its forward)
+``profile``       where the time goes (torch.profiler, JAX's gradient against its forward,
+                  XLA's trace of the RNN step against Keras's)
 ``transformer``   the Transformer's training, GFLOP/s and searches
 ``parallel``      2 devices against 1 (a JAX mesh, a torch gloo group)
 ``g2p``           the shipped G2P model's decoding speed
