@@ -257,4 +257,5 @@ def make_step(model: FlaxTransformer, variables: Mapping, label_smoothing: float
         return value
 
     step.state = {"variables": variables, "opt": tx.init(variables)}
+    step.jitted = train_step                    # the jitted function, for .lower
     return step

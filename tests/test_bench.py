@@ -160,13 +160,20 @@ def test_bench_script_reports_every_section(tmp_path):
     assert len(shares) == 4 and all(0 < v < 100 for v in shares)
     assert report["details"]["profile"]["ms_per_batch"]["jax gradient"] > 0
     xla = report["details"]["profile"]["xla"]
-    assert set(xla) == {"xpseq-jax", "xpseq-jax, hand-derived recurrences", "keras-jax"}
-    for name, p in xla.items():     # the encoder's two directions and the decoder, both ways
-        assert len(p["loops_ms"]) >= 6 and p["hlo"]["while"] == 6, name
-        assert p["total_ms"] == pytest.approx(sum(p["loops_ms"]) + p["products_ms"]
-                                              + p["copies_ms"] + p["other_ms"])
-        assert p["products_ms"] > 0 and p["hlo"]["mflop"] > 0 and p["hlo"]["dot"] > 0, name
-        assert rows[f"{name} RNN step under XLA: ms per batch"]["value"] == p["total_ms"]
+    assert set(xla["rnn"]) == {"xpseq-jax", "xpseq-jax, hand-derived recurrences", "keras-jax"}
+    assert set(xla["transformer"]) == {"xpseq-jax", "xpseq-jax, hand-derived backward",
+                                       "flax-jax"}
+    for kind, label in (("rnn", "RNN"), ("transformer", "Transformer")):
+        for name, p in xla[kind].items():
+            # The RNN: the encoder's two directions and the decoder, both ways; the
+            # Transformer's layers are not loops.
+            loops = 6 if kind == "rnn" else 0
+            assert len(p["loops_ms"]) == loops and p["hlo"]["while"] == loops, name
+            assert p["total_ms"] == pytest.approx(sum(p["loops_ms"]) + p["products_ms"]
+                                                  + p["copies_ms"] + p["other_ms"])
+            assert p["products_ms"] > 0 and p["hlo"]["mflop"] > 0 and p["hlo"]["dot"] > 0
+            assert rows[f"{name} {label} step under XLA: ms per batch"]["value"] == \
+                p["total_ms"]
     ratios = [name for name, r in rows.items() if r["ratio"] is not None]
     for wanted in ("xpseq-jax throughput vs native", "xpseq-torch throughput vs native",
                    "xpseq-torch batched beam vs loop", "xpseq-jax batched beam vs loop",

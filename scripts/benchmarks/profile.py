@@ -6,13 +6,14 @@ operators' self time, ATen calls per step, the largest other operators); JAX's j
 gradient against its jitted loss, and native PyTorch's step against its forward pass, per
 batch.
 
-XLA's side (:func:`xla_profile`): the RNN's jitted training step of xpseq-JAX (autodiff and
-hand-derived recurrences) and of the Keras 3 peer (``scripts/native_keras.py``), each over
-the ``train`` batches under ``jax.profiler.trace``; the executed thunks are summed by where
-they ran: inside each ``while`` loop (the encoder's two directions and the decoder, forward
-and backward: six loops), and outside them by kind (matrix products, copies and
-transposes, the rest). Per batch, with the compiled program's ``cost_analysis`` (its
-FLOPs and bytes, loop bodies counted once) and instruction counts for the first batch.
+XLA's side (:func:`xla_profile`): both model kinds' jitted training steps on JAX, xpseq's
+(autodiff and hand-derived) and the fastest JAX peer's of the ``peers`` section (Keras 3 for
+the RNN, ``scripts/native_keras.py``; Flax for the Transformer), each over the batches its
+section times, under ``jax.profiler.trace``; the executed thunks are summed by where they
+ran: inside each ``while`` loop (the RNN's encoder directions and decoder, forward and
+backward: six loops), and outside them by kind (matrix products, copies and transposes,
+the rest). Per batch, with the compiled program's ``cost_analysis`` (its FLOPs and bytes,
+a loop's body counted once) and instruction counts for the first batch.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any, Callable
 import _common as common
 
 from .context import Context
-from .shared import HAND, HAND_JAX, Row, float32_on, on_backend, to_torch
+from .peers import keras_model, kinds
+from .shared import HAND, Row, float32_on, on_backend, to_torch
 
 #: The ATen operators that are matrix products (self time; the rest is element-wise work,
 #: copies, reductions and the per-call overhead of an eager library).
@@ -127,46 +129,62 @@ def run(context: Context) -> list[Row]:
                     detail=f"{len(context.beam_pairs)} sentences, "
                            f"{beam['aten_calls_per_call']:,.0f} ATen calls; then "
                            + ", ".join(f"{k} {100 * v:.0f} %" for k, v in beam["top_others"])))
-    xla = {}
-    for name, (run, compiled) in xla_implementations(context).items():
-        p = xla[name] = xla_profile(run, compiled, len(context.timed))
-        loops = " + ".join(f"{ms:.1f}" for ms in p["loops_ms"])
-        rows.append(Row("profile", f"{name} RNN step under XLA: ms per batch", p["total_ms"],
-                        "ms", detail=f"loops in the order they run {loops}; outside them products "
-                                     f"{p['products_ms']:.1f}, copies {p['copies_ms']:.1f}, "
-                                     f"other {p['other_ms']:.1f}; HLO {p['hlo_text']}"))
+    xla: dict = {}
+    for kind in kinds(context):
+        label = "RNN" if kind.name == "rnn" else "Transformer"
+        xla[kind.name] = {}
+        for name, (run, compiled) in xla_implementations(context, kind).items():
+            p = xla[kind.name][name] = xla_profile(run, compiled, len(kind.timed))
+            each = " + ".join(f"{ms:.1f}" for ms in p["loops_ms"])
+            loops = f"loops in the order they run {each}; outside them " if each else ""
+            rows.append(Row("profile", f"{name} {label} step under XLA: ms per batch",
+                            p["total_ms"], "ms",
+                            detail=f"{loops}products {p['products_ms']:.1f}, copies "
+                                   f"{p['copies_ms']:.1f}, other {p['other_ms']:.1f}; "
+                                   f"HLO {p['hlo_text']}"))
     context.record("profile", {"torch": profiles, "ms_per_batch": times, "beam": beam,
                                "xla": xla})
     return rows
 
 
-def xla_implementations(context: Context) -> dict[str, tuple[Callable[[], None], Any]]:
-    """The RNN's jitted training steps on JAX over the ``train`` batches: xpseq-JAX
-    (autodiff, and hand-derived recurrences) and the Keras 3 peer, each as ``(run one
-    repeat, the compiled program of the first batch)``, compiled and warmed up."""
-    import native_keras
+def xla_implementations(context: Context, kind: Any) -> dict[str, tuple[Callable[[], None],
+                                                                         Any]]:
+    """A model kind's jitted training steps on JAX over its timed batches: xpseq-JAX
+    (autodiff, and hand-derived) and the fastest JAX peer of the ``peers`` section (Keras 3
+    for the RNN, Flax for the Transformer), each as ``(run one repeat, the compiled program
+    of the first batch)``, compiled and warmed up."""
+    from xpseq.train import make_train_step
 
-    from .peers import keras_model, kinds
     from .shared import native_loop, xpseq_loop
 
-    be, batches = context.jax, context.timed
+    be, batches = context.jax, kind.timed
     out = {}
-    for name, gradients in (("xpseq-jax", None), (HAND_JAX, "hand-derived")):
-        step = context.jax_step(gradients)
-        params = float32_on(be, context.init32)
+    for name, gradients in (("xpseq-jax", None), (kind.hand_jax, "hand-derived")):
+        step = make_train_step(kind.config, context.optimizer, be, clip_norm=None,
+                               gradients=gradients)
+        params = float32_on(be, kind.init32)
         on_jax = [on_backend(be, b) for b in batches]
         run = xpseq_loop(be, step, params, context.optimizer, on_jax)
         compiled = step._fn.lower(params, context.optimizer.init(params), on_jax[0],
                                   0).compile()
         out[name] = (run, compiled)
-    keras_step = native_keras.make_step(keras_model(kinds(context)[0], context.init32),
-                                        context.args.lr)
-    keras_batches = [native_keras.batch_arrays(b) for b in batches]
-    run = native_loop(keras_step, keras_batches)
-    for b in keras_batches:                                # compile every shape
-        keras_step(b)
-    out["keras-jax"] = (run, keras_step.jitted.lower(keras_step.state,
-                                                     keras_batches[0]).compile())
+    if kind.name == "rnn":
+        import native_keras as peer
+
+        name, peer_step = "keras-jax", peer.make_step(keras_model(kind, kind.init32),
+                                                      context.args.lr)
+    else:
+        import native_flax as peer
+
+        name, peer_step = "flax-jax", peer.make_step(
+            peer.FlaxTransformer.from_config(kind.config),
+            peer.params_from_xpseq(kind.init32, kind.config), kind.config.label_smoothing,
+            context.args.lr)
+    peer_batches = [peer.batch_arrays(b) for b in batches]
+    for b in peer_batches:                                 # compile every shape
+        peer_step(b)
+    out[name] = (native_loop(peer_step, peer_batches),
+                 peer_step.jitted.lower(peer_step.state, peer_batches[0]).compile())
     return out
 
 
@@ -176,10 +194,10 @@ PRODUCTS = ("dot", "ynn_fusion", "xnn_fusion", "onednn")
 
 
 def xla_profile(run: Callable[[], None], compiled: Any, batches: int) -> dict:
-    """A ``run()`` (compiled: one is run first) under ``jax.profiler.trace``: milliseconds per batch in
-    each ``while`` loop (in the order they run) and, outside the loops, in matrix products, copies
-    (and transposes) and everything else; and ``compiled``'s ``cost_analysis`` and
-    instruction counts (``hlo_text``)."""
+    """A ``run()`` (compiled: one is run first) under ``jax.profiler.trace``: milliseconds
+    per batch in each ``while`` loop (in the order they run) and, outside the loops, in
+    matrix products, copies (and transposes) and everything else; and ``compiled``'s
+    ``cost_analysis`` and instruction counts (``hlo_text``)."""
     import collections
     import glob
     import gzip
