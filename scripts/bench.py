@@ -124,8 +124,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="g2p: decode only the first N test words (default: all 6,304)")
     benchmarks.section("scaling").add_options(p)
     g.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
-                   help="peers: leave out native PyTorch under torch.compile (a cold "
-                        "compile takes minutes; timed unless given)")
+                   help="peers: leave out torch.compile, native PyTorch's and xpseq's "
+                        "(a cold compile takes minutes; timed unless given)")
     args = p.parse_args(argv)
     args.sections = common.comma_list(args.only)
     unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))

@@ -196,6 +196,7 @@ def test_bench_peers_section_runs_and_reports(tmp_path):
                      *peers]:
             assert rows[f"{kind} {name} throughput"]["value"] > 0, (kind, name)
         assert f"{kind} native-torch, torch.compile throughput" not in rows
+        assert f"{kind} xpseq-torch, torch.compile throughput" not in rows
         assert f"{kind} best xpseq-torch vs native torch.compile" not in rows
         jax_row = rows[f"{kind} best xpseq-jax vs the fastest JAX peer"]
         assert jax_row["target"] == ">= 1.2x" and jax_row["ratio"] > 0

@@ -16,7 +16,7 @@ tokens per second, the median of ``--repeats`` repeats taken in turns) of:
   compile) is reported apart, with the graph breaks and the graphs compiled
   (``torch._dynamo.utils.counters``, counted over the warm-up of every batch shape, and
   again over the timed repeats, where nothing should recompile; ``--no-torch-compile``
-  leaves it out);
+  leaves it out, and xpseq's compiled torch step with it);
 * ``scripts/native_keras.py``: the models in Keras 3 on JAX, trained by the stateless API
   (``model.stateless_call``, ``jax.value_and_grad``, ``optimizer.stateless_apply``) under one
   ``jax.jit``, ``keras.optimizers.Adam``;
@@ -357,7 +357,7 @@ def measure(context: Context, kind: Kind) -> dict:
                                                          "hand-derived"),
                       ("xpseq-torch", context.torch, None),
                       (kind.hand_torch, context.torch, "hand-derived")]
-    compiled_be = xpseq_compiled_torch()
+    compiled_be = xpseq_compiled_torch() if args.torch_compile else None
     if compiled_be is not None:
         xpseq_backends.append((XPSEQ_COMPILED, compiled_be, None))
     from xpseq.core.optim import adam
