@@ -167,6 +167,16 @@ def keras_model(kind: Kind, params: dict) -> Any:
     return cls.from_xpseq(params, kind.config)
 
 
+def make_flax_step(kind: Kind, lr: float) -> Callable[[dict], Any]:
+    """The Flax peer's jitted training step (``native_flax.make_step``) of the Transformer
+    ``kind``, from xpseq's initial parameters."""
+    import native_flax
+
+    return native_flax.make_step(native_flax.FlaxTransformer.from_config(kind.config),
+                                 native_flax.params_from_xpseq(kind.init32, kind.config),
+                                 kind.config.label_smoothing, lr)
+
+
 def check_peers(context: Context, kind: Kind) -> dict[str, dict]:
     """Each peer's loss on the first timed batch against xpseq's, and one Adam step's
     largest parameter difference: ``{peer: {"loss_diff", "tolerance", "relative",
@@ -397,10 +407,7 @@ def measure(context: Context, kind: Kind) -> dict:
     if kind.name == "transformer":
         import native_flax
 
-        flax_model = native_flax.FlaxTransformer.from_config(kind.config)
-        flax_step = native_flax.make_step(
-            flax_model, native_flax.params_from_xpseq(kind.init32, kind.config),
-            kind.config.label_smoothing, args.lr)
+        flax_step = make_flax_step(kind, args.lr)
         flax_batches = [native_flax.batch_arrays(b) for b in kind.timed]
         warmups[FLAX] = warm(flax_step, flax_batches)
         impls[FLAX] = native_loop(flax_step, flax_batches, warm_up=False)

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import _common as common
 
 from .context import Context
-from .peers import keras_model, kinds
+from .peers import keras_model, kinds, make_flax_step, warm
 from .shared import HAND, Row, float32_on, on_backend, to_torch
 
 #: The ATen operators that are matrix products (self time; the rest is element-wise work,
@@ -158,12 +158,12 @@ def xla_implementations(context: Context, kind: Any) -> dict[str, tuple[Callable
     from .shared import native_loop, xpseq_loop
 
     be, batches = context.jax, kind.timed
+    on_jax = [on_backend(be, b) for b in batches]
     out = {}
     for name, gradients in (("xpseq-jax", None), (kind.hand_jax, "hand-derived")):
         step = make_train_step(kind.config, context.optimizer, be, clip_norm=None,
                                gradients=gradients)
         params = float32_on(be, kind.init32)
-        on_jax = [on_backend(be, b) for b in batches]
         run = xpseq_loop(be, step, params, context.optimizer, on_jax)
         compiled = step._fn.lower(params, context.optimizer.init(params), on_jax[0],
                                   0).compile()
@@ -176,14 +176,10 @@ def xla_implementations(context: Context, kind: Any) -> dict[str, tuple[Callable
     else:
         import native_flax as peer
 
-        name, peer_step = "flax-jax", peer.make_step(
-            peer.FlaxTransformer.from_config(kind.config),
-            peer.params_from_xpseq(kind.init32, kind.config), kind.config.label_smoothing,
-            context.args.lr)
+        name, peer_step = "flax-jax", make_flax_step(kind, context.args.lr)
     peer_batches = [peer.batch_arrays(b) for b in batches]
-    for b in peer_batches:                                 # compile every shape
-        peer_step(b)
-    out[name] = (native_loop(peer_step, peer_batches),
+    warm(peer_step, peer_batches)                          # compiles every shape
+    out[name] = (native_loop(peer_step, peer_batches, warm_up=False),
                  peer_step.jitted.lower(peer_step.state, peer_batches[0]).compile())
     return out
 
@@ -225,7 +221,7 @@ def xla_profile(run: Callable[[], None], compiled: Any, batches: int) -> dict:
     for i, e in enumerate(loops):
         per_loop[i % count if count and len(loops) % count == 0 else e["name"]] += e["dur"]
     windows = sorted((e["tid"], e["ts"], e["ts"] + e["dur"]) for e in loops)
-    kinds: dict = collections.Counter()
+    by_kind: dict = collections.Counter()
     for e in spans:
         name = e["name"]
         if name.startswith(("while", "$", "Thunk", "Pjit", "Common", "np.")) or any(
@@ -233,10 +229,10 @@ def xla_profile(run: Callable[[], None], compiled: Any, batches: int) -> dict:
             continue
         kind = ("products" if any(k in name for k in PRODUCTS) else
                 "copies" if "copy" in name or "transpose" in name else "other")
-        kinds[kind] += e["dur"]
+        by_kind[kind] += e["dur"]
     scale = 1e-3 / batches                                   # µs over the run -> ms/batch
     loops_ms = [v * scale for v in per_loop.values()]                # in execution order
-    outside = {k: kinds[k] * scale for k in ("products", "copies", "other")}
+    outside = {k: by_kind[k] * scale for k in ("products", "copies", "other")}
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     ops = collections.Counter(re.findall(r"= [^=]*? ([a-z][\w-]*)\(", text))
