@@ -228,6 +228,8 @@ def _tour(sub: Any) -> None:
                        "derived by hand), each measured at run time on the installed versions.")
     p.add_argument("--lesson", type=_positive, metavar="N", help="run lesson N only")
     p.add_argument("--list", action="store_true", help="list the lessons")
+    p.add_argument("--code", action="store_true",
+                   help="print each lesson's code (numpy, jax, torch) before its table")
     p.set_defaults(func=cmd_tour, parser=p)
 
 

@@ -750,5 +750,5 @@ def cmd_tour(args: argparse.Namespace) -> int:
     from xpseq.tour import main as tour
 
     argv = (["--lesson", str(args.lesson)] if args.lesson else []) + \
-        (["--list"] if args.list else [])
+        (["--list"] if args.list else []) + (["--code"] if getattr(args, "code", False) else [])
     return tour(argv)

@@ -1,9 +1,11 @@
 """What the lessons of the autodiff tour share.
 
 The :class:`Lesson` record and the registry (:data:`LESSONS`, filled by :func:`_lesson` as
-each lesson module is imported), the table a lesson fills (:func:`_columns` runs each
-library's part, :func:`_table` lays the rows out), how numbers are written in it, and the
-small helpers that import jax and torch only when a lesson needs them.
+each lesson module is imported, with the short functions that are each lesson's code, which
+:func:`code_sections` groups by library for printing), the table a lesson fills
+(:func:`_columns` runs each library's part, :func:`_table` lays the rows out), how numbers
+are written in it, and the small helpers that import jax and torch only when a lesson needs
+them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import inspect
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -56,9 +60,19 @@ class Lesson:
 LessonFn = Callable[[], Lesson]
 LESSONS: list[LessonFn] = []
 
+#: Headings of a lesson's code, by the prefix of a function's name (no prefix: shared).
+SECTIONS = (("", "Written once, for every library"), ("numpy_", "NumPy (xpseq by hand)"),
+            ("jax_", "JAX"), ("torch_", "PyTorch"))
 
-def _lesson(number: int, title: str) -> Callable[[Callable[[], tuple]], LessonFn]:
-    """Register a lesson body returning ``(explanation, rows, facts)`` as lesson ``number``."""
+
+def _lesson(number: int, title: str, *,
+            code: Sequence[Callable[..., Any]] = ()) -> Callable[[Callable[[], tuple]], LessonFn]:
+    """Register a lesson body returning ``(explanation, rows, facts)`` as lesson ``number``.
+
+    ``code`` are the short functions that compute what the lesson shows (the body calls them
+    and fills the table); ``xpseq tour --code`` prints their source. A name starting
+    ``numpy_``, ``jax_`` or ``torch_`` is that library's; any other is written once for all.
+    """
 
     def register(body: Callable[[], tuple[str, list[Row], dict[str, Any]]]) -> LessonFn:
         @functools.wraps(body, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
@@ -68,10 +82,22 @@ def _lesson(number: int, title: str) -> Callable[[Callable[[], tuple]], LessonFn
 
         run.number = number      # type: ignore[attr-defined]
         run.title = title        # type: ignore[attr-defined]
+        run.code = tuple(code)   # type: ignore[attr-defined]
         LESSONS.append(run)
         return run
 
     return register
+
+
+def code_sections(fn: LessonFn) -> list[tuple[str, list[str]]]:
+    """A lesson's code as ``(heading, [source of each function])``, shared code first, then
+    NumPy, JAX and PyTorch (:data:`SECTIONS`); a heading without functions is left out."""
+    found: dict[str, list[str]] = {heading: [] for _, heading in SECTIONS}
+    for f in getattr(fn, "code", ()):
+        prefix = next((p for p, _ in reversed(SECTIONS) if p and f.__name__.startswith(p)), "")
+        heading = dict(SECTIONS)[prefix]
+        found[heading].append(textwrap.dedent(inspect.getsource(f)).rstrip())
+    return [(heading, sources) for heading, sources in found.items() if sources]
 
 
 # --------------------------------------------------------------------------- helpers

@@ -1,7 +1,8 @@
 """Printing the autodiff tour, and its command line.
 
 :func:`format_lesson` lays a :class:`~xpseq.tour.Lesson` out as text; :func:`main` is
-``python scripts/autodiff_tour.py`` and ``xpseq tour`` (``--list``, ``--lesson N``).
+``python scripts/autodiff_tour.py`` and ``xpseq tour`` (``--list``, ``--lesson N``, ``--code``);
+:func:`format_code` is a lesson's code, the source of the functions it registered.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from xpseq.tour._common import (
     LESSONS,
     NOT_INSTALLED,
     Lesson,
+    LessonFn,
     _installed,
     _torch,
+    code_sections,
 )
 
-__all__ = ["format_lesson", "main"]
+__all__ = ["format_code", "format_lesson", "main"]
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -48,6 +51,16 @@ def format_lesson(lesson: Lesson, *, label_width: int = 34, cell_width: int = 24
     return "\n".join(lines)
 
 
+def format_code(fn: LessonFn) -> str:
+    """The code of lesson ``fn``: the source of its functions under a heading per library."""
+    header = f"Lesson {fn.number}. {fn.title}: the code"      # type: ignore[attr-defined]
+    lines = [header, "=" * len(header)]
+    for heading, sources in code_sections(fn):
+        lines += ["", f"# --- {heading}", ""]
+        lines.append("\n\n\n".join(sources))
+    return "\n".join(lines) + "\n"
+
+
 def _versions() -> str:
     """Python's version and each library's, for the heading."""
     found = [f"python {sys.version.split()[0]}"]
@@ -67,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "and torch, with the values each one gives, side by side.")
     parser.add_argument("--lesson", type=int, metavar="N", help="run lesson N only")
     parser.add_argument("--list", action="store_true", help="list the lessons and exit")
+    parser.add_argument("--code", action="store_true",
+                        help="print each lesson's code (numpy, jax, torch) before its table")
     args = parser.parse_args(argv)
     if args.list:
         for fn in LESSONS:
@@ -84,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     for fn in chosen:
         began = time.perf_counter()
+        if args.code:
+            print(format_code(fn))
         lesson = fn()
         print(format_lesson(lesson))
         print(f"({time.perf_counter() - began:.2f} s)\n")

@@ -8,7 +8,7 @@ called again.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from array_api_compat import array_namespace
@@ -23,114 +23,167 @@ from xpseq.tour._common import (
     _data,
     _err,
     _fact,
-    _jax,
     _lesson,
     _num,
     _short,
     _table,
-    _torch,
     _vec,
-    _xp_numpy,
 )
 
-__all__ = ["lesson_transform_tape_vjp"]
+__all__ = ["lesson_transform_tape_vjp", "tanh_sum", "numpy_value_and_grad",
+           "numpy_backprop_again", "jax_value_and_grad", "jax_asked_again",
+           "torch_value_and_grad", "torch_accumulates", "torch_second_backward",
+           "torch_retain_graph"]
 
 
-def _tanh_sum(W: Any, X: Any) -> Any:
+# ------------------------------------------------------------------------ the code
+
+
+def tanh_sum(W: Any, X: Any) -> Any:
     """``f(W) = Σ tanh(X Wᵀ)``, written once for any array library."""
     xp = array_namespace(W, X)
     return xp.sum(xp.tanh(X @ W.T))
 
 
-def _tanh_sum_with_rule(X: np.ndarray) -> Callable[[Any], Any]:
-    """``W ↦ _tanh_sum(W, X)`` with xpseq's hand-derived rule attached (``defvjp``)."""
-    xp = _xp_numpy()
-
-    def rule(W: Any) -> tuple[Any, Callable]:
-        z, linear_bp = vjp.linear(X, W, None, xp=xp)
-        y, tanh_bp = vjp.tanh(z, xp=xp)
-
-        def backprop(d: Any) -> tuple[Any]:
-            (dz,) = tanh_bp(d * xp.ones_like(y))      # d Σy / dy = 1, scaled by d
-            _, dW, _ = linear_bp(dz)
-            return (dW,)
-
-        return xp.sum(y), backprop
-
-    return vjp.defvjp(lambda W: _tanh_sum(W, X), rule)
+def numpy_value_and_grad(X: np.ndarray, W: np.ndarray) -> tuple[Any, Any]:
+    """``f`` and ``∂f/∂W`` on NumPy: xpseq's hand-derived rules of ``linear`` and ``tanh``,
+    chained backwards by hand."""
+    xp = backends.get("numpy").xp
+    z, linear_bp = vjp.linear(X, W, None, xp=xp)      # z = X Wᵀ, and its backprop
+    y, tanh_bp = vjp.tanh(z, xp=xp)                   # y = tanh z
+    (dz,) = tanh_bp(xp.ones_like(y))                  # d Σy / dy = 1
+    _, dW, _ = linear_bp(dz)
+    return xp.sum(y), dW
 
 
-@_lesson(1, "A function transform (jax.grad), a tape (torch) and a hand-derived VJP (xpseq)")
+def numpy_backprop_again() -> list[float]:
+    """``y = 3x`` as xpseq's linear layer (the 1×1 weight 3) at ``x = 2``: its backprop, a
+    closure, asked for ``dy/dx`` three times."""
+    xp = backends.get("numpy").xp
+    _, backprop = vjp.linear(np.array([[2.0]]), np.array([[3.0]]), None, xp=xp)
+    return [float(backprop(np.ones((1, 1)))[0][0, 0]) for _ in range(3)]
+
+
+def jax_value_and_grad(X: np.ndarray, W: np.ndarray) -> tuple[Any, Any]:
+    """``f`` and ``∂f/∂W`` by ``jax.value_and_grad``, a transform of the function ``f``
+    (``jit`` compiles it once; eager JAX compiles op by op)."""
+    import jax
+    import jax.numpy as jnp
+
+    Xj = jnp.asarray(X)
+    return jax.jit(jax.value_and_grad(lambda W: tanh_sum(W, Xj)))(jnp.asarray(W))
+
+
+def jax_asked_again() -> tuple[list[float], list[float]]:
+    """``d(3x)/dx`` at 2 asked three times, and the pullback of ``x²`` at 2 called twice:
+    pure functions give the same answer every time."""
+    import jax
+
+    repeated = [float(jax.grad(lambda x: 3.0 * x)(2.0)) for _ in range(3)]
+    _, pullback = jax.vjp(lambda x: x * x, 2.0)
+    return repeated, [float(pullback(1.0)[0]) for _ in range(2)]
+
+
+def torch_value_and_grad(X: np.ndarray, W: np.ndarray) -> tuple[float, np.ndarray]:
+    """``f`` and ``∂f/∂W`` by torch's tape: the forward records, ``backward`` replays it."""
+    import torch
+
+    Wt = torch.tensor(W, requires_grad=True)
+    value = tanh_sum(Wt, torch.tensor(X))
+    value.backward()
+    return float(value.detach()), Wt.grad.numpy()
+
+
+def torch_accumulates() -> list[float]:
+    """``d(3x)/dx`` at 2, three backward passes that never set ``x.grad = None``."""
+    import torch
+
+    x = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    seen = []
+    for _ in range(3):                # a training loop that forgets x.grad = None
+        (3.0 * x).backward()
+        seen.append(float(x.grad))
+    return seen
+
+
+def torch_second_backward() -> BaseException | None:
+    """A second ``backward`` through the graph of ``y = x²``, which the first one freed:
+    the error it raises (``None`` if none)."""
+    import torch
+
+    x = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    y = x * x
+    y.backward()
+    try:
+        y.backward()
+    except RuntimeError as err:
+        return err
+    return None
+
+
+def torch_retain_graph() -> list[float]:
+    """``y = x²`` at 2, backward twice with ``retain_graph=True``: ``x.grad`` after each."""
+    import torch
+
+    x = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    y = x * x
+    seen = []
+    for _ in range(2):
+        y.backward(retain_graph=True)
+        seen.append(float(x.grad))
+    return seen
+
+
+CODE = (tanh_sum, numpy_value_and_grad, numpy_backprop_again, jax_value_and_grad,
+        jax_asked_again, torch_value_and_grad, torch_accumulates, torch_second_backward,
+        torch_retain_graph)
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(1, "A function transform (jax.grad), a tape (torch) and a hand-derived VJP (xpseq)",
+         code=CODE)
 def lesson_transform_tape_vjp() -> tuple[str, list[Row], dict[str, Any]]:
     """jax.grad vs torch's tape vs xpseq's hand-derived rule on f(W) = Σ tanh(x Wᵀ)."""
     X, W = _data(1, 5, 4), _data(2, 3, 4)
     facts: dict[str, Any] = {"X": X.tolist(), "W": W.tolist()}
 
+    def diff(grad: Any) -> float:
+        return float(np.max(np.abs(np.asarray(grad) - np.asarray(facts["numpy_grad"]))))
+
     def numpy_part(facts: dict[str, Any]) -> Cells:
-        be = backends.get("numpy")
-        value, grad = be.value_and_grad(_tanh_sum_with_rule(X))(W)
-        facts["numpy_value"] = float(value)
-        facts["numpy_grad"] = grad.tolist()
-        # y = 3x as xpseq's linear layer with the 1x1 weight 3; ask its backprop three times.
-        _, backprop = vjp.linear(np.array([[2.0]]), np.array([[3.0]]), None, xp=be.xp)
-        repeated = [float(backprop(np.ones((1, 1)))[0][0, 0]) for _ in range(3)]
-        facts["numpy_repeated_grads"] = repeated
+        value, grad = numpy_value_and_grad(X, W)
+        repeated = numpy_backprop_again()
         again = len(set(repeated)) == 1               # the same backprop, called 3 times
-        facts["numpy_second_backprop_same"] = again
+        facts.update(numpy_value=float(value), numpy_grad=grad.tolist(),
+                     numpy_repeated_grads=repeated, numpy_second_backprop_same=again)
         return {"value": _num(value, 10), "grad": _vec(grad[0]), "diff": "reference",
                 "repeat": ", ".join(_num(g) for g in repeated),
                 "second": ("allowed, same value" if again else "allowed, new value")
                 + " (a closure)", "retain": NONE}
 
     def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        Xj = jnp.asarray(X)
-        # jit compiles each transformed function once (eager JAX compiles op by op).
-        value, grad = jax.jit(jax.value_and_grad(lambda W: _tanh_sum(W, Xj)))(jnp.asarray(W))
-        diff = float(np.max(np.abs(np.asarray(grad) - np.asarray(facts["numpy_grad"]))))
-        repeated = [float(jax.grad(lambda x: 3.0 * x)(2.0)) for _ in range(3)]
-        _, pullback = jax.vjp(lambda x: x * x, 2.0)
-        twice = [float(pullback(1.0)[0]) for _ in range(2)]
+        value, grad = jax_value_and_grad(X, W)
+        repeated, twice = jax_asked_again()
         facts.update(jax_value=float(value), jax_grad=np.asarray(grad).tolist(),
-                     jax_max_diff_vs_numpy=diff, jax_repeated_grads=repeated,
+                     jax_max_diff_vs_numpy=diff(grad), jax_repeated_grads=repeated,
                      jax_second_vjp=twice)
-        return {"value": _num(value, 10), "grad": _vec(np.asarray(grad)[0]), "diff": _err(diff),
-                "repeat": ", ".join(_num(g) for g in repeated),
+        return {"value": _num(value, 10), "grad": _vec(np.asarray(grad)[0]),
+                "diff": _err(diff(grad)), "repeat": ", ".join(_num(g) for g in repeated),
                 "second": f"vjp fn twice: {', '.join(_num(g) for g in twice)} (pure)",
                 "retain": NONE}
 
     def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
-        Wt = torch.tensor(W, requires_grad=True)
-        value = _tanh_sum(Wt, torch.tensor(X))
-        value.backward()
-        grad = Wt.grad.numpy()
-        diff = float(np.max(np.abs(grad - np.asarray(facts["numpy_grad"]))))
-        x = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
-        accumulated = []
-        for _ in range(3):                # a training loop that forgets x.grad = None
-            (3.0 * x).backward()
-            accumulated.append(float(x.grad))
-        x = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
-        y = x * x
-        y.backward()
-        try:
-            y.backward()
-            error, message = "none", ""
-        except RuntimeError as err:
-            error, message = type(err).__name__, _short(err)
-        x = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
-        y = x * x
-        retained = []
-        for _ in range(2):
-            y.backward(retain_graph=True)
-            retained.append(float(x.grad))
-        value = float(value.detach())
+        value, grad = torch_value_and_grad(X, W)
+        accumulated, retained = torch_accumulates(), torch_retain_graph()
+        err = torch_second_backward()
+        error, message = ("none", "") if err is None else (type(err).__name__, _short(err))
         facts.update(torch_value=value, torch_grad=grad.tolist(),
-                     torch_max_diff_vs_numpy=diff, torch_grad_accumulates=accumulated,
+                     torch_max_diff_vs_numpy=diff(grad), torch_grad_accumulates=accumulated,
                      second_backward_error=error, second_backward_message=message,
                      torch_retain_graph_grads=retained)
-        return {"value": _num(value, 10), "grad": _vec(grad[0]), "diff": _err(diff),
+        return {"value": _num(value, 10), "grad": _vec(grad[0]), "diff": _err(diff(grad)),
                 "repeat": ", ".join(_num(g) for g in accumulated),
                 "second": f"{error}: {message}", "retain": ", ".join(_num(g) for g in retained)}
 
