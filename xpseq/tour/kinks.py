@@ -6,77 +6,88 @@ mean of the two one-sided slopes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from xpseq.testing import central_difference_grad
 from xpseq.tour._common import (
     Cells,
+    Part,
     Row,
     _columns,
     _fact,
     _floats,
-    _jax,
     _lesson,
     _num,
     _table,
-    _torch,
     _vec,
 )
 
-__all__ = ["lesson_kinks"]
+__all__ = ["lesson_kinks", "numpy_kink_slopes", "jax_kink_slopes", "torch_kink_slopes"]
 
 
-@_lesson(2, "Derivatives at kinks are conventions: abs, clamp, relu and norm at 0")
+# ------------------------------------------------------------------------ the code
+
+
+def numpy_kink_slopes() -> dict[str, Any]:
+    """Central differences (:func:`xpseq.testing.central_difference_grad`) of abs, relu and
+    clamp at 0 and of the norm at ``(0, 0)``: NumPy has no derivative of its own."""
+    funcs = {"abs": lambda a: float(np.sum(np.abs(a))),
+             "relu": lambda a: float(np.sum(np.maximum(a, 0.0))),
+             "clamp": lambda a: float(np.sum(np.clip(a, 0.0, 1.0)))}
+    slopes: dict[str, Any] = {name: float(central_difference_grad(f, np.zeros(1))[0])
+                              for name, f in funcs.items()}
+    slopes["norm"] = central_difference_grad(lambda a: float(np.linalg.norm(a)), np.zeros(2))
+    return slopes
+
+
+def jax_kink_slopes() -> dict[str, Any]:
+    """``jax.grad`` of abs, relu and clamp exactly at 0, and of the norm at ``(0, 0)``."""
+    import jax
+    import jax.numpy as jnp
+
+    funcs = {"abs": jnp.abs, "relu": jax.nn.relu, "clamp": lambda x: jnp.clip(x, 0.0, 1.0)}
+    slopes: dict[str, Any] = {name: float(jax.jit(jax.grad(f))(0.0))
+                              for name, f in funcs.items()}
+    slopes["norm"] = np.asarray(jax.jit(jax.grad(jnp.linalg.norm))(jnp.zeros(2)))
+    return slopes
+
+
+def torch_kink_slopes() -> dict[str, Any]:
+    """torch autograd of abs, relu and clamp exactly at 0, and of the norm at ``(0, 0)``."""
+    import torch
+
+    funcs = {"abs": torch.abs, "relu": torch.relu, "clamp": lambda x: torch.clamp(x, 0.0, 1.0),
+             "norm": torch.linalg.vector_norm}
+    slopes: dict[str, Any] = {}
+    for name, f in funcs.items():
+        x = torch.zeros(2 if name == "norm" else (), dtype=torch.float64, requires_grad=True)
+        f(x).backward()
+        slopes[name] = x.grad.numpy()
+    return slopes
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(2, "Derivatives at kinks are conventions: abs, clamp, relu and norm at 0",
+         code=(numpy_kink_slopes, jax_kink_slopes, torch_kink_slopes))
 def lesson_kinks() -> tuple[str, list[Row], dict[str, Any]]:
     """Gradients of abs, relu, clamp and the norm exactly at their kinks."""
     facts: dict[str, Any] = {}
 
-    def numpy_part(facts: dict[str, Any]) -> Cells:
-        funcs = {"abs": lambda a: float(np.sum(np.abs(a))),
-                 "relu": lambda a: float(np.sum(np.maximum(a, 0.0))),
-                 "clamp": lambda a: float(np.sum(np.clip(a, 0.0, 1.0)))}
-        cells = {}
-        for name, f in funcs.items():
-            g = float(central_difference_grad(f, np.zeros(1))[0])
-            facts[f"numpy_{name}"] = g
-            cells[name] = _num(g)
-        norm = central_difference_grad(lambda a: float(np.linalg.norm(a)), np.zeros(2))
-        facts["numpy_norm"] = _floats(norm)
-        cells["norm"] = _vec(norm)
-        return cells
+    def part(name: str, slopes: Callable[[], dict[str, Any]]) -> Part:
+        def fill(facts: dict[str, Any]) -> Cells:
+            found = slopes()
+            facts.update({f"{name}_{k}": float(found[k]) for k in ("abs", "relu", "clamp")})
+            facts[f"{name}_norm"] = _floats(found["norm"])
+            return {k: _num(found[k]) for k in ("abs", "relu", "clamp")} | {
+                "norm": _vec(found["norm"])}
+        return fill
 
-    def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        funcs = {"abs": jnp.abs, "relu": jax.nn.relu,
-                 "clamp": lambda x: jnp.clip(x, 0.0, 1.0)}
-        cells = {}
-        for name, f in funcs.items():
-            g = float(jax.jit(jax.grad(f))(0.0))
-            facts[f"jax_{name}"] = g
-            cells[name] = _num(g)
-        norm = np.asarray(jax.jit(jax.grad(jnp.linalg.norm))(jnp.zeros(2)))
-        facts["jax_norm"] = _floats(norm)
-        cells["norm"] = _vec(norm)
-        return cells
-
-    def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
-        funcs = {"abs": torch.abs, "relu": torch.relu,
-                 "clamp": lambda x: torch.clamp(x, 0.0, 1.0),
-                 "norm": torch.linalg.vector_norm}
-        cells = {}
-        for name, f in funcs.items():
-            x = torch.zeros(2 if name == "norm" else (), dtype=torch.float64,
-                            requires_grad=True)
-            f(x).backward()
-            g = x.grad.numpy()
-            facts[f"torch_{name}"] = _floats(g) if name == "norm" else float(g)
-            cells[name] = _vec(g) if name == "norm" else _num(g)
-        return cells
-
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    columns = _columns(facts, numpy=part("numpy", numpy_kink_slopes),
+                       jax=part("jax", jax_kink_slopes), torch=part("torch", torch_kink_slopes))
     rows = _table(columns, [
         ("abs", "d|x|/dx at 0 (numpy: xpseq central difference)"),
         ("relu", "d relu(x)/dx at 0"),

@@ -22,13 +22,12 @@ from xpseq.tour._common import (
     _err,
     _fact,
     _floats,
-    _jax,
     _lesson,
     _table,
-    _torch,
 )
 
-__all__ = ["describe_row", "lesson_masked_rows"]
+__all__ = ["describe_row", "lesson_masked_rows", "xpseq_attention", "jax_native_attention",
+           "torch_native_sdpa", "torch_multihead_all_padding"]
 
 
 def describe_row(row: np.ndarray, values: np.ndarray) -> str:
@@ -43,20 +42,69 @@ def describe_row(row: np.ndarray, values: np.ndarray) -> str:
     return "other"
 
 
-def _xpseq_attention_cells(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                           mask: np.ndarray, facts: dict[str, Any]) -> Cells:
-    """xpseq's scaled dot-product attention on backend ``name``, both ``empty`` policies."""
+# ------------------------------------------------------------------------ the code
+
+
+def xpseq_attention(name: str, q: Any, k: Any, v: Any, mask: Any) -> tuple[Any, Any, str]:
+    """xpseq's scaled dot-product attention on backend ``name``: the context and weights
+    with ``empty="zero"``, and what ``empty="error"`` (the default) raises."""
     be = backends.get(name)
-    args = [be.asarray(a) for a in (q, k, v)]
-    context, weights = C.scaled_dot_product_attention(*args, mask=be.asarray(mask),
-                                                      empty="zero")
-    context, weights = be.to_numpy(context), be.to_numpy(weights)
+    q, k, v, mask = (be.asarray(a) for a in (q, k, v, mask))
+    context, weights = C.scaled_dot_product_attention(q, k, v, mask=mask, empty="zero")
     try:
-        C.scaled_dot_product_attention(*args, mask=be.asarray(mask), empty="error")
+        C.scaled_dot_product_attention(q, k, v, mask=mask, empty="error")
         error = "none"
     except ValueError as err:
-        error = type(err).__name__
-        facts[f"{name}_xpseq_error_message"] = str(err)
+        error = f"{type(err).__name__}: {err}"
+    return be.to_numpy(context), be.to_numpy(weights), error
+
+
+def jax_native_attention(q: Any, k: Any, v: Any, mask: Any) -> np.ndarray:
+    """``jax.nn.dot_product_attention`` with the boolean mask (one head: ``(B, T, N=1, H)``)."""
+    import jax
+    import jax.numpy as jnp
+
+    def heads(a: Any) -> Any:
+        return jnp.asarray(a[:, :, None, :])
+
+    attention = jax.jit(jax.nn.dot_product_attention)
+    out = attention(heads(q), heads(k), heads(v), mask=jnp.asarray(mask[:, None]))
+    return np.asarray(out)[:, :, 0]
+
+
+def torch_native_sdpa(q: Any, k: Any, v: Any, mask: Any) -> np.ndarray:
+    """``torch.nn.functional.scaled_dot_product_attention`` with the boolean mask."""
+    import torch
+
+    tq, tk, tv = (torch.tensor(a) for a in (q, k, v))
+    return torch.nn.functional.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=torch.tensor(mask)).numpy()
+
+
+def torch_multihead_all_padding(q: Any, k: Any, v: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``nn.MultiheadAttention`` (one head, seed 0) with every key marked padding: its
+    output and weights."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):         # the layer's init draws from it
+        torch.manual_seed(0)
+        mha = torch.nn.MultiheadAttention(4, 1, batch_first=True, dtype=torch.float64)
+    tq, tk, tv = (torch.tensor(a) for a in (q, k, v))
+    with torch.no_grad():
+        out, weights = mha(tq, tk, tv, key_padding_mask=torch.ones(1, 3, dtype=torch.bool))
+    return out.numpy(), weights.numpy()
+
+
+# ------------------------------------------------------------------------ the table
+
+
+def _xpseq_attention_cells(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                           mask: np.ndarray, facts: dict[str, Any]) -> Cells:
+    """xpseq's attention on backend ``name`` (:func:`xpseq_attention`), both policies."""
+    context, weights, raised = xpseq_attention(name, q, k, v, mask)
+    error = raised.split(":")[0]
+    if error == "ValueError":
+        facts[f"{name}_xpseq_error_message"] = raised.split(": ", 1)[1]
     facts.update({f"{name}_xpseq_zero": describe_row(context[0, 1], v[0]),
                   f"{name}_xpseq_zero_weights": describe_row(weights[0, 1], v[0]),
                   f"{name}_xpseq_valid_row": _floats(context[0, 0]),
@@ -66,7 +114,9 @@ def _xpseq_attention_cells(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarra
             "error": f"{error}: no valid key" if error == "ValueError" else error}
 
 
-@_lesson(4, "A fully masked attention row: native APIs vs xpseq's explicit policy")
+@_lesson(4, "A fully masked attention row: native APIs vs xpseq's explicit policy",
+         code=(xpseq_attention, jax_native_attention, torch_native_sdpa,
+               torch_multihead_all_padding))
 def lesson_masked_rows() -> tuple[str, list[Row], dict[str, Any]]:
     """Attention for a query whose keys are all masked, natively and in xpseq."""
     q, k, v = _data(41, 1, 2, 4), _data(42, 1, 3, 4), _data(43, 1, 3, 4)
@@ -78,12 +128,9 @@ def lesson_masked_rows() -> tuple[str, list[Row], dict[str, Any]]:
         return _xpseq_attention_cells("numpy", q, k, v, mask, facts)
 
     def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
         cells = _xpseq_attention_cells("jax", q, k, v, mask, facts)
-        heads = lambda a: jnp.asarray(a[:, :, None, :])      # noqa: E731  (B, T, N=1, H)
-        attention = jax.jit(jax.nn.dot_product_attention)
-        out = np.asarray(attention(heads(q), heads(k), heads(v), mask=jnp.asarray(mask[:, None])))
-        empty_row, valid_row = out[0, 1, 0], out[0, 0, 0]
+        out = jax_native_attention(q, k, v, mask)
+        empty_row, valid_row = out[0, 1], out[0, 0]
         mean_diff = float(np.max(np.abs(empty_row - v[0].mean(axis=0))))
         valid_diff = float(np.max(np.abs(valid_row - np.asarray(facts["jax_xpseq_valid_row"]))))
         facts.update(jax_dpa_empty_row=describe_row(empty_row, v[0]),
@@ -93,22 +140,14 @@ def lesson_masked_rows() -> tuple[str, list[Row], dict[str, Any]]:
         return cells
 
     def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
         cells = _xpseq_attention_cells("torch", q, k, v, mask, facts)
-        tq, tk, tv = (torch.tensor(a) for a in (q, k, v))
-        out = torch.nn.functional.scaled_dot_product_attention(
-            tq, tk, tv, attn_mask=torch.tensor(mask)).numpy()
+        out = torch_native_sdpa(q, k, v, mask)
         valid_diff = float(np.max(np.abs(out[0, 0] - np.asarray(facts["torch_xpseq_valid_row"]))))
-        with torch.random.fork_rng(devices=[]):         # the layer's init draws from it
-            torch.manual_seed(0)
-            mha = torch.nn.MultiheadAttention(4, 1, batch_first=True, dtype=torch.float64)
-        with torch.no_grad():
-            mha_out, mha_weights = mha(tq, tk, tv,
-                                       key_padding_mask=torch.ones(1, 3, dtype=torch.bool))
+        mha_out, mha_weights = torch_multihead_all_padding(q, k, v)
         facts.update(torch_sdpa_empty_row=describe_row(out[0, 1], v[0]),
                      torch_sdpa_valid_diff=valid_diff,
-                     torch_mha_out=describe_row(mha_out.numpy()[0, 1], v[0]),
-                     torch_mha_weights=describe_row(mha_weights.numpy()[0, 1], v[0]))
+                     torch_mha_out=describe_row(mha_out[0, 1], v[0]),
+                     torch_mha_weights=describe_row(mha_weights[0, 1], v[0]))
         cells.update(sdpa=facts["torch_sdpa_empty_row"], valid=_err(valid_diff),
                      mha=f"out {facts['torch_mha_out']}, weights {facts['torch_mha_weights']}")
         return cells

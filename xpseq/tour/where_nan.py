@@ -7,36 +7,39 @@ safe value repairs it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from array_api_compat import array_namespace
 
+from xpseq import backends
 from xpseq.tour._common import (
     Cells,
+    Part,
     Row,
     _columns,
     _fact,
     _floats,
-    _jax,
     _lesson,
     _num,
     _table,
-    _torch,
     _vec,
-    _xp_numpy,
 )
 
-__all__ = ["lesson_where_nan"]
+__all__ = ["lesson_where_nan", "xlogx_naive", "xlogx_double", "numpy_where_grads",
+           "jax_where_grads", "torch_where_grads"]
 
 
-def _xlogx_naive(x: Any) -> Any:
+# ------------------------------------------------------------------------ the code
+
+
+def xlogx_naive(x: Any) -> Any:
     """``Σ x log x`` with the value 0 at 0 by one ``where``: the gradient at 0 is NaN."""
     xp = array_namespace(x)
     return xp.sum(xp.where(x > 0, x * xp.log(x), xp.zeros_like(x)))
 
 
-def _xlogx_double(x: Any) -> Any:
+def xlogx_double(x: Any) -> Any:
     """The same function with the double ``where``: ``log`` never sees 0."""
     xp = array_namespace(x)
     positive = x > 0
@@ -44,52 +47,65 @@ def _xlogx_double(x: Any) -> Any:
     return xp.sum(xp.where(positive, safe * xp.log(safe), xp.zeros_like(x)))
 
 
-@_lesson(3, "NaN through where, and the double-where repair")
+def numpy_where_grads(x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """The value, and both gradients by the chain rule applied mechanically, as a
+    hand-derived rule would: ``where`` sends the cotangent to the taken branch only (``g``),
+    then the product rule for ``x·log x`` gives ``g·log x + x·(g/x)``, ``0·(−inf) + 0·(0/0)``
+    at 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = float(xlogx_naive(backends.get("numpy").xp.asarray(x)))
+        positive = x > 0
+        g = np.where(positive, 1.0, 0.0)
+        naive = g * np.log(x) + x * (g / x)
+        safe = np.where(positive, x, 1.0)
+        double = np.where(positive, g * np.log(safe) + safe * (g / safe), 0.0)
+    return value, naive, double
+
+
+def jax_where_grads(x: np.ndarray) -> tuple[float, Any, Any]:
+    """The value, and ``jax.grad`` of the one-``where`` and double-``where`` versions."""
+    import jax
+    import jax.numpy as jnp
+
+    xj = jnp.asarray(x)
+    return (float(xlogx_naive(xj)), jax.jit(jax.grad(xlogx_naive))(xj),
+            jax.jit(jax.grad(xlogx_double))(xj))
+
+
+def torch_where_grads(x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """The value, and torch autograd of the one-``where`` and double-``where`` versions."""
+    import torch
+
+    found = []
+    for f in (xlogx_naive, xlogx_double):
+        xt = torch.tensor(x, requires_grad=True)
+        out = f(xt)
+        out.backward()
+        found.append((float(out.detach()), xt.grad.numpy()))
+    return found[0][0], found[0][1], found[1][1]
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(3, "NaN through where, and the double-where repair",
+         code=(xlogx_naive, xlogx_double, numpy_where_grads, jax_where_grads,
+               torch_where_grads))
 def lesson_where_nan() -> tuple[str, list[Row], dict[str, Any]]:
     """x log x made safe at 0 by where: NaN gradient, and the double-where fix."""
     x = np.array([0.0, 0.5])
     facts: dict[str, Any] = {"x": x.tolist()}
 
-    def numpy_part(facts: dict[str, Any]) -> Cells:
-        xp = _xp_numpy()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            value = float(_xlogx_naive(xp.asarray(x)))
-            # The chain rule applied mechanically, as a hand-derived rule would:
-            # where() sends the cotangent to the taken branch only (g), then the
-            # product rule for x·log x gives g·log x + x·(g/x) = 0·(−inf) + 0·(0/0) at 0.
-            positive = x > 0
-            g = np.where(positive, 1.0, 0.0)
-            naive = g * np.log(x) + x * (g / x)
-            safe = np.where(positive, x, 1.0)
-            double = np.where(positive, g * np.log(safe) + safe * (g / safe), 0.0)
-        facts.update(numpy_value=value, numpy_naive_grad=_floats(naive),
-                     numpy_double_grad=_floats(double))
-        return {"value": _num(value), "naive": _vec(naive), "double": _vec(double)}
+    def part(name: str, grads: Callable[[np.ndarray], tuple]) -> Part:
+        def fill(facts: dict[str, Any]) -> Cells:
+            value, naive, double = grads(x)
+            facts.update({f"{name}_value": float(value), f"{name}_naive_grad": _floats(naive),
+                          f"{name}_double_grad": _floats(double)})
+            return {"value": _num(value), "naive": _vec(naive), "double": _vec(double)}
+        return fill
 
-    def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        xj = jnp.asarray(x)
-        value = float(_xlogx_naive(xj))
-        naive = np.asarray(jax.jit(jax.grad(_xlogx_naive))(xj))
-        double = np.asarray(jax.jit(jax.grad(_xlogx_double))(xj))
-        facts.update(jax_value=value, jax_naive_grad=_floats(naive),
-                     jax_double_grad=_floats(double))
-        return {"value": _num(value), "naive": _vec(naive), "double": _vec(double)}
-
-    def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
-        grads = {}
-        for name, f in (("naive", _xlogx_naive), ("double", _xlogx_double)):
-            xt = torch.tensor(x, requires_grad=True)
-            out = f(xt)
-            out.backward()
-            grads[name] = xt.grad.numpy()
-            if name == "naive":
-                value = float(out.detach())
-        facts.update(torch_value=value, torch_naive_grad=_floats(grads["naive"]),
-                     torch_double_grad=_floats(grads["double"]))
-        return {"value": _num(value), "naive": _vec(grads["naive"]),
-                "double": _vec(grads["double"])}
+    numpy_part, jax_part = part("numpy", numpy_where_grads), part("jax", jax_where_grads)
+    torch_part = part("torch", torch_where_grads)
 
     columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
     rows = _table(columns, [
