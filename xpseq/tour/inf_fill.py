@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 import xpseq.core as C
+from xpseq import backends
 from xpseq.core import vjp
 from xpseq.tour._common import (
     Cells,
@@ -19,19 +20,94 @@ from xpseq.tour._common import (
     _columns,
     _fact,
     _floats,
-    _jax,
     _lesson,
     _num,
     _table,
-    _torch,
     _vec,
-    _xp_numpy,
 )
 
-__all__ = ["lesson_inf_fill"]
+__all__ = ["lesson_inf_fill", "numpy_masked_loss_grad", "jax_masked_loss_grads",
+           "torch_masked_loss_grads", "torch_cross_entropy_grad"]
 
 
-@_lesson(5, "A finite loss with a NaN gradient under a −inf fill")
+# ------------------------------------------------------------------------ the code
+
+
+def numpy_masked_loss_grad(scores: Any, bias: Any, targets: Any,
+                           real: Any) -> tuple[float, np.ndarray]:
+    """The loss ``−Σ log_softmax(s + bias)[target]`` over the real rows and ``∂loss/∂s`` by
+    xpseq's hand-derived ``log_softmax`` rule (``d(s + bias)/ds = 1``)."""
+    y, backprop = vjp.log_softmax(scores + bias, xp=backends.get("numpy").xp)
+    rows = np.arange(len(targets))
+    loss = -float(np.sum(np.where(real, y[rows, targets], 0.0)))
+    dy = np.zeros_like(y)
+    dy[rows, targets] = -real.astype(np.float64)      # d loss / d y: −1 at each real target
+    (dscores,) = backprop(dy)
+    return loss, dscores
+
+
+def jax_masked_loss_grads(scores: Any, keep: Any, bias: Any, targets: Any,
+                          real: Any) -> tuple[float, dict[str, Any]]:
+    """The loss and ``jax.grad`` of it with an additive mask, with a ``where`` fill, and with
+    the additive mask through ``xpseq.core.log_softmax``."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss(log_softmax: Callable, fill: Callable) -> Callable:
+        def f(s: Any) -> Any:
+            picked = log_softmax(fill(s))[jnp.arange(len(targets)), targets]
+            return -jnp.sum(jnp.where(jnp.asarray(real), picked, 0.0))
+        return f
+
+    additive = lambda s: s + jnp.asarray(bias)                          # noqa: E731
+    where = lambda s: jnp.where(jnp.asarray(keep), s, -jnp.inf)         # noqa: E731
+    value, grad = jax.jit(jax.value_and_grad(loss(jax.nn.log_softmax, additive)))(scores)
+    return float(value), {"additive": grad,
+                          "where": jax.jit(jax.grad(loss(jax.nn.log_softmax, where)))(scores),
+                          "xpseq": jax.jit(jax.grad(loss(C.log_softmax, additive)))(scores)}
+
+
+def torch_masked_loss_grads(scores: Any, keep: Any, bias: Any, targets: Any,
+                            real: Any) -> tuple[float, dict[str, np.ndarray]]:
+    """The loss and torch autograd of it with an additive mask, with ``masked_fill``, and
+    with the additive mask through ``xpseq.core.log_softmax``."""
+    import torch
+
+    def run(log_softmax: Callable, fill: Callable) -> tuple[float, np.ndarray]:
+        s = torch.tensor(scores, requires_grad=True)
+        picked = log_softmax(fill(s))[torch.arange(len(targets)), torch.tensor(targets)]
+        value = -torch.sum(torch.where(torch.tensor(real), picked, 0.0))
+        value.backward()
+        return float(value.detach()), s.grad.numpy()
+
+    native = lambda z: torch.log_softmax(z, dim=-1)                     # noqa: E731
+    additive = lambda s: s + torch.tensor(bias)                         # noqa: E731
+    where = lambda s: s.masked_fill(~torch.tensor(keep), float("-inf"))  # noqa: E731
+    value, grad = run(native, additive)
+    return value, {"additive": grad, "where": run(native, where)[1],
+                   "xpseq": run(C.log_softmax, additive)[1]}
+
+
+def torch_cross_entropy_grad(scores: Any, bias: Any, targets: Any,
+                             real: Any) -> tuple[float, np.ndarray]:
+    """``F.cross_entropy`` of the additively masked scores, the padding row ignored by
+    ``ignore_index``: the loss and its gradient."""
+    import torch
+
+    s = torch.tensor(scores, requires_grad=True)
+    ignored = torch.where(torch.tensor(real), torch.tensor(targets), -100)
+    ce = torch.nn.functional.cross_entropy(s + torch.tensor(bias), ignored, ignore_index=-100,
+                                           reduction="sum")
+    ce.backward()
+    return float(ce.detach()), s.grad.numpy()
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(5, "A finite loss with a NaN gradient under a −inf fill",
+         code=(numpy_masked_loss_grad, jax_masked_loss_grads, torch_masked_loss_grads,
+               torch_cross_entropy_grad))
 def lesson_inf_fill() -> tuple[str, list[Row], dict[str, Any]]:
     """Log-softmax loss with a −inf mask and a padding query row."""
     scores = np.array([[1.0, 2.0, 0.5], [0.3, 0.1, 0.2]])
@@ -48,13 +124,7 @@ def lesson_inf_fill() -> tuple[str, list[Row], dict[str, Any]]:
         return _vec(grad[1])
 
     def numpy_part(facts: dict[str, Any]) -> Cells:
-        xp = _xp_numpy()
-        y, backprop = vjp.log_softmax(scores + bias, xp=xp)            # xpseq's rule
-        picked = y[np.arange(2), targets]
-        loss = -float(np.sum(np.where(real, picked, 0.0)))
-        dy = np.zeros_like(y)
-        dy[np.arange(2), targets] = -real.astype(np.float64)
-        (dscores,) = backprop(dy)                                       # d(s + bias)/ds = 1
+        loss, dscores = numpy_masked_loss_grad(scores, bias, targets, real)
         facts["numpy_loss"] = loss
         cell = record("numpy", "additive", dscores)
         record("numpy", "where", np.where(keep, dscores, 0.0))
@@ -62,53 +132,16 @@ def lesson_inf_fill() -> tuple[str, list[Row], dict[str, Any]]:
         return {"loss": _num(loss), "additive": cell, "where": cell, "xpseq": cell}
 
     def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        keep_j, bias_j, real_j = jnp.asarray(keep), jnp.asarray(bias), jnp.asarray(real)
-
-        def loss(log_softmax: Callable, fill: Callable) -> Callable:
-            def f(s: Any) -> Any:
-                picked = log_softmax(fill(s))[jnp.arange(2), targets]
-                return -jnp.sum(jnp.where(real_j, picked, 0.0))
-            return f
-
-        additive = lambda s: s + bias_j                                 # noqa: E731
-        where = lambda s: jnp.where(keep_j, s, -jnp.inf)                # noqa: E731
-        value, grad = jax.jit(jax.value_and_grad(loss(jax.nn.log_softmax, additive)))(scores)
-        facts["jax_loss"] = float(value)
-        cells = {"loss": _num(value), "additive": record("jax", "additive", grad)}
-        cells["where"] = record("jax", "where",
-                                jax.jit(jax.grad(loss(jax.nn.log_softmax, where)))(scores))
-        cells["xpseq"] = record("jax", "xpseq",
-                                jax.jit(jax.grad(loss(C.log_softmax, additive)))(scores))
-        return cells
+        loss, grads = jax_masked_loss_grads(scores, keep, bias, targets, real)
+        facts["jax_loss"] = loss
+        return {"loss": _num(loss)} | {k: record("jax", k, g) for k, g in grads.items()}
 
     def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
-        keep_t, bias_t, real_t = torch.tensor(keep), torch.tensor(bias), torch.tensor(real)
-        rows_t, targets_t = torch.arange(2), torch.tensor(targets)
-
-        def run(log_softmax: Callable, fill: Callable) -> tuple[float, Any]:
-            s = torch.tensor(scores, requires_grad=True)
-            picked = log_softmax(fill(s))[rows_t, targets_t]
-            value = -torch.sum(torch.where(real_t, picked, 0.0))
-            value.backward()
-            return float(value.detach()), s.grad.numpy()
-
-        native = lambda z: torch.log_softmax(z, dim=-1)                 # noqa: E731
-        additive = lambda s: s + bias_t                                 # noqa: E731
-        where = lambda s: s.masked_fill(~keep_t, float("-inf"))         # noqa: E731
-        value, grad = run(native, additive)
-        facts["torch_loss"] = value
-        cells = {"loss": _num(value), "additive": record("torch", "additive", grad)}
-        cells["where"] = record("torch", "where", run(native, where)[1])
-        cells["xpseq"] = record("torch", "xpseq", run(C.log_softmax, additive)[1])
-        s = torch.tensor(scores, requires_grad=True)
-        ce = torch.nn.functional.cross_entropy(s + bias_t, torch.where(real_t, targets_t, -100),
-                                               ignore_index=-100, reduction="sum")
-        ce.backward()
-        facts["torch_ce_loss"] = float(ce.detach())
-        cells["ce"] = f"loss {_num(facts['torch_ce_loss'])}, grad " + record(
-            "torch", "ce", s.grad.numpy())
+        loss, grads = torch_masked_loss_grads(scores, keep, bias, targets, real)
+        facts["torch_loss"] = loss
+        cells = {"loss": _num(loss)} | {k: record("torch", k, g) for k, g in grads.items()}
+        facts["torch_ce_loss"], grad = torch_cross_entropy_grad(scores, bias, targets, real)
+        cells["ce"] = f"loss {_num(facts['torch_ce_loss'])}, grad " + record("torch", "ce", grad)
         return cells
 
     columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)

@@ -6,62 +6,100 @@ a subprocess, so the flag is never toggled in this process.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
 import sys
+import textwrap
 from typing import Any
 
 import numpy as np
 
-from xpseq.tour._common import NONE, Cells, Row, _columns, _fact, _jax, _lesson, _table, _torch
+from xpseq.tour._common import NONE, Cells, Row, _columns, _fact, _lesson, _table
 
-__all__ = ["lesson_silent_float32"]
-
-
-_X64_PROBE = """
-import json, warnings
-import numpy as np
-import jax, jax.numpy as jnp
-makers = {"from_numpy": lambda: jnp.asarray(np.ones(2, dtype=np.float64)),
-          "python_float": lambda: jnp.asarray(1.0),
-          "explicit": lambda: jnp.array(1.0, dtype=jnp.float64)}
-found = {"x64": bool(jax.config.jax_enable_x64)}
-for name, make in makers.items():
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        found[name] = str(make().dtype)
-    found[name + "_warnings"] = [str(w.message) for w in caught]
-print(json.dumps(found))
-"""
+__all__ = ["lesson_silent_float32", "numpy_dtypes", "jax_dtypes", "jax_dtypes_without_x64",
+           "jax_dtype_with_x64", "torch_dtypes"]
 
 
-def _jax_without_x64() -> dict[str, Any]:
-    """Run :data:`_X64_PROBE` in a fresh interpreter with ``JAX_ENABLE_X64=0``."""
+# ------------------------------------------------------------------------ the code
+
+
+def numpy_dtypes(host: np.ndarray) -> dict[str, str]:
+    """What dtype each way of making an array gives in NumPy."""
+    return {"from_numpy": str(np.asarray(host).dtype), "python_float": str(np.asarray(1.0).dtype),
+            "explicit": str(np.asarray(1.0, dtype=np.float64).dtype)}
+
+
+def jax_dtypes() -> dict:
+    """What dtype each way of making an array gives in JAX, and the warnings it raises (run
+    with x64 off by :func:`jax_dtypes_without_x64`, in a fresh interpreter)."""
+    import warnings
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    makers = {"from_numpy": lambda: jnp.asarray(np.ones(2, dtype=np.float64)),
+              "python_float": lambda: jnp.asarray(1.0),
+              "explicit": lambda: jnp.array(1.0, dtype=jnp.float64)}
+    found = {"x64": bool(jax.config.jax_enable_x64)}
+    for name, make in makers.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found[name] = str(make().dtype)
+        found[name + "_warnings"] = [str(w.message) for w in caught]
+    return found
+
+
+def jax_dtypes_without_x64() -> dict:
+    """:func:`jax_dtypes` in a fresh interpreter with ``JAX_ENABLE_X64=0``, so that this
+    process's setting is never touched."""
+    program = f"import json\n{textwrap.dedent(inspect.getsource(jax_dtypes))}\n" \
+              f"print(json.dumps(jax_dtypes()))"
     env = dict(os.environ, JAX_ENABLE_X64="0", JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", _X64_PROBE], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           env=env, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"the JAX float32 probe failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@_lesson(6, "JAX's silent float32 without x64")
+def jax_dtype_with_x64(host: np.ndarray) -> str:
+    """The dtype JAX gives a float64 NumPy array with x64 on (the tour turns it on)."""
+    import jax.numpy as jnp
+
+    return str(jnp.asarray(host).dtype)
+
+
+def torch_dtypes(host: np.ndarray) -> dict[str, str]:
+    """What dtype each way of making a tensor gives in torch."""
+    import torch
+
+    found = {"from_numpy": torch.as_tensor(host).dtype, "python_float": torch.tensor(1.0).dtype,
+             "explicit": torch.tensor(1.0, dtype=torch.float64).dtype}
+    return {k: str(v).replace("torch.", "") for k, v in found.items()}
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(6, "JAX's silent float32 without x64",
+         code=(numpy_dtypes, jax_dtypes, jax_dtypes_without_x64, jax_dtype_with_x64,
+               torch_dtypes))
 def lesson_silent_float32() -> tuple[str, list[Row], dict[str, Any]]:
     """What dtype a float64 input becomes, with and without JAX's x64 mode."""
     host = np.ones(2, dtype=np.float64)
     facts: dict[str, Any] = {}
 
     def numpy_part(facts: dict[str, Any]) -> Cells:
-        found = {"from_numpy": np.asarray(host).dtype, "python_float": np.asarray(1.0).dtype,
-                 "explicit": np.asarray(1.0, dtype=np.float64).dtype}
-        facts.update({f"numpy_{k}": str(v) for k, v in found.items()})
-        return {k: str(v) for k, v in found.items()} | {"x64": NONE}
+        found = numpy_dtypes(host)
+        facts.update({f"numpy_{k}": v for k, v in found.items()})
+        return found | {"x64": NONE}
 
     def jax_part(facts: dict[str, Any]) -> Cells:
-        probe = _jax_without_x64()
-        _, jnp = _jax()
-        with_x64 = str(jnp.asarray(host).dtype)
+        probe = jax_dtypes_without_x64()
+        with_x64 = jax_dtype_with_x64(host)
         facts.update(jax_x64_flag_in_probe=probe["x64"], jax_from_numpy_with_x64=with_x64)
         cells = {"x64": with_x64}
         for key in ("from_numpy", "python_float", "explicit"):
@@ -73,12 +111,9 @@ def lesson_silent_float32() -> tuple[str, list[Row], dict[str, Any]]:
         return cells
 
     def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
-        found = {"from_numpy": torch.as_tensor(host).dtype,
-                 "python_float": torch.tensor(1.0).dtype,
-                 "explicit": torch.tensor(1.0, dtype=torch.float64).dtype}
-        facts.update({f"torch_{k}": str(v).replace("torch.", "") for k, v in found.items()})
-        return {k: str(v).replace("torch.", "") for k, v in found.items()} | {"x64": NONE}
+        found = torch_dtypes(host)
+        facts.update({f"torch_{k}": v for k, v in found.items()})
+        return found | {"x64": NONE}
 
     columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
     rows = _table(columns, [
