@@ -263,7 +263,7 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
     unknown = sorted(set(params) - set(required) - set(optional))
     if unknown:
         raise ValueError(f"{fname}: params has unknown entries {unknown}")
-    p = {n: params.get(n) for n in required + optional}
+    p: dict[str, Any] = {n: params.get(n) for n in required + optional}
     xp = checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask,
                            **{n: a for n, a in p.items() if a is not None})
     if not checks.is_int(num_heads):

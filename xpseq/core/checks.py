@@ -49,7 +49,7 @@ def library_name(x: Any) -> str:
     return type(x).__module__.split(".")[0]
 
 
-def namespace(fname: str, **arrays: Any):
+def namespace(fname: str, **arrays: Any) -> Any:
     """The one array namespace of the named arrays; ``None`` values are skipped.
 
     Raises

@@ -52,11 +52,18 @@ LENGTH_PENALTIES = ("none", "avg", "gnmt")
 class Hypotheses(NamedTuple):
     """Search results, best first. ``n`` is 1 for greedy search, ``n_best`` for beams.
 
-    tokens : ``(B, n, L)`` integer ids; positions at and after ``lengths`` are ``pad_id``
-    lengths : ``(B, n)`` generated tokens, ``</s>`` included when it was generated
-    scores : ``(B, n)`` summed log-probabilities
-    ranking : ``(B, n)`` the length-penalised scores the hypotheses were ranked by
-    attention : ``(B, n, L, S)`` attention weights of every generated token (zero after
+    Attributes
+    ----------
+    tokens
+        ``(B, n, L)`` integer ids; positions at and after ``lengths`` are ``pad_id``
+    lengths
+        ``(B, n)`` generated tokens, ``</s>`` included when it was generated
+    scores
+        ``(B, n)`` summed log-probabilities
+    ranking
+        ``(B, n)`` the length-penalised scores the hypotheses were ranked by
+    attention
+        ``(B, n, L, S)`` attention weights of every generated token (zero after
         ``lengths``), or ``None`` when the step function returns none
     """
 
@@ -79,7 +86,7 @@ def tile_beams(tree: Any, k: int) -> Any:
     return map_leaves(tile, tree)
 
 
-def ensemble_step(steps: Any) -> Callable:
+def ensemble_step(steps: Any) -> Callable[..., Any]:
     """One step function that averages the steps of several models.
 
     ``ensemble_step([step_1, ..., step_m])`` runs each member on its own part of the state
@@ -96,7 +103,7 @@ def ensemble_step(steps: Any) -> Callable:
         raise ValueError(f"ensemble_step: steps must be a non-empty sequence of step "
                          f"functions, got {steps!r}")
 
-    def step(state: tuple, y_prev: Any) -> tuple:
+    def step(state: tuple[Any, ...], y_prev: Any) -> tuple[Any, ...]:
         logps, states, weights = [], [], []
         for member, member_state in zip(steps, state):
             logp, new_state, attn = member(member_state, y_prev)
@@ -114,9 +121,10 @@ def ensemble_step(steps: Any) -> Callable:
     return step
 
 
-def greedy_search(step: Callable, state: Any, *, batch_size: int, bos_id: int, eos_id: int,
-                  max_len: int, max_lens: Any = None, min_len: int = 0, pad_id: int = 0,
-                  scan: Callable | None = None) -> Hypotheses:
+def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_id: int,
+                  eos_id: int, max_len: int, max_lens: Any = None, min_len: int = 0,
+                  pad_id: int = 0,
+                  scan: Callable[..., Any] | None = None) -> Hypotheses:
     """Pick the most probable token at every step until ``</s>`` or the length limit.
 
     Parameters
@@ -158,7 +166,7 @@ def greedy_search(step: Callable, state: Any, *, batch_size: int, bos_id: int, e
     if S is not None:
         carry["attention"] = xp.zeros((B, L, S), dtype=probe[2].dtype, device=device)
 
-    def body(c: dict, t: Any) -> tuple[dict, None]:
+    def body(c: dict[str, Any], t: Any) -> tuple[dict[str, Any], None]:
         logp, new_state, att = step(c["state"], c["y"])
         logp = _forbid_eos(logp, t, min_len, eos_id, xp)
         y = xp.argmax(logp, axis=-1)
@@ -187,10 +195,10 @@ def greedy_search(step: Callable, state: Any, *, batch_size: int, bos_id: int, e
                       None if attention is None else attention[:, None, ...])
 
 
-def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: int,
+def beam_search(step: Callable[..., Any], state: Any, *, batch_size: int, k: int, bos_id: int,
                 eos_id: int, max_len: int, max_lens: Any = None, min_len: int = 0,
                 pad_id: int = 0, length_penalty: str = "none", alpha: float = 0.6,
-                n_best: int = 1, scan: Callable | None = None) -> Hypotheses:
+                n_best: int = 1, scan: Callable[..., Any] | None = None) -> Hypotheses:
     """Batched beam search over ``batch_size × k`` hypotheses in array operations.
 
     Parameters
@@ -256,7 +264,7 @@ def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: 
         carry["live_attention"] = xp.zeros((B, K, L, S), dtype=probe[2].dtype, device=device)
         carry["pool_attention"] = xp.zeros((B, K, L, S), dtype=probe[2].dtype, device=device)
 
-    def body(c: dict, t: Any) -> tuple[dict, None]:
+    def body(c: dict[str, Any], t: Any) -> tuple[dict[str, Any], None]:
         logp, new_state, att = step(c["state"], c["y"])
         logp = _forbid_eos(logp, t, min_len, eos_id, xp)
         cand = xp.reshape(c["live_score"][..., None] + xp.reshape(logp, (B, K, V)), (B, K * V))
@@ -277,7 +285,8 @@ def beam_search(step: Callable, state: Any, *, batch_size: int, k: int, bos_id: 
         # Merge the accepted candidates into the pool of the k best finished hypotheses.
         merged_rank = xp.concat([c["pool_rank"], cand_rank], axis=-1)      # (B, 3K)
         keep = xp.argsort(-merged_rank, axis=-1, stable=True)[:, :K]
-        both = lambda pool, new: _pick(xp.concat([pool, new], axis=1), keep, xp)  # noqa: E731
+        both: Callable[[Any, Any], Any] = (  # noqa: E731
+            lambda pool, new: _pick(xp.concat([pool, new], axis=1), keep, xp))
         out = {
             "pool_rank": xp.take_along_axis(merged_rank, keep, axis=-1),
             "pool_score": xp.take_along_axis(
@@ -329,8 +338,9 @@ def _pick(x: Any, index: Any, xp: Any) -> Any:
     return xp.reshape(picked, (B, index.shape[1], *x.shape[2:]))
 
 
-def _run(body: Callable, carry: dict, steps: int, scan: Callable | None, xp: Any, device: Any,
-         finished: Callable[[dict], Any]) -> dict:
+def _run(body: Callable[..., Any], carry: dict[str, Any], steps: int,
+         scan: Callable[..., Any] | None, xp: Any, device: Any,
+         finished: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
     """Run ``body`` for ``steps`` steps: under ``scan`` all of them, eagerly until done."""
     ts = xp.arange(steps, dtype=int_dtype(xp), device=device)
     if scan is not None:

@@ -41,7 +41,7 @@ keep_valid
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import array_api_compat as compat
 
@@ -99,7 +99,7 @@ def is_narrow(dtype: Any, *, xp: Any) -> bool:
     dtypes whose reductions the kernels below accumulate in float32."""
     if dtype == xp.float32 or dtype == xp.float64:
         return False
-    return xp.isdtype(dtype, "real floating") and xp.finfo(dtype).bits < 32
+    return cast(bool, xp.isdtype(dtype, "real floating") and xp.finfo(dtype).bits < 32)
 
 
 def widened(x: Any, *, xp: Any) -> Any:
@@ -322,7 +322,7 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
 
 
 def lstm_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
-                xp: Any) -> tuple[tuple, tuple]:
+                xp: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """One LSTM step: the new state ``(h', c')`` and what its backward pass needs
     (the gates ``i, f, g, o`` after their nonlinearities and ``tanh(c')``)."""
     h, c = state
@@ -340,7 +340,7 @@ def lstm_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
 
 
 def gru_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
-               xp: Any) -> tuple[tuple, tuple]:
+               xp: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """One GRU step: the new state ``(h',)`` and what its backward pass needs
     (``r``, ``z``, the candidate ``n`` and the recurrent projection ``W_hh h + b_hh``)."""
     (h,) = state
@@ -352,26 +352,27 @@ def gru_parts(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *,
     return ((1.0 - z) * cand + z * h,), (r, z, cand, hw)
 
 
-def lstm_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
+def lstm_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple[Any, ...]:
     return lstm_parts(xw, state, p, xp=xp)[0]
 
 
-def gru_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple:
+def gru_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) -> tuple[Any, ...]:
     return gru_parts(xw, state, p, xp=xp)[0]
 
 
 STEPS = {"lstm": lstm_step, "gru": gru_step}
 
 
-def initial_zeros(cell: str, batch: int, hidden: int, like: Any, *, xp: Any) -> tuple:
+def initial_zeros(cell: str, batch: int, hidden: int, like: Any, *, xp: Any) -> tuple[Any, ...]:
     """The all-zero state of ``cell`` for ``batch`` sequences."""
     n_state = 2 if cell == "lstm" else 1
     return tuple(zeros((batch, hidden), like, xp=xp) for _ in range(n_state))
 
 
 def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
-                 state0: tuple[Any, ...], *, reverse: bool, scan: Callable | None,
-                 xp: Any, recurrence: Callable | None = None) -> tuple[Any, tuple[Any, ...]]:
+                 state0: tuple[Any, ...], *, reverse: bool, scan: Callable[..., Any] | None,
+                 xp: Any,
+                 recurrence: Callable[..., Any] | None = None) -> tuple[Any, tuple[Any, ...]]:
     """:func:`xpseq.core.recurrent.run_sequence` without its checks.
 
     The input projection of every step is one product before the loop; the loop is
@@ -389,7 +390,7 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     if recurrence is not None:
         outputs, final = recurrence(p["W_hh"], p["b_hh"], xw, valid, tuple(state0))
     else:
-        def body(state: tuple, inputs: tuple) -> tuple[tuple, Any]:
+        def body(state: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
             xw_t, valid_t = inputs
             return keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
 
@@ -399,7 +400,8 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     return xp.permute_dims(outputs, (1, 0, 2)), final
 
 
-def keep_valid(new: tuple, old: tuple, valid_t: Any, *, xp: Any) -> tuple[tuple, Any]:
+def keep_valid(new: tuple[Any, ...], old: tuple[Any, ...], valid_t: Any, *,
+               xp: Any) -> tuple[tuple[Any, ...], Any]:
     """The state after one step of the runner: ``new`` where ``valid_t`` (``(B, 1)`` bool),
     ``old`` at padded steps; and the step's output, ``h`` or zero at padding."""
     state = tuple(xp.where(valid_t, n, o) for n, o in zip(new, old))

@@ -267,7 +267,7 @@ def _as_lengths(fname: str, valid_lens: Any, *, xp: Any, device: Any) -> Any:
     return valid_lens
 
 
-def _flatten(seq: Any) -> list:
+def _flatten(seq: Any) -> list[Any]:
     out = []
     for v in seq:
         out.extend(_flatten(v) if isinstance(v, (list, tuple)) else [v])

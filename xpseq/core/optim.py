@@ -46,9 +46,9 @@ class Optimizer(NamedTuple):
     """
 
     name: str
-    hyperparams: dict
-    init: Callable[[Params], dict]
-    update: Callable[[Params, dict, Params], tuple[dict, dict]]
+    hyperparams: dict[str, Any]
+    init: Callable[[Params], dict[str, Any]]
+    update: Callable[[Params, dict[str, Any], Params], tuple[dict[str, Any], dict[str, Any]]]
 
 
 Rate = Any   # a positive number, or a function of the step counter giving the rate
@@ -71,7 +71,7 @@ def adam(lr: Rate = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8)
                                    ("eps", eps, 0, math.inf)):
         _check_hyper("adam", name, value, low, high)
 
-    def init(params: Params) -> dict:
+    def init(params: Params) -> dict[str, Any]:
         first = _first(params)
         xp = compat.array_namespace(first)
         zero = xp.zeros((), dtype=first.dtype, device=compat.device(first))
@@ -80,7 +80,8 @@ def adam(lr: Rate = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8)
                 "v": {k: xp.zeros_like(p) for k, p in params.items()},
                 "scale": xp.ones_like(zero)}
 
-    def update(grads: Params, state: dict, params: Params) -> tuple[dict, dict]:
+    def update(grads: Params, state: dict[str, Any],
+               params: Params) -> tuple[dict[str, Any], dict[str, Any]]:
         xp = compat.array_namespace(_first(params))
         step = state["step"] + 1.0
         # (rate / bias correction) · scale: the plateau factor last, so that a rate
@@ -110,7 +111,7 @@ def sgd(lr: Rate = 0.1, momentum: float = 0.0) -> Optimizer:
     _check_rate("sgd", lr)
     _check_hyper("sgd", "momentum", momentum, 0, 1)
 
-    def init(params: Params) -> dict:
+    def init(params: Params) -> dict[str, Any]:
         first = _first(params)
         xp = compat.array_namespace(first)
         zero = xp.zeros((), dtype=first.dtype, device=compat.device(first))
@@ -118,7 +119,8 @@ def sgd(lr: Rate = 0.1, momentum: float = 0.0) -> Optimizer:
                 "momentum": {k: xp.zeros_like(p) for k, p in params.items()},
                 "scale": xp.ones_like(zero)}
 
-    def update(grads: Params, state: dict, params: Params) -> tuple[dict, dict]:
+    def update(grads: Params, state: dict[str, Any],
+               params: Params) -> tuple[dict[str, Any], dict[str, Any]]:
         xp = compat.array_namespace(_first(params))
         first_step = state["step"] == 0
         new_params, bufs = {}, {}
@@ -134,7 +136,7 @@ def sgd(lr: Rate = 0.1, momentum: float = 0.0) -> Optimizer:
     return Optimizer("sgd", {"lr": lr, "momentum": momentum}, init, update)
 
 
-def scale_learning_rate(state: Mapping[str, Any], factor: Any) -> dict:
+def scale_learning_rate(state: Mapping[str, Any], factor: Any) -> dict[str, Any]:
     """The optimiser state ``state`` with its plateau factor multiplied by ``factor``.
 
     ``state["scale"]`` (a 0-d array, 1 after ``init``) multiplies the learning rate of every
@@ -164,7 +166,7 @@ def from_spec(name: str, hyperparams: Mapping[str, Any]) -> Optimizer:
     A schedule as ``lr`` must already be the callable again (checkpoints store its
     ``to_dict()``; :meth:`xpseq.train.checkpoint.Checkpoint.make_optimizer` rebuilds it).
     """
-    makers = {"adam": adam, "sgd": sgd}
+    makers: dict[str, Callable[..., Optimizer]] = {"adam": adam, "sgd": sgd}
     if name not in makers:
         raise ValueError(f"unknown optimiser {name!r}; known: {sorted(makers)}")
     return makers[name](**hyperparams)
@@ -176,7 +178,7 @@ def global_norm(grads: Params) -> Any:
     return xp.sqrt(sum(xp.sum(g * g) for g in grads.values()))
 
 
-def clip_by_global_norm(grads: Params, max_norm: float) -> tuple[dict, Any]:
+def clip_by_global_norm(grads: Params, max_norm: float) -> tuple[dict[str, Any], Any]:
     """Scale all gradients by ``min(1, max_norm / (norm + 1e-6))``, as
     ``torch.nn.utils.clip_grad_norm_``. Returns the clipped gradients and the norm before
     clipping."""

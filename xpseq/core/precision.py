@@ -73,7 +73,7 @@ def compute_dtype(precision: str | None, *, xp: Any) -> Any:
     return dtype
 
 
-def cast_params(params: Mapping[str, Any], precision: str | None, *, xp: Any) -> dict:
+def cast_params(params: Mapping[str, Any], precision: str | None, *, xp: Any) -> dict[str, Any]:
     """``params`` with every floating array cast to ``precision``'s dtype (the others, and
     everything for ``precision=None``, as they are). Differentiable: on JAX and PyTorch the
     gradient of the cast is the gradient cast back."""

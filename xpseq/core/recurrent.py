@@ -21,7 +21,7 @@ A cell's state is a tuple: ``(h, c)`` for the LSTM, ``(h,)`` for the GRU.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from . import checks, kernels
 from .masking import _check_lengths_range
@@ -80,8 +80,8 @@ def gru_cell(params: Mapping[str, Any], x: Any, h: Any) -> Any:
 
 def run_sequence(params: Mapping[str, Any], xs: Any, lengths: Any, *, cell: str = "lstm",
                  initial_state: tuple[Any, ...] | None = None, reverse: bool = False,
-                 scan: Callable | None = None,
-                 custom_vjp: Callable | None = None) -> tuple[Any, tuple[Any, ...]]:
+                 scan: Callable[..., Any] | None = None,
+                 custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, tuple[Any, ...]]:
     """Run a cell over padded sequences; padded steps never change the state.
 
     Parameters
@@ -132,8 +132,8 @@ def run_sequence(params: Mapping[str, Any], xs: Any, lengths: Any, *, cell: str 
                                 scan=scan, recurrence=recurrence, xp=xp)
 
 
-def hand_derived_recurrence(cell: str, *, scan: Callable | None, custom_vjp: Callable,
-                            xp: Any) -> Callable:
+def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
+                            custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
     """The time loop of :func:`run_sequence` with its hand-derived gradient attached.
 
     Returns ``recurrence(W_hh, b_hh, xw, valid, state0) -> (outputs, final_state)`` over
@@ -155,33 +155,34 @@ def hand_derived_recurrence(cell: str, *, scan: Callable | None, custom_vjp: Cal
     loop = scan or python_scan
     step, rule = kernels.STEPS[cell], vjp.CELL_STEPS[cell]
 
-    def run(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple,
-            keep_states: bool) -> tuple:
+    def run(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple[Any, ...],
+            keep_states: bool) -> tuple[Any, ...]:
         p = {"W_hh": W_hh, "b_hh": b_hh}
 
-        def body(state: tuple, inputs: tuple) -> tuple:
+        def body(state: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
             xw_t, valid_t = inputs
             new, out = kernels.keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
             return new, ((out, state) if keep_states else out)
 
         return loop(body, tuple(state0), (xw, valid))
 
-    def recurrence(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple) -> tuple:
+    def recurrence(W_hh: Any, b_hh: Any, xw: Any, valid: Any,
+                   state0: tuple[Any, ...]) -> tuple[Any, ...]:
         final, outputs = run(W_hh, b_hh, xw, valid, state0, False)
         return outputs, final
 
-    def fwd(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple) -> tuple:
+    def fwd(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple[Any, ...]) -> tuple[Any, ...]:
         final, (outputs, states) = run(W_hh, b_hh, xw, valid, state0, True)
         return (outputs, final), (W_hh, b_hh, xw, valid, states)
 
     after = cell == "lstm"
 
-    def bwd(saved: tuple, cotangents: tuple) -> tuple:
+    def bwd(saved: tuple[Any, ...], cotangents: tuple[Any, ...]) -> tuple[Any, ...]:
         W_hh, b_hh, xw, valid, states = saved
         d_outputs, d_final = cotangents
         p = {"W_hh": W_hh, "b_hh": b_hh}
 
-        def body(carry: tuple, inputs: tuple) -> tuple:
+        def body(carry: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
             d_state, d_W, d_b = carry
             xw_t, v, state, d_out = inputs
             d_state = (d_state[0] + xp.where(v, d_out, 0.0), *d_state[1:])
@@ -204,7 +205,7 @@ def hand_derived_recurrence(cell: str, *, scan: Callable | None, custom_vjp: Cal
             d_b = xp.sum(flat_d, axis=0)
         return d_W, d_b, d_xw, None, d_state0
 
-    return custom_vjp(recurrence, fwd, bwd)
+    return cast(Callable[..., Any], custom_vjp(recurrence, fwd, bwd))
 
 
 # ------------------------------------------------------------------- private kernels
@@ -216,7 +217,7 @@ def hand_derived_recurrence(cell: str, *, scan: Callable | None, custom_vjp: Cal
 def _check_cell(fname: str, cell: Any) -> str:
     if cell not in CELLS:
         raise ValueError(f"{fname}: cell must be one of {list(CELLS)}, got {cell!r}")
-    return cell
+    return cast(str, cell)
 
 
 def _check_params(fname: str, cell: str, params: Mapping[str, Any], input_size: int,
@@ -247,7 +248,7 @@ def _check_params(fname: str, cell: str, params: Mapping[str, Any], input_size: 
     return hidden
 
 
-def _check_state(fname: str, cell: str, state: tuple, batch: int, hidden: int, like: Any,
+def _check_state(fname: str, cell: str, state: tuple[Any, ...], batch: int, hidden: int, like: Any,
                  xp: Any) -> None:
     names = ("h", "c") if cell == "lstm" else ("h",)
     if len(state) != len(names):
@@ -261,7 +262,7 @@ def _check_state(fname: str, cell: str, state: tuple, batch: int, hidden: int, l
 
 
 def _check_cell_call(fname: str, cell: str, params: Mapping[str, Any], x: Any,
-                     state: tuple) -> Any:
+                     state: tuple[Any, ...]) -> Any:
     xp = checks.namespace(fname, x=x)
     checks.check_floating(fname, "x", x, xp)
     checks.check_ndim(fname, "x", x, 2, exact=True, layout="(batch, input)")

@@ -21,7 +21,7 @@ not validate their inputs: they sit behind the public functions, which do.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import array_api_extra as xpx
 
@@ -36,7 +36,7 @@ __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "
            "run_sequence", "CELL_STEPS"]
 
 
-def defvjp(fn: Callable, rule: Callable) -> Callable:
+def defvjp(fn: Callable[..., Any], rule: Callable[..., Any]) -> Callable[..., Any]:
     """Attach a hand-derived rule to ``fn`` and return ``fn``.
 
     ``rule(*args)`` must return ``(fn(*args), backprop)`` where ``backprop(cotangent)``
@@ -44,7 +44,7 @@ def defvjp(fn: Callable, rule: Callable) -> Callable:
     numpy and array_api_strict backends' ``value_and_grad(fn)`` call the rule; JAX and
     PyTorch ignore it and differentiate ``fn`` themselves.
     """
-    fn.vjp = rule
+    setattr(fn, "vjp", rule)
     return fn
 
 
@@ -66,7 +66,7 @@ def _unbroadcast(g: Any, shape: tuple[int, ...], *, xp: Any) -> Any:
 # --------------------------------------------------------------------------- layers
 
 
-def linear(x: Any, W: Any, b: Any, *, xp: Any) -> tuple[Any, Callable]:
+def linear(x: Any, W: Any, b: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``y = x Wᵀ + b`` with ``x (..., I)``, ``W (O, I)``, ``b (O,)`` or ``None``.
 
     ``y_o = Σ_i x_i W_oi + b_o``, so ``∂y_o/∂x_i = W_oi``, ``∂y_o/∂W_oi = x_i``,
@@ -88,7 +88,7 @@ def linear(x: Any, W: Any, b: Any, *, xp: Any) -> tuple[Any, Callable]:
     return y, backprop
 
 
-def embedding(ids: Any, E: Any, *, xp: Any) -> tuple[Any, Callable]:
+def embedding(ids: Any, E: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``y[..., :] = E[ids[...], :]`` with ``E (V, E)``.
 
     Each output row is a copy of one row of ``E``, so ``dE[v] = Σ_{positions with id v} dy``:
@@ -104,19 +104,19 @@ def embedding(ids: Any, E: Any, *, xp: Any) -> tuple[Any, Callable]:
     return y, backprop
 
 
-def sigmoid(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+def sigmoid(x: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``y = σ(x) = 1 / (1 + e^{-x})``: ``dy/dx = e^{-x} / (1 + e^{-x})² = y (1 - y)``."""
     y = kernels.sigmoid(x, xp=xp)
     return y, lambda dy: (dy * y * (1.0 - y),)
 
 
-def tanh(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+def tanh(x: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``y = tanh x``: ``dy/dx = 1 / cosh² x = 1 - tanh² x = 1 - y²``."""
     y = xp.tanh(x)
     return y, lambda dy: (dy * (1.0 - y * y),)
 
 
-def gelu(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+def gelu(x: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """GELU's tanh form ``y = x/2 (1 + t)``, ``t = tanh(u)``, ``u = c (x + a x³)``
     (``c = sqrt(2/π)``, ``a = 0.044715``): ``dy/dx = (1 + t)/2 + x/2 (1 - t²) c (1 + 3a x²)``."""
     t = xp.tanh(kernels.GELU_C * (x + kernels.GELU_A * x * x * x))
@@ -130,7 +130,7 @@ def gelu(x: Any, *, xp: Any) -> tuple[Any, Callable]:
     return y, backprop
 
 
-def relu(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+def relu(x: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``y = max(x, 0)``: ``dy/dx`` is 1 where ``x > 0``, else 0 (0 at ``x = 0``, as
     PyTorch and JAX)."""
     y = kernels.relu(x, xp=xp)
@@ -143,7 +143,7 @@ ACTIVATIONS = {"relu": relu, "gelu": gelu}
 
 
 def layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *,
-               xp: Any) -> tuple[Any, Callable]:
+               xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``y = γ ⊙ x̂ + β`` with ``x̂ = (x - μ) s``, ``s = 1 / sqrt(σ² + eps)`` over the last
     axis (``n`` features, biased ``σ²``).
 
@@ -163,7 +163,7 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *,
 
 
 def feed_forward(p: Mapping[str, Any], x: Any, activation: str, keep: Any, rate: float, *,
-                 xp: Any) -> tuple[Any, Callable]:
+                 xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``y = W_2 dropout(act(W_1 x + b_1)) + b_2``: the chain of :func:`linear`, the
     activation's rule, :func:`dropout` and :func:`linear`. ``backprop(dy)`` returns
     ``(dx, {"W_1", "b_1", "W_2", "b_2"})``."""
@@ -174,7 +174,7 @@ def feed_forward(p: Mapping[str, Any], x: Any, activation: str, keep: Any, rate:
         h, drop_bp = dropout(h, keep, rate, xp=xp)
     y, second_bp = linear(h, p["W_2"], p["b_2"], xp=xp)
 
-    def backprop(dy: Any) -> tuple[Any, dict]:
+    def backprop(dy: Any) -> tuple[Any, dict[str, Any]]:
         dh, d_W2, d_b2 = second_bp(dy)
         if drop_bp is not None:
             (dh, _) = drop_bp(dh)
@@ -185,12 +185,12 @@ def feed_forward(p: Mapping[str, Any], x: Any, activation: str, keep: Any, rate:
     return y, backprop
 
 
-def concat(arrays: list[Any], *, axis: int = -1, xp: Any) -> tuple[Any, Callable]:
+def concat(arrays: list[Any], *, axis: int = -1, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``y = [a; b; ...]`` along ``axis``: each input gets its own slice of ``dy`` back."""
     y = xp.concat(arrays, axis=axis)
     sizes = [a.shape[axis] for a in arrays]
 
-    def backprop(dy: Any) -> tuple:
+    def backprop(dy: Any) -> tuple[Any, ...]:
         out, start = [], 0
         ax = axis % dy.ndim
         for size in sizes:
@@ -203,7 +203,7 @@ def concat(arrays: list[Any], *, axis: int = -1, xp: Any) -> tuple[Any, Callable
     return y, backprop
 
 
-def dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> tuple[Any, Callable]:
+def dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """Inverted dropout ``y = keep ⊙ x / (1 - rate)``: linear in ``x``, so
     ``dx = keep ⊙ dy / (1 - rate)`` (the same mask, the same scale)."""
     y = kernels.dropout(x, keep, rate, xp=xp)
@@ -213,7 +213,7 @@ def dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> tuple[Any, Callable]:
 # ------------------------------------------------------------------------ masking
 
 
-def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> tuple[Any, Callable]:
+def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``w = softmax(scores)`` over the kept positions of the last axis (zero elsewhere).
 
     ``∂w_j/∂s_k = w_j (δ_jk - w_k)`` for kept ``j, k``, so
@@ -229,7 +229,7 @@ def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> tuple[Any, Callable]:
     return w, backprop
 
 
-def log_softmax(x: Any, *, xp: Any) -> tuple[Any, Callable]:
+def log_softmax(x: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``y = x - logsumexp(x)`` over the last axis.
 
     ``∂y_j/∂x_k = δ_jk - softmax(x)_k``, so ``dx = dy - softmax(x) Σ_j dy_j`` with
@@ -244,7 +244,7 @@ def log_softmax(x: Any, *, xp: Any) -> tuple[Any, Callable]:
 
 
 def nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
-            smoothing: float = 0.0) -> tuple[tuple[Any, Any], Callable]:
+            smoothing: float = 0.0) -> tuple[tuple[Any, Any], Callable[..., Any]]:
     """``total = -Σ_{real tokens} Σ_v q_v log softmax(logits)_v`` and the count of real
     tokens, with the target distribution ``q = (1 - ε) onehot(target) + ε / V``
     (``ε = smoothing``; 0 gives the plain negative log-likelihood).
@@ -272,7 +272,7 @@ def nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
 # ---------------------------------------------------------------------- attention
 
 
-def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> tuple[Any, Callable]:
+def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``s = c q kᵀ`` (``q (..., Q, d)``, ``k (..., K, d)``, ``c`` the scale or 1):
     ``dq = c ds k``, ``dk = c dsᵀ q``. Leading axes broadcast as in ``matmul``; an input
     that was broadcast gets its gradient summed over the copies."""
@@ -287,7 +287,7 @@ def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> tuple[Any, Ca
     return s, backprop
 
 
-def general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> tuple[Any, Callable]:
+def general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``s = q W kᵀ`` (``W (d_q, d_k)``): with ``u = q W``, ``s = u kᵀ``:
     ``du = ds k``, ``dk = dsᵀ u``, ``dq = du Wᵀ``, ``dW = Σ_b qᵀ du``."""
     s = kernels.general_scores(q, k, W, xp=xp)
@@ -303,7 +303,8 @@ def general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> tuple[Any, Callable]:
     return s, backprop
 
 
-def additive_from_projections(pq: Any, pk: Any, v: Any, *, xp: Any) -> tuple[Any, Callable]:
+def additive_from_projections(pq: Any, pk: Any, v: Any, *,
+                              xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``s_ij = vᵀ tanh(pq_i + pk_j)`` (``pq (..., Q, h)``, ``pk (..., K, h)``, ``v (h,)``).
 
     With ``a_ij = tanh(pq_i + pk_j)``: ``dv = Σ_{b,i,j} ds_ij a_ij``; the pre-activation
@@ -325,7 +326,7 @@ def additive_from_projections(pq: Any, pk: Any, v: Any, *, xp: Any) -> tuple[Any
     return s, backprop
 
 
-def weighted_sum(weights: Any, values: Any, *, xp: Any) -> tuple[Any, Callable]:
+def weighted_sum(weights: Any, values: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``c = w V`` (``w (..., Q, K)``, ``V (..., K, d)``): attention's pooling.
     ``dw = dc Vᵀ``, ``dV = wᵀ dc``."""
     c = weights @ values
@@ -337,7 +338,8 @@ def weighted_sum(weights: Any, values: Any, *, xp: Any) -> tuple[Any, Callable]:
     return c, backprop
 
 
-def attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[tuple[Any, Any], Callable]:
+def attend(scores: Any, values: Any, keep: Any, *,
+           xp: Any) -> tuple[tuple[Any, Any], Callable[..., Any]]:
     """``w = masked_softmax(scores)``, ``c = w V``: :func:`xpseq.core.attend`.
 
     The chain of the two rules above: ``backprop(dc, dw=None)`` takes the gradient of the
@@ -355,7 +357,7 @@ def attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[tuple[Any, 
     return (c, w), backprop
 
 
-def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Callable]:
+def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``x Wᵀ + b`` (:func:`linear`) split into heads, ``(..., T, d) -> (..., H, T, d/H)``: a
     reshape and a transpose, whose backward is the inverse transpose and reshape.
     ``backprop(d_heads) -> (dx, dW, db)``."""
@@ -365,7 +367,7 @@ def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Call
 
 def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: Any,
                          num_heads: int, scale: float, *, xp: Any,
-                         need_weights: bool = True) -> tuple[tuple[Any, Any], Callable]:
+                         need_weights: bool = True) -> tuple[tuple[Any, Any], Callable[..., Any]]:
     """Multi-head attention of the queries ``q (..., Q, d_q)`` over keys and values already
     projected and split into heads, ``kh, vh (..., H, K, d/H)`` (:func:`heads`; a key/value
     cache, or an encoder memory projected once): the query projection ``W_q, b_q``,
@@ -384,7 +386,7 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
     qh, q_bp = heads(q, p["W_q"], p.get("b_q"), num_heads, xp=xp)
     keep_c = kernels.heads_keep(keep, xp=xp)
 
-    def generic() -> tuple:
+    def generic() -> tuple[Any, ...]:
         scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)
         keep_h = None if keep_c is None else xp.broadcast_to(keep_c, tuple(scores.shape))
         (ctx, w), attend_bp = attend(scores, vh, keep_h, xp=xp)
@@ -392,12 +394,13 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
 
     context = None if need_weights else delegation.fused_attention(qh, kh, vh, keep_c, scale,
                                                                    xp=xp)
+    rules: Sequence[Any]
     fused, weights, rules = context is not None, None, ()
     if not fused:
         context, weights, *rules = generic()
     out, out_bp = linear(kernels.merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp)
 
-    def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict]:
+    def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict[str, Any]]:
         scores_bp, attend_bp = generic()[2:] if fused else rules
         d_merged, d_Wo, d_bo = out_bp(d_out)
         d_scores, d_vh, _ = attend_bp(kernels.split_heads(d_merged, num_heads, xp=xp),
@@ -412,7 +415,7 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
 
 def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,
                          num_heads: int, scale: float, *, xp: Any,
-                         need_weights: bool = True) -> tuple[tuple[Any, Any], Callable]:
+                         need_weights: bool = True) -> tuple[tuple[Any, Any], Callable[..., Any]]:
     """:func:`xpseq.core.multi_head_attention` (``torch.nn.MultiheadAttention``'s layout)
     as the chain of the rules above: the keys and values projected into heads
     (:func:`heads`), then :func:`attention_over_heads` (the query projection, the scores,
@@ -428,7 +431,7 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
     (out, weights), att_bp = attention_over_heads(p, q, kh, vh, keep, num_heads, scale, xp=xp,
                                                   need_weights=need_weights)
 
-    def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict]:
+    def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict[str, Any]]:
         dq, d_kh, d_vh, grads = att_bp(d_out, d_weights)
         dk, grads["W_k"], grads["b_k"] = k_bp(d_kh)
         dv, grads["W_v"], grads["b_v"] = v_bp(d_vh)
@@ -441,7 +444,7 @@ def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any
 
 
 def lstm_step(xw: Any, state: tuple[Any, Any], p: Mapping[str, Any], *,
-              xp: Any) -> tuple[tuple[Any, Any], Callable]:
+              xp: Any) -> tuple[tuple[Any, Any], Callable[..., Any]]:
     """One LSTM step from ``xw = W_ih x + b_ih`` (``(B, 4H)``) and ``state = (h, c)``.
 
     Forward: ``[i; f; g; o] = σ, σ, tanh, σ of (xw + W_hh h + b_hh)``,
@@ -458,7 +461,7 @@ def lstm_step(xw: Any, state: tuple[Any, Any], p: Mapping[str, Any], *,
     h, c = state
     (h_new, c_new), (i, f, g, o, tanh_c) = kernels.lstm_parts(xw, state, p, xp=xp)
 
-    def backprop(dh_new: Any, dc_new: Any) -> tuple:
+    def backprop(dh_new: Any, dc_new: Any) -> tuple[Any, ...]:
         do = dh_new * tanh_c
         dc_total = dc_new + dh_new * o * (1.0 - tanh_c * tanh_c)
         da = xp.concat([dc_total * g * i * (1.0 - i), dc_total * c * f * (1.0 - f),
@@ -470,7 +473,7 @@ def lstm_step(xw: Any, state: tuple[Any, Any], p: Mapping[str, Any], *,
 
 
 def gru_step(xw: Any, state: tuple[Any], p: Mapping[str, Any], *,
-             xp: Any) -> tuple[tuple[Any], Callable]:
+             xp: Any) -> tuple[tuple[Any], Callable[..., Any]]:
     """One GRU step from ``xw = W_ih x + b_ih`` (``(B, 3H)``) and ``state = (h,)``.
 
     Forward, with ``hw = W_hh h + b_hh`` split into ``hw_r, hw_z, hw_n``:
@@ -489,7 +492,7 @@ def gru_step(xw: Any, state: tuple[Any], p: Mapping[str, Any], *,
     (h_new,), (r, z, n, hw) = kernels.gru_parts(xw, state, p, xp=xp)
     size = h.shape[-1]
 
-    def backprop(dh_new: Any) -> tuple:
+    def backprop(dh_new: Any) -> tuple[Any, ...]:
         dn = dh_new * (1.0 - z)
         a_n = dn * (1.0 - n * n)
         a_z = dh_new * (h - n) * z * (1.0 - z)
@@ -502,12 +505,13 @@ def gru_step(xw: Any, state: tuple[Any], p: Mapping[str, Any], *,
     return (h_new,), backprop
 
 
-CELL_STEPS = {"lstm": lstm_step, "gru": gru_step}
+CELL_STEPS: dict[str, Callable[..., tuple[tuple[Any, ...], Callable[..., Any]]]] = {
+    "lstm": lstm_step, "gru": gru_step}
 
 
 def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
                  state0: tuple[Any, ...], *, reverse: bool,
-                 xp: Any) -> tuple[tuple[Any, tuple], Callable]:
+                 xp: Any) -> tuple[tuple[Any, tuple[Any, ...]], Callable[..., Any]]:
     """Backpropagation through time for :func:`xpseq.core.recurrent.run_sequence`.
 
     The forward loop is the runner's (:func:`xpseq.core.kernels.keep_valid` after every
@@ -534,9 +538,9 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     out = xp.stack(outputs, axis=1) if steps else xp.zeros(
         (xs.shape[0], 0, state0[0].shape[-1]), dtype=xs.dtype)
 
-    def backprop(d_outputs: Any, d_final: tuple) -> tuple:
+    def backprop(d_outputs: Any, d_final: tuple[Any, ...]) -> tuple[Any, ...]:
         d_state = tuple(d_final)
-        d_xw: list = [None] * steps
+        d_xw: list[Any] = [None] * steps
         grads = {"W_hh": xp.zeros_like(p["W_hh"]), "b_hh": xp.zeros_like(p["b_hh"])}
         for t, bp in reversed(tape):
             v = valid[:, t, :]

@@ -24,7 +24,7 @@ field (``from_dict`` still reads the ``pad_id`` that older checkpoints stored, w
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, cast
 
 import array_api_compat.numpy as np_xp
 import numpy as np
@@ -50,23 +50,23 @@ BATCH_KEYS = ("src", "src_len", "tgt_in", "tgt_out")
 class ModelKernels:
     """The unchecked functions of a model kind (arguments trusted, ``xp`` given).
 
-    loss(params, config, batch, keep, *, scan, custom_vjp, xp) -> 0-d array
+    ``loss(params, config, batch, keep, *, scan, custom_vjp, xp) -> 0-d array``
         The training objective, averaged over real target tokens. ``keep`` is ``None``
         or a dict of boolean dropout keep-masks with the shapes of
         :attr:`Model.dropout_shapes`. ``scan`` is ``backend.scan``; ``custom_vjp`` is
         ``None`` or ``backend.custom_vjp``, for a model that runs some part with its
         hand-derived gradient inside the library's autodiff.
-    loss_vjp(params, config, batch, keep, *, xp) -> (loss, backprop)
+    ``loss_vjp(params, config, batch, keep, *, xp) -> (loss, backprop)``
         The same value and ``backprop(d_loss) -> grads`` (a dict like ``params``): the
         hand-derived backward pass, how NumPy trains.
-    nll_sum(params, config, batch, *, scan, xp) -> (total, count)
+    ``nll_sum(params, config, batch, *, scan, xp) -> (total, count)``
         Summed negative log-likelihood of the real target tokens without dropout, and
         their number: the dev loss, summed over batches.
-    encode(params, config, src, src_len, *, scan, xp) -> encoded
+    ``encode(params, config, src, src_len, *, scan, xp) -> encoded``
         Everything the decoder needs of the source: a dict of arrays with the batch on
         axis 0 (beam search repeats each row ``k`` times with
         :func:`xpseq.core.decoding.tile_beams`).
-    decoder(params, config, encoded, *, attention, max_len, xp) -> (step, state)
+    ``decoder(params, config, encoded, *, attention, max_len, xp) -> (step, state)``
         The decoder as a pure step ``step(state, y_prev (B,)) -> (log_probs (B, V),
         state, attention (B, S) or None)`` and its first state, for at most ``max_len``
         steps (a model with a key/value cache sizes it so: a fixed shape, one compilation),
@@ -80,11 +80,11 @@ class ModelKernels:
         recurrences).
     """
 
-    loss: Callable
-    loss_vjp: Callable
-    nll_sum: Callable
-    encode: Callable
-    decoder: Callable
+    loss: Callable[..., Any]
+    loss_vjp: Callable[..., Any]
+    nll_sum: Callable[..., Any]
+    encode: Callable[..., Any]
+    decoder: Callable[..., Any]
     loss_vjp_compiles: bool = False
 
 
@@ -116,11 +116,11 @@ class Model:
 
     kind: str
     Config: type
-    param_shapes: Callable[[Any], dict]
-    init_params: Callable[..., dict]
+    param_shapes: Callable[[Any], dict[str, Any]]
+    init_params: Callable[..., dict[str, Any]]
     loss: Callable[..., Any]
-    loss_and_grad: Callable[..., tuple]
-    dropout_shapes: Callable[[Any, tuple, tuple], dict]
+    loss_and_grad: Callable[..., tuple[Any, ...]]
+    dropout_shapes: Callable[[Any, tuple[Any, ...], tuple[Any, ...]], dict[str, Any]]
     kernels: ModelKernels
 
     def __post_init__(self) -> None:
@@ -146,8 +146,8 @@ class DictConfig:
 
     pad_id: ClassVar[int] = PAD_ID
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(cast(Any, self))          # a dataclass's base
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Any:
@@ -157,13 +157,13 @@ class DictConfig:
             if not checks.is_int(pad) or pad != PAD_ID:
                 raise ValueError(f"{cls.__name__}: pad_id must be {PAD_ID}, the id the data "
                                  f"and the search pad with, got {pad!r}")
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cast(Any, cls))})
         if unknown:
             raise ValueError(f"{cls.__name__}: unknown fields {unknown}")
         return cls(**data)
 
 
-class Grads(dict):
+class Grads(dict[str, Any]):
     """Parameter gradients by name, summed as a hand-derived backward pass hands them over
     (a parameter used several times, e.g. at every decoder step, gets the sum)."""
 
@@ -176,7 +176,7 @@ class Grads(dict):
             self.add(f"{prefix}.{name}", g)
 
 
-def sub_params(params: Mapping[str, Any], prefix: str) -> dict:
+def sub_params(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The entries ``prefix.name`` of a flat parameter dict as ``{name: array}``."""
     start = prefix + "."
     return {k[len(start):]: v for k, v in params.items() if k.startswith(start)}

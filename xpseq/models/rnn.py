@@ -203,7 +203,7 @@ def init_params(config: Seq2SeqConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
-           scan: Callable | None = None) -> dict:
+           scan: Callable[..., Any] | None = None) -> dict[str, Any]:
     """Run the bi-directional encoder.
 
     Parameters
@@ -227,8 +227,9 @@ def encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: 
     return _encode(params, config, src, src_len, scan=scan, xp=xp)
 
 
-def decode_step(params: Mapping[str, Any], config: Seq2SeqConfig, y_prev: Any, state: dict,
-                encoded: dict, *, keep: Any = None) -> tuple[Any, dict, Any]:
+def decode_step(params: Mapping[str, Any], config: Seq2SeqConfig, y_prev: Any,
+                state: dict[str, Any], encoded: dict[str, Any], *,
+                keep: Any = None) -> tuple[Any, dict[str, Any], Any]:
     """One decoder step.
 
     Parameters
@@ -253,7 +254,8 @@ def decode_step(params: Mapping[str, Any], config: Seq2SeqConfig, y_prev: Any, s
 
 
 def forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
-            tgt_in: Any, *, keep: Any = None, scan: Callable | None = None) -> tuple[Any, Any]:
+            tgt_in: Any, *, keep: Any = None,
+            scan: Callable[..., Any] | None = None) -> tuple[Any, Any]:
     """Teacher forcing over a whole target: the decoder reads the gold prefix.
 
     Parameters
@@ -276,8 +278,8 @@ def forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len:
 
 
 def loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any], *,
-         keep: Any = None, scan: Callable | None = None,
-         custom_vjp: Callable | None = None) -> Any:
+         keep: Any = None, scan: Callable[..., Any] | None = None,
+         custom_vjp: Callable[..., Any] | None = None) -> Any:
     """Cross-entropy of the teacher-forced model, averaged once over the real target tokens.
 
     Parameters
@@ -301,7 +303,7 @@ def loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, A
 
 
 def loss_and_grad(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
-                  *, keep: Any = None) -> tuple[Any, dict]:
+                  *, keep: Any = None) -> tuple[Any, dict[str, Any]]:
     """:func:`loss` and its gradient from the hand-derived backward pass, on any backend.
 
     The rules of :mod:`xpseq.core.vjp`, composed through the encoder, every decoder step
@@ -336,39 +338,42 @@ def dropout_shapes(config: Seq2SeqConfig, src_shape: tuple[int, ...],
 
 
 def _loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
-          keep: Any, *, scan: Callable | None, xp: Any, custom_vjp: Callable | None = None) -> Any:
+          keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
+          custom_vjp: Callable[..., Any] | None = None) -> Any:
     total, count = _nll_sum(params, config, batch, _keep_mask(keep), scan=scan,
                             custom_vjp=custom_vjp, xp=xp, smoothing=config.label_smoothing)
     return total / xp.maximum(count, xp.ones_like(count))
 
 
 def _nll_sum(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
-             keep: Any = None, *, scan: Callable | None, xp: Any,
-             custom_vjp: Callable | None = None, smoothing: float = 0.0) -> tuple[Any, Any]:
+             keep: Any = None, *, scan: Callable[..., Any] | None, xp: Any,
+             custom_vjp: Callable[..., Any] | None = None,
+             smoothing: float = 0.0) -> tuple[Any, Any]:
     logits, _ = _forward(params, config, batch["src"], batch["src_len"], batch["tgt_in"], keep,
                          scan=scan, custom_vjp=custom_vjp, xp=xp)
     return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp, smoothing=smoothing)
 
 
 def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
-            scan: Callable | None, xp: Any, custom_vjp: Callable | None = None) -> dict:
+            scan: Callable[..., Any] | None, xp: Any,
+            custom_vjp: Callable[..., Any] | None = None) -> dict[str, Any]:
     recurrence = None if custom_vjp is None else hand_derived_recurrence(
         config.cell, scan=scan, custom_vjp=custom_vjp, xp=xp)
 
-    def runner(cell: str, p: dict, x: Any, lengths: Any, state0: tuple, *, reverse: bool,
-               xp: Any) -> tuple:
+    def runner(cell: str, p: dict[str, Any], x: Any, lengths: Any, state0: tuple[Any, ...], *,
+               reverse: bool, xp: Any) -> tuple[Any, ...]:
         return kernels.run_sequence(cell, p, x, lengths, state0, reverse=reverse, scan=scan,
                                     recurrence=recurrence, xp=xp), None
 
     return _encode_vjp(params, config, src, src_len, runner=runner, xp=xp)[0]
 
 
-def _decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict, *,
+def _decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str, Any], *,
              attention: bool = True, max_len: int | None = None,
-             xp: Any) -> tuple[Callable, dict]:
+             xp: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
     """The decoder as the protocol's pure step over ``encoded``, and its first state."""
 
-    def step(state: dict, y: Any) -> tuple:
+    def step(state: dict[str, Any], y: Any) -> tuple[Any, ...]:
         emb = kernels.embedding(y, params["tgt_embed"], xp=xp)
         state, o, weights = _decoder_step(params, config, emb, state, encoded, None, xp=xp)
         logits = kernels.linear(o, params["out.W"], params["out.b"], xp=xp)
@@ -378,14 +383,15 @@ def _decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict, *,
 
 
 def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
-             tgt_in: Any, keep: Any, *, scan: Callable | None, xp: Any,
-             custom_vjp: Callable | None = None) -> tuple[Any, Any]:
+             tgt_in: Any, keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
+             custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Any]:
     encoded = _encode(params, config, src, src_len, scan=scan, custom_vjp=custom_vjp, xp=xp)
     emb = kernels.embedding(tgt_in, params["tgt_embed"], xp=xp)
     emb = xp.permute_dims(emb, (1, 0, 2))                                           # (T,B,E)
     keep_t = None if keep is None else xp.permute_dims(keep, (1, 0, 2))             # (T,B,D)
 
-    def body(state: dict, inputs: tuple) -> tuple[dict, tuple]:
+    def body(state: dict[str, Any],
+             inputs: tuple[Any, ...]) -> tuple[dict[str, Any], tuple[Any, ...]]:
         emb_t, keep_step = inputs
         state, o, weights = _decoder_step(params, config, emb_t, state, encoded, keep_step, xp=xp)
         return state, (o, weights)
@@ -398,8 +404,9 @@ def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len
     return logits, weights
 
 
-def _decoder_step(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any, state: dict,
-                  encoded: dict, keep: Any, *, xp: Any) -> tuple[dict, Any, Any]:
+def _decoder_step(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
+                  state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
+                  xp: Any) -> tuple[dict[str, Any], Any, Any]:
     """One step from an embedded input: returns (new state, o_t, attention weights)."""
     return _decoder_step_vjp(params, config, emb, state, encoded, keep, xp=xp)[0]
 
@@ -414,7 +421,7 @@ def _decoder_step(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any, st
 
 
 def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
-              keep: Any, *, xp: Any) -> tuple[Any, Callable]:
+              keep: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """:func:`loss` and its backprop: ``backprop(d_loss) -> grads``.
 
     The decoder runs as a Python loop that keeps every step's backprop (backpropagation
@@ -438,7 +445,7 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
                                          smoothing=config.label_smoothing)
     denom = xp.maximum(count, xp.ones_like(count))
 
-    def backprop(d_loss: Any) -> dict:
+    def backprop(d_loss: Any) -> dict[str, Any]:
         grads = Grads()
         d_logits, _ = nll_bp(d_loss / denom)
         d_out, grads["out.W"], grads["out.b"] = out_bp(d_logits)
@@ -455,7 +462,7 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
 
 
 def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
-                runner: Callable, xp: Any) -> tuple[dict, Callable]:
+                runner: Callable[..., Any], xp: Any) -> tuple[dict[str, Any], Callable[..., Any]]:
     """The encoder's value (see :func:`encode`) and
     ``backprop(d_encoded, d_state, grads)``, which adds the encoder's parameter gradients
     to ``grads``. ``runner`` runs one direction: :func:`xpseq.core.vjp.run_sequence`, or
@@ -474,7 +481,7 @@ def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_
     if keys_name:                                      # (B, S, D): W m_j, once per sentence
         encoded["keys"], keys_bp = vjp.linear(memory, params[keys_name], None, xp=xp)
 
-    def backprop(d_encoded: dict, d_state: dict, grads: Grads) -> None:
+    def backprop(d_encoded: dict[str, Any], d_state: dict[str, Any], grads: Grads) -> None:
         d_memory = d_encoded["memory"]
         if keys_name:
             d_keys_memory, d_W, _ = keys_bp(d_encoded["keys"])
@@ -492,8 +499,9 @@ def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_
     return encoded, backprop
 
 
-def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any, state: dict,
-                      encoded: dict, keep: Any, *, xp: Any) -> tuple[tuple, Callable]:
+def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
+                      state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
+                      xp: Any) -> tuple[tuple[Any, ...], Callable[..., Any]]:
     """One decoder step (see the module docstring) and
     ``backprop(d_state, d_o, d_encoded, grads) -> (d_emb, d_state_prev)``: ``d_state`` is
     the gradient of the next step's state, ``d_o`` that of this step's ``o_t`` from the
@@ -525,7 +533,8 @@ def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any
         o, drop_bp = vjp.dropout(o, keep, config.dropout, xp=xp)
     new_state = _state_dict(config, cell_state, xp=xp, o=o)
 
-    def backprop(d_state: dict, d_o: Any, d_encoded: dict, grads: Grads) -> tuple[Any, dict]:
+    def backprop(d_state: dict[str, Any], d_o: Any, d_encoded: dict[str, Any],
+                 grads: Grads) -> tuple[Any, dict[str, Any]]:
         if config.input_feeding:
             d_o = d_o + d_state["o"]
         if dropped:
@@ -562,8 +571,9 @@ def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any
     return (new_state, o, weights), backprop
 
 
-def _attention_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, query: Any, encoded: dict,
-                   *, xp: Any) -> tuple[tuple[Any, Any], Callable]:
+def _attention_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
+                   encoded: dict[str, Any], *,
+                   xp: Any) -> tuple[tuple[Any, Any], Callable[..., Any]]:
     """Context ``(B, 2H)`` and weights ``(B, S)`` for a query ``(B, D)``, and
     ``backprop(d_context, d_encoded, grads) -> d_query``."""
     q = xp.expand_dims(query, axis=1)                                      # (B, 1, D)
@@ -582,7 +592,7 @@ def _attention_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
                                              xp=xp)                        # (B, 1, S)
     context, pool_bp = vjp.weighted_sum(weights, memory, xp=xp)            # (B, 1, 2H)
 
-    def backprop(d_context: Any, d_encoded: dict, grads: Grads) -> Any:
+    def backprop(d_context: Any, d_encoded: dict[str, Any], grads: Grads) -> Any:
         d_weights, d_memory = pool_bp(xp.expand_dims(d_context, axis=1))
         d_encoded["memory"] = d_encoded["memory"] + d_memory
         d_scores, _ = softmax_bp(d_weights)
@@ -603,7 +613,8 @@ def _attention_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
     return (xp.squeeze(context, axis=1), xp.squeeze(weights, axis=1)), backprop
 
 
-def _state_dict(config: Seq2SeqConfig, cell_state: tuple, *, xp: Any, o: Any = None) -> dict:
+def _state_dict(config: Seq2SeqConfig, cell_state: tuple[Any, ...], *, xp: Any,
+                o: Any = None) -> dict[str, Any]:
     state = {"h": cell_state[0]}
     if config.cell == "lstm":
         state["c"] = cell_state[1]

@@ -91,10 +91,12 @@ class TransformerConfig(DictConfig):
     activation : {"relu", "gelu"} (GELU in its tanh form)
     share_embeddings : one embedding table for source and target (equal vocabularies)
     tie_output : the output layer's matrix is the target embedding table
-    label_smoothing : float in ``[0, 1)``, for the training loss (the dev loss is the plain
-        negative log-likelihood)
+    label_smoothing : float in ``[0, 1)``
+        For the training loss (the dev loss is the plain negative log-likelihood).
     max_len : int, the most positions a learned table holds (and a sentence may have)
 
+    Notes
+    -----
     ``pad_id`` is :data:`xpseq.models.protocol.PAD_ID` (0), the id the data pads with.
     """
 
@@ -233,7 +235,7 @@ def dropout_shapes(config: TransformerConfig, src_shape: tuple[int, ...],
         return {}
     (b, s), (_, t) = src_shape, tgt_shape
     d, d_ff = config.d_model, config.d_ff
-    shapes = {"src_emb": (b, s, d), "tgt_emb": (b, t, d)}
+    shapes: dict[str, tuple[int, ...]] = {"src_emb": (b, s, d), "tgt_emb": (b, t, d)}
     for i in range(config.encoder_layers):
         shapes.update({f"enc{i}.att": (b, s, d), f"enc{i}.ff_hidden": (b, s, d_ff),
                        f"enc{i}.ff": (b, s, d)})
@@ -268,7 +270,7 @@ def cross_attention(params: Mapping[str, Any], config: TransformerConfig, src: A
 
 def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
                   batch: Mapping[str, Any], *,
-                  keep: Mapping[str, Any] | None = None) -> tuple[Any, dict]:
+                  keep: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """:func:`loss` and its gradient from the hand-derived backward pass (the rules of
     :mod:`xpseq.core.vjp` chained through every layer): how NumPy trains the Transformer."""
     xp = _check_inputs("loss_and_grad", params, config, batch, keep)
@@ -284,7 +286,7 @@ def _table(config: TransformerConfig, side: str) -> str:
     return "embed" if config.share_embeddings else f"{side}_embed"
 
 
-def _layout(config: TransformerConfig, leaf: Callable[[str], Any]) -> dict:
+def _layout(config: TransformerConfig, leaf: Callable[[str], Any]) -> dict[str, Any]:
     """The parameters' nesting, ``leaf(name)`` at each flat name::
 
         {"src_embed", "tgt_embed", "pos" (learned positions only), "out": {"W", "b"},
@@ -294,7 +296,7 @@ def _layout(config: TransformerConfig, leaf: Callable[[str], Any]) -> dict:
     with an attention ``{W_q, W_k, W_v, W_o, b_q, b_k, b_v, b_o}``, a feed-forward block
     ``{W_1, b_1, W_2, b_2}`` and a layer norm ``{g, b}``. With ``share_embeddings`` both
     tables are ``embed``; with ``tie_output`` ``out.W`` is the target table."""
-    def group(prefix: str, names: tuple[str, ...]) -> dict:
+    def group(prefix: str, names: tuple[str, ...]) -> dict[str, Any]:
         return {n: leaf(f"{prefix}.{n}") for n in names}
 
     tree = {"src_embed": leaf(_table(config, "src")), "tgt_embed": leaf(_table(config, "tgt")),
@@ -315,16 +317,17 @@ def _layout(config: TransformerConfig, leaf: Callable[[str], Any]) -> dict:
     return tree
 
 
-def _group(params: Mapping[str, Any], config: TransformerConfig) -> dict:
+def _group(params: Mapping[str, Any], config: TransformerConfig) -> dict[str, Any]:
     """The flat parameter dict in :func:`_layout`'s nesting (the same arrays, no copies)."""
     return _layout(config, params.__getitem__)
 
 
-def _flat_grads(config: TransformerConfig, params: Mapping[str, Any], *trees: dict) -> dict:
+def _flat_grads(config: TransformerConfig, params: Mapping[str, Any],
+                *trees: dict[str, Any]) -> dict[str, Any]:
     """Gradient trees, each a part of :func:`_layout`'s nesting, as one dict with the names
     of ``params``; a parameter met in several places (a shared table, the learned
     positions, a tied output layer) gets the sum."""
-    flat: dict = {}
+    flat: dict[str, Any] = {}
 
     def walk(names: Any, grads: Any) -> None:
         if isinstance(names, str):
@@ -351,7 +354,7 @@ def _flat_grads(config: TransformerConfig, params: Mapping[str, Any], *trees: di
 
 
 def _embed_vjp(table: Any, pos: Any, config: TransformerConfig, ids: Any, keep: Any, *,
-               xp: Any, offset: Any = None) -> tuple[Any, Callable]:
+               xp: Any, offset: Any = None) -> tuple[Any, Callable[..., Any]]:
     """``E[ids] · sqrt(d) + PE[positions]`` then dropout: ``(B, T, d)`` from ``ids (B, T)``
     at positions ``0 .. T-1``, shifted by ``offset (B,)`` (a decoder step); ``pos`` is the
     learned table or ``None``. ``backprop(dx) -> (d_table, d_pos or None)``."""
@@ -381,7 +384,7 @@ def _embed_vjp(table: Any, pos: Any, config: TransformerConfig, ids: Any, keep: 
 
 
 def _sublayer_vjp(config: TransformerConfig, x: Any, ln: Mapping[str, Any], keep: Any,
-                  body: Callable, *, xp: Any) -> tuple[Any, Any, Callable]:
+                  body: Callable[..., Any], *, xp: Any) -> tuple[Any, Any, Callable[..., Any]]:
     """One residual sublayer, pre-LN ``x + drop(body(LN(x)))`` or post-LN
     ``LN(x + drop(body(x)))``, with ``body(h) -> (y, aux, body_bp)`` and
     ``body_bp(dy) -> (dh, g)``. Returns ``(out, aux, backprop)``;
@@ -398,7 +401,7 @@ def _sublayer_vjp(config: TransformerConfig, x: Any, ln: Mapping[str, Any], keep
     if config.norm == "post":
         out, ln_bp = vjp.layer_norm(out, ln["g"], ln["b"], LN_EPS, xp=xp)
 
-    def backprop(d_out: Any) -> tuple[Any, dict, Any]:
+    def backprop(d_out: Any) -> tuple[Any, dict[str, Any], Any]:
         if config.norm == "post":
             d_out, d_g, d_b = ln_bp(d_out)
         d_y = d_out if drop_bp is None else drop_bp(d_out)[0]
@@ -417,12 +420,12 @@ def _scale(config: TransformerConfig) -> float:
 
 
 def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
-                    extend: Callable | None, *, xp: Any) -> Callable:
+                    extend: Callable[..., Any] | None, *, xp: Any) -> Callable[..., Any]:
     """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over itself, ``aux`` the
     keys and values attended over. ``extend(kh, vh) -> (kh, vh)`` places the new keys and
     values among those of earlier positions (a decoder step's cache); ``None`` attends to
     ``h``'s own (the encoder, teacher forcing: the only case that backpropagates)."""
-    def body(h: Any) -> tuple:
+    def body(h: Any) -> tuple[Any, ...]:
         kh, k_bp = vjp.heads(h, p["W_k"], p["b_k"], config.heads, xp=xp)
         vh, v_bp = vjp.heads(h, p["W_v"], p["b_v"], config.heads, xp=xp)
         if extend is not None:
@@ -430,7 +433,7 @@ def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
         (out, _), att_bp = vjp.attention_over_heads(p, h, kh, vh, keep, config.heads,
                                                     _scale(config), xp=xp)
 
-        def body_bp(dy: Any) -> tuple[Any, dict]:
+        def body_bp(dy: Any) -> tuple[Any, dict[str, Any]]:
             dq, d_kh, d_vh, g = att_bp(dy)
             dk, g["W_k"], g["b_k"] = k_bp(d_kh)
             dv, g["W_v"], g["b_v"] = v_bp(d_vh)
@@ -441,17 +444,17 @@ def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
     return body
 
 
-def _cross_attention(p: Mapping[str, Any], config: TransformerConfig, kv: tuple, keep: Any,
-                     need_weights: bool, *, xp: Any) -> Callable:
+def _cross_attention(p: Mapping[str, Any], config: TransformerConfig, kv: tuple[Any, Any],
+                     keep: Any, need_weights: bool, *, xp: Any) -> Callable[..., Any]:
     """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over the memory's keys and
     values ``kv`` (see :func:`_cross_keys_vjp`); ``aux`` the weights (``None`` without
     ``need_weights``); ``body_bp(dy) -> (dh, (g, d_kh, d_vh))``."""
-    def body(h: Any) -> tuple:
+    def body(h: Any) -> tuple[Any, ...]:
         (out, weights), att_bp = vjp.attention_over_heads(p, h, *kv, keep, config.heads,
                                                           _scale(config), xp=xp,
                                                           need_weights=need_weights)
 
-        def body_bp(dy: Any) -> tuple[Any, tuple]:
+        def body_bp(dy: Any) -> tuple[Any, tuple[Any, ...]]:
             dh, d_kh, d_vh, g = att_bp(dy)
             return dh, (g, d_kh, d_vh)
 
@@ -461,9 +464,9 @@ def _cross_attention(p: Mapping[str, Any], config: TransformerConfig, kv: tuple,
 
 
 def _feed_forward(p: Mapping[str, Any], config: TransformerConfig, keep_hidden: Any, *,
-                  xp: Any) -> Callable:
+                  xp: Any) -> Callable[..., Any]:
     """``body(h)`` for :func:`_sublayer_vjp`: the position-wise feed-forward block."""
-    def body(h: Any) -> tuple:
+    def body(h: Any) -> tuple[Any, ...]:
         y, ff_bp = vjp.feed_forward(p, h, config.activation, keep_hidden, config.dropout,
                                     xp=xp)
         return y, None, ff_bp
@@ -472,7 +475,7 @@ def _feed_forward(p: Mapping[str, Any], config: TransformerConfig, keep_hidden: 
 
 
 def _encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
-                 keep: Mapping[str, Any] | None, *, xp: Any) -> tuple[Any, Any, Callable]:
+                 keep: Mapping[str, Any] | None, *, xp: Any) -> tuple[Any, Any, Callable[..., Any]]:
     """The encoder: ``memory (B, S, d)`` after the final norm, the source keep-mask
     ``(B, 1, S)``, and ``backprop(d_memory) -> grads`` (``src_embed``, ``pos``, ``enc``,
     ``enc_ln`` of :func:`_layout`)."""
@@ -491,9 +494,9 @@ def _encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_
         tape.append((att_bp, ff_bp))
     memory, final_bp = vjp.layer_norm(x, g["enc_ln"]["g"], g["enc_ln"]["b"], LN_EPS, xp=xp)
 
-    def backprop(d_memory: Any) -> dict:
+    def backprop(d_memory: Any) -> dict[str, Any]:
         dx, d_g, d_b = final_bp(d_memory)
-        layers = []
+        layers: list[Any] = []
         for att_bp, ff_bp in reversed(tape):
             dx, ln2, ff = ff_bp(dx)
             dx, ln1, att = att_bp(dx)
@@ -508,7 +511,7 @@ def _encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_
 
 
 def _cross_keys_vjp(g: Mapping[str, Any], config: TransformerConfig, memory: Any, *,
-                    xp: Any) -> tuple[list, Callable]:
+                    xp: Any) -> tuple[list[Any], Callable[..., Any]]:
     """Each decoder layer's cross-attention keys and values ``(B, h, S, d/h)``, projected
     from ``memory (B, S, d)`` once for all target positions (a training batch, a search),
     and ``backprop(d_kv) -> (d_memory, grads)`` (``d_kv`` a list like the first result)."""
@@ -519,7 +522,7 @@ def _cross_keys_vjp(g: Mapping[str, Any], config: TransformerConfig, memory: Any
         kv.append((kh, vh))
         rules.append((k_bp, v_bp))
 
-    def backprop(d_kv: list) -> tuple[Any, dict]:
+    def backprop(d_kv: list[Any]) -> tuple[Any, dict[str, Any]]:
         d_memory, layers = None, []
         for (k_bp, v_bp), (d_kh, d_vh) in zip(rules, d_kv):
             dk, d_Wk, d_bk = k_bp(d_kh)
@@ -531,10 +534,11 @@ def _cross_keys_vjp(g: Mapping[str, Any], config: TransformerConfig, memory: Any
     return kv, backprop
 
 
-def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, cross: list,
+def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, cross: list[Any],
                      src_keep: Any, *, xp: Any, keep: Mapping[str, Any] | None = None,
                      cache: Mapping[str, Any] | None = None, capacity: int | None = None,
-                     weights_of: Container[int] = ()) -> tuple[Any, list, Any, Callable]:
+                     weights_of: Container[int] = (),
+                     ) -> tuple[Any, list[Any], Any, Callable[..., Any]]:
     """The decoder from target ids to logits: the one forward of training (teacher forcing),
     of its hand-derived backward and of the search step.
 
@@ -583,7 +587,7 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
             self_keep = xp.expand_dims(xp.expand_dims(positions, axis=0)
                                        <= xp.expand_dims(offset, axis=-1), axis=-2)  # (B, 1, L)
 
-    def extend(i: int) -> Callable | None:
+    def extend(i: int) -> Callable[..., Any] | None:
         if cache is None:
             return None
         old_k, old_v = cache[f"k{i}"], cache[f"v{i}"]
@@ -611,9 +615,11 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
     x, final_bp = vjp.layer_norm(x, g["dec_ln"]["g"], g["dec_ln"]["b"], LN_EPS, xp=xp)
     logits, out_bp = vjp.linear(x, g["out"]["W"], g["out"]["b"], xp=xp)
 
-    def backprop(d_logits: Any) -> tuple[list, dict]:
+    def backprop(d_logits: Any) -> tuple[list[Any], dict[str, Any]]:
         dx, d_W, d_b = out_bp(d_logits)
         dx, d_g, d_b_ln = final_bp(dx)
+        layers: list[Any]
+        d_cross: list[Any]
         layers, d_cross = [], []
         for self_bp, cross_bp, ff_bp in reversed(tape):
             dx, ln3, ff = ff_bp(dx)
@@ -632,7 +638,7 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
 
 
 def _loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
-              keep: Mapping[str, Any] | None, *, xp: Any) -> tuple[Any, Callable]:
+              keep: Mapping[str, Any] | None, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """The training loss (label-smoothed) and ``backprop(d_loss) -> grads``."""
     g = _group(params, config)
     memory, src_keep, enc_bp = _encoder_vjp(g, config, batch["src"], batch["src_len"], keep,
@@ -644,7 +650,7 @@ def _loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mappi
                                          smoothing=config.label_smoothing)
     denom = xp.maximum(count, xp.ones_like(count))
 
-    def backprop(d_loss: Any) -> dict:
+    def backprop(d_loss: Any) -> dict[str, Any]:
         d_logits, _ = nll_bp(d_loss / denom)
         d_cross, dec_grads = dec_bp(d_logits)
         d_memory, cross_grads = cross_bp(d_cross)
@@ -657,13 +663,14 @@ def _loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mappi
 
 
 def _loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
-          keep: Any, *, scan: Callable | None, xp: Any, custom_vjp: Callable | None = None) -> Any:
+          keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
+          custom_vjp: Callable[..., Any] | None = None) -> Any:
     return _loss_vjp(params, config, batch, keep, xp=xp)[0]
 
 
 def _nll_sum(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
-             keep: Any = None, *, scan: Callable | None, xp: Any,
-             custom_vjp: Callable | None = None) -> tuple[Any, Any]:
+             keep: Any = None, *, scan: Callable[..., Any] | None, xp: Any,
+             custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Any]:
     logits, _ = _logits(params, config, batch["src"], batch["src_len"], batch["tgt_in"], xp=xp,
                         need_weights=False)
     return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
@@ -683,7 +690,8 @@ def _logits(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
 
 
 def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any, *,
-            scan: Callable | None, xp: Any, custom_vjp: Callable | None = None) -> dict:
+            scan: Callable[..., Any] | None, xp: Any,
+            custom_vjp: Callable[..., Any] | None = None) -> dict[str, Any]:
     """The source keep-mask ``src_keep (B, 1, S)`` and, per decoder layer ``i``, the
     cross-attention keys and values ``k{i}``, ``v{i}`` ``(B, h, S, d/h)``, computed once
     per source batch."""
@@ -695,9 +703,9 @@ def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
     return encoded
 
 
-def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict, *,
+def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict[str, Any], *,
              attention: bool = True, max_len: int | None = None,
-             xp: Any) -> tuple[Callable, dict]:
+             xp: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
     """The protocol's step: :func:`_decoder_forward` on one position with the key/value
     cache as its state (``t (B,)`` and each layer's self-attention keys and values), of
     fixed capacity ``max_len`` or, with ``max_len=None``, growing (see
@@ -714,7 +722,7 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
                      device=device) for _ in range(2))
     last = (config.decoder_layers - 1,) if attention else ()
 
-    def step(state: dict, y: Any) -> tuple:
+    def step(state: dict[str, Any], y: Any) -> tuple[Any, ...]:
         logits, weights, state, _ = _decoder_forward(
             g, config, xp.expand_dims(y, axis=-1), cross, encoded["src_keep"], cache=state,
             capacity=capacity, weights_of=last, xp=xp)
