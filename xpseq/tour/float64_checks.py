@@ -14,36 +14,62 @@ from array_api_compat import array_namespace
 
 from xpseq.tour._common import Cells, Row, _columns, _err, _fact, _jax, _lesson, _table, _torch
 
-__all__ = ["STEPS", "lesson_float64_checks"]
+__all__ = ["STEPS", "lesson_float64_checks", "sin_exp", "sin_exp_derivative",
+           "central_difference", "numpy_derivative", "jax_derivative", "torch_derivative"]
 
 
 STEPS = tuple(10.0 ** -e for e in range(1, 11))
 _FD_POINT = 0.7
 
 
-def _sin_exp(x: Any) -> Any:
+# ------------------------------------------------------------------------ the code
+
+
+def sin_exp(x: Any) -> Any:
     """``f(x) = sin(x) e^x``, written once."""
     xp = array_namespace(x)
     return xp.sin(x) * xp.exp(x)
 
 
-def _sin_exp_derivative(x: float) -> float:
+def sin_exp_derivative(x: float) -> float:
     """``f'(x) = e^x (sin x + cos x)`` in float64 (the exact reference)."""
     return math.exp(x) * (math.sin(x) + math.cos(x))
 
 
-def _central_difference(x: Any, step: Any) -> Any:
-    """``(f(x + h) - f(x - h)) / 2h`` for ``f = _sin_exp``, in the dtype of ``x``."""
-    return (_sin_exp(x + step) - _sin_exp(x - step)) / (2 * step)
+def central_difference(x: Any, step: Any) -> Any:
+    """``(f(x + h) - f(x - h)) / 2h`` for ``f = sin_exp``, in the dtype of ``x``."""
+    return (sin_exp(x + step) - sin_exp(x - step)) / (2 * step)
+
+
+def numpy_derivative(x: Any) -> float:
+    """``f'(x)`` by hand, in the dtype of ``x`` (NumPy has no autodiff)."""
+    return float(np.exp(x) * (np.sin(x) + np.cos(x)))
+
+
+def jax_derivative(x: Any) -> float:
+    """``f'(x)`` by ``jax.grad``, in the dtype of ``x``."""
+    import jax
+
+    return float(jax.jit(jax.grad(sin_exp))(x))
+
+
+def torch_derivative(x: Any) -> float:
+    """``f'(x)`` by torch autograd, in the dtype of ``x``."""
+    x = x.clone().requires_grad_(True)
+    sin_exp(x).backward()
+    return float(x.grad)
+
+
+# ------------------------------------------------------------------------ the table
 
 
 def _fd_cells(name: str, asarray: Callable[[float, str], Any], grad: Callable[[Any], float],
-              facts: dict[str, Any], quotient: Callable = _central_difference) -> Cells:
+              facts: dict[str, Any], quotient: Callable = central_difference) -> Cells:
     """Central-difference and autodiff errors of ``f'(0.7)`` in float32 and float64."""
     cells: dict[str, list[str]] = {}
     for dtype in ("float32", "float64"):
         x = asarray(_FD_POINT, dtype)
-        exact = _sin_exp_derivative(float(x))         # at the point the dtype can hold
+        exact = sin_exp_derivative(float(x))         # at the point the dtype can hold
         errors = []
         for h in STEPS:
             step = asarray(h, dtype)
@@ -60,35 +86,26 @@ def _fd_cells(name: str, asarray: Callable[[float, str], Any], grad: Callable[[A
     return {k: " / ".join(v) for k, v in cells.items()}
 
 
-@_lesson(7, "Why gradient checks need float64: finite-difference error against step size")
+@_lesson(7, "Why gradient checks need float64: finite-difference error against step size",
+         code=(sin_exp, sin_exp_derivative, central_difference, numpy_derivative,
+               jax_derivative, torch_derivative))
 def lesson_float64_checks() -> tuple[str, list[Row], dict[str, Any]]:
     """Central-difference error against step size in float32 and float64."""
     facts: dict[str, Any] = {"steps": list(STEPS), "point": _FD_POINT}
 
     def numpy_part(facts: dict[str, Any]) -> Cells:
-        def grad(x: Any) -> float:               # the derivative by hand, in x's dtype
-            return float(np.exp(x) * (np.sin(x) + np.cos(x)))
-
-        return _fd_cells("numpy", lambda v, d: np.asarray(v, dtype=d), grad, facts)
+        return _fd_cells("numpy", lambda v, d: np.asarray(v, dtype=d), numpy_derivative, facts)
 
     def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        return _fd_cells("jax", lambda v, d: jnp.asarray(v, dtype=d),
-                         lambda x: float(jax.jit(jax.grad(_sin_exp))(x)), facts,
-                         # Eager: under jit, XLA may fuse and reorder the quotient's float32
-                         # arithmetic (it does at its default optimisation level).
-                         quotient=_central_difference)
+        _, jnp = _jax()
+        # The quotient runs eagerly: under jit, XLA may fuse and reorder its float32
+        # arithmetic (it does at its default optimisation level).
+        return _fd_cells("jax", lambda v, d: jnp.asarray(v, dtype=d), jax_derivative, facts)
 
     def torch_part(facts: dict[str, Any]) -> Cells:
         torch = _torch()
-
-        def grad(x: Any) -> float:
-            x = x.clone().requires_grad_(True)
-            _sin_exp(x).backward()
-            return float(x.grad)
-
-        return _fd_cells("torch", lambda v, d: torch.tensor(v, dtype=getattr(torch, d)), grad,
-                         facts)
+        return _fd_cells("torch", lambda v, d: torch.tensor(v, dtype=getattr(torch, d)),
+                         torch_derivative, facts)
 
     columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
     spec = [(f"h{i}", f"|central difference − f'|, h = {h:.0e} (float32 / float64)")

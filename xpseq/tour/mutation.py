@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from xpseq import backends
 from xpseq.core import vjp
 from xpseq.tour._common import (
     NONE,
@@ -17,80 +18,127 @@ from xpseq.tour._common import (
     Row,
     _columns,
     _fact,
-    _jax,
     _lesson,
     _num,
     _short,
     _table,
-    _torch,
-    _xp_numpy,
 )
 
-__all__ = ["lesson_mutation"]
+__all__ = ["lesson_mutation", "numpy_mutate_saved", "numpy_write", "jax_write",
+           "torch_write", "torch_mutate_saved", "torch_mutate_leaf"]
 
 
-@_lesson(8, "Mutation: torch's in-place version check, JAX's immutable arrays")
+# ------------------------------------------------------------------------ the code
+
+
+def numpy_mutate_saved(x0: np.ndarray) -> float:
+    """xpseq's hand-derived ``tanh`` rule saves ``y = tanh x``; add 1 to ``y`` in place and
+    ask again: how much the gradient moved (nothing stops it)."""
+    y, backprop = vjp.tanh(np.asarray(x0), xp=backends.get("numpy").xp)
+    (before,) = backprop(np.ones(3))
+    y += 1.0                                   # in place, on the array the rule saved
+    (after,) = backprop(np.ones(3))
+    return float(np.max(np.abs(after - before)))
+
+
+def numpy_write(x0: np.ndarray) -> tuple[bool, str]:
+    """``x[0] = 5`` on a copy (allowed), then on an array marked ``writeable = False``."""
+    x = x0.copy()
+    x[0] = 5.0
+    frozen = np.array(x0)
+    frozen.flags.writeable = False
+    try:
+        frozen[0] = 5.0
+        readonly = "none"
+    except ValueError as err:
+        readonly = type(err).__name__
+    return bool(x[0] == 5.0), readonly
+
+
+def jax_write(x0: np.ndarray) -> tuple[str, Any, Any]:
+    """``x[0] = 5`` on a JAX array (refused), and ``x.at[0].set(5)``, which returns a new
+    array and leaves ``x`` as it was."""
+    import jax.numpy as jnp
+
+    x = jnp.asarray(x0)
+    try:
+        x[0] = 5.0
+        error = "none"
+    except TypeError as err:
+        error = type(err).__name__
+    return error, x.at[0].set(5.0), x
+
+
+def torch_write(x0: np.ndarray) -> tuple[bool, int, int]:
+    """``x[0] = 5`` on a plain tensor: allowed, and counted by its version counter."""
+    import torch
+
+    x = torch.tensor(x0)
+    before = x._version                        # bumped by every in-place write
+    x[0] = 5.0
+    return bool(x[0] == 5.0), before, x._version
+
+
+def torch_mutate_saved(x0: np.ndarray) -> BaseException | None:
+    """``y = tanh(x)`` saves ``y`` for its backward; add 1 to it in place and run backward:
+    the error torch raises (``None`` if none)."""
+    import torch
+
+    x = torch.tensor(x0, requires_grad=True)
+    y = torch.tanh(x)
+    y.add_(1.0)
+    try:
+        y.sum().backward()
+    except RuntimeError as err:
+        return err
+    return None
+
+
+def torch_mutate_leaf(x0: np.ndarray) -> BaseException | None:
+    """An in-place op on a leaf that requires grad: the error torch raises."""
+    import torch
+
+    leaf = torch.tensor(x0, requires_grad=True)
+    try:
+        leaf.add_(1.0)
+    except RuntimeError as err:
+        return err
+    return None
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(8, "Mutation: torch's in-place version check, JAX's immutable arrays",
+         code=(numpy_mutate_saved, numpy_write, jax_write, torch_write, torch_mutate_saved,
+               torch_mutate_leaf))
 def lesson_mutation() -> tuple[str, list[Row], dict[str, Any]]:
     """Writing into arrays, and into values saved for the backward pass."""
     x0 = np.array([0.5, -1.0, 2.0])
     facts: dict[str, Any] = {"x": x0.tolist()}
 
     def numpy_part(facts: dict[str, Any]) -> Cells:
-        xp = _xp_numpy()
-        x = x0.copy()
-        x[0] = 5.0
-        y, backprop = vjp.tanh(xp.asarray(x0), xp=xp)
-        (before,) = backprop(np.ones(3))
-        y += 1.0                                   # in place, on the array the rule saved
-        (after,) = backprop(np.ones(3))
-        changed = float(np.max(np.abs(after - before)))
-        frozen = np.array(x0)
-        frozen.flags.writeable = False
-        try:
-            frozen[0] = 5.0
-            readonly = "none"
-        except ValueError as err:
-            readonly = type(err).__name__
-        facts.update(numpy_setitem_ok=bool(x[0] == 5.0), numpy_grad_change_after_mutation=changed,
+        changed = numpy_mutate_saved(x0)
+        setitem_ok, readonly = numpy_write(x0)
+        facts.update(numpy_setitem_ok=setitem_ok, numpy_grad_change_after_mutation=changed,
                      numpy_readonly_error=readonly)
         return {"setitem": "allowed", "saved": f"silently wrong: |Δgrad| {_num(changed)}",
                 "guard": f"writeable=False → {readonly}", "leaf": NONE}
 
     def jax_part(facts: dict[str, Any]) -> Cells:
-        _, jnp = _jax()
-        x = jnp.asarray(x0)
-        try:
-            x[0] = 5.0
-            error = "none"
-        except TypeError as err:
-            error = type(err).__name__
-        updated = x.at[0].set(5.0)
+        error, updated, x = jax_write(x0)
         facts.update(jax_setitem_error=error, jax_at_set_value=float(updated[0]),
                      jax_original_unchanged=bool(float(x[0]) == x0[0]))
         return {"setitem": f"{error}; x.at[0].set(5) → new array",
                 "saved": "- (nothing can change)", "guard": "always immutable", "leaf": NONE}
 
     def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
-        plain = torch.tensor(x0)
-        version_before = plain._version            # bumped by every in-place write
-        plain[0] = 5.0
-        version_after = plain._version
-        x = torch.tensor(x0, requires_grad=True)
-        y = torch.tanh(x)                          # saves y for its backward
-        y.add_(1.0)
-        try:
-            y.sum().backward()
-            error, message = "none", ""
-        except RuntimeError as err:
-            error, message = type(err).__name__, str(err)
-        leaf = torch.tensor(x0, requires_grad=True)
-        try:
-            leaf.add_(1.0)
-            leaf_error = "none"
-        except RuntimeError as err:
-            leaf_error = f"{type(err).__name__}: {_short(err, 50)}"
-        facts.update(torch_setitem_ok=bool(plain[0] == 5.0), torch_version_before=version_before,
+        setitem_ok, version_before, version_after = torch_write(x0)
+        err = torch_mutate_saved(x0)
+        error, message = ("none", "") if err is None else (type(err).__name__, str(err))
+        leaf = torch_mutate_leaf(x0)
+        leaf_error = "none" if leaf is None else f"{type(leaf).__name__}: {_short(leaf, 50)}"
+        facts.update(torch_setitem_ok=setitem_ok, torch_version_before=version_before,
                      torch_version_after=version_after, torch_inplace_error=error,
                      torch_inplace_message=message, torch_leaf_inplace_error=leaf_error)
         return {"setitem": f"allowed; version {version_before} → {version_after}",
