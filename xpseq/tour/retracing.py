@@ -10,61 +10,87 @@ from typing import Any, Callable
 
 import numpy as np
 
-from xpseq.tour._common import Cells, Part, Row, _columns, _fact, _jax, _lesson, _table, _torch
+from xpseq.tour._common import Cells, Part, Row, _columns, _fact, _lesson, _table
 
-__all__ = ["CALLS", "lesson_retracing"]
+__all__ = ["CALLS", "lesson_retracing", "eager_runs", "numpy_runs", "jax_traces", "torch_runs"]
 
 
 CALLS = (((3,), "float64"), ((3,), "float64"), ((4,), "float64"), ((4,), "float64"),
          ((5,), "float64"), ((3,), "float32"))
 
 
-@_lesson(9, "Tracing and retracing under jax.jit for new shapes")
+# ------------------------------------------------------------------------ the code
+
+
+def eager_runs(xp: Any, arrays: list[Any]) -> list[int]:
+    """How many times the Python body of ``Σ tanh(x)`` has run after each eager call."""
+    runs = 0
+
+    def body(x: Any) -> Any:
+        nonlocal runs
+        runs += 1
+        return xp.sum(xp.tanh(x))
+
+    after = []
+    for x in arrays:
+        body(x)
+        after.append(runs)
+    return after
+
+
+def numpy_runs() -> list[int]:
+    """:func:`eager_runs` on NumPy arrays of the shapes and dtypes of :data:`CALLS`."""
+    return eager_runs(np, [np.ones(shape, dtype=dtype) for shape, dtype in CALLS])
+
+
+def jax_traces() -> list[int]:
+    """How many times ``jax.jit`` has traced the Python body after each call of
+    :data:`CALLS`."""
+    import jax
+    import jax.numpy as jnp
+
+    traces = 0
+
+    def body(x: Any) -> Any:
+        nonlocal traces
+        traces += 1                  # a Python side effect: runs only while tracing
+        return jnp.sum(jnp.tanh(x))
+
+    step = jax.jit(body)
+    after = []
+    for shape, dtype in CALLS:
+        step(jnp.ones(shape, dtype=dtype))
+        after.append(traces)
+    return after
+
+
+def torch_runs() -> list[int]:
+    """:func:`eager_runs` on torch tensors of the shapes and dtypes of :data:`CALLS`."""
+    import torch
+
+    return eager_runs(torch, [torch.ones(shape, dtype=getattr(torch, dtype))
+                              for shape, dtype in CALLS])
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(9, "Tracing and retracing under jax.jit for new shapes",
+         code=(eager_runs, numpy_runs, jax_traces, torch_runs))
 def lesson_retracing() -> tuple[str, list[Row], dict[str, Any]]:
     """How often the Python body runs: jax.jit per new signature, eager per call."""
     facts: dict[str, Any] = {"calls": [[list(s), d] for s, d in CALLS]}
 
-    def eager(name: str, make: Callable[[tuple[int, ...], str], Any], xp: Any) -> Part:
-        def part(facts: dict[str, Any]) -> Cells:
-            runs = 0
+    def part(key: str, count: Callable[[], list[int]], word: str) -> Part:
+        def fill(facts: dict[str, Any]) -> Cells:
+            after = facts[key] = count()
+            return {f"c{i}": f"{word} {n}x" for i, n in enumerate(after)}
+        return fill
 
-            def body(x: Any) -> Any:
-                nonlocal runs
-                runs += 1
-                return xp.sum(xp.tanh(x))
-
-            after = []
-            for shape, dtype in CALLS:
-                body(make(shape, dtype))
-                after.append(runs)
-            facts[f"{name}_runs_after_each_call"] = after
-            return {f"c{i}": f"body ran {n}x" for i, n in enumerate(after)}
-        return part
-
-    def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        traces = 0
-
-        def body(x: Any) -> Any:
-            nonlocal traces
-            traces += 1                  # a Python side effect: runs only while tracing
-            return jnp.sum(jnp.tanh(x))
-
-        step = jax.jit(body)
-        after = []
-        for shape, dtype in CALLS:
-            step(jnp.ones(shape, dtype=dtype))
-            after.append(traces)
-        facts["jax_traces_after_each_call"] = after
-        return {f"c{i}": f"traced {n}x" for i, n in enumerate(after)}
-
-    def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
-        make = lambda s, d: torch.ones(s, dtype=getattr(torch, d))      # noqa: E731
-        return eager("torch", make, torch)(facts)
-
-    columns = _columns(facts, numpy=eager("numpy", lambda s, d: np.ones(s, dtype=d), np),
-                       jax=jax_part, torch=torch_part)
+    numpy_part = part("numpy_runs_after_each_call", numpy_runs, "body ran")
+    jax_part = part("jax_traces_after_each_call", jax_traces, "traced")
+    torch_part = part("torch_runs_after_each_call", torch_runs, "body ran")
+    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
     rows = _table(columns, [(f"c{i}", f"call {i + 1}: shape {s}, {d}"
                                       + (" (numpy, torch: eager)" if i == 0 else ""))
                             for i, (s, d) in enumerate(CALLS)])

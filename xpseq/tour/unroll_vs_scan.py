@@ -21,25 +21,77 @@ from xpseq.tour._common import (
     _data,
     _fact,
     _floats,
-    _jax,
     _lesson,
     _table,
 )
 
-__all__ = ["LENGTHS", "lesson_unroll_vs_scan"]
+__all__ = ["LENGTHS", "lesson_unroll_vs_scan", "rnn_step", "eager_loop", "jax_unrolled",
+           "jax_scanned", "jax_program"]
 
 
 LENGTHS = (4, 8, 16, 32)
 _HIDDEN = 4
 
 
-def _rnn_step(W: Any, h: Any, x_t: Any) -> Any:
+# ------------------------------------------------------------------------ the code
+
+
+def rnn_step(W: Any, h: Any, x_t: Any) -> Any:
     """``h' = tanh(W h + x_t)``, written once."""
     xp = array_namespace(W, h, x_t)
     return xp.tanh(W @ h + x_t)
 
 
-@_lesson(10, "An unrolled Python loop vs lax.scan: trace size and compile time")
+def eager_loop(name: str, W: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, float]:
+    """The RNN over ``xs`` by xpseq's ``backend.scan`` on backend ``name`` (an eager Python
+    loop there): the final state and the milliseconds it took."""
+    be = backends.get(name)
+    Wb, h0 = be.asarray(W), be.asarray(np.zeros(W.shape[0]))
+    start = time.perf_counter()
+    h, _ = be.scan(lambda h, x_t: (rnn_step(Wb, h, x_t), None), h0, be.asarray(xs))
+    return be.to_numpy(h), 1e3 * (time.perf_counter() - start)
+
+
+def jax_unrolled(W: Any, xs: Any) -> Any:
+    """The RNN as a Python loop: tracing it copies the step into the program T times.
+
+    ``W`` is an argument, not a captured constant: array_api_compat looks up the namespace
+    of a concrete jax array by creating one, which a trace would record as an equation."""
+    import jax.numpy as jnp
+
+    h = jnp.zeros(W.shape[0], dtype=xs.dtype)
+    for t in range(xs.shape[0]):
+        h = rnn_step(W, h, xs[t])
+    return h
+
+
+def jax_scanned(W: Any, xs: Any) -> Any:
+    """The RNN by ``lax.scan``: the step is traced once, whatever T."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.lax.scan(lambda h, x_t: (rnn_step(W, h, x_t), None),
+                        jnp.zeros(W.shape[0], dtype=xs.dtype), xs)[0]
+
+
+def jax_program(f: Any, W: np.ndarray, xs: np.ndarray) -> tuple[int, float, np.ndarray]:
+    """The size of ``f``'s traced program (jaxpr equations), its compile time in
+    milliseconds, and its result."""
+    import jax
+    import jax.numpy as jnp
+
+    W, xs = jnp.asarray(W), jnp.asarray(xs)
+    eqns = len(jax.make_jaxpr(f)(W, xs).jaxpr.eqns)
+    start = time.perf_counter()
+    compiled = jax.jit(f).lower(W, xs).compile()
+    return eqns, 1e3 * (time.perf_counter() - start), np.asarray(compiled(W, xs))
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(10, "An unrolled Python loop vs lax.scan: trace size and compile time",
+         code=(rnn_step, eager_loop, jax_unrolled, jax_scanned, jax_program))
 def lesson_unroll_vs_scan() -> tuple[str, list[Row], dict[str, Any]]:
     """Program size and compile time of an RNN loop, unrolled vs lax.scan."""
     W = 0.5 * _data(101, _HIDDEN, _HIDDEN)
@@ -49,50 +101,29 @@ def lesson_unroll_vs_scan() -> tuple[str, list[Row], dict[str, Any]]:
 
     def eager(name: str) -> Part:
         def part(facts: dict[str, Any]) -> Cells:
-            be = backends.get(name)
-            Wb, h0 = be.asarray(W), be.asarray(np.zeros(_HIDDEN))
             cells, times, finals = {}, [], []
             for T in LENGTHS:
-                xs = be.asarray(xs_all[:T])
-                start = time.perf_counter()
-                h, _ = be.scan(lambda h, x_t: (_rnn_step(Wb, h, x_t), None), h0, xs)
-                times.append(1e3 * (time.perf_counter() - start))
-                finals.append(_floats(be.to_numpy(h)))
-                cells[f"T{T}"] = f"eager loop {times[-1]:.2f} ms"
+                h, ms = eager_loop(name, W, xs_all[:T])
+                times.append(ms)
+                finals.append(_floats(h))
+                cells[f"T{T}"] = f"eager loop {ms:.2f} ms"
             facts[f"{name}_eager_ms"] = times
             facts[f"{name}_final_h"] = finals
             return cells
         return part
 
     def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        Wj = jnp.asarray(W)
-
-        # W is an argument, not a captured constant: array_api_compat looks up the namespace
-        # of a concrete jax array by creating one, which a trace would record as an equation.
-        def unrolled(W: Any, xs: Any) -> Any:
-            h = jnp.zeros(_HIDDEN, dtype=xs.dtype)
-            for t in range(xs.shape[0]):          # Python loop: T copies of the step
-                h = _rnn_step(W, h, xs[t])
-            return h
-
-        def scanned(W: Any, xs: Any) -> Any:
-            return jax.lax.scan(lambda h, x_t: (_rnn_step(W, h, x_t), None),
-                                jnp.zeros(_HIDDEN, dtype=xs.dtype), xs)[0]
-
         record: dict[str, list] = {k: [] for k in ("unrolled_eqns", "scan_eqns",
                                                    "unrolled_compile_ms", "scan_compile_ms",
                                                    "final_diff")}
         cells = {}
         for T in LENGTHS:
-            xs = jnp.asarray(xs_all[:T])
             results = []
-            for kind, f in (("unrolled", unrolled), ("scan", scanned)):
-                record[f"{kind}_eqns"].append(len(jax.make_jaxpr(f)(Wj, xs).jaxpr.eqns))
-                start = time.perf_counter()
-                compiled = jax.jit(f).lower(Wj, xs).compile()
-                record[f"{kind}_compile_ms"].append(1e3 * (time.perf_counter() - start))
-                results.append(np.asarray(compiled(Wj, xs)))
+            for kind, f in (("unrolled", jax_unrolled), ("scan", jax_scanned)):
+                eqns, ms, h = jax_program(f, W, xs_all[:T])
+                record[f"{kind}_eqns"].append(eqns)
+                record[f"{kind}_compile_ms"].append(ms)
+                results.append(h)
             record["final_diff"].append(float(np.max(np.abs(results[0] - results[1]))))
             facts.setdefault("jax_final_h", []).append(_floats(results[1]))
             cells[f"T{T}"] = (f"{record['unrolled_eqns'][-1]} / {record['scan_eqns'][-1]} eqns, "
