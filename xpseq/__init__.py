@@ -26,7 +26,13 @@ The front door (:mod:`xpseq.tasks.translator`)::
     model.save("toy.safetensors"); xpseq.load("toy.safetensors", backend="numpy")
 """
 
+from typing import TYPE_CHECKING, Any
+
 from . import backends, core
+
+if TYPE_CHECKING:                # what __getattr__ below imports when first used
+    from .tasks.experiment import task_from_pairs, toy_task
+    from .tasks.translator import Translator, load
 
 __all__ = ["backends", "core", "Translator", "load", "toy_task", "task_from_pairs",
            "__version__"]
@@ -36,7 +42,7 @@ _FRONT_DOOR = {"Translator": "translator", "load": "translator", "toy_task": "ex
                "task_from_pairs": "experiment"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # The front door's names, imported when first used (``import xpseq`` stays light).
     if name in _FRONT_DOOR:
         import importlib

@@ -36,7 +36,7 @@ import json
 import pathlib
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from xpseq import backends
 from xpseq.core import checks
@@ -62,7 +62,7 @@ CHUNK = 512
 #: batch size of a longer list, whose remainder takes the smallest size that holds it.
 _PADDED_SIZES = (16, 64, 128, 256)
 
-_LOADED: dict[tuple, G2P] = {}
+_LOADED: dict[tuple[Any, ...], G2P] = {}
 
 
 class UnknownCharacterWarning(UserWarning):
@@ -77,7 +77,7 @@ class UnknownCharacterWarning(UserWarning):
         self.characters = list(characters)
 
 
-def shipped() -> dict:
+def shipped() -> dict[str, Any]:
     """The shipped model's manifest: ``files`` (its checkpoints, an ensemble when several),
     ``stress``, and the ``scores`` measured on the test split with the command that
     measured them."""
@@ -85,7 +85,7 @@ def shipped() -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"no shipped G2P model: {path} is missing (a broken "
                                 "installation?)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return cast(dict[str, Any], json.loads(path.read_text(encoding="utf-8")))
 
 
 class G2P:
@@ -98,7 +98,7 @@ class G2P:
     backend : a backend name or object; ``None`` for NumPy
     """
 
-    def __init__(self, paths: str | Sequence[str] | None = None, *,
+    def __init__(self, paths: str | pathlib.Path | Sequence[str | pathlib.Path] | None = None, *,
                  backend: str | backends.Backend | None = None):
         from xpseq.data import Vocab
         from xpseq.search import Ensemble
@@ -126,6 +126,7 @@ class G2P:
             if bool(meta.get("stress")) != bool((loaded[0].metadata or {}).get("stress")):
                 raise ValueError(f"G2P: {ckpt.path} and {loaded[0].path} differ in stress "
                                  "marks")
+        assert loaded[0].metadata is not None and loaded[0].vocabs is not None  # checked above
         self.paths = paths
         self.metadata = loaded[0].metadata
         self.stress = bool(loaded[0].metadata.get("stress"))
@@ -133,11 +134,12 @@ class G2P:
         self.tgt_vocab = Vocab.from_list(loaded[0].vocabs["tgt"])
         params = [{k: self.backend.asarray(v.astype("float32")) for k, v in c.params.items()}
                   for c in loaded]
+        self.params: dict[str, Any] | list[dict[str, Any]]
         if len(loaded) == 1:
             self.params, self.config = params[0], loaded[0].config
         else:
-            self.params, self.config = params, Ensemble([c.config for c in loaded])
-        self._lexicon: dict | None = None
+            self.params, self.config = params, Ensemble(tuple(c.config for c in loaded))
+        self._lexicon: dict[str, Any] | None = None
 
     def unknown_characters(self, word: str) -> list[str]:
         """The characters of ``word`` (as the model reads it) that the model never saw."""
@@ -145,7 +147,7 @@ class G2P:
 
         return sorted({c for c in word_tokens(word) if c not in self.src_vocab})
 
-    def lexicon(self) -> dict:
+    def lexicon(self) -> dict[str, Any]:
         """The CMU dictionary (stress as the model's), read once: word -> pronunciations."""
         if self._lexicon is None:
             from xpseq.data.cmudict import read_cmudict
@@ -154,7 +156,7 @@ class G2P:
         return self._lexicon
 
     def pronounce(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
-                  lookup: bool = False) -> list:
+                  lookup: bool = False) -> list[Any]:
         """The phones of each word, in the order of ``words``.
 
         Parameters
@@ -193,7 +195,7 @@ class G2P:
         """
         return self._pronounce(words, beam, n_best, lookup)
 
-    def _pronounce(self, words: Any, beam: Any, n_best: Any, lookup: bool) -> list:
+    def _pronounce(self, words: Any, beam: Any, n_best: Any, lookup: bool) -> list[Any]:
         """:meth:`pronounce`, called by it or by :func:`pronounce`: a warning points at
         the caller of either."""
         from xpseq.search import options_for
@@ -204,7 +206,7 @@ class G2P:
         return self._answer(listed, options, n_best, lookup, stacklevel=4)
 
     def pronounce_iter(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
-                       lookup: bool = False, chunk: int = CHUNK) -> Iterator:
+                       lookup: bool = False, chunk: int = CHUNK) -> Iterator[Any]:
         """The phones of each word, one answer at a time, in the order of ``words``.
 
         What :meth:`pronounce` returns as a list, yielded one word at a time:
@@ -247,8 +249,8 @@ class G2P:
             self.lexicon()                  # its errors now, not at the first answer
         return self._answers(items, options, n_best, lookup, chunk)
 
-    def _answers(self, items: Iterator, options: Any, n_best: int, lookup: bool,
-                 chunk: int) -> Iterator:
+    def _answers(self, items: Iterator[Any], options: Any, n_best: int, lookup: bool,
+                 chunk: int) -> Iterator[Any]:
         """:meth:`pronounce_iter`'s generator: ``chunk`` checked words, their answers."""
         start = 0
         while True:
@@ -260,13 +262,13 @@ class G2P:
             yield from self._answer(words, options, n_best, lookup, stacklevel=3)
 
     def _answer(self, words: list[str], options: Any, n_best: int, lookup: bool, *,
-                stacklevel: int) -> list:
+                stacklevel: int) -> list[Any]:
         """The answers to checked ``words`` (decoded together), as :meth:`pronounce`;
         a warning points ``stacklevel`` frames up (the caller of ``pronounce``, the
         reader of ``pronounce_iter``)."""
         from xpseq.tasks.g2p_recipe import word_tokens
 
-        answers: list = [None] * len(words)
+        answers: list[Any] = [None] * len(words)
         todo = []
         lexicon = self.lexicon() if lookup else {}
         for i, word in enumerate(words):
@@ -308,7 +310,7 @@ class G2P:
         buckets: dict[int, list[int]] = {}
         for i, word in enumerate(tokens):
             buckets.setdefault(len(word) // 8, []).append(i)
-        answers: list = [None] * len(tokens)
+        answers: list[Any] = [None] * len(tokens)
         for _, where in sorted(buckets.items()):
             asked = [tokens[i] for i in where]
             if self.backend.compiles:
@@ -324,7 +326,7 @@ class G2P:
         return answers
 
 
-def _iterable(words: Any, caller: str) -> Iterator:
+def _iterable(words: Any, caller: str) -> Iterator[Any]:
     """An iterator over ``words`` if it is an iterable of words (not one str); a
     TypeError otherwise."""
     if isinstance(words, (str, bytes)):
@@ -364,7 +366,7 @@ def load(paths: str | Sequence[str] | None = None, *,
 
 def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: bool = False,
               backend: str | backends.Backend | None = None,
-              model: str | Sequence[str] | None = None) -> list:
+              model: str | Sequence[str] | None = None) -> list[Any]:
     """The phones of each word (see :meth:`G2P.pronounce`), with the shipped model or
     the checkpoint(s) ``model``, on ``backend`` (default NumPy)."""
     return load(model, backend=backend)._pronounce(words, beam, n_best, lookup)
@@ -373,7 +375,7 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
 def pronounce_iter(words: Iterable[str], *, beam: int = 1, n_best: int = 1,
                    lookup: bool = False, chunk: int = CHUNK,
                    backend: str | backends.Backend | None = None,
-                   model: str | Sequence[str] | None = None) -> Iterator:
+                   model: str | Sequence[str] | None = None) -> Iterator[Any]:
     """The phones of each word, yielded one by one, ``chunk`` words decoded at a time
     (see :meth:`G2P.pronounce_iter`), with the shipped model or the checkpoint(s)
     ``model``, on ``backend`` (default NumPy)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import numpy as np
 
@@ -106,7 +106,7 @@ class Ensemble:
     they must have the same vocabulary sizes (that their vocabularies are the same lists
     is the caller's to check, e.g. from their checkpoints)."""
 
-    configs: tuple
+    configs: tuple[Any, ...]
 
     def __post_init__(self) -> None:
         if isinstance(self.configs, (str, bytes)) or not hasattr(self.configs, "__iter__"):
@@ -126,14 +126,14 @@ class Ensemble:
 
     @property
     def src_vocab(self) -> int:
-        return self.configs[0].src_vocab
+        return cast(int, self.configs[0].src_vocab)
 
     @property
     def tgt_vocab(self) -> int:
-        return self.configs[0].tgt_vocab
+        return cast(int, self.configs[0].tgt_vocab)
 
 
-def _members(params: Any, config: Any) -> tuple[tuple, tuple]:
+def _members(params: Any, config: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """``(configs, params)`` of the models a search runs: one, or an ensemble's members."""
     if not isinstance(config, Ensemble):
         return (config,), (params,)
@@ -165,12 +165,14 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
                                + options.max_len_b), ints)
     batch = src.shape[0]
 
-    def decoder(encoded: tuple) -> tuple[Any, Any]:
-        pairs = [models.of(c).kernels.decoder(p, c, e, attention=options.attention,
-                                              max_len=capacity, xp=xp)
-                 for c, p, e in zip(configs, member_params, encoded)]
+    def decoder(encoded: tuple[Any, ...]) -> tuple[Any, Any]:
+        pairs: list[tuple[Any, Any]] = [
+            models.of(c).kernels.decoder(p, c, e, attention=options.attention,
+                                         max_len=capacity, xp=xp)
+            for c, p, e in zip(configs, member_params, encoded)]
         if backend.compiled:     # the same first states, and each member's step compiled
-            pairs = [(_bind(compiled_step(c, options.attention, backend), p, e, capacity),
+            pairs = [(_bind(compiled_step(c, options.attention, backend), p, e,
+                            cast(int, capacity)),     # compiled: capacity is max_len
                       state) for c, p, e, (_, state) in zip(configs, member_params, encoded,
                                                             pairs)]
         if len(pairs) == 1:
@@ -212,10 +214,10 @@ def compiled_step(config: Any, attention: bool, backend: Backend) -> Any:
     model = models.of(config)
 
     def build() -> Any:
-        def step(params: Any, encoded: Any, state: Any, y: Any, max_len: int) -> tuple:
+        def step(params: Any, encoded: Any, state: Any, y: Any, max_len: int) -> tuple[Any, ...]:
             run, _ = model.kernels.decoder(params, config, encoded, attention=attention,
                                            max_len=max_len, xp=backend.xp)
-            return run(state, y)
+            return cast(tuple[Any, ...], run(state, y))
 
         return backend.jit(step, dynamic=STEP_DYNAMIC)
 
@@ -258,7 +260,7 @@ def search(params: Any, config: Any, src: np.ndarray,
                          f"output ({max_len})")
     if backend.compiles:
         def build() -> Any:
-            def program(params, src, src_len):
+            def program(params: Any, src: Any, src_len: Any) -> Hypotheses:
                 return _search_arrays(params, src, src_len, config=config, options=options,
                                       max_len=max_len, backend=backend)
 
@@ -275,7 +277,8 @@ def search(params: Any, config: Any, src: np.ndarray,
                         else backend.to_numpy(kernels.widened(x, xp=backend.xp)) for x in hyp))
 
 
-def to_lists(hyp: Hypotheses, src_len: np.ndarray, *, keep_eos: bool = False) -> list[list[dict]]:
+def to_lists(hyp: Hypotheses, src_len: np.ndarray, *,
+             keep_eos: bool = False) -> list[list[dict[str, Any]]]:
     """Per sentence, per hypothesis: ``{"tokens", "score", "ranking", "attention"}``.
 
     ``tokens`` excludes ``</s>`` unless ``keep_eos``; ``attention`` is a NumPy array of

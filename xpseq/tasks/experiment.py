@@ -171,7 +171,7 @@ def train_model(task: Task, backend: Backend, config: Any = None,
     return config, result
 
 
-def translate(params: dict, config: Any, sources: Sequence[Sequence[str]],
+def translate(params: Any, config: Any, sources: Sequence[Sequence[str]],
               src_vocab: Vocab, tgt_vocab: Vocab, backend: Backend,
               options: SearchOptions = SearchOptions(), *,
               batch_size: int = 256) -> list[dict]:

@@ -44,9 +44,9 @@ class Translator:
     when known.
     """
 
-    def __init__(self, params: dict, config: Any, src_vocab: Vocab, tgt_vocab: Vocab,
-                 backend: backends.Backend, *, history: Sequence[dict] = (),
-                 task: Task | None = None, metadata: dict | None = None):
+    def __init__(self, params: dict[str, Any], config: Any, src_vocab: Vocab, tgt_vocab: Vocab,
+                 backend: backends.Backend, *, history: Sequence[dict[str, Any]] = (),
+                 task: Task | None = None, metadata: dict[str, Any] | None = None):
         self.params, self.config = params, config
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.backend = backend
@@ -99,7 +99,7 @@ class Translator:
                    history=result.history, task=task)
 
     def translate(self, sentences: Iterable[str | Sequence[str]], *, beam: int = 1,
-                  n_best: int = 1) -> list:
+                  n_best: int = 1) -> list[Any]:
         """Translate sentences (strings, split on whitespace, or token lists), in order.
 
         Parameters
@@ -132,7 +132,8 @@ class Translator:
             return [" ".join(r["tokens"]) for r in results]
         return [[" ".join(h) for h in r["n_best"]] for r in results]
 
-    def evaluate(self, pairs: Sequence[tuple] | None = None, *, beam: int = 1) -> dict:
+    def evaluate(self, pairs: Sequence[tuple[Any, ...]] | None = None, *,
+                 beam: int = 1) -> dict[str, Any]:
         """BLEU (sacrebleu) and exact match: on ``pairs`` (``(source, target)`` strings or
         token lists), or by test bucket of the task it was trained on.
 
@@ -171,7 +172,7 @@ class Translator:
                                metadata=self.metadata or None)
 
 
-def _sentences(sentences: Any) -> Iterator:
+def _sentences(sentences: Any) -> Iterator[Any]:
     """An iterator over ``sentences`` (not one str); a TypeError otherwise."""
     if isinstance(sentences, (str, bytes)):
         raise TypeError(f"translate: sentences must be a list of sentences, not one "
