@@ -7,94 +7,121 @@ against each other by the dot-product test.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from array_api_compat import array_namespace
 
+from xpseq import backends
 from xpseq.core import vjp
 from xpseq.testing import central_difference_grad
 from xpseq.tour._common import (
     Cells,
+    Part,
     Row,
     _columns,
     _data,
     _err,
     _fact,
     _floats,
-    _jax,
     _lesson,
     _table,
-    _torch,
     _vec,
-    _xp_numpy,
 )
 
-__all__ = ["lesson_forward_reverse"]
+__all__ = ["lesson_forward_reverse", "tanh_linear", "numpy_pullback", "numpy_jvp_vjp",
+           "jax_jvp_vjp", "torch_jvp_vjp"]
 
 
-def _tanh_linear(x: Any, A: Any) -> Any:
+# ------------------------------------------------------------------------ the code
+
+
+def tanh_linear(x: Any, A: Any) -> Any:
     """``f(x) = tanh(A x)``: R³ → R², written once."""
     xp = array_namespace(x, A)
     return xp.tanh(A @ x)
 
 
-@_lesson(12, "Forward mode (JVP) vs reverse mode (VJP)")
+def numpy_pullback(x: np.ndarray, A: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``u ↦ uᵀ J`` at ``x``, by xpseq's hand-derived rules of ``linear`` and ``tanh``."""
+    xp = backends.get("numpy").xp
+    z, linear_bp = vjp.linear(x[None, :], A, None, xp=xp)
+    _, tanh_bp = vjp.tanh(z, xp=xp)
+
+    def pullback(u: np.ndarray) -> np.ndarray:
+        (dz,) = tanh_bp(u[None, :])
+        return linear_bp(dz)[0][0]
+
+    return pullback
+
+
+def numpy_jvp_vjp(x: np.ndarray, A: np.ndarray, v: np.ndarray, u: np.ndarray) -> tuple:
+    """``J v``, ``uᵀ J``, and ``J`` by central differences and by VJPs: xpseq has reverse
+    rules only, so ``J`` is one VJP per output row."""
+    pullback = numpy_pullback(x, A)
+    jac = np.stack([pullback(e) for e in np.eye(len(u))])
+    jac_fd = np.stack([central_difference_grad(lambda a, i=i: float(np.tanh(A @ a)[i]), x)
+                       for i in range(len(u))])
+    return jac @ v, pullback(u), jac_fd, jac
+
+
+def jax_jvp_vjp(x: np.ndarray, A: np.ndarray, v: np.ndarray, u: np.ndarray) -> tuple:
+    """``J v`` by ``jax.jvp`` (forward), ``uᵀ J`` by ``jax.vjp`` (reverse), and ``J`` by
+    ``jax.jacfwd`` and ``jax.jacrev``."""
+    import jax
+    import jax.numpy as jnp
+
+    Aj, xj = jnp.asarray(A), jnp.asarray(x)
+    f = lambda x: tanh_linear(x, Aj)             # noqa: E731
+    jvp = jax.jit(lambda x, t: jax.jvp(f, (x,), (t,))[1])
+    vjp_ = jax.jit(lambda x, c: jax.vjp(f, x)[1](c)[0])
+    return (jvp(xj, jnp.asarray(v)), vjp_(xj, jnp.asarray(u)), jax.jit(jax.jacfwd(f))(xj),
+            jax.jit(jax.jacrev(f))(xj))
+
+
+def torch_jvp_vjp(x: np.ndarray, A: np.ndarray, v: np.ndarray, u: np.ndarray) -> tuple:
+    """``J v`` by ``torch.func.jvp``, ``uᵀ J`` by ``torch.func.vjp``, and ``J`` by
+    ``torch.func.jacfwd`` and ``jacrev``."""
+    import torch
+
+    At, xt = torch.tensor(A), torch.tensor(x)
+    f = lambda x: tanh_linear(x, At)             # noqa: E731
+    with warnings.catch_warnings():
+        # torch.func's own internals still call the deprecated torch.jit.script.
+        warnings.filterwarnings("ignore", message=".*torch.jit.script.* is deprecated",
+                                category=DeprecationWarning)
+        _, jv = torch.func.jvp(f, (xt,), (torch.tensor(v),))
+        _, pullback = torch.func.vjp(f, xt)
+        (uj,) = pullback(torch.tensor(u))
+        jac_fwd, jac_rev = torch.func.jacfwd(f)(xt), torch.func.jacrev(f)(xt)
+    return jv.numpy(), uj.numpy(), jac_fwd.numpy(), jac_rev.numpy()
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(12, "Forward mode (JVP) vs reverse mode (VJP)",
+         code=(tanh_linear, numpy_pullback, numpy_jvp_vjp, jax_jvp_vjp, torch_jvp_vjp))
 def lesson_forward_reverse() -> tuple[str, list[Row], dict[str, Any]]:
     """J v by forward mode, uᵀ J by reverse mode, and the dot-product test."""
     A, x = _data(121, 2, 3), _data(122, 3)
     v, u = _data(123, 3), _data(124, 2)         # a tangent (input side), a cotangent (output)
     facts: dict[str, Any] = {"A": A.tolist(), "x": x.tolist(), "v": v.tolist(), "u": u.tolist()}
 
-    def finish(name: str, jv: Any, uj: Any, jac_fwd: Any, jac_rev: Any) -> Cells:
-        jv, uj = np.asarray(jv), np.asarray(uj)
-        dot = abs(float(u @ jv) - float(uj @ v))
-        jac_diff = float(np.max(np.abs(np.asarray(jac_fwd) - np.asarray(jac_rev))))
-        facts.update({f"{name}_jvp": _floats(jv), f"{name}_vjp": _floats(uj),
-                      f"{name}_dot_test": dot, f"{name}_jac_fwd_rev_diff": jac_diff})
-        return {"jvp": _vec(jv), "vjp": _vec(uj), "dot": _err(dot), "jac": _err(jac_diff)}
+    def part(name: str, jvp_vjp: Callable[..., tuple]) -> Part:
+        def fill(facts: dict[str, Any]) -> Cells:
+            jv, uj, jac_fwd, jac_rev = (np.asarray(a) for a in jvp_vjp(x, A, v, u))
+            dot = abs(float(u @ jv) - float(uj @ v))
+            jac_diff = float(np.max(np.abs(jac_fwd - jac_rev)))
+            facts.update({f"{name}_jvp": _floats(jv), f"{name}_vjp": _floats(uj),
+                          f"{name}_dot_test": dot, f"{name}_jac_fwd_rev_diff": jac_diff})
+            if name == "numpy":
+                facts["numpy_vjps_for_jacobian"] = jac_rev.shape[0]
+            return {"jvp": _vec(jv), "vjp": _vec(uj), "dot": _err(dot), "jac": _err(jac_diff)}
+        return fill
 
-    def numpy_part(facts: dict[str, Any]) -> Cells:
-        xp = _xp_numpy()
-        z, linear_bp = vjp.linear(x[None, :], A, None, xp=xp)
-        _, tanh_bp = vjp.tanh(z, xp=xp)
-
-        def pullback(cotangent: np.ndarray) -> np.ndarray:
-            (dz,) = tanh_bp(cotangent[None, :])
-            return linear_bp(dz)[0][0]
-
-        # xpseq has reverse rules only: the Jacobian is one VJP per output row.
-        jac = np.stack([pullback(e) for e in np.eye(2)])
-        jac_fd = np.stack([central_difference_grad(lambda a, i=i: float(np.tanh(A @ a)[i]), x)
-                           for i in range(2)])
-        facts["numpy_vjps_for_jacobian"] = jac.shape[0]
-        return finish("numpy", jac @ v, pullback(u), jac_fd, jac)
-
-    def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        Aj = jnp.asarray(A)
-        f = lambda x: _tanh_linear(x, Aj)             # noqa: E731
-        xj = jnp.asarray(x)
-        jvp = jax.jit(lambda x, t: jax.jvp(f, (x,), (t,))[1])
-        vjp_ = jax.jit(lambda x, c: jax.vjp(f, x)[1](c)[0])
-        jv, uj = jvp(xj, jnp.asarray(v)), vjp_(xj, jnp.asarray(u))
-        return finish("jax", jv, uj, jax.jit(jax.jacfwd(f))(xj), jax.jit(jax.jacrev(f))(xj))
-
-    def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
-        At = torch.tensor(A)
-        f = lambda x: _tanh_linear(x, At)             # noqa: E731
-        xt = torch.tensor(x)
-        with warnings.catch_warnings():
-            # torch.func's own internals still call the deprecated torch.jit.script.
-            warnings.filterwarnings("ignore", message=".*torch.jit.script.* is deprecated",
-                                    category=DeprecationWarning)
-            _, jv = torch.func.jvp(f, (xt,), (torch.tensor(v),))
-            _, pullback = torch.func.vjp(f, xt)
-            (uj,) = pullback(torch.tensor(u))
-            jac_fwd, jac_rev = torch.func.jacfwd(f)(xt), torch.func.jacrev(f)(xt)
-        return finish("torch", jv.numpy(), uj.numpy(), jac_fwd.numpy(), jac_rev.numpy())
-
+    numpy_part, jax_part = part("numpy", numpy_jvp_vjp), part("jax", jax_jvp_vjp)
+    torch_part = part("torch", torch_jvp_vjp)
     columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
     rows = _table(columns, [
         ("jvp", "J v, forward mode (numpy: J from 2 hand-derived VJPs)"),
