@@ -6,32 +6,72 @@ those axes, with the bias's own shape.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from array_api_compat import array_namespace
 
+from xpseq import backends
 from xpseq.core import vjp
 from xpseq.tour._common import (
     Cells,
+    Part,
     Row,
     _columns,
     _data,
     _err,
     _fact,
     _floats,
-    _jax,
     _lesson,
     _table,
-    _torch,
     _vec,
-    _xp_numpy,
 )
 
-__all__ = ["lesson_broadcast_sum"]
+__all__ = ["lesson_broadcast_sum", "bias_loss", "numpy_bias_grad", "jax_bias_grad",
+           "torch_bias_grad"]
 
 
-@_lesson(13, "Broadcasting in the forward is a sum in the backward: the bias gradient")
+# ------------------------------------------------------------------------ the code
+
+
+def bias_loss(W: Any, b: Any, X: Any, G: Any) -> Any:
+    """``loss = Σ G ⊙ (X Wᵀ + b)``: the bias ``b (out,)`` is broadcast over the batch and
+    time axes of ``X (batch, time, in)``; written once."""
+    xp = array_namespace(W, b, X, G)
+    return xp.sum(G * (X @ W.T + b))
+
+
+def numpy_bias_grad(X: Any, W: Any, b: Any, G: Any) -> tuple[Any, Any]:
+    """``∂loss/∂W`` and ``∂loss/∂b`` by xpseq's hand-derived ``linear`` rule, whose ``db``
+    sums the cotangent ``G`` over the leading axes."""
+    _, backprop = vjp.linear(X, W, b, xp=backends.get("numpy").xp)
+    _, dW, db = backprop(G)
+    return dW, db
+
+
+def jax_bias_grad(X: Any, W: Any, b: Any, G: Any) -> tuple[Any, Any]:
+    """``∂loss/∂W`` and ``∂loss/∂b`` by ``jax.grad``."""
+    import jax
+    import jax.numpy as jnp
+
+    grad = jax.jit(jax.grad(bias_loss, argnums=(0, 1)))
+    return grad(*(jnp.asarray(a) for a in (W, b, X, G)))
+
+
+def torch_bias_grad(X: Any, W: Any, b: Any, G: Any) -> tuple[Any, Any]:
+    """``∂loss/∂W`` and ``∂loss/∂b`` by torch autograd."""
+    import torch
+
+    Wt, bt = torch.tensor(W, requires_grad=True), torch.tensor(b, requires_grad=True)
+    bias_loss(Wt, bt, torch.tensor(X), torch.tensor(G)).backward()
+    return Wt.grad.numpy(), bt.grad.numpy()
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(13, "Broadcasting in the forward is a sum in the backward: the bias gradient",
+         code=(bias_loss, numpy_bias_grad, jax_bias_grad, torch_bias_grad))
 def lesson_broadcast_sum() -> tuple[str, list[Row], dict[str, Any]]:
     """The gradient of a bias broadcast over batch and time is a sum."""
     X, W, b = _data(131, 2, 3, 4), _data(132, 5, 4), _data(133, 5)   # x: (batch, time, in)
@@ -39,34 +79,17 @@ def lesson_broadcast_sum() -> tuple[str, list[Row], dict[str, Any]]:
     expected = G.sum(axis=(0, 1))
     facts: dict[str, Any] = {"G": G.tolist(), "b_shape": list(b.shape)}
 
-    def finish(name: str, db: Any, dW: Any) -> Cells:
-        db = np.asarray(db)
-        diff = float(np.max(np.abs(db - expected)))
-        facts.update({f"{name}_db": _floats(db), f"{name}_db_shape": list(db.shape),
-                      f"{name}_db_max_diff": diff, f"{name}_dW": np.asarray(dW).tolist()})
-        return {"db": _vec(db, 3), "diff": _err(diff), "shape": str(tuple(db.shape))}
+    def part(name: str, grads: Callable[..., tuple[Any, Any]]) -> Part:
+        def fill(facts: dict[str, Any]) -> Cells:
+            dW, db = (np.asarray(a) for a in grads(X, W, b, G))
+            diff = float(np.max(np.abs(db - expected)))
+            facts.update({f"{name}_db": _floats(db), f"{name}_db_shape": list(db.shape),
+                          f"{name}_db_max_diff": diff, f"{name}_dW": dW.tolist()})
+            return {"db": _vec(db, 3), "diff": _err(diff), "shape": str(tuple(db.shape))}
+        return fill
 
-    def numpy_part(facts: dict[str, Any]) -> Cells:
-        _, backprop = vjp.linear(X, W, b, xp=_xp_numpy())
-        _, dW, db = backprop(G)                   # db = Σ over the leading axes of dy
-        return finish("numpy", db, dW)
-
-    def loss(W: Any, b: Any, X: Any, G: Any) -> Any:
-        xp = array_namespace(W, b, X, G)
-        return xp.sum(G * (X @ W.T + b))
-
-    def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
-        dW, db = grad(*(jnp.asarray(a) for a in (W, b, X, G)))
-        return finish("jax", db, dW)
-
-    def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
-        Wt, bt = torch.tensor(W, requires_grad=True), torch.tensor(b, requires_grad=True)
-        loss(Wt, bt, torch.tensor(X), torch.tensor(G)).backward()
-        return finish("torch", bt.grad.numpy(), Wt.grad.numpy())
-
+    numpy_part, jax_part = part("numpy", numpy_bias_grad), part("jax", jax_bias_grad)
+    torch_part = part("torch", torch_bias_grad)
     columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
     rows = _table(columns, [
         ("db", "∂loss/∂b for loss = Σ G ⊙ (x Wᵀ + b), x (2, 3, 4), b (5,)"),
