@@ -5,7 +5,8 @@ them train, numpy and array_api_strict with hand-derived gradients, slowly), ``-
 (torch with ``torch.compile``), ``--dtype`` (float32 or float64) and ``--seed``.
 
 Errors are one line on stderr and an exit code: 2 for bad arguments (``xpseq CMD: error:
-...``; values are checked by the parser, before anything is created on disk), 1 for every
+...``; values are checked by the parser, before anything is created on disk; a mistyped
+subcommand, choice or option names the nearest one, ``did you mean --model?``), 1 for every
 other failure (``xpseq: error: ...``: missing or unreadable files, damaged checkpoints, a
 diverging run, a full disk ...), 130 when interrupted. Output cut short by its reader
 (``xpseq translate ... | head -1``) ends quietly with 141, as a program killed by SIGPIPE
@@ -91,20 +92,34 @@ def build() -> Command:
 
 
 def _demo(sub: Any) -> None:
-    p = sub.add_parser("demo", help="train attention and seq2seq on the toy task and compare",
-                       description="The attention experiment end to end: trains the attention "
-                       "model and the plain seq2seq baseline on the toy English->Zhoric task, "
-                       "then prints the table by sentence length, greedy vs beam search, an "
-                       "attention heatmap and teacher forcing vs autoregressive decoding.")
+    p = sub.add_parser("demo", help="train seq2seq, attention and a Transformer on the toy "
+                       "task and compare them",
+                       description="The attention experiment end to end: trains three models "
+                       "on the toy English->Zhoric task, the plain seq2seq baseline (an LSTM "
+                       "without attention), the attention LSTM (Luong general attention) and a "
+                       "small Transformer, then prints BLEU and exact match by sentence length "
+                       "(0-4 phrases; 4 is longer than anything in training), greedy vs beam "
+                       "search, an attention heatmap and teacher forcing vs autoregressive "
+                       "decoding, and writes the heatmap, the loss curves and the three "
+                       "checkpoints to --out.")
     opts.backend_options(p, "training backend " + DEFAULT_BACKEND)
-    p.add_argument("--quick", action="store_true", help="a small smoke run (under a minute)")
-    p.add_argument("--out", default="out", help="folder for the PNGs (default: out)")
+    p.add_argument("--quick", action="store_true",
+                   help="a small smoke run: less data, smaller models, one epoch (under a "
+                   "minute)")
+    p.add_argument("--out", default="out", metavar="DIR",
+                   help="folder for the PNGs and the three checkpoints (default: out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo, parser=p)
 
 
 def _train(sub: Any) -> tuple[argparse.ArgumentParser, dict[str, argparse.Action]]:
-    p = sub.add_parser("train", help="train a model and save a checkpoint")
+    p = sub.add_parser("train", help="train a model and save a checkpoint",
+                       description="Train an rnn or a Transformer (--model) on the toy task, "
+                       "a TSV corpus or the CMU dictionary (--task) and write the checkpoint "
+                       "--out M.safetensors as it trains, with a metrics log beside it "
+                       "(M.metrics.csv). Toy and TSV runs stop early after 3 epochs without "
+                       "a better dev loss; --task g2p follows its recipe. --config FILE.toml "
+                       "takes the options from a file; --resume continues a run.")
     actions = opts.train_options(p, "training backend " + DEFAULT_BACKEND)
     p.set_defaults(func=cmd_train, parser=p)
     return p, actions
@@ -116,7 +131,7 @@ def _translate(sub: Any) -> None:
                        "on stdin. Unknown words become <unk>; an empty line gives an empty line.")
     opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
     opts.precision_option(p)
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors)")
     p.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     p.add_argument("--max-tokens", type=_positive, default=256,
                    help="cut longer sentences to this many tokens (default: 256)")
@@ -129,7 +144,8 @@ def _g2p(sub: Any) -> None:
 
     from .commands import G2P_NOTES_SHOWN
 
-    p = sub.add_parser("g2p", help="pronounce English words with the shipped G2P model",
+    p = sub.add_parser("g2p", help="pronounce English words with the shipped G2P model (or "
+                       "your own)",
                        description="The ARPAbet phones of each word, given as arguments or one "
                        "per line on stdin (UTF-8), printed as word<TAB>phones in input order (N "
                        "lines a word with --n-best N). Stdin is answered as it comes, in chunks "
@@ -143,7 +159,8 @@ def _g2p(sub: Any) -> None:
                        "word<TAB> (nothing). Input that is not UTF-8 stops the run with an "
                        "error naming its line (the answers printed before it stay). No "
                        "training, no network: the model ships with xpseq (CMU dictionary, "
-                       "stress removed).")
+                       "stress removed); --model uses checkpoints of xpseq train --task g2p "
+                       "instead.")
     p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
     p.add_argument("--backend", choices=backends.NAMES, default=None,
                    help="backend to decode on " + DEFAULT_BACKEND)
@@ -165,8 +182,9 @@ def _evaluate(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="BLEU and exact match by bucket; PER and WER for G2P",
                        description="Translate a test set with a checkpoint and print corpus "
                        "BLEU (sacrebleu) and exact match per bucket: the toy task's phrase "
-                       "counts 0-4, or one row for a TSV test file. A G2P checkpoint prints "
-                       "phone and word error rates on the dictionary's test split, for "
+                       "counts 0-4, or one row for a TSV test file. A G2P checkpoint (several: "
+                       "their ensemble; --shipped: the shipped model) prints phone and word "
+                       "error rates on the dictionary's test split (or --part dev), for "
                        "greedy and beam search (k = --beam, 5 by default).")
     opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
     opts.precision_option(p)
@@ -183,7 +201,7 @@ def _evaluate(sub: Any) -> None:
                    help="g2p: the words to score (default: test)")
     p.add_argument("--limit", type=_positive, default=None, metavar="N",
                    help="g2p: score only the first N words")
-    opts.search_options(p)
+    opts.search_options(p, n_best=False)
     p.set_defaults(func=cmd_evaluate, parser=p)
 
 
@@ -209,23 +227,28 @@ def _data(sub: Any) -> None:
 
 def _heatmap(sub: Any) -> None:
     p = sub.add_parser("heatmap", help="the attention of one translation, in the terminal "
-                       "and as a PNG",
-                       description="Translate one sentence and draw its attention weights: "
-                       "rows are the generated words, columns the source words.")
+                       "(and as a PNG with --png)",
+                       description="Translate one sentence, print the translation and draw "
+                       "its attention weights in the terminal (rows are the generated words, "
+                       "columns the source words), and with --png as an image too. The model "
+                       "must have attention: an rnn with attention, or a Transformer (its last "
+                       "layer's cross-attention, averaged over the heads).")
     opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
     opts.precision_option(p)
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors)")
     p.add_argument("sentence", help="the source sentence (quoted)")
     p.add_argument("--png", help="also write the heatmap to this PNG")
-    opts.search_options(p)
+    opts.search_options(p, n_best=False)
     p.set_defaults(func=cmd_heatmap, parser=p)
 
 
 def _tour(sub: Any) -> None:
     p = sub.add_parser("tour", help="the autodiff tour: numpy by hand, jax, torch side by side",
-                       description="Lessons on how automatic differentiation differs between "
-                       "JAX (function transforms), PyTorch (a tape) and NumPy (gradients "
-                       "derived by hand), each measured at run time on the installed versions.")
+                       description="Lessons on how JAX (function transforms), PyTorch (a "
+                       "tape) and NumPy (xpseq's gradients derived by hand) differ: gradients "
+                       "and their edge cases, dtypes and precision, tracing and compilation, "
+                       "random numbers. Each runs the same small computation on all three and "
+                       "prints what it measured on the installed versions, side by side.")
     p.add_argument("--lesson", type=_positive, metavar="N", help="run lesson N only")
     p.add_argument("--list", action="store_true", help="list the lessons")
     p.add_argument("--code", action="store_true",

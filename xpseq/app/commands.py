@@ -155,9 +155,10 @@ def _search_options(args: argparse.Namespace):
     from xpseq.search import SearchOptions
 
     precision = opts.precision_of(args)
-    if args.beam == 1 and args.n_best == 1:
+    n_best = getattr(args, "n_best", 1)           # (evaluate and heatmap score the best)
+    if args.beam == 1 and n_best == 1:
         return SearchOptions(precision=precision)
-    return SearchOptions(method="beam", k=args.beam, n_best=args.n_best,
+    return SearchOptions(method="beam", k=args.beam, n_best=n_best,
                          length_penalty=args.length_penalty, alpha=args.alpha,
                          precision=precision)
 
@@ -751,4 +752,4 @@ def cmd_tour(args: argparse.Namespace) -> int:
 
     argv = (["--lesson", str(args.lesson)] if args.lesson else []) + \
         (["--list"] if args.list else []) + (["--code"] if getattr(args, "code", False) else [])
-    return tour(argv)
+    return tour(argv, prog=args.parser.prog)

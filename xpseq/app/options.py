@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import re
-from typing import Any, Callable, Mapping
+import sys
+from typing import Any, Callable, Mapping, Sequence
 
 from xpseq import backends, models
 from xpseq.core.decoding import LENGTH_PENALTIES
@@ -49,6 +51,10 @@ Actions = dict[str, argparse.Action]
 class Parser(argparse.ArgumentParser):
     """Argument errors as one line (no usage dump), pointing at ``--help``; exit code 2.
 
+    A mistyped subcommand, choice or option is told the nearest one (``did you mean
+    'train'?``, ``did you mean --model?``), and an unknown option is refused before a
+    missing required argument, so that the typo is what the line names.
+
     A value that reads as a negative number (``-1e-3``, ``-inf``, not only argparse's
     ``-1`` and ``-.5``) is a value, so that ``--lr -1e-3`` is refused for its range rather
     than as "expected one argument"."""
@@ -57,9 +63,86 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(
             r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+        self._commands: Any = None            # the subcommands' action, if any
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self._commands = super().add_subparsers(**kwargs)
+        return self._commands
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> Any:
+        """As argparse's, but an option this parser does not know (``--modle``) is an
+        error first, before a missing required argument, with the nearest option (``did
+        you mean --model?``)."""
+        args = list(sys.argv[1:] if args is None else args)
+        unknown = self._unknown_options(args)
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}"
+                       f"{_did_you_mean(unknown, self._long_options())}")
+        return super().parse_known_args(args, namespace)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's ``invalid choice`` (a subcommand or an option's value), with the
+        nearest choice when one is close (``'trian'; did you mean 'train'?``)."""
+        if action.choices is None or value in action.choices:
+            return
+        guess = _close_match(str(value), [str(c) for c in action.choices])
+        hint = "" if guess is None else f"; did you mean {guess!r}?"
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from "
+                                     f"{', '.join(map(repr, action.choices))})")
+
+    def _long_options(self) -> list[str]:
+        return [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+
+    def _unknown_options(self, args: list[str]) -> list[str]:
+        """The ``--name`` arguments (up to a ``--``) that are no option of this parser, nor
+        the start of one (argparse takes a unique prefix, and refuses an ambiguous one
+        itself). A parser of subcommands looks only at the arguments before the
+        subcommand: what follows is the subcommand's to check."""
+        known = self._long_options()
+        takes_value = {o for a in self._actions for o in a.option_strings if a.nargs != 0}
+        commands = self._commands is not None
+        unknown, skip = [], False
+        for arg in args:
+            if skip:
+                skip = False
+                continue
+            if arg == "--":
+                break
+            if not arg.startswith("-"):
+                if commands:
+                    break                     # the subcommand
+                continue
+            name = arg.split("=", 1)[0]
+            if not arg.startswith("--") or len(arg) < 3 or " " in arg:
+                continue                      # -h, a negative number, a sentence
+            if name in known or (self.allow_abbrev and any(o.startswith(name) for o in known)):
+                skip = commands and "=" not in arg and name in takes_value
+                continue
+            unknown.append(name)
+        return unknown
+
+
+def _close_match(word: str, candidates: Sequence[str]) -> str | None:
+    """The candidate nearest ``word`` (``difflib.get_close_matches``, leading dashes
+    aside), or ``None`` when none is close."""
+    bare = {c.lstrip("-"): c for c in candidates}
+    found = difflib.get_close_matches(word.lstrip("-"), list(bare), n=1, cutoff=0.6)
+    return bare[found[0]] if found else None
+
+
+def _did_you_mean(unknown: list[str], candidates: Sequence[str]) -> str:
+    """``"; did you mean --model?"`` for the unknown options that have a near one."""
+    guesses = {name: _close_match(name, candidates) for name in unknown}
+    found = [(name, guess) for name, guess in guesses.items() if guess is not None]
+    if not found:
+        return ""
+    if len(unknown) == 1:
+        return f"; did you mean {found[0][1]}?"
+    return "; did you mean " + ", ".join(f"{g} (for {n})" for n, g in found) + "?"
 
 
 def positive(kind: type = int, *, at_most: float | None = None,
@@ -259,21 +342,25 @@ def precision_of(args: argparse.Namespace) -> str | None:
     return None if args.precision == "dtype" else args.precision
 
 
-def search_options(parser: argparse.ArgumentParser) -> Actions:
-    """Greedy or beam search: ``--beam``, ``--length-penalty``, ``--alpha``, ``--n-best``."""
+def search_options(parser: argparse.ArgumentParser, *, n_best: bool = True) -> Actions:
+    """Greedy or beam search: ``--beam``, ``--length-penalty``, ``--alpha``, and
+    ``--n-best`` for a command that prints the N best (``n_best``)."""
     g = parser.add_argument_group("search")
-    return _added(
+    actions = _added(
         g.add_argument("--beam", type=beam_size, default=1, metavar="K",
                        help=f"beam size, at most {MAX_BEAM}; 1 is greedy search (default: 1)"),
         g.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default="avg",
                        help="how beam search ranks hypotheses of different lengths "
                        "(default: avg)"),
         g.add_argument("--alpha", type=number_in(0.0, 10.0, high_open=False), default=0.6,
-                       help="GNMT length penalty exponent, in [0, 10] (default: 0.6)"),
-        g.add_argument("--n-best", type=beam_size, default=1, metavar="N",
-                       help="print the N best hypotheses (N <= K), a line each: "
-                       "index<TAB>rank<TAB>score<TAB>translation (index: the input line "
-                       "from 0; rank: 0 is the best; score: summed log-probability)"))
+                       help="GNMT length penalty exponent, in [0, 10] (default: 0.6)"))
+    if n_best:
+        actions.update(_added(g.add_argument(
+            "--n-best", type=beam_size, default=1, metavar="N",
+            help="print the N best hypotheses (N <= K), a line each: "
+            "index<TAB>rank<TAB>score<TAB>translation (index: the input line from 0; rank: "
+            "0 is the best; score: summed log-probability)")))
+    return actions
 
 
 def data_options(parser: argparse.ArgumentParser) -> Actions:

@@ -1,3 +1,3 @@
 from .cli import main
 
-raise SystemExit(main())
+raise SystemExit(main(prog="python -m xpseq.tour"))

@@ -72,10 +72,12 @@ def _versions() -> str:
     return ", ".join(found)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print the lessons (all, or ``--lesson N``), or list them (``--list``)."""
+def main(argv: Sequence[str] | None = None, *, prog: str | None = None) -> int:
+    """Print the lessons (all, or ``--lesson N``), or list them (``--list``). ``prog``
+    names the program in its messages (``xpseq tour``; by default, as argparse's, the
+    script's file name: ``autodiff_tour.py``)."""
     parser = argparse.ArgumentParser(
-        prog="autodiff_tour",
+        prog=prog,
         description="The same computations on numpy (xpseq's hand-derived gradients), jax "
                     "and torch, with the values each one gives, side by side.")
     parser.add_argument("--lesson", type=int, metavar="N", help="run lesson N only")
@@ -90,8 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [fn for fn in LESSONS
               if args.lesson is None or fn.number == args.lesson]  # type: ignore[attr-defined]
     if not chosen:
-        print(f"autodiff_tour: error: there is no lesson {args.lesson}; choose 1 to "
-              f"{len(LESSONS)} (see --list)", file=sys.stderr)
+        print(f"{parser.prog}: error: there is no lesson {args.lesson}; choose 1 to "
+              f"{len(LESSONS)} (see {parser.prog} --list)", file=sys.stderr)
         return 2
     if _installed("torch"):
         _torch().set_num_threads(1)     # tiny tensors: one thread avoids contention
