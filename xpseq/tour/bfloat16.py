@@ -12,7 +12,7 @@ same type JAX uses, and says so when it is missing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -20,33 +20,80 @@ from xpseq.core import kernels
 from xpseq.tour._common import (
     NONE,
     Cells,
+    Part,
     Row,
     _columns,
     _data,
     _err,
     _fact,
-    _jax,
     _lesson,
     _num,
     _table,
-    _torch,
 )
 
-__all__ = ["lesson_bfloat16", "ONES"]
+__all__ = ["lesson_bfloat16", "ONES", "numpy_bfloat16", "jax_bfloat16", "torch_bfloat16"]
 
 #: How many ones the running sums add.
 ONES = 301
 
 
-def _ml_dtypes() -> Any:
+# ------------------------------------------------------------------------ the code
+
+
+def numpy_bfloat16(x: np.ndarray, y: np.ndarray) -> dict[str, float] | None:
+    """bfloat16's eps, ``1 + 1/256``, a running total of :data:`ONES` ones and ``x · y`` of
+    the rounded inputs, by ``ml_dtypes`` (NumPy has no bfloat16 of its own; ``None``
+    without it)."""
     try:
         import ml_dtypes
     except ImportError:
         return None
-    return ml_dtypes
+    bf16 = ml_dtypes.bfloat16
+    total = bf16(0)
+    for _ in range(ONES):                       # a bfloat16 accumulator
+        total = bf16(total + bf16(1))
+    dot = np.dot(x.astype(bf16).astype(np.float64), y.astype(bf16).astype(np.float64))
+    return {"eps": float(ml_dtypes.finfo(bf16).eps), "plus": float(bf16(1) + bf16(1 / 256)),
+            "running": float(total), "dot": float(dot)}
 
 
-@_lesson(14, "bfloat16: 8 significant bits, and what mixed precision keeps in float32")
+def jax_bfloat16(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """The same in JAX, and xpseq's token count (``kernels.nll_sum``) of :data:`ONES`
+    tokens with bfloat16 logits."""
+    import jax
+    import jax.numpy as jnp
+
+    bf = jnp.bfloat16
+    running = jax.lax.fori_loop(0, ONES, lambda i, t: t + jnp.ones((), bf), jnp.zeros((), bf))
+    dot = jnp.dot(jnp.asarray(x, bf), jnp.asarray(y, bf),
+                  preferred_element_type=jnp.float64)    # exact sums of the products
+    _, count = kernels.nll_sum(jnp.zeros((1, ONES, 5), bf), jnp.full((1, ONES), 3), 0, xp=jnp)
+    return {"eps": float(jnp.finfo(bf).eps), "plus": float(jnp.ones((), bf) + bf(1 / 256)),
+            "running": float(running), "dot": float(dot), "count": float(count)}
+
+
+def torch_bfloat16(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """The same in torch, and xpseq's token count of :data:`ONES` tokens with bfloat16
+    logits."""
+    import array_api_compat.torch as xp
+    import torch
+
+    bf = torch.bfloat16
+    total = torch.zeros((), dtype=bf)
+    for _ in range(ONES):
+        total = total + torch.ones((), dtype=bf)
+    dot = (torch.tensor(x).to(bf).double() @ torch.tensor(y).to(bf).double()).item()
+    logits = torch.zeros((1, ONES, 5), dtype=bf)
+    _, count = kernels.nll_sum(logits, torch.full((1, ONES), 3), 0, xp=xp)
+    return {"eps": torch.finfo(bf).eps, "plus": (torch.ones((), dtype=bf) + 1 / 256).item(),
+            "running": total.item(), "dot": dot, "count": count.item()}
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@_lesson(14, "bfloat16: 8 significant bits, and what mixed precision keeps in float32",
+         code=(numpy_bfloat16, jax_bfloat16, torch_bfloat16))
 def lesson_bfloat16() -> tuple[str, list[Row], dict[str, Any]]:
     """bfloat16's spacing, a running sum that stalls, a product's error, xpseq's count."""
     # float32 numbers, so that every library rounds each to bfloat16 once.
@@ -54,54 +101,23 @@ def lesson_bfloat16() -> tuple[str, list[Row], dict[str, Any]]:
     exact = float(x @ y)
     facts: dict[str, Any] = {"exact_dot": exact, "ones": ONES}
 
-    def finish(name: str, eps: float, plus: float, running: float, dot: float,
-               count: float | None) -> Cells:
-        rel = abs(dot - exact) / abs(exact)
-        facts.update({f"{name}_eps": eps, f"{name}_one_plus": plus,
-                      f"{name}_running_sum": running, f"{name}_dot_rel_err": rel,
-                      f"{name}_count": count})
-        return {"eps": _num(eps), "plus": _num(plus, 6), "running": _num(running),
-                "dot": _err(rel), "count": NONE if count is None else _num(count)}
+    def part(name: str, measure: Callable[[np.ndarray, np.ndarray], dict | None]) -> Part:
+        def fill(facts: dict[str, Any]) -> Cells:
+            found = measure(x, y)
+            if found is None:
+                return {k: "needs ml_dtypes" for k in ("eps", "plus", "running", "dot", "count")}
+            rel = abs(found["dot"] - exact) / abs(exact)
+            count = found.get("count")          # numpy: no autodiff, xpseq refuses bf16 there
+            facts.update({f"{name}_eps": found["eps"], f"{name}_one_plus": found["plus"],
+                          f"{name}_running_sum": found["running"], f"{name}_dot_rel_err": rel,
+                          f"{name}_count": count})
+            return {"eps": _num(found["eps"]), "plus": _num(found["plus"], 6),
+                    "running": _num(found["running"]), "dot": _err(rel),
+                    "count": NONE if count is None else _num(count)}
+        return fill
 
-    def numpy_part(facts: dict[str, Any]) -> Cells:
-        ml = _ml_dtypes()
-        if ml is None:
-            return {k: "needs ml_dtypes" for k in ("eps", "plus", "running", "dot", "count")}
-        bf16 = ml.bfloat16
-        total = bf16(0)
-        for _ in range(ONES):                       # a bfloat16 accumulator
-            total = bf16(total + bf16(1))
-        dot = float(np.dot(x.astype(bf16).astype(np.float64), y.astype(bf16).astype(np.float64)))
-        return finish("numpy", float(ml.finfo(bf16).eps), float(bf16(1) + bf16(1 / 256)),
-                      float(total), dot, None)     # no autodiff: xpseq refuses bf16 here
-
-    def jax_part(facts: dict[str, Any]) -> Cells:
-        jax, jnp = _jax()
-        bf = jnp.bfloat16
-        running = jax.lax.fori_loop(0, ONES, lambda i, t: t + jnp.ones((), bf),
-                                    jnp.zeros((), bf))
-        dot = jnp.dot(jnp.asarray(x, bf), jnp.asarray(y, bf),
-                      preferred_element_type=jnp.float64)    # exact sums of the products
-        logits = jnp.zeros((1, ONES, 5), bf)
-        _, count = kernels.nll_sum(logits, jnp.full((1, ONES), 3), 0, xp=jnp)
-        return finish("jax", float(jnp.finfo(bf).eps), float(jnp.ones((), bf) + bf(1 / 256)),
-                      float(running), float(dot), float(count))
-
-    def torch_part(facts: dict[str, Any]) -> Cells:
-        import array_api_compat.torch as xp
-
-        torch = _torch()
-        bf = torch.bfloat16
-        total = torch.zeros((), dtype=bf)
-        for _ in range(ONES):
-            total = total + torch.ones((), dtype=bf)
-        dot = (torch.tensor(x).to(bf).double() @ torch.tensor(y).to(bf).double()).item()
-        logits = torch.zeros((1, ONES, 5), dtype=bf)
-        _, count = kernels.nll_sum(logits, torch.full((1, ONES), 3), 0, xp=xp)
-        return finish("torch", torch.finfo(bf).eps,
-                      (torch.ones((), dtype=bf) + 1 / 256).item(), total.item(), dot,
-                      count.item())
-
+    numpy_part, jax_part = part("numpy", numpy_bfloat16), part("jax", jax_bfloat16)
+    torch_part = part("torch", torch_bfloat16)
     columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
     rows = _table(columns, [
         ("eps", "bfloat16's eps: the spacing of numbers just above 1 (float32: 1.2e-07)"),
