@@ -7,10 +7,15 @@ dimensions (batch, heads) broadcast against each other as in ``matmul``.
 Weight matrices follow the formulas they come from (and ``torch.nn.Linear``): a weight
 applied as ``W x`` has shape ``(out, in)``.
 
-Score functions
-    ``dot_scores``      ``e_ij = scale * q_i . k_j``                      (Luong "dot"; scaled dot)
-    ``general_scores``  ``e_ij = q_iᵀ W k_j``                              (Luong "general")
-    ``additive_scores`` ``e_ij = vᵀ tanh(W_q q_i + W_k k_j)``              (Bahdanau)
+Score functions:
+
+=======================  =======================================  ======================
+function                 score                                    known as
+=======================  =======================================  ======================
+:func:`dot_scores`       ``e_ij = scale * q_i . k_j``             Luong "dot"; scaled dot
+:func:`general_scores`   ``e_ij = q_iᵀ W k_j``                    Luong "general"
+:func:`additive_scores`  ``e_ij = vᵀ tanh(W_q q_i + W_k k_j)``    Bahdanau
+=======================  =======================================  ======================
 
 Every function validates its arguments (see :mod:`xpseq.core.checks` for what happens to
 value checks under ``jax.jit``) and then calls a private kernel that does only the math.
@@ -190,6 +195,23 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     -------
     context : array, shape ``(batch, ..., Q, d_v)``
     weights : array, shape ``(batch, ..., Q, K)``, or ``None``
+
+    Examples
+    --------
+    One query, four keys of depth 1, the fourth padding (``valid_lens=[3]``): it gets
+    exactly zero weight, however large its value.
+
+    >>> import numpy as np
+    >>> import xpseq.core as C
+    >>> q = np.array([[[1.0]]])
+    >>> k = np.array([[[1.0], [0.0], [1.0], [2.0]]])
+    >>> v = np.array([[[1.0, 0.0], [0.0, 2.0], [2.0, 1.0], [100.0, 100.0]]])
+    >>> context, weights = C.scaled_dot_product_attention(q, k, v, valid_lens=np.array([3]))
+    >>> print(np.round(weights, 4), np.round(context, 4))
+    [[[0.4223 0.1554 0.4223 0.    ]]] [[[1.267 0.733]]]
+
+    The same call on PyTorch (or JAX) arrays returns PyTorch (or JAX) arrays:
+    ``xpseq.backends.get("torch").asarray(q)``.
     """
     fname = "scaled_dot_product_attention"
     xp = checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask)

@@ -110,6 +110,17 @@ def masked_softmax(scores: Any, valid_lens: Any = None, *, mask: Any = None,
     Under ``jax.jit`` values cannot be inspected: the range and finiteness checks are
     skipped, and a row with no valid key (including one produced by a negative length)
     comes out as zeros, as with ``empty="zero"``.
+
+    Examples
+    --------
+    Two queries over three keys, of which only the first two are valid:
+
+    >>> import numpy as np
+    >>> import xpseq.core as C
+    >>> scores = np.array([[[1.0, 2.0, 3.0], [0.5, 0.5, 9.0]]])
+    >>> print(np.round(C.masked_softmax(scores, valid_lens=np.array([2])), 4))
+    [[[0.2689 0.7311 0.    ]
+      [0.5    0.5    0.    ]]]
     """
     fname = "masked_softmax"
     xp = checks.namespace(fname, scores=scores, valid_lens=lengths_array(valid_lens),

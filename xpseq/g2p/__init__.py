@@ -190,6 +190,8 @@ class G2P:
             A word longer than :data:`MAX_WORD_LENGTH` (the error names its index and
             length), or a bad ``beam`` / ``n_best``; nothing is decoded then.
 
+        Notes
+        -----
         All the words are read and checked before any is decoded; :meth:`pronounce_iter`
         answers an iterable of any length chunk by chunk instead.
         """
@@ -368,7 +370,16 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
               backend: str | backends.Backend | None = None,
               model: str | Sequence[str] | None = None) -> list[Any]:
     """The phones of each word (see :meth:`G2P.pronounce`), with the shipped model or
-    the checkpoint(s) ``model``, on ``backend`` (default NumPy)."""
+    the checkpoint(s) ``model``, on ``backend`` (default NumPy).
+
+    Examples
+    --------
+    >>> from xpseq import g2p
+    >>> g2p.pronounce(["hello", "xylophone"])
+    [['HH', 'EH', 'L', 'OW'], ['Z', 'AY', 'L', 'AH', 'F', 'OW', 'N']]
+    >>> g2p.pronounce(["read"], beam=5, n_best=2)      # two pronunciations, best first
+    [[['R', 'IY', 'D'], ['R', 'EH', 'D']]]
+    """
     return load(model, backend=backend)._pronounce(words, beam, n_best, lookup)
 
 

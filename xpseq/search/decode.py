@@ -44,18 +44,30 @@ MAX_BEAM = 64
 class SearchOptions:
     """How to decode. ``k = 1`` with ``method="greedy"`` is greedy search.
 
+    Attributes
+    ----------
     method : {"greedy", "beam"}
-    k : beam size; n_best : hypotheses returned per sentence (``<= k``)
-    length_penalty : {"none", "avg", "gnmt"}, how beam search ranks hypotheses of
-        different lengths (``"avg"``, the mean log-probability per token, by default, as
-        on the command line; greedy search ignores it); alpha : the GNMT exponent
-    min_len : no ``</s>`` before this many tokens
-    max_len_a, max_len_b : ``max_len = ceil(a · src_len + b)`` per sentence
-    attention : return each hypothesis's attention weights (``False`` skips keeping them:
-        beam search then moves no ``(B, k, L, S)`` buffers, which is most of its work)
-    precision : ``None`` (the parameters' dtype) or ``"bf16"``: decode with the parameters
-        cast to bfloat16, the scores accumulated in float32 (:mod:`xpseq.core.precision`;
-        JAX and PyTorch)
+    k : int
+        Beam size.
+    n_best : int
+        Hypotheses returned per sentence (``<= k``).
+    length_penalty : {"none", "avg", "gnmt"}
+        How beam search ranks hypotheses of different lengths (``"avg"``, the mean
+        log-probability per token, by default, as on the command line; greedy search
+        ignores it).
+    alpha : float
+        The GNMT exponent.
+    min_len : int
+        No ``</s>`` before this many tokens.
+    max_len_a, max_len_b : float
+        ``max_len = ceil(a · src_len + b)`` per sentence.
+    attention : bool
+        Return each hypothesis's attention weights (``False`` skips keeping them: beam
+        search then moves no ``(B, k, L, S)`` buffers, which is most of its work).
+    precision : None or "bf16"
+        ``None`` (the parameters' dtype) or ``"bf16"``: decode with the parameters cast
+        to bfloat16, the scores accumulated in float32 (:mod:`xpseq.core.precision`; JAX
+        and PyTorch).
     """
 
     method: str = "greedy"

@@ -42,6 +42,24 @@ class Translator:
     Make one with :meth:`train` or :func:`load`. ``history`` is the training's per-epoch
     record (empty for a loaded model without one); ``task`` the task it was trained on,
     when known.
+
+    Examples
+    --------
+    A small model trained for one epoch on NumPy (a model that translates well takes
+    the defaults: see the README's first example), saved, and read back on another
+    backend:
+
+    >>> import os, tempfile
+    >>> import xpseq
+    >>> task = xpseq.toy_task(n_train=300, n_dev=50, n_test_per_bucket=10)
+    >>> model = xpseq.Translator.train(task, epochs=1, backend="numpy", progress=False,
+    ...                                embed=16, hidden=16)
+    >>> len(model.history), "dev_loss" in model.history[0]
+    (1, True)
+    >>> [sentence] = model.translate(["the cat sees the dog"])     # one str per sentence
+    >>> path = model.save(os.path.join(tempfile.mkdtemp(), "toy.safetensors"))
+    >>> xpseq.load(path, backend="numpy").translate(["the cat sees the dog"]) == [sentence]
+    True
     """
 
     def __init__(self, params: dict[str, Any], config: Any, src_vocab: Vocab, tgt_vocab: Vocab,

@@ -48,28 +48,41 @@ __all__ = ["TrainConfig", "Loop", "fit", "FitResult"]
 class TrainConfig:
     """How to train, apart from the model and the data.
 
-    epochs : the most epochs to run
-    optimizer : an :class:`xpseq.core.optim.Optimizer`; ``adam(1e-3)`` by default. A
+    Attributes
+    ----------
+    epochs
+        the most epochs to run
+    optimizer
+        an :class:`xpseq.core.optim.Optimizer`; ``adam(1e-3)`` by default. A
         learning-rate schedule is the optimiser's own ``lr``, e.g.
         ``adam(1e-3 * schedules.warmup_inverse_sqrt(400))`` (see
         :mod:`xpseq.train.schedules`)
-    clip_norm : global-norm gradient clipping (``None`` for none)
-    seed : seeds the batch order and the dropout masks
-    max_steps : stop after this many steps in total (``stopped == "max_steps"``)
-    monitor : the history entry (lower is better) whose improvement the loop tracks:
+    clip_norm
+        global-norm gradient clipping (``None`` for none)
+    seed
+        seeds the batch order and the dropout masks
+    max_steps
+        stop after this many steps in total (``stopped == "max_steps"``)
+    monitor
+        the history entry (lower is better) whose improvement the loop tracks:
         ``"dev_loss"``, or one that an :class:`~xpseq.train.callbacks.EpochMetrics`
         returns (a dev error rate); early stopping, the plateau rule and the best epoch
         watch it
-    min_delta : an epoch improves ``monitor`` when it beats the best by more than this
-    gradients : ``None`` (the backend's own), ``"autodiff"`` or ``"hand-derived"``, as in
+    min_delta
+        an epoch improves ``monitor`` when it beats the best by more than this
+    gradients
+        ``None`` (the backend's own), ``"autodiff"`` or ``"hand-derived"``, as in
         :func:`xpseq.train.make_train_step`
-    progress : a tqdm progress bar per epoch (on a terminal or in a notebook) and a line
+    progress
+        a tqdm progress bar per epoch (on a terminal or in a notebook) and a line
         per finished epoch
-    devices : train data-parallel on this many devices (see :mod:`xpseq.train.parallel`):
+    devices
+        train data-parallel on this many devices (see :mod:`xpseq.train.parallel`):
         on JAX a device mesh (on CPU, the host's cores, which XLA exposes only when told
         before it starts), on PyTorch as many processes of a ``gloo`` process group
         (started by ``xpseq train --devices`` or ``torchrun``); 1 elsewhere
-    precision : ``None`` (compute in the parameters' dtype) or ``"bf16"``: mixed precision,
+    precision
+        ``None`` (compute in the parameters' dtype) or ``"bf16"``: mixed precision,
         as in :func:`xpseq.train.make_train_step` (the dev loss is computed the same way)
     """
 
