@@ -1,8 +1,9 @@
 """The autodiff tour: the same computations on NumPy, JAX and PyTorch, side by side.
 
-Run ``python scripts/autodiff_tour.py`` (or ``xpseq tour``); ``--list`` lists the lessons
-and ``--lesson N`` runs one of them. Each lesson runs one small computation on all three
-libraries and prints what it measured in a table with the columns
+Run ``python scripts/autodiff_tour.py`` (or ``xpseq tour``); ``--list`` lists the lessons,
+``--lesson N`` runs one of them and ``--code`` prints each lesson's code before its table.
+Each lesson runs one small computation on all three libraries and prints what it measured
+in a table with the columns
 
 ``what`` | ``numpy (xpseq by hand)`` | ``jax`` | ``torch``
 
@@ -37,18 +38,33 @@ module                  contents
 ``forward_reverse``     12. forward mode (JVP) vs reverse mode (VJP)
 ``broadcast_sum``       13. broadcasting in the forward is a sum in the backward
 ``bfloat16``            14. bfloat16's 8 bits, and what mixed precision keeps in float32
+``kv_cache``            15. the causal mask and the key/value cache give the same logits
+``layer_norm_vjp``      16. layer norm's backward by hand, against jax, torch and differences
 ``_common``             :class:`Lesson`, the registry, the table and its number formats
 ``cli``                 :func:`format_lesson` and :func:`main` (the command line)
 ======================  ===========================================================
 
 A lesson registers itself in :data:`LESSONS` when its module is imported, so the modules
 are imported below in tour order; a new lesson is a module with one function decorated
-``@_lesson(number, title)``, imported below in its place.
+``@_lesson(number, title, code=(...))``, imported below in its place. ``code`` names the
+lesson's short functions (one per library where the libraries differ, each with a
+docstring), which ``xpseq tour --code`` prints (:func:`format_code`) and the docs pages
+include; the lesson body calls them and fills the table.
 """
 
 from __future__ import annotations
 
-from ._common import FRAMEWORKS, HEADERS, LESSONS, NONE, NOT_INSTALLED, Lesson, LessonFn, installed
+from ._common import (
+    FRAMEWORKS,
+    HEADERS,
+    LESSONS,
+    NONE,
+    NOT_INSTALLED,
+    Lesson,
+    LessonFn,
+    code_sections,
+    installed,
+)
 
 # isort: off
 # Tour order: each import appends its lesson to LESSONS.
@@ -66,9 +82,11 @@ from .prng import lesson_prng
 from .forward_reverse import lesson_forward_reverse
 from .broadcast_sum import lesson_broadcast_sum
 from .bfloat16 import ONES, lesson_bfloat16
+from .kv_cache import lesson_kv_cache
+from .layer_norm_vjp import lesson_layer_norm_vjp
 # isort: on
 
-from .cli import format_lesson, main
+from .cli import format_code, format_lesson, main
 
 __all__ = ["Lesson", "LESSONS", "FRAMEWORKS", "format_lesson", "installed", "main",
            "LessonFn", "HEADERS", "NOT_INSTALLED", "NONE", "describe_row", "STEPS", "CALLS",
@@ -76,5 +94,6 @@ __all__ = ["Lesson", "LESSONS", "FRAMEWORKS", "format_lesson", "installed", "mai
            "lesson_masked_rows", "lesson_inf_fill", "lesson_silent_float32",
            "lesson_float64_checks", "lesson_mutation", "lesson_retracing",
            "lesson_unroll_vs_scan", "lesson_prng", "lesson_forward_reverse",
-           "lesson_broadcast_sum", "lesson_bfloat16", "ONES"]
+           "lesson_broadcast_sum", "lesson_bfloat16", "ONES", "lesson_kv_cache",
+           "lesson_layer_norm_vjp", "format_code", "code_sections"]
 
