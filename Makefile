@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: demo test test-slow test-full bench g2p docs clean
+.PHONY: demo test test-slow test-full typecheck bench g2p docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test-slow: $(STAMP)
 test-full: $(STAMP)
 	$(BIN)/python -m pytest -n 2
 
+# The type check (mypy, configured in pyproject.toml: strict on core, models, search and the
+# front door); .ci/run runs it after the tests.
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy
+
 # The documentation site (Sphinx, PyData theme, MyST notebooks executed at every build),
 # into docs/_build/html; any warning fails the build.
 docs: $(STAMP)
@@ -48,4 +53,4 @@ g2p: $(STAMP)
 	$(BIN)/python scripts/g2p_recipe.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis docs/_build docs/_autosummary
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache docs/_build docs/_autosummary

@@ -6,7 +6,7 @@ A backend supplies only what the array API standard lacks. The math itself lives
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import array_api_compat as compat
 import numpy as np
@@ -200,7 +200,8 @@ class Backend:
             out, backprop = rule(*args)
             value = out[0] if has_aux else out
             grads = backprop(self.xp.ones((), dtype=self.xp.asarray(value).dtype))
-            picked = tuple(grads[i] for i in argnums) if many else grads[argnums]
+            picked = tuple(grads[i] for i in cast(tuple[int, ...], argnums)) if many \
+                else grads[argnums]
             return out, picked
 
         return wrapped
@@ -238,7 +239,7 @@ class Backend:
             out, residuals = fwd(*args)
             return out, lambda cotangent: bwd(residuals, cotangent)
 
-        wrapped.vjp = rule
+        setattr(wrapped, "vjp", rule)
         return wrapped
 
 

@@ -49,7 +49,7 @@ class JaxBackend(Backend):
 
     def x64(self) -> bool:
         """Whether JAX's 64-bit mode is on (``jax.config.jax_enable_x64``)."""
-        return bool(self._jax.config.jax_enable_x64)
+        return bool(getattr(self._jax.config, "jax_enable_x64"))     # a dynamic option
 
     def _default_dtype(self, host_dtype: np.dtype) -> Any:
         if host_dtype.kind in "iu" and not self.x64():

@@ -109,7 +109,7 @@ class Compiled:
         self.fn = fn
         self.dynamic = dynamic
         self._compiled = torch.compile(fn, dynamic=dynamic, backend=counting)
-        self._config = torch._dynamo.config
+        self._config: Any = torch._dynamo.config          # options made at run time
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         config, limit = self._config, self._config.recompile_limit
@@ -207,13 +207,13 @@ class TorchBackend(Backend):
         """
         torch = self._torch
         single = isinstance(argnums, int)
-        nums = (argnums,) if single else tuple(argnums)
+        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)    # single
 
         def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            args = list(args)
+            argv = list(args)
             groups = []
             for i in nums:
-                leaves, treedef = tree.flatten(args[i])
+                leaves, treedef = tree.flatten(argv[i])
                 fresh = []
                 for leaf in leaves:
                     if not isinstance(leaf, torch.Tensor) or not leaf.dtype.is_floating_point:
@@ -222,10 +222,10 @@ class TorchBackend(Backend):
                             f"got {getattr(leaf, 'dtype', type(leaf).__name__)}"
                         )
                     fresh.append(leaf.detach().requires_grad_(True))
-                args[i] = tree.unflatten(treedef, fresh)
+                argv[i] = tree.unflatten(treedef, fresh)
                 groups.append((treedef, fresh))
             with torch.enable_grad():
-                out = fn(*args, **kwargs)
+                out = fn(*argv, **kwargs)
             value, aux = out if has_aux else (out, None)
             if not isinstance(value, torch.Tensor) or value.ndim != 0 \
                     or not value.dtype.is_floating_point:
@@ -270,7 +270,9 @@ class TorchBackend(Backend):
             sizes = [len(tree.flatten(a)[0]) for a in args]
             out_def: list = []
 
-            class Rule(torch.autograd.Function):
+            Function: Any = torch.autograd.Function
+
+            class Rule(Function):
                 @staticmethod
                 def forward(ctx: Any, *flat: Any) -> tuple:
                     out, ctx.residuals = fwd(*tree.unflatten(treedef, list(flat)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -187,7 +187,8 @@ def translate(params: Any, config: Any, sources: Sequence[Sequence[str]],
     source translates to an empty output.
     """
     results: list[dict | None] = [None] * len(sources)
-    pairs = [(src_vocab.encode(s, add_eos=True), []) for s in sources]
+    pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(s, add_eos=True), [])
+                                          for s in sources]
     for batch in make_batches(pairs, batch_size, bucket=8) if pairs else []:
         hyp = search(params, config, batch["src"], batch["src_len"], backend, options)
         for i, best in zip(batch["index"], to_lists(hyp, batch["src_len"])):
@@ -196,7 +197,7 @@ def translate(params: Any, config: Any, sources: Sequence[Sequence[str]],
                                "score": top["score"], "attention": top["attention"],
                                "n_best": [tgt_vocab.decode(h["tokens"]) for h in best],
                                "n_best_scores": [h["score"] for h in best]}
-    return results
+    return cast(list[dict], results)                # every source translated
 
 
 def attention_labels(source: Sequence[str], result: dict, src_vocab: Vocab) -> tuple[list, list]:
@@ -227,6 +228,7 @@ def bucket_table(models: dict[str, tuple[dict, Any]], task: Task, backend: Backe
     headers = ["phrases", "sentences"]
     for name in models:
         headers += [f"{name} BLEU", f"{name} exact"]
+    details: dict[str, dict[str, Any]]
     rows, details = [], {name: {} for name in models}
     for bucket, pairs in task.test.items():
         row: list = [bucket, len(pairs)]

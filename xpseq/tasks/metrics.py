@@ -207,6 +207,7 @@ def g2p_scores(predictions: Sequence[Sequence[str]],
             exact = exact or distance == 0
             if best is None or distance < best[0]:  # strict: a tie keeps the earlier one
                 best = (distance, len(ref))
+        assert best is not None                     # refs is not empty
         word_errors += not exact
         phone_errors += best[0]
         reference_phones += best[1]
