@@ -479,3 +479,133 @@ def test_lesson14_bfloat16_spacing_stalled_sum_product_error_and_exact_count():
                                                          rel=1e-9)
     assert f["numpy_count"] is None
     assert f["jax_count"] == f["torch_count"] == f["ones"] == 301
+
+
+# ------------------------------------------------------------------ each lesson's code
+
+
+def test_every_lesson_registers_short_functions_of_its_own_module():
+    import inspect
+
+    for fn in tour.LESSONS:
+        assert fn.code, f"lesson {fn.number} registers no code"
+        for f in fn.code:
+            assert inspect.isfunction(f)
+            assert f.__module__ == fn.__module__, (fn.number, f.__name__)
+            assert f.__doc__, f"{f.__name__} has no docstring"
+            lines = inspect.getsource(f).splitlines()
+            assert len(lines) <= 25, f"{f.__name__} is {len(lines)} lines long"
+
+
+def test_code_sections_group_the_functions_by_library():
+    from xpseq.tour.kinks import jax_kink_slopes, numpy_kink_slopes, torch_kink_slopes
+
+    (fn,) = [fn for fn in tour.LESSONS if fn.number == 2]
+    sections = dict(tour.code_sections(fn))
+    assert list(sections) == ["NumPy (xpseq by hand)", "JAX", "PyTorch"]
+    assert sections["JAX"][0].startswith("def jax_kink_slopes(")
+    assert fn.code == (numpy_kink_slopes, jax_kink_slopes, torch_kink_slopes)
+
+
+def test_main_code_prints_the_functions_then_the_table(capsys):
+    assert tour.main(["--lesson", "2", "--code"]) == 0
+    out = capsys.readouterr().out
+    (fn,) = [fn for fn in tour.LESSONS if fn.number == 2]
+    starts = [out.index(f"def {f.__name__}(") for f in fn.code]
+    assert starts == sorted(starts)
+    for heading in ("# --- NumPy (xpseq by hand)", "# --- JAX", "# --- PyTorch"):
+        assert heading in out
+    table = out.index("Lesson 2. " + fn.title + "\n")
+    assert table > starts[-1]                        # the code, then the table
+    assert all(header in out[table:] for header in tour.HEADERS)
+    assert "central_difference_grad" in out and "jax.grad" in out
+
+
+def test_xpseq_tour_forwards_code(capsys):
+    from xpseq.app import cli
+
+    assert cli.main(["tour", "--lesson", "9", "--code"]) == 0
+    out = capsys.readouterr().out
+    assert "def jax_traces(" in out and "Lesson 9." in out
+
+
+# ------------------------------------------------------- 15. causal mask, KV cache
+
+
+def test_lesson15_cache_and_teacher_forcing_equal_recomputing_each_prefix():
+    """A decoder run on the prefix ``tgt_in[:, :t + 1]`` alone has no future to see, with or
+    without a mask or a cache: its last position is the truth for position ``t``."""
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    from xpseq import backends
+    from xpseq.models import transformer as TM
+
+    f = facts(15)
+    config = TM.TransformerConfig.from_dict(f["config"])
+    params = TM.init_params(config, seed=f["seed"])
+    src, src_len, tgt_in = (np.asarray(f[k]) for k in ("src", "src_len", "tgt_in"))
+    xp = backends.get("numpy").xp
+    truth = []
+    for t in range(tgt_in.shape[1]):
+        logits, _ = TM._logits(params, config, src, src_len, tgt_in[:, :t + 1], xp=xp)
+        last = logits[:, -1, :]
+        top = last.max(axis=-1, keepdims=True)
+        truth.append(last - top - np.log(np.exp(last - top).sum(axis=-1, keepdims=True)))
+    truth = np.stack(truth, axis=1)
+    for name in ("numpy", "jax", "torch"):
+        np.testing.assert_allclose(f[f"{name}_teacher_forced"], truth, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(f[f"{name}_step_by_step"], truth, rtol=0, atol=1e-12)
+        assert f[f"{name}_cache_max_diff"] <= 1e-12
+        assert f[f"{name}_future_change_max_diff"] <= 1e-12
+    assert f["numpy_growing_cache_max_diff"] <= 1e-12
+    assert f["torch_growing_cache_max_diff"] <= 1e-12
+    changed = tgt_in[2:, -1] != tgt_in[:2, -1]
+    assert (tgt_in[2:, :-1] == tgt_in[:2, :-1]).all() and changed.all()
+
+
+def test_lesson15_attention_without_the_mask_reads_the_future():
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    f = facts(15)
+    q, k, v = (np.asarray(f[n]) for n in ("q", "k", "v"))
+    T = q.shape[0]
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    leaky = np.stack([softmax(scores[t]) @ v for t in range(T)])
+    causal = np.stack([softmax(scores[t, :t + 1]) @ v[:t + 1] for t in range(T)])
+    leak = np.max(np.abs(leaky[:-1] - causal[:-1]))
+    assert leak > 0.1
+    for name in ("numpy", "jax", "torch"):
+        np.testing.assert_allclose(f[f"{name}_leaky"], leaky, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(f[f"{name}_masked"], causal, rtol=0, atol=1e-12)
+        assert f[f"{name}_masked_vs_cache_diff"] <= 1e-12
+        assert f[f"{name}_leak_vs_cache_diff"] == pytest.approx(leak, rel=1e-9)
+        assert f[f"{name}_leak_last_row_diff"] <= 1e-12       # the last row has no future
+
+
+# ----------------------------------------------------------- 16. layer norm's VJP
+
+
+def test_lesson16_hand_derived_layer_norm_matches_autodiff_and_differences():
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    f = facts(16)
+    x, gamma, beta, dy = (np.asarray(f[n]) for n in ("x", "gamma", "beta", "dy"))
+
+    def loss(x, gamma, beta):
+        mu, var = x.mean(-1, keepdims=True), ((x - x.mean(-1, keepdims=True)) ** 2).mean(-1, keepdims=True)
+        return float(np.sum(dy * (gamma * (x - mu) / np.sqrt(var + f["eps"]) + beta)))
+
+    fd = {"dx": central_difference_grad(lambda a: loss(a, gamma, beta), x),
+          "dgamma": central_difference_grad(lambda a: loss(x, a, beta), gamma)}
+    for name in ("numpy", "jax", "torch"):
+        for key, expected in fd.items():
+            np.testing.assert_allclose(f[f"{name}_{key}"], expected, rtol=0, atol=1e-7)
+        np.testing.assert_allclose(f[f"{name}_dbeta"], dy.sum(axis=(0, 1)), rtol=0, atol=1e-12)
+        for other in ("numpy", "jax", "torch"):
+            for key in ("dx", "dgamma", "dbeta"):
+                np.testing.assert_allclose(f[f"{name}_{key}"], f[f"{other}_{key}"], rtol=0,
+                                           atol=1e-12)
+        # The output does not change when x is shifted along its features: Σ dx = 0.
+        assert np.max(np.abs(f[f"{name}_dx_feature_sum"])) <= 1e-12
+    assert f["jax_max_diff_vs_numpy"] <= 1e-12 and f["torch_max_diff_vs_numpy"] <= 1e-12
+    assert f["numpy_fd_max_diff"] <= 1e-7
