@@ -115,7 +115,7 @@ class Model:
     """
 
     kind: str
-    Config: type
+    Config: type[Any]
     param_shapes: Callable[[Any], dict[str, Any]]
     init_params: Callable[..., dict[str, Any]]
     loss: Callable[..., Any]

@@ -590,8 +590,9 @@ def _digest_end(h: Any, meta_json: str | None) -> str:
     return h.hexdigest()
 
 
-_META_TYPES = {"config": dict, "vocabs": (dict, type(None)), "optimizer": (dict, type(None)),
-               "train_state": (dict, type(None)), "metadata": (dict, type(None))}
+_META_TYPES: dict[str, type | tuple[type, ...]] = {
+    "config": dict, "vocabs": (dict, type(None)), "optimizer": (dict, type(None)),
+    "train_state": (dict, type(None)), "metadata": (dict, type(None))}
 
 
 def _read_meta(path: pathlib.Path, text: str) -> dict:
