@@ -23,17 +23,52 @@ def test_the_ten_lines_train_translate_save_and_load(tmp_path, monkeypatch, caps
     pytest.importorskip("jax")
     source = block("Translator.train")
     assert len(source.strip().splitlines()) <= 10
-    small = source.replace("n_train=2000", "n_train=200").replace("epochs=3", "epochs=1")
+    small = source.replace("n_train=4000", "n_train=200").replace(
+        'backend="numpy",', 'backend="numpy", epochs=1,')
     assert "n_train=200)" in small and "epochs=1," in small       # the sizes were found
     monkeypatch.chdir(tmp_path)
     names: dict = {}
     exec(compile(small, "README.md", "exec"), names)
     printed = capsys.readouterr().out.splitlines()
-    assert printed[-2].startswith("['") and "'bleu'" in printed[-1]
+    assert printed[0].startswith("['") and len(printed) == 6
+    assert [line.split(":")[0] for line in printed[1:]] == [f"{n} phrases" for n in range(5)]
     assert (tmp_path / "toy.safetensors").is_file()
     assert names["same"].backend.name == "jax"
     sentence = ["the old cat sees the dog near the house"]
     assert names["same"].translate(sentence) == names["model"].translate(sentence)
+
+
+def shown_output(after: str) -> list[str]:
+    """The ```text block the README shows after the code block holding ``after``."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(after)
+    return re.search(r"```text\n(.*?)```", text[start:], re.S).group(1).splitlines()
+
+
+def scores(lines: list[str]) -> list[tuple[float, float]]:
+    found = [re.fullmatch(r"\d phrases: BLEU ([\d.]+), exact (\d+)%", line) for line in lines]
+    assert all(found), lines
+    return [(float(m.group(1)), float(m.group(2))) for m in found]
+
+
+@pytest.mark.slow
+def test_the_first_example_prints_what_the_readme_shows(tmp_path, monkeypatch, capsys):
+    """Run as printed (about 45 s): the right translation, BLEU >= 90 up to three
+    phrases, and every score within 3 BLEU / 8 points of exact match of the README's."""
+    pytest.importorskip("jax")
+    from xpseq.data.toy import translate
+
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block("Translator.train"), "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    shown = shown_output("Translator.train")
+    sentence = "the old cat sees the dog near the house".split()
+    assert printed[0] == shown[0] == str([" ".join(translate(sentence))])
+    got, claimed = scores(printed[1:]), scores(shown[1:])
+    assert len(got) == len(claimed) == 5
+    assert all(bleu >= 90 for bleu, _ in got[:4]) and all(b >= 90 for b, _ in claimed[:4])
+    for (bleu, exact), (bleu_shown, exact_shown) in zip(got, claimed):
+        assert abs(bleu - bleu_shown) <= 3 and abs(exact - exact_shown) <= 8
 
 
 def test_the_attention_example_gives_the_padded_key_zero_weight():

@@ -44,11 +44,12 @@ first installed of :data:`PREFERENCE` (the fastest on this project's benchmarks 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from xpseq.core import checks
 
@@ -57,7 +58,8 @@ from ._base import Backend
 Backend.__module__ = __name__    # its public home, where the API reference documents it
 
 __all__ = ["Backend", "NAMES", "PREFERENCE", "COMPILE_APPLIES", "available", "get",
-           "default_name", "default", "set_threads", "usable_cpus"]
+           "default_name", "default", "set_threads", "usable_cpus", "blas_threads",
+           "BLAS_THREAD_VARIABLES"]
 
 NAMES = ("numpy", "jax", "torch", "array_api_strict")
 #: The order :func:`default` picks an installed backend in (fastest first; see the
@@ -246,3 +248,46 @@ def set_threads(threads: int | None = None, *, jax: bool = False) -> int:
         if "xla_cpu_multi_thread_eigen" not in flags and threads == 1:
             os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
     return threads
+
+
+#: The environment variables by which a caller sizes NumPy's BLAS thread pool.
+BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                         "BLIS_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int = 1) -> Iterator[int | None]:
+    """NumPy's BLAS threads limited to ``threads`` for the duration of a ``with`` block and
+    restored afterwards, unless the caller chose them.
+
+    The caller chose them when one of :data:`BLAS_THREAD_VARIABLES` is set or
+    :func:`set_threads` was called; the block then runs with the caller's setting. The
+    front door (``Translator.train``, ``translate``, ``evaluate``, ``g2p.pronounce``) runs
+    inside it: its matrices are small, and on a busy 2-core machine two OpenBLAS threads
+    ran NumPy several times slower than one (the benchmarks page, ``Threads``).
+
+    Yields
+    ------
+    int or None
+        The limit in force inside the block, or ``None`` where the caller's setting was
+        left alone.
+
+    Examples
+    --------
+    >>> from threadpoolctl import threadpool_info
+    >>> from xpseq import backends
+    >>> with backends.blas_threads(1) as limit:
+    ...     inside = {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+    >>> limit is None or inside == {1}
+    True
+    """
+    if not checks.is_int(threads) or threads < 1:
+        raise ValueError(f"blas_threads: threads must be a positive int, got {threads!r}")
+    if _threads is not None or any(os.environ.get(v, "").strip()
+                                   for v in BLAS_THREAD_VARIABLES):
+        yield None
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(threads, user_api="blas"):
+        yield threads

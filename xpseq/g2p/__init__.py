@@ -320,9 +320,10 @@ class G2P:
                 size = full * _PADDED_SIZES[-1] + (
                     next(s for s in _PADDED_SIZES if s >= rest) if rest else 0)
                 asked += [min(asked, key=len)] * (size - len(asked))
-            results = translate(self.params, self.config, asked, self.src_vocab,
-                                self.tgt_vocab, self.backend, options,
-                                batch_size=_PADDED_SIZES[-1])
+            with backends.blas_threads():       # (the caller's threads are restored)
+                results = translate(self.params, self.config, asked, self.src_vocab,
+                                    self.tgt_vocab, self.backend, options,
+                                    batch_size=_PADDED_SIZES[-1])
             for i, result in zip(where, results):
                 answers[i] = [list(h) for h in result["n_best"]]
         return answers

@@ -110,8 +110,9 @@ class Translator:
         config = model_config(task, model, **options)
         settings = training_config(model, epochs=epochs, lr=lr, warmup=warmup, seed=seed,
                                    progress=progress)
-        config, result = train_model(task, be, config, settings, batch_size=batch_size,
-                                     dtype=dtype)
+        with backends.blas_threads():
+            config, result = train_model(task, be, config, settings, batch_size=batch_size,
+                                         dtype=dtype)
         params = {k: be.asarray(v) for k, v in result.params.items()}
         return cls(params, config, task.src_vocab, task.tgt_vocab, be,
                    history=result.history, task=task)
@@ -144,8 +145,9 @@ class Translator:
         """
         options = options_for(beam, n_best, caller="translate")
         tokens = [_sentence_tokens(i, s) for i, s in enumerate(_sentences(sentences))]
-        results = translate(self.params, self.config, tokens, self.src_vocab, self.tgt_vocab,
-                            self.backend, options)
+        with backends.blas_threads():
+            results = translate(self.params, self.config, tokens, self.src_vocab,
+                                self.tgt_vocab, self.backend, options)
         if n_best == 1:
             return [" ".join(r["tokens"]) for r in results]
         return [[" ".join(h) for h in r["n_best"]] for r in results]
@@ -170,8 +172,9 @@ class Translator:
                               t.split() if isinstance(t, str) else list(t)) for s, t in pairs]}
         task = Task([], [], test, self.src_vocab, self.tgt_vocab)
         options = options_for(beam, caller="evaluate")
-        _, _, details = bucket_table({"model": (self.params, self.config)}, task,
-                                     self.backend, options)
+        with backends.blas_threads():
+            _, _, details = bucket_table({"model": (self.params, self.config)}, task,
+                                         self.backend, options)
         return {bucket: {"bleu": d["bleu"], "exact": d["exact"],
                          "sentences": len(test[bucket])}
                 for bucket, d in details["model"].items()}
