@@ -609,3 +609,23 @@ def test_lesson16_hand_derived_layer_norm_matches_autodiff_and_differences():
         assert np.max(np.abs(f[f"{name}_dx_feature_sum"])) <= 1e-12
     assert f["jax_max_diff_vs_numpy"] <= 1e-12 and f["torch_max_diff_vs_numpy"] <= 1e-12
     assert f["numpy_fd_max_diff"] <= 1e-7
+
+
+# --------------------------------------------------------------------------- docs
+
+
+def test_every_lesson_has_a_docs_page_with_its_code_and_table():
+    overview = (ROOT / "docs" / "tutorials" / "autodiff-tour.md").read_text(encoding="utf-8")
+    for fn in tour.LESSONS:
+        page = ROOT / "docs" / "tour" / f"lesson-{fn.number:02d}.md"
+        assert page.is_file(), f"lesson {fn.number} has no page"
+        text = page.read_text(encoding="utf-8")
+        assert f"# Lesson {fn.number}. {fn.title}\n" in text
+        module = fn.__module__.rsplit(".", 1)[1]
+        for f in fn.code:                            # each function, from its own module
+            assert f"{{literalinclude}} ../../xpseq/tour/{module}.py\n:language: python\n" \
+                   f":pyobject: {f.__name__}\n" in text, (page.name, f.__name__)
+        assert f"from xpseq.tour.{module} import {fn.__name__}\n" in text
+        assert f"print(format_lesson({fn.__name__}()))\n```" in text
+        assert f"../tour/lesson-{fn.number:02d}\n" in overview       # in the toctree
+    assert "main([" not in overview.replace('_ = main(["--list"])', "")   # no stray 0
