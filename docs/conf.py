@@ -12,6 +12,11 @@ sys.path.insert(0, os.path.abspath("_ext"))            # api_coverage
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
                                            if p)
 os.environ.setdefault("XPSEQ_BACKEND", "numpy")     # tutorials name their backends
+# The notebooks' NumPy computes small matrices: one BLAS thread (two on a busy 2-core
+# machine ran several times slower), unless the build's caller chose.
+if not any(os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                       "MKL_NUM_THREADS")):
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 project = "xpseq"
 author = "the xpseq developers"
@@ -30,7 +35,12 @@ html_title = "xpseq"
 html_theme_options = {
     "show_toc_level": 2, "navigation_with_keys": False, "header_links_before_dropdown": 7,
     # An API page is one object: its "on this page" column would only repeat the title.
-    "secondary_sidebar_items": {"_autosummary/*": []},
+    "secondary_sidebar_items": {
+        **{pattern: ["page-toc", "sourcelink"]
+           for pattern in ("*", "tutorials/*", "guide/*", "tour/*")},
+        "_autosummary/*": []},
+    # Every page that is a notebook (the tutorials, the tour) offers itself for download.
+    "article_header_end": ["notebook-download"],
 }
 # Pages outside a section (benchmarks, parity, development) have no section navigation:
 # no empty column for it.
@@ -65,5 +75,35 @@ def _skip_aliases(app, what, name, obj, skip, options):
     return None
 
 
+def _notebook(app, pagename):
+    """The executed notebook myst-nb wrote for page ``pagename``, or ``None``."""
+    from pathlib import Path
+
+    path = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    return path if path.is_file() else None
+
+
+def _notebook_download(app, pagename, templatename, context, doctree):
+    """The download link's target (beside the page's HTML) for a notebook page."""
+    context["notebook_download"] = (f"{pagename.rpartition('/')[2]}.ipynb"
+                                    if _notebook(app, pagename) else None)
+
+
+def _copy_notebooks(app, exception):
+    """Each executed notebook copied beside its page, where the link points."""
+    import shutil
+    from pathlib import Path
+
+    if exception is not None or app.builder.format != "html":
+        return
+    for pagename in app.env.found_docs:
+        if (notebook := _notebook(app, pagename)) is not None:
+            target = Path(app.outdir) / f"{pagename}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(notebook, target)
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_aliases)
+    app.connect("html-page-context", _notebook_download)
+    app.connect("build-finished", _copy_notebooks)

@@ -86,3 +86,17 @@ def test_the_pronunciation_example_prints_what_its_comment_says():
     names: dict = {}
     exec(compile(source, "README.md", "exec"), names)
     assert eval(call, names) == ast.literal_eval(comment.strip())
+
+
+def test_every_install_page_leads_with_the_cpu_route():
+    """The route .ci/install-cpu checks (PyTorch's CPU build, then the extras) comes first
+    on the README, the getting-started page and the home page, before any GPU advice."""
+    first = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    second = 'pip install ".[jax,torch,g2p]"'
+    for page in ("README.md", "docs/getting-started.md", "docs/index.md"):
+        text = (ROOT / page).read_text()
+        assert first in text and second in text, page
+        assert text.index(first) < text.index(second), page
+        gpu = text.find("jax[cuda12]")
+        assert gpu == -1 or gpu > text.index(second), page
+    assert first in (ROOT / ".ci" / "install-cpu").read_text()
