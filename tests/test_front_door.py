@@ -71,3 +71,16 @@ def test_front_door_errors(trained):
         model.translate(["the cat"], beam=2, n_best=3)
     with pytest.raises(AttributeError, match="no attribute 'trainn'"):
         xpseq.trainn
+
+
+def test_a_mistyped_model_option_names_the_closest():
+    import xpseq
+
+    task = xpseq.toy_task(n_train=20, n_dev=5, n_test_per_bucket=2)
+    with pytest.raises(TypeError, match=r"Seq2SeqConfig has no option 'hiden'; did you mean "
+                                        r"'hidden'\?"):
+        xpseq.Translator.train(task, backend="numpy", progress=False, hiden=8)
+    with pytest.raises(TypeError, match=r"TransformerConfig has no option 'zzz' \(its "
+                                        r"options: d_model, heads"):
+        xpseq.Translator.train(task, model="transformer", backend="numpy", progress=False,
+                               zzz=1)

@@ -75,9 +75,27 @@ def toy_task(*, n_train: int = 12000, n_dev: int = 500, n_test_per_bucket: int =
 def model_config(task: Task, kind: str = "rnn", **fields: Any) -> Any:
     """The configuration of a ``kind`` model (:func:`xpseq.models.get`) for ``task``: the
     vocabulary sizes from the task, every other field from ``fields`` or the kind's
-    defaults (e.g. ``model_config(task, attention="none", hidden=32)``)."""
-    return models.get(kind).Config(src_vocab=len(task.src_vocab),
-                                   tgt_vocab=len(task.tgt_vocab), **fields)
+    defaults (e.g. ``model_config(task, attention="none", hidden=32)``).
+
+    Raises
+    ------
+    TypeError
+        A field the kind's configuration does not have (the message names it, the
+        closest field if one is close, and every field).
+    """
+    import dataclasses
+    import difflib
+
+    config = models.get(kind).Config
+    known = [f.name for f in dataclasses.fields(config)
+             if f.init and f.name not in ("src_vocab", "tgt_vocab")]
+    for name in fields:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{config.__name__} has no option {name!r}{hint} (its options: "
+                            f"{', '.join(known)})")
+    return config(src_vocab=len(task.src_vocab), tgt_vocab=len(task.tgt_vocab), **fields)
 
 
 #: The training defaults of each model kind: at most ``epochs`` epochs (early stopping may

@@ -83,25 +83,52 @@ class Translator:
 
         Parameters
         ----------
-        task : a :class:`xpseq.tasks.Task` (:func:`xpseq.toy_task`,
-            :func:`xpseq.tasks.task_from_pairs`)
-        backend : a backend name or a :class:`~xpseq.backends.Backend` (such as
+        task : Task
+            The data and vocabularies: :func:`xpseq.toy_task`,
+            :func:`xpseq.tasks.task_from_pairs`.
+        model : {"rnn", "transformer"}
+            The LSTM encoder–decoder with attention, or the Transformer.
+        backend : str, Backend or None
+            A backend name or a :class:`~xpseq.backends.Backend` (such as
             ``backends.get("torch", compile=True)``); ``None`` for
-            :func:`xpseq.backends.default`
-        epochs : at most this many epochs (training stops early after 3 epochs without a
-            better dev loss)
-        lr : Adam's step size
-        batch_size : training sentences per batch
-        warmup : steps of a linear warm-up then inverse-square-root decay (``0``: none)
-        epochs, lr, batch_size, warmup : ``None`` takes the model kind's
-            :data:`xpseq.tasks.experiment.TRAINING_DEFAULTS` (the RNN: at most 5 epochs of
-            batches of 64 at 3e-3, no warm-up; the Transformer: 8 epochs of batches of 64
-            at 1e-3 after 400 warm-up steps)
-        dtype, seed : the parameters' dtype; the seed of the initial parameters, the batch
-            order and the dropout masks
-        options : the model's options (:class:`xpseq.models.rnn.Seq2SeqConfig`,
+            :func:`xpseq.backends.default`.
+        epochs : int, optional
+            At most this many epochs (training stops early after 3 epochs without a
+            better dev loss).
+        lr : float, optional
+            Adam's step size.
+        batch_size : int, optional
+            Training sentences per batch.
+        warmup : int, optional
+            Steps of a linear warm-up then inverse-square-root decay (``0``: none).
+            For ``epochs``, ``lr``, ``batch_size`` and ``warmup``, ``None`` takes the
+            model kind's :data:`xpseq.tasks.experiment.TRAINING_DEFAULTS` (the RNN: at
+            most 5 epochs of batches of 64 at 3e-3, no warm-up; the Transformer: 8 epochs
+            of batches of 64 at 1e-3 after 400 warm-up steps).
+        dtype : {"float32", "float64"}
+            The parameters' dtype.
+        seed : int
+            The seed of the initial parameters, the batch order and the dropout masks.
+        progress : bool
+            A progress bar per epoch and a line per finished epoch.
+        **options
+            The model's options (:class:`xpseq.models.rnn.Seq2SeqConfig`,
             :class:`xpseq.models.transformer.TransformerConfig`), e.g. ``hidden=64`` or
-            ``d_model=128, heads=4``
+            ``d_model=128, heads=4``.
+
+        Returns
+        -------
+        Translator
+            The trained model, its ``history`` one dict per epoch (``train_loss``,
+            ``dev_loss``, ...).
+
+        Raises
+        ------
+        ValueError
+            An unknown ``model``, or an option's value its configuration refuses (the
+            message names it).
+        TypeError
+            An option the model kind does not have (the message suggests the closest).
         """
         if model not in ("rnn", "transformer"):
             raise ValueError(f"Translator.train: model must be 'rnn' or 'transformer', got "
