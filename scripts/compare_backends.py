@@ -49,9 +49,11 @@ JAX and PyTorch; NumPy and array_api_strict have no bfloat16, which the report s
 ``--compile`` adds rows of PyTorch through ``backends.get("torch", compile=True)`` (the
 training step's pieces and the decoder step through ``torch.compile``, and the forward
 pass and loss compiled the same way), labelled ``torch (compiled)``. Compiling the
-unrolled RNN is slow on a CPU: at the test's tiny sizes (embed 4, hidden 4, sequences of 16)
-the float32 row spent 306 s compiling on a busy 2-core machine (forward 79 s, gradient
-155 s, step 67 s, decode 4 s), and each dtype compiles again.
+unrolled RNN is slow on a CPU and grows with the sequence length more than with the model's
+size: on a busy 2-core machine the float32 row spent 287 s compiling at the default sizes
+(batches of src 64 × 16; forward 58 s, gradient 149 s, step 75 s, decode 6 s; it then ran
+the step 1.66× as fast as eager torch), 306 s at embed 4, hidden 4 and the same length,
+and about 3 minutes on sequences of 8; each dtype compiles again.
 
 ``--threads`` (default 1) sets ``torch.set_num_threads`` and, where the environment does not
 set them already, ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS``
@@ -144,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also measure PyTorch through torch.compile "
                              "(backends.get('torch', compile=True)): rows 'torch (compiled)', "
                              "their cold compile time in the compile s column; slow: about 5 "
-                             "minutes even at tiny sizes on a busy 2-core CPU")
+                             "minutes per dtype on a busy 2-core CPU, at the default sizes "
+                             "as at tiny ones")
     parser.add_argument("--pairs", type=int, default=2000, help="toy training pairs")
     parser.add_argument("--out", default="out/compare_backends", help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="seeds the data and the init")
