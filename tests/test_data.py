@@ -340,3 +340,46 @@ def test_batches_by_token_count():
     assert max(sizes) > 2 * min(sizes)                          # short ones come many to a batch
     with pytest.raises(ValueError, match="max_tokens must be a positive int"):
         make_batches(pairs, 12, max_tokens=0)
+
+
+def _rows(batch) -> list:
+    """A batch's real rows as ``(index, source, target)`` with the padding cut off."""
+    return [(int(i), batch["src"][r, :int(batch["src_len"][r])].tolist(),
+             batch["tgt_out"][r][batch["tgt_out"][r] != PAD_ID].tolist())
+            for r, i in enumerate(batch["index"]) if i >= 0]
+
+
+@pytest.mark.parametrize("shapes", [1, 2, 3])
+@pytest.mark.parametrize("max_tokens", [None, 300])
+def test_shapes_bounds_the_batch_shapes_of_an_epoch(full, shapes, max_tokens):
+    vocab = Vocab.build(en for en, _ in full.train)
+    zh = Vocab.build(z for _, z in full.train)
+    encoded = [(vocab.encode(en, add_eos=True), zh.encode(z)) for en, z in full.train[:3000]]
+    free = make_batches(encoded, 64, bucket=8, max_tokens=max_tokens)
+    bounded = make_batches(encoded, 64, bucket=8, max_tokens=max_tokens, shapes=shapes)
+    seen = {b["src"].shape + b["tgt_in"].shape[1:] for b in bounded}
+    assert len({b["src"].shape + b["tgt_in"].shape[1:] for b in free}) > 3
+    assert len(seen) <= shapes
+    # The same sentences in the same batches, only padded further: longer, or with empty
+    # rows (pad source of length 1, pad targets, index -1) to reach the shape's B.
+    assert len(bounded) == len(free)
+    for f, b in zip(free, bounded):
+        assert _rows(f) == _rows(b)
+        assert b["src"].shape[0] >= f["src"].shape[0] and b["src"].shape[1] >= f["src"].shape[1]
+        assert b["tgt_in"].shape[1] >= f["tgt_in"].shape[1]
+        empty = b["index"] < 0
+        assert empty.sum() == b["src"].shape[0] - f["src"].shape[0]
+        assert (b["src_len"][empty] == 1).all() and (b["src"][empty] == PAD_ID).all()
+        assert (b["tgt_in"][empty] == PAD_ID).all() and (b["tgt_out"][empty] == PAD_ID).all()
+    # As many shapes as the epoch has anyway: nothing changes.
+    enough = make_batches(encoded, 64, bucket=8, max_tokens=max_tokens, shapes=len(seen) + 99)
+    assert all(all((e[k] == f[k]).all() for k in f) for e, f in zip(enough, free))
+
+
+def test_shapes_pads_the_fewest_positions():
+    # Batches of lengths 8, 8, 16, 40: two shapes keep the long one apart (not 8 | 16, 40).
+    pairs = [([4] * n + [2], [5] * (n - 1)) for n in (7, 7, 15, 39)]
+    batches = make_batches(pairs, 1, bucket=8, shapes=2)
+    assert [b["src"].shape[1] for b in batches] == [16, 16, 16, 40]
+    with pytest.raises(ValueError, match="shapes must be a positive int"):
+        make_batches(pairs, 1, shapes=0)

@@ -454,3 +454,34 @@ def test_progress_to_a_log_file_is_the_epoch_lines_without_the_bar(capsys):
     out, err = capsys.readouterr()
     assert [line.split(":")[0] for line in out.splitlines()] == ["epoch 1", "epoch 2"]
     assert "it/s" not in err and "\r" not in err
+
+
+@pytest.mark.parametrize("kind, fields", [
+    ("rnn", {"embed": 4, "hidden": 4, "attention": "general"}),
+    ("rnn", {"embed": 4, "hidden": 3, "attention": "additive", "style": "bahdanau",
+             "cell": "gru"}),
+    ("transformer", {"d_model": 8, "heads": 2, "encoder_layers": 1, "decoder_layers": 1,
+                     "d_ff": 8, "label_smoothing": 0.1}),
+])
+def test_more_padding_leaves_the_loss_per_token_unchanged(kind, fields):
+    # make_batches(shapes=1) pads every batch to one shape: longer, and the last one with
+    # empty rows. Padding is masked: the loss (the mean over real target tokens) and its
+    # gradient are those of the tightest batches, in float64.
+    from xpseq import models
+
+    model = models.get(kind)
+    config = model.Config(VOCAB, VOCAB, **fields)
+    params = model.init_params(config, seed=0)
+    pairs = reverse_pairs(21, seed=4)
+    tight = make_batches(pairs, 8, bucket=1)
+    padded = make_batches(pairs, 8, bucket=8, shapes=1)
+    assert len({b["src"].shape + b["tgt_in"].shape for b in padded}) == 1
+    assert padded[-1]["src"].shape[0] > tight[-1]["src"].shape[0]           # empty rows
+    for t, p in zip(tight, padded):
+        assert p["src"].shape[1] > t["src"].shape[1] and p["tgt_in"].shape[1] > t["tgt_in"].shape[1]
+        loss_t, grads_t = model.loss_and_grad(params, config, t)
+        loss_p, grads_p = model.loss_and_grad(params, config, p)
+        assert abs(float(loss_t) - float(loss_p)) <= 1e-12
+        assert abs(float(model.loss(params, config, p)) - float(loss_t)) <= 1e-12
+        for name in grads_t:
+            np.testing.assert_allclose(grads_p[name], grads_t[name], rtol=1e-10, atol=1e-14)

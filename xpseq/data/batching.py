@@ -11,6 +11,8 @@ A batch is a dict of NumPy arrays::
 Pairs are sorted by length before they are cut into batches, so sentences of similar
 length share a batch; ``S`` and ``T`` are rounded up to a multiple of ``bucket`` so that
 an epoch has only a few distinct shapes (each new shape is a new trace under ``jax.jit``).
+``shapes=K`` bounds them: at most ``K`` distinct ``(B, S, T)`` an epoch, the batches padded
+further (longer, and with empty rows) where that costs the fewest padded positions.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 
 def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int, *,
                  bucket: int = 8, pad_id: int = PAD_ID, bos_id: int = BOS_ID,
-                 eos_id: int = EOS_ID,
-                 max_tokens: int | None = None) -> list[dict[str, np.ndarray]]:
+                 eos_id: int = EOS_ID, max_tokens: int | None = None,
+                 shapes: int | None = None) -> list[dict[str, np.ndarray]]:
     """Cut ``(source ids, target ids)`` pairs into padded batches.
 
     Parameters
@@ -47,6 +49,15 @@ def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
         size ``B · max(S, T)`` stays within ``max_tokens``, so short sentences come many to
         a batch and long ones few (a sentence longer than ``max_tokens`` alone is a batch
         of one).
+    shapes : int, optional
+        At most this many distinct batch shapes ``(B, S, T)`` (each a compilation under
+        ``jax.jit``): the batches, in length order, are split into at most ``shapes`` runs of
+        consecutive batches, and every batch of a run is padded to the run's largest ``B``,
+        ``S`` and ``T``, the split chosen to add the fewest padded positions. A batch with
+        fewer rows than its run's ``B`` gets empty rows: source ``pad_id`` (length 1),
+        every target ``pad_id``, ``index`` -1. Padding is masked, so the loss per real
+        target token is unchanged (with ``max_tokens``, a padded batch may hold more than
+        ``max_tokens`` positions). ``None``: no bound.
 
     Returns
     -------
@@ -55,10 +66,13 @@ def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
     Raises
     ------
     ValueError
-        An empty source, a negative id, or a bad ``batch_size`` / ``bucket``.
+        An empty source, a negative id, or a bad ``batch_size`` / ``bucket`` /
+        ``max_tokens`` / ``shapes``.
     """
     sizes = (("batch_size", batch_size), ("bucket", bucket))
-    for name, value in sizes + ((("max_tokens", max_tokens),) if max_tokens is not None else ()):
+    sizes += tuple((name, value) for name, value in (("max_tokens", max_tokens),
+                                                     ("shapes", shapes)) if value is not None)
+    for name, value in sizes:
         if not checks.is_int(value) or value < 1:
             raise ValueError(f"make_batches: {name} must be a positive int, got {value!r}")
     cleaned = []
@@ -74,16 +88,21 @@ def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
             raise ValueError(f"make_batches: pair {i} has a negative id")
         cleaned.append((src, tgt))
     order = sorted(range(len(cleaned)), key=lambda i: (len(cleaned[i][0]), len(cleaned[i][1]), i))
+    cuts = _cuts(order, cleaned, batch_size, bucket, max_tokens)
+    shaped = [(stop - start, _round_up(max(len(cleaned[i][0]) for i in order[start:stop]), bucket),
+               _round_up(max(len(cleaned[i][1]) for i in order[start:stop]) + 1, bucket))
+              for start, stop in cuts]
+    if shapes is not None:
+        shaped = _bounded(shaped, shapes)
     batches = []
-    for start, stop in _cuts(order, cleaned, batch_size, bucket, max_tokens):
+    for (start, stop), (B, S, T) in zip(cuts, shaped):
         chunk = [cleaned[i] for i in order[start:stop]]
-        S = _round_up(max(len(s) for s, _ in chunk), bucket)
-        T = _round_up(max(len(t) for _, t in chunk) + 1, bucket)
-        batch = {"src": np.full((len(chunk), S), pad_id, dtype=np.int64),
-                 "src_len": np.array([len(s) for s, _ in chunk], dtype=np.int64),
-                 "tgt_in": np.full((len(chunk), T), pad_id, dtype=np.int64),
-                 "tgt_out": np.full((len(chunk), T), pad_id, dtype=np.int64),
-                 "index": np.array(order[start:stop], dtype=np.int64)}
+        empty = B - len(chunk)                     # rows that only fill the shape
+        batch = {"src": np.full((B, S), pad_id, dtype=np.int64),
+                 "src_len": np.array([len(s) for s, _ in chunk] + [1] * empty, dtype=np.int64),
+                 "tgt_in": np.full((B, T), pad_id, dtype=np.int64),
+                 "tgt_out": np.full((B, T), pad_id, dtype=np.int64),
+                 "index": np.array(order[start:stop] + [-1] * empty, dtype=np.int64)}
         for b, (src, tgt) in enumerate(chunk):
             batch["src"][b, :len(src)] = src
             batch["tgt_in"][b, :len(tgt) + 1] = [bos_id, *tgt]
@@ -111,6 +130,44 @@ def _cuts(order: list[int], pairs: list, batch_size: int, bucket: int,
     if order:
         cuts.append((start, len(order)))
     return cuts
+
+
+def _bounded(sizes: list[tuple[int, int, int]], shapes: int) -> list[tuple[int, int, int]]:
+    """``sizes`` (each batch's ``(B, S, T)``, in order) padded to at most ``shapes`` distinct
+    ones: the split into runs of consecutive batches, each padded to its largest ``B``,
+    ``S`` and ``T``, with the fewest padded positions ``B · (S + T)`` in all (dynamic
+    programming over where the runs end)."""
+    n = len(sizes)
+    if len(set(sizes)) <= shapes:
+        return list(sizes)
+    inf = float("inf")
+    # cost[k][j]: the fewest positions for the first j batches in k runs; back[k][j]: where
+    # the last of those runs starts.
+    cost = [[0.0] + [inf] * n] + [[inf] * (n + 1) for _ in range(shapes)]
+    back = [[0] * (n + 1) for _ in range(shapes + 1)]
+    for j in range(1, n + 1):
+        rows = longest_src = longest_tgt = count = 0
+        for i in range(j - 1, -1, -1):             # the run sizes[i:j]
+            B, S, T = sizes[i]
+            rows, longest_src, longest_tgt = max(rows, B), max(longest_src, S), \
+                max(longest_tgt, T)
+            count += 1
+            run = count * rows * (longest_src + longest_tgt)
+            for k in range(1, shapes + 1):
+                total = cost[k - 1][i] + run
+                if total < cost[k][j]:
+                    cost[k][j], back[k][j] = total, i
+    k = min(range(1, shapes + 1), key=lambda k: cost[k][n])
+    out: list[tuple[int, int, int]] = []
+    j = n
+    while j > 0:
+        i = back[k][j]
+        run = sizes[i:j]
+        shape = (max(b for b, _, _ in run), max(s for _, s, _ in run),
+                 max(t for _, _, t in run))
+        out[:0] = [shape] * (j - i)
+        j, k = i, k - 1
+    return out
 
 
 def _round_up(n: int, multiple: int) -> int:
