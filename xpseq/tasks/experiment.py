@@ -52,10 +52,10 @@ class Task:
                 for s, t in pairs]
 
     def batches(self, pairs: Sequence[Pair], batch_size: int, bucket: int = 8,
-                max_tokens: int | None = None) -> list[dict]:
+                max_tokens: int | None = None, shapes: int | None = None) -> list[dict]:
         """Padded batches of ``pairs`` (see :func:`xpseq.data.make_batches`)."""
         return make_batches(self.encode(pairs), batch_size, bucket=bucket,
-                            max_tokens=max_tokens)
+                            max_tokens=max_tokens, shapes=shapes)
 
 
 def task_from_pairs(train: list[Pair], dev: list[Pair], test: dict[Any, list[Pair]]) -> Task:
@@ -139,7 +139,8 @@ TOY_TRAINING = training_config("rnn")
 
 def train_model(task: Task, backend: Backend, config: Any = None,
                 train: TrainConfig | None = None, *, batch_size: int | None = None,
-                bucket: int = 8, max_tokens: int | None = None, dtype: str = "float32",
+                bucket: int = 8, max_tokens: int | None = None, shapes: int | None = None,
+                dtype: str = "float32",
                 callbacks: Sequence[Callback] | None = None,
                 checkpoint: str | None = None,
                 metadata: dict | None = None, resume: Any = None) -> tuple[Any, FitResult]:
@@ -157,6 +158,8 @@ def train_model(task: Task, backend: Backend, config: Any = None,
         compilations) for a larger bucket, less padding for a smaller one
     max_tokens : batch by token count: at most this many padded tokens a batch (and at most
         ``batch_size`` sentences), see :func:`xpseq.data.make_batches`
+    shapes : at most this many batch shapes in the training batches, and as many in the dev
+        batches (:func:`xpseq.data.make_batches`): each is a compilation on JAX
     dtype : ``"float32"`` or ``"float64"``, the parameters' dtype
     callbacks : :mod:`xpseq.train.callbacks`; ``[EarlyStopping(patience=3)]`` by default
     checkpoint : write a checkpoint here, with the task's vocabularies and ``metadata``:
@@ -182,9 +185,9 @@ def train_model(task: Task, backend: Backend, config: Any = None,
                                                                metadata=metadata))
     init = models.of(config).init_params(config, seed=train.seed)
     params = {k: v.astype(dtype) for k, v in init.items()}
-    result = fit(config, params, task.batches(task.train, batch_size, bucket, max_tokens),
-                 backend,
-                 dev_batches=task.batches(task.dev, 256, bucket), train=train,
+    result = fit(config, params,
+                 task.batches(task.train, batch_size, bucket, max_tokens, shapes), backend,
+                 dev_batches=task.batches(task.dev, 256, bucket, shapes=shapes), train=train,
                  callbacks=callbacks, resume=resume)
     return config, result
 
@@ -192,7 +195,7 @@ def train_model(task: Task, backend: Backend, config: Any = None,
 def translate(params: Any, config: Any, sources: Sequence[Sequence[str]],
               src_vocab: Vocab, tgt_vocab: Vocab, backend: Backend,
               options: SearchOptions = SearchOptions(), *,
-              batch_size: int = 256) -> list[dict]:
+              batch_size: int = 256, shapes: int | None = None) -> list[dict]:
     """Translate token lists; results come back in the order of ``sources``.
 
     Each result: ``tokens`` (the output words), ``score`` (its summed log-probability),
@@ -202,14 +205,17 @@ def translate(params: Any, config: Any, sources: Sequence[Sequence[str]],
     words and the ``</s>`` that ended it (``len(tokens) + 1`` rows), or only the words
     when the output was cut at its length limit without ``</s>``.
     ``params`` are arrays of ``backend``. Unknown source words become ``<unk>``; an empty
-    source translates to an empty output.
+    source translates to an empty output. ``shapes`` bounds the batches' shapes, each a
+    compilation of the search on JAX (see :func:`xpseq.data.make_batches`).
     """
     results: list[dict | None] = [None] * len(sources)
     pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(s, add_eos=True), [])
                                           for s in sources]
-    for batch in make_batches(pairs, batch_size, bucket=8) if pairs else []:
+    for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
         hyp = search(params, config, batch["src"], batch["src_len"], backend, options)
         for i, best in zip(batch["index"], to_lists(hyp, batch["src_len"])):
+            if i < 0:                                    # a row that only fills the shape
+                continue
             top = best[0]
             results[int(i)] = {"tokens": tgt_vocab.decode(top["tokens"]), "ids": top["tokens"],
                                "score": top["score"], "attention": top["attention"],
@@ -237,8 +243,10 @@ def score(hypotheses: Sequence[Sequence[str]], pairs: Sequence[Pair]) -> dict:
 
 
 def bucket_table(models: dict[str, tuple[dict, Any]], task: Task, backend: Backend,
-                 options: SearchOptions = SearchOptions()) -> tuple[list[str], list[list], dict]:
-    """BLEU and exact match per test bucket for each named model.
+                 options: SearchOptions = SearchOptions(), *,
+                 shapes: int | None = None) -> tuple[list[str], list[list], dict]:
+    """BLEU and exact match per test bucket for each named model (``shapes``: as in
+    :func:`translate`).
 
     Returns the headers and rows of the table and ``{name: {bucket: score dict and the
     hypotheses}}``.
@@ -252,7 +260,7 @@ def bucket_table(models: dict[str, tuple[dict, Any]], task: Task, backend: Backe
         row: list = [bucket, len(pairs)]
         for name, (params, config) in models.items():
             out = translate(params, config, [s for s, _ in pairs], task.src_vocab,
-                            task.tgt_vocab, backend, options)
+                            task.tgt_vocab, backend, options, shapes=shapes)
             result = score([o["tokens"] for o in out], pairs)
             result["hypotheses"] = [o["tokens"] for o in out]
             details[name][bucket] = result
