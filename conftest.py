@@ -31,6 +31,10 @@ os.environ.setdefault("JAX_ENABLE_X64", "1")
 # and compile for a one-sentence translation); test_backends.py tests the rule itself.
 os.environ.setdefault("XPSEQ_BACKEND", "numpy")
 
+# The command keeps JAX's compiled programs in the user's cache folder between runs; the
+# tests' commands keep none (tests/test_global_state.py tests the cache in a child process).
+os.environ.setdefault("XPSEQ_JAX_CACHE", "0")
+
 from xpseq import backends
 
 GRAD_BACKENDS = ("jax", "torch")

@@ -72,18 +72,23 @@ CHILD = textwrap.dedent(r"""
                                    progress=False)
     out["translated"] = len(model.translate(["the cat sees the dog"]))
     out["x64_after_translator"] = bool(jax.config.jax_enable_x64)
+    out["cache_after_translator"] = jax.config.jax_compilation_cache_dir
     print(json.dumps(out))
 """)
 
 
 @pytest.fixture(scope="module")
-def child() -> dict:
+def child(tmp_path_factory) -> dict:
     pytest.importorskip("jax")
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    # The command's cache folder, set: the library must not read it.
+    env["XPSEQ_JAX_CACHE"] = str(tmp_path_factory.mktemp("library") / "jax")
     done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
                           env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out["cache_folder_made"] = os.path.exists(env["XPSEQ_JAX_CACHE"])
+    return out
 
 
 def test_jax_64_bit_mode_is_left_as_the_caller_set_it(child):
@@ -91,8 +96,54 @@ def test_jax_64_bit_mode_is_left_as_the_caller_set_it(child):
     assert child["x64_after_backend"] is False
     assert child["x64_after_g2p"] is False
     assert child["x64_after_translator"] is False
+    # nor its compilation cache: the command sets that for its own process (below)
+    assert child["cache_after_translator"] is None and not child["cache_folder_made"]
     assert child["g2p"] == [["HH", "EH", "L", "OW"]]              # as on NumPy
     assert child["translated"] == 1
+
+
+COMMAND_CHILD = textwrap.dedent(r"""
+    import json, sys
+    import jax
+    from xpseq.app import cli
+    code = cli.main(["translate", sys.argv[1], "--backend", "jax", "the cat sees the dog"])
+    print(json.dumps({"code": code, "cache": jax.config.jax_compilation_cache_dir,
+                      "max_size": jax.config.jax_compilation_cache_max_size}))
+""")
+
+
+def _command_child(tmp_path, **env_vars) -> dict:
+    """``xpseq translate --backend jax`` in a child process, with the user's cache folder
+    in ``tmp_path`` and JAX keeping every compiled program however fast it compiled."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XPSEQ_JAX_CACHE",
+                                                            "JAX_COMPILATION_CACHE_DIR")}
+    env.update(XDG_CACHE_HOME=str(tmp_path / "cache"),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", **env_vars)
+    checkpoint = os.path.join(os.path.dirname(__file__), "fixtures", "rnn_format1.safetensors")
+    done = subprocess.run([sys.executable, "-c", COMMAND_CHILD, checkpoint],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_command_keeps_compiled_programs_in_the_users_cache_folder(tmp_path):
+    pytest.importorskip("jax")
+    from xpseq.app.commands import JAX_CACHE_BYTES
+
+    out = _command_child(tmp_path)
+    folder = tmp_path / "cache" / "xpseq" / "jax"
+    assert out["code"] == 0
+    assert out["cache"] == str(folder) and out["max_size"] == JAX_CACHE_BYTES
+    assert any(folder.iterdir())                                  # the programs it compiled
+
+
+def test_the_commands_compilation_cache_can_be_moved_or_turned_off(tmp_path):
+    pytest.importorskip("jax")
+    moved = _command_child(tmp_path, XPSEQ_JAX_CACHE=str(tmp_path / "elsewhere"))
+    assert moved["cache"] == str(tmp_path / "elsewhere") and any((tmp_path / "elsewhere").iterdir())
+    off = _command_child(tmp_path, XPSEQ_JAX_CACHE="0")
+    assert off["code"] == 0 and off["cache"] is None
+    assert not (tmp_path / "cache").exists()
 
 
 def test_float64_on_jax_without_64_bit_mode_is_a_clear_error(child):

@@ -35,11 +35,13 @@ def _backend(name: str | None, compile: bool = False) -> backends.Backend:
 
     The command is an application, and on JAX it enables 64-bit types for its own process
     (``jax_enable_x64``), before the backend is created, so that ``--dtype float64``
-    computes in float64; the library never changes JAX's configuration itself."""
+    computes in float64, and JAX's persistent compilation cache (:func:`_enable_jax_cache`);
+    the library never changes JAX's configuration itself."""
     try:
         name = name or ("torch" if compile else backends.default_name())
         if name == "jax":
             _enable_jax_x64()
+            _enable_jax_cache()
         backend = backends.get(name, compile=compile)
     except (ValueError, ModuleNotFoundError) as err:
         raise CommandError(str(err)) from None
@@ -59,6 +61,51 @@ def _enable_jax_x64() -> None:
     except ModuleNotFoundError:
         return
     jax.config.update("jax_enable_x64", True)
+
+
+#: The environment variable that moves (a folder) or turns off (``0``, ``off``) the
+#: command's persistent JAX compilation cache.
+JAX_CACHE_ENV = "XPSEQ_JAX_CACHE"
+#: The most the cache may hold; JAX removes the least recently used programs beyond it.
+JAX_CACHE_BYTES = 2**30
+
+
+def jax_cache_dir() -> pathlib.Path | None:
+    """The folder of the command's persistent JAX compilation cache: ``$XPSEQ_JAX_CACHE``
+    when it names one, ``None`` (no cache) when it is ``0``, ``off``, ``false`` or ``no``,
+    else ``xpseq/jax`` in the user's cache folder (``$XDG_CACHE_HOME``, else
+    ``~/.cache``)."""
+    text = os.environ.get(JAX_CACHE_ENV, "").strip()
+    if text.lower() in ("0", "off", "false", "no"):
+        return None
+    if text:
+        return pathlib.Path(text).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join("~", ".cache")
+    return pathlib.Path(base).expanduser() / "xpseq" / "jax"
+
+
+def _enable_jax_cache() -> None:
+    """JAX's persistent compilation cache for the command's own process, in
+    :func:`jax_cache_dir` (at most :data:`JAX_CACHE_BYTES`): a program compiled once (a
+    training step, a search) is read back in later runs instead of compiled again (JAX
+    keeps those that took at least ``jax_persistent_cache_min_compile_time_secs``, 1 s by
+    default, to compile). A cache folder the user gave JAX itself
+    (``JAX_COMPILATION_CACHE_DIR``) is left as it is; a folder that cannot be made means no
+    cache."""
+    try:
+        import jax
+    except ModuleNotFoundError:
+        return
+    folder = jax_cache_dir()
+    if folder is None or jax.config.jax_compilation_cache_dir is not None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    if jax.config.jax_compilation_cache_max_size == -1:             # JAX's: no limit
+        jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_BYTES)
 
 
 def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
@@ -295,9 +342,11 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
         from xpseq.app.demo import FULL, QUICK
 
         spec = dict((QUICK if args.quick else FULL)["data"], seed=args.seed)
+        shapes = (QUICK if args.quick else FULL)["shapes"]     # the demo's batch shapes
         task = _toy_task(spec)
         metadata = {"task": "toy", "data": spec}
     else:
+        shapes = None
         if not args.train_file or not args.dev_file:
             raise CommandError("--task tsv needs --train FILE and --dev FILE")
         train = _read_tsv(args.train_file, args.tokens)
@@ -323,8 +372,8 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
                                precision=opts.precision_of(args))
     metadata["options"] = _stored_options(args, options)
     _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
-                            max_tokens=options.get("max_tokens"), dtype=args.dtype,
-                            checkpoint=args.out, metadata=metadata,
+                            max_tokens=options.get("max_tokens"), shapes=shapes,
+                            dtype=args.dtype, checkpoint=args.out, metadata=metadata,
                             callbacks=[EarlyStopping(patience=3), _metrics_log(args.out)],
                             resume=resumed)
     if _nothing_trained(args, resumed, result):
