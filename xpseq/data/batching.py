@@ -69,7 +69,7 @@ def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
         An empty source, a negative id, or a bad ``batch_size`` / ``bucket`` /
         ``max_tokens`` / ``shapes``.
     """
-    sizes = (("batch_size", batch_size), ("bucket", bucket))
+    sizes: tuple[tuple[str, int], ...] = (("batch_size", batch_size), ("bucket", bucket))
     sizes += tuple((name, value) for name, value in (("max_tokens", max_tokens),
                                                      ("shapes", shapes)) if value is not None)
     for name, value in sizes:
@@ -162,9 +162,9 @@ def _bounded(sizes: list[tuple[int, int, int]], shapes: int) -> list[tuple[int, 
     j = n
     while j > 0:
         i = back[k][j]
-        run = sizes[i:j]
-        shape = (max(b for b, _, _ in run), max(s for _, s, _ in run),
-                 max(t for _, _, t in run))
+        group = sizes[i:j]
+        shape = (max(b for b, _, _ in group), max(s for _, s, _ in group),
+                 max(t for _, _, t in group))
         out[:0] = [shape] * (j - i)
         j, k = i, k - 1
     return out
