@@ -210,6 +210,7 @@ def test_every_section_is_a_module_with_run():
         bench.parse_args(["--only", "train,nope"])
 
 
+@pytest.mark.slow  # a benchmark harness run
 def test_sections_share_what_the_context_builds_once(monkeypatch):
     """``train`` and ``flops`` both use the ``train`` timings: the context measures them
     once, and builds nothing before a section asks."""
@@ -266,6 +267,7 @@ def test_threads_section_compares_two_threads_with_one_idle_and_busy(monkeypatch
     assert context.details(["threads"])["threads"]["median"]["busy jax rnn 2"] == 0.5
 
 
+@pytest.mark.slow  # a benchmark harness run
 def test_threads_section_reads_the_second_epoch_of_the_command(tmp_path):
     """The ``threads`` section times ``xpseq --threads N train`` in a child process: the
     seconds it returns are the second epoch's, as the run's metrics log has them."""

@@ -483,6 +483,7 @@ def test_train_translate_and_evaluate_a_transformer(workdir):
     assert_one_line_error(runs["foreign"], "--cell: not an option of --model transformer")
 
 
+@pytest.mark.slow  # training over two devices
 def test_train_on_two_devices(workdir):
     """``--devices 2``: on torch two processes of a gloo group train (one prints and writes
     the checkpoint, which translates); numpy is refused with a one-line error."""

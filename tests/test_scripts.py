@@ -6,6 +6,7 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 from helpers import load_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -31,6 +32,7 @@ def test_every_report_names_the_processor_and_its_matrix_units():
     assert set(here) >= {"cpu", "cpu_features", "cpu_count", "openblas_coretype"}
 
 
+@pytest.mark.slow  # a script run whole, every backend
 def test_attention_examples_script_passes_on_every_backend():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "attention_examples.py")],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
@@ -40,6 +42,7 @@ def test_attention_examples_script_passes_on_every_backend():
     assert "FAIL" not in done.stdout
 
 
+@pytest.mark.slow  # a script run whole, every backend
 def test_train_reverse_script_runs_and_checkpoint_agrees():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "train_reverse.py"),
                            "--epochs", "1", "--backends", "numpy"],
@@ -49,6 +52,7 @@ def test_train_reverse_script_runs_and_checkpoint_agrees():
     assert "largest logit difference from numpy" in done.stdout
 
 
+@pytest.mark.slow  # a script run whole, every backend
 def test_epoch_seconds_script_reports_ratios_to_numpy():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "epoch_seconds.py"),
                            "--pairs", "64", "--epochs", "2", "--dtypes", "float64",
@@ -62,6 +66,7 @@ def test_epoch_seconds_script_reports_ratios_to_numpy():
     assert rows[0].split("|")[6] == rows[1].split("|")[6]
 
 
+@pytest.mark.slow  # a script run whole, every backend
 def test_device_check_runs_the_parity_cases_on_a_chosen_device():
     # No GPU here: the same checks on torch's CPU device (the script's dry run).
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_check.py"),
