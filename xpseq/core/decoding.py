@@ -129,8 +129,10 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
 
     Parameters
     ----------
-    step : the step function (module docstring), for ``N = batch_size``
-    state : the initial decoder state (leading size ``batch_size``)
+    step : callable
+        The step function (module docstring), for ``N = batch_size`` rows.
+    state : array or nested dict/tuple of arrays
+        The initial decoder state (leading size ``batch_size``).
     batch_size : int
     bos_id, eos_id, pad_id : int
     max_len : int
@@ -139,12 +141,14 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
         A per-sentence limit ``<= max_len`` (e.g. a function of the source length).
     min_len : int
         ``</s>`` is not allowed before this many tokens.
-    scan : ``backend.scan`` to run under ``jax.jit``; ``None`` for an eager Python loop
+    scan : callable or None
+        ``backend.scan`` to run under ``jax.jit``; ``None`` for an eager Python loop
         that stops when every sentence is finished.
 
     Returns
     -------
-    Hypotheses with ``n = 1``
+    Hypotheses
+        With ``n = 1``.
     """
     _check_common("greedy_search", batch_size, max_len, min_len, bos_id, eos_id, pad_id)
     xp, like = _namespace_of(state)
@@ -203,17 +207,26 @@ def beam_search(step: Callable[..., Any], state: Any, *, batch_size: int, k: int
 
     Parameters
     ----------
-    step : the step function (module docstring), for ``N = batch_size · k`` rows (sentence
-        ``b``'s beams at rows ``b·k .. b·k + k - 1``; see :func:`tile_beams`)
-    state : the initial decoder state with leading size ``batch_size · k`` (tiled)
-    k : beam size
-    length_penalty : {"none", "avg", "gnmt"}, and ``alpha`` for ``"gnmt"``
-    n_best : how many hypotheses to return per sentence, ``1 <= n_best <= k``
-    other parameters : as in :func:`greedy_search`
+    step : callable
+        The step function (module docstring), for ``N = batch_size · k`` rows
+        (sentence ``b``'s beams at rows ``b·k .. b·k + k - 1``; see :func:`tile_beams`).
+    state : array or nested dict/tuple of arrays
+        The initial decoder state with leading size ``batch_size · k`` (tiled).
+    k : int
+        Beam size.
+    length_penalty : {"none", "avg", "gnmt"}
+        How finished hypotheses of different lengths are ranked.
+    alpha : float
+        The exponent of ``"gnmt"``.
+    n_best : int
+        How many hypotheses to return per sentence, ``1 <= n_best <= k``.
+    batch_size, bos_id, eos_id, pad_id, max_len, max_lens, min_len, scan
+        As in :func:`greedy_search`.
 
     Returns
     -------
-    Hypotheses with ``n = n_best``, best first by ``ranking``
+    Hypotheses
+        With ``n = n_best``, best first by ``ranking``.
     """
     fname = "beam_search"
     _check_common(fname, batch_size, max_len, min_len, bos_id, eos_id, pad_id)

@@ -249,16 +249,23 @@ def search(params: Any, config: Any, src: np.ndarray,
 
     Parameters
     ----------
-    params : the model's parameters as arrays of ``backend`` (for an :class:`Ensemble`, a
-        sequence of its members' parameters)
-    config : the model's configuration, or an :class:`Ensemble`
-    src : integer array ``(B, S)``, padded; src_len : ``(B,)`` real lengths
-    options : :class:`SearchOptions`
+    params : dict of arrays
+        The model's parameters as arrays of ``backend`` (for an :class:`Ensemble`, a
+        sequence of its members' parameters).
+    config : model configuration or Ensemble
+        The model's configuration, or an :class:`Ensemble`.
+    src : integer array, shape ``(B, S)``
+        The sources, padded.
+    src_len : integer array, shape ``(B,)``
+        Their real lengths.
+    options : SearchOptions
+        How to decode.
 
     Returns
     -------
-    Hypotheses of NumPy arrays: tokens ``(B, n, L)``, lengths, scores, ranking, attention
-    ``(B, n, L, S)`` (``None`` without attention); ``L = ceil(a · S + b)``.
+    Hypotheses
+        Of NumPy arrays: tokens ``(B, n, L)``, lengths, scores, ranking, attention
+        ``(B, n, L, S)`` (``None`` without attention); ``L = ceil(a · S + b)``.
     """
     import array_api_compat.numpy as np_xp
 
