@@ -476,11 +476,11 @@ def row_name(row: Mapping[str, Any]) -> str:
 def add_speedups(rows: list[dict[str, Any]]) -> str:
     """Fill each row's ``speedups`` (base time / this row's time: higher is faster) and
     ``final_loss_diff``; return the base's name (NumPy float64, else the first row)."""
-    base_row = next((r for r in rows if is_reference(r)), rows[0])
+    reference = next((r for r in rows if is_reference(r)), None)
+    base_row = reference or rows[0]
     for key, _ in TIMINGS:
         for r in rows:
             r["speedups"][key] = base_row[key] / r[key] if r[key] > 0 else math.inf
-    reference = next((r for r in rows if is_reference(r)), None)
     if reference is not None:
         for r in rows:
             r["final_loss_diff"] = (abs(r["final_loss"] - reference["final_loss"])

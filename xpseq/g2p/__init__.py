@@ -313,19 +313,19 @@ class G2P:
         for i, word in enumerate(tokens):
             buckets.setdefault(len(word) // 8, []).append(i)
         answers: list[Any] = [None] * len(tokens)
-        for _, where in sorted(buckets.items()):
-            asked = [tokens[i] for i in where]
-            if self.backend.compiles:
-                full, rest = divmod(len(asked), _PADDED_SIZES[-1])
-                size = full * _PADDED_SIZES[-1] + (
-                    next(s for s in _PADDED_SIZES if s >= rest) if rest else 0)
-                asked += [min(asked, key=len)] * (size - len(asked))
-            with backends.blas_threads():       # (the caller's threads are restored)
+        with backends.blas_threads():           # (the caller's threads are restored)
+            for _, where in sorted(buckets.items()):
+                asked = [tokens[i] for i in where]
+                if self.backend.compiles:
+                    full, rest = divmod(len(asked), _PADDED_SIZES[-1])
+                    size = full * _PADDED_SIZES[-1] + (
+                        next(s for s in _PADDED_SIZES if s >= rest) if rest else 0)
+                    asked += [min(asked, key=len)] * (size - len(asked))
                 results = translate(self.params, self.config, asked, self.src_vocab,
                                     self.tgt_vocab, self.backend, options,
                                     batch_size=_PADDED_SIZES[-1])
-            for i, result in zip(where, results):
-                answers[i] = [list(h) for h in result["n_best"]]
+                for i, result in zip(where, results):
+                    answers[i] = [list(h) for h in result["n_best"]]
         return answers
 
 

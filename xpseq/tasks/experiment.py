@@ -83,7 +83,6 @@ def model_config(task: Task, kind: str = "rnn", **fields: Any) -> Any:
         A field the kind's configuration does not have (the message names it, the
         closest field if one is close, and every field).
     """
-    import dataclasses
     import difflib
 
     config = models.get(kind).Config
