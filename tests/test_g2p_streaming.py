@@ -179,17 +179,17 @@ def test_the_command_holds_a_chunk_not_the_input(stubbed, tmp_path, monkeypatch)
 
 
 def test_notes_name_the_first_ten_words_and_sum_up_the_rest():
-    words = [f"zo{'ë' if i % 2 else '1'}" for i in range(15)] + ["cat"]
+    words = [f"zo{'ø' if i % 2 else '1'}" for i in range(15)] + ["cat"]
     done = run(stdin="".join(w + "\n" for w in words).encode())
     assert done.returncode == 0, done.stderr
     notes = done.stderr.decode().splitlines()
     assert notes[:2] == ["xpseq: note: 'zo1': the model knows no '1'; answered from the "
                          "other characters",
-                         "xpseq: note: 'zoë': the model knows no 'ë'; answered from the "
+                         "xpseq: note: 'zoø': the model knows no 'ø'; answered from the "
                          "other characters"]
     assert len(notes) == 11
     assert notes[10] == ("xpseq: note: 5 more word(s) held characters the model does not "
-                         "know ('1', 'ë'); each was answered from its other characters")
+                         "know ('1', 'ø'); each was answered from its other characters")
     assert len(done.stdout.decode().splitlines()) == 16
 
 
@@ -322,11 +322,11 @@ def test_pronounce_takes_any_iterable_and_names_a_bad_item():
 def test_unknown_character_warnings_carry_the_word_and_characters():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", g2p.UnknownCharacterWarning)
-        g2p.pronounce([" Zoë! "], backend="numpy")
-        g2p.load(backend="numpy").pronounce(["Zoë"])
-        list(g2p.pronounce_iter(["Zoë"], backend="numpy"))
+        g2p.pronounce([" Zoø! "], backend="numpy")
+        g2p.load(backend="numpy").pronounce(["Zoø"])
+        list(g2p.pronounce_iter(["Zoø"], backend="numpy"))
     assert len(caught) == 3
-    assert caught[0].message.word == "Zoë!" and caught[0].message.characters == ["!", "ë"]
+    assert caught[0].message.word == "Zoø!" and caught[0].message.characters == ["!", "ø"]
     assert [w.filename for w in caught] == [__file__] * 3   # each points at its caller
 
 

@@ -175,6 +175,17 @@ def _g2p(sub: Any) -> None:
                    help=f"beam size, at most {opts.MAX_BEAM}; 1 is greedy search (default: 1)")
     p.add_argument("--n-best", type=opts.beam_size, default=1, metavar="N",
                    help="print the N best pronunciations (N <= K)")
+    p.add_argument("--no-stress", dest="stress", action="store_false", default=None,
+                   help="remove the vowels' stress digits (AH0 -> AH); by default they "
+                   "are printed, as the CMU dictionary writes them")
+    p.add_argument("--text", action="store_true",
+                   help="read running text (the arguments as one text, or each line of "
+                   "stdin): numbers, dates, times, currency and percentages spelled out, "
+                   "dictionary words from the dictionary, the others from the model; "
+                   "prints a line of phones per text, | between words and around "
+                   "punctuation, which is kept (HH AH0 L OW1 | , | W ER1 L D)")
+    p.add_argument("--model-only", action="store_true",
+                   help="with --text: every word from the model, none from the dictionary")
     p.set_defaults(func=cmd_g2p, parser=p)
 
 
@@ -406,6 +417,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.words = list(args.words) + extra
         else:
             command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "g2p" and args.text and (args.n_best > 1 or args.lookup):
+        command_parser.error("--text gives one pronunciation per word, dictionary words "
+                             "from the dictionary (--model-only turns that off); --n-best "
+                             "and --lookup are options of words, not of --text")
+    if args.command == "g2p" and args.model_only and not args.text:
+        command_parser.error("--model-only is an option of --text (words alone come from "
+                             "the model unless --lookup)")
     if getattr(args, "n_best", 1) > getattr(args, "beam", 1):
         command_parser.error(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
     if getattr(args, "compile", False) and args.backend not in (None, "torch"):

@@ -316,9 +316,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     """``train`` on ``backend``, once the outputs are checked (and locked)."""
+    from xpseq.core.precision import compute_dtype
     from xpseq.tasks import model_config, task_from_pairs, train_model
     from xpseq.tasks.experiment import training_config
-    from xpseq.core.precision import compute_dtype
     from xpseq.train.callbacks import EarlyStopping
 
     compute_dtype(opts.precision_of(args), xp=backend.xp)   # no bfloat16: refused first
@@ -677,18 +677,26 @@ def cmd_g2p(args: argparse.Namespace) -> int:
     :class:`CommandError` (the lines before it answered)."""
     from xpseq import g2p
 
-    chunks = (stdin.chunks(g2p.CHUNK) if not args.words else
-              (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words), g2p.CHUNK)))
+    if args.text:                   # the arguments are one text; stdin a text a line
+        chunks = stdin.chunks(64) if not args.words else iter([[" ".join(args.words)]])
+    else:
+        chunks = (stdin.chunks(g2p.CHUNK) if not args.words else
+                  (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words),
+                                                              g2p.CHUNK)))
     try:
         model = g2p.load(args.model or None,
                          backend=_backend(args.backend, args.compile))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
-    if args.lookup:                 # read once here, for a one-line error without it
-        try:
-            model.lexicon()
-        except (ModuleNotFoundError, FileNotFoundError) as err:
-            raise CommandError(f"--lookup: {err}") from None
+    try:
+        model._stress(args.stress, "xpseq g2p")
+        if args.lookup or (args.text and not args.model_only):    # a one-line error
+            model.lexicon(args.stress)
+    except ValueError as err:
+        raise CommandError(str(err).replace("stress=False (or None)", "--no-stress")
+                           .replace("pass ", "add ")) from None
+    except (ModuleNotFoundError, FileNotFoundError) as err:
+        raise CommandError(f"{'--text' if args.text else '--lookup'}: {err}") from None
     notes = _G2PNotes()
     try:
         for words in chunks:
@@ -718,20 +726,33 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
     for word in words:
         notes.count += 1
         length = len(word.strip())
+        if args.text:
+            continue
         if length > g2p.MAX_WORD_LENGTH:
             notes.long_word(word.strip())
         elif length:
             asked.append(word)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", g2p.UnknownCharacterWarning)
-        answers = iter(model.pronounce(asked, beam=args.beam, n_best=args.n_best,
-                                       lookup=args.lookup) if asked else [])
+        if args.text:
+            try:
+                texts = model.phonemize_lines(words, lookup=not args.model_only,
+                                              stress=args.stress, beam=args.beam)
+            except ValueError as err:
+                raise CommandError(str(err)) from None
+        else:
+            answers = iter(model.pronounce(asked, beam=args.beam, n_best=args.n_best,
+                                           lookup=args.lookup, stress=args.stress)
+                           if asked else [])
     for warning in caught:          # pronounce names the characters it left out
         if issubclass(warning.category, g2p.UnknownCharacterWarning):
             notes.unknown(warning.message)
         else:
             warnings.showwarning(warning.message, warning.category, warning.filename,
                                  warning.lineno)
+    if args.text:
+        return "".join(" ".join("|" if t == " " else t for t in tokens) + "\n"
+                       for tokens in texts)
     lines = []
     for word in (w.strip() for w in words):
         if not word:

@@ -17,7 +17,8 @@ model loaded once (and kept for later calls) and returns the answers as a list;
 :func:`pronounce_iter` yields them one by one, reading and decoding :data:`CHUNK` words at
 a time, so that any number of words is answered with bounded memory. :class:`G2P` is that
 loaded model, for another checkpoint (``xpseq train --task g2p`` writes them) or an
-ensemble of several. Words are read lower-cased, surrounding whitespace removed, and have
+ensemble of several. Words are read lower-cased, accents removed (``café`` as ``cafe``:
+:func:`xpseq.g2p.text.fold`), surrounding whitespace removed, and have
 at most :data:`MAX_WORD_LENGTH` characters (a longer one is a ``ValueError``); a
 character the model never saw is left out of the word with a
 :class:`UnknownCharacterWarning` naming it (the word is still answered from the others);
@@ -41,7 +42,7 @@ from typing import Any, Sequence, cast
 from xpseq import backends
 from xpseq.core import checks
 
-__all__ = ["G2P", "pronounce", "pronounce_iter", "load", "shipped",
+__all__ = ["G2P", "pronounce", "pronounce_iter", "phonemize", "load", "shipped",
            "UnknownCharacterWarning", "MAX_WORD_LENGTH", "CHUNK", "MODEL_DIR"]
 
 #: The folder of the shipped model: ``shipped.json`` and the checkpoints it names.
@@ -139,24 +140,43 @@ class G2P:
             self.params, self.config = params[0], loaded[0].config
         else:
             self.params, self.config = params, Ensemble(tuple(c.config for c in loaded))
-        self._lexicon: dict[str, Any] | None = None
+        self._lexicons: dict[bool, dict[str, Any]] = {}
 
     def unknown_characters(self, word: str) -> list[str]:
         """The characters of ``word`` (as the model reads it) that the model never saw."""
         from xpseq.tasks.g2p_recipe import word_tokens
 
-        return sorted({c for c in word_tokens(word) if c not in self.src_vocab})
+        from .text import fold
 
-    def lexicon(self) -> dict[str, Any]:
-        """The CMU dictionary (stress as the model's), read once: word -> pronunciations."""
-        if self._lexicon is None:
+        return sorted({c for c in word_tokens(fold(word)) if c not in self.src_vocab})
+
+    def lexicon(self, stress: bool | None = None) -> dict[str, Any]:
+        """The CMU dictionary, read once: word -> pronunciations (with stress digits as the
+        model's when ``stress`` is None)."""
+        stress = self._stress(stress, "lexicon")
+        if stress not in self._lexicons:
             from xpseq.data.cmudict import read_cmudict
 
-            self._lexicon = read_cmudict(stress=self.stress)
-        return self._lexicon
+            self._lexicons[stress] = read_cmudict(stress=stress)
+        return self._lexicons[stress]
+
+    def _stress(self, stress: Any, caller: str) -> bool:
+        """``stress`` checked against the model: None is the model's own; True needs a
+        model that predicts stress digits."""
+        if stress is None:
+            return self.stress
+        if not isinstance(stress, bool):
+            raise TypeError(f"{caller}: stress must be True, False or None, got "
+                            f"{type(stress).__name__}")
+        if stress and not self.stress:
+            raise ValueError(f"{caller}: stress=True, but the model "
+                             f"({', '.join(p.name for p in self.paths)}) was trained with "
+                             "stress removed, so it has no stress digits to give; pass "
+                             "stress=False (or None), or use a model trained with --stress")
+        return stress
 
     def pronounce(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
-                  lookup: bool = False) -> list[Any]:
+                  lookup: bool = False, stress: bool | None = None) -> list[Any]:
         """The phones of each word, in the order of ``words``.
 
         Parameters
@@ -172,6 +192,12 @@ class G2P:
         lookup : bool
             Answer the words of the CMU dictionary from it (its pronunciations, in the
             dictionary's order) and the others from the model.
+        stress : bool or None
+            Give the vowels' stress digits (``AH0``, ``OW1``: 0 none, 1 primary, 2
+            secondary), as the CMU dictionary writes them; ``False`` removes them
+            (``AH``, ``OW``; n-best entries that become the same are given once);
+            ``None`` (the default) as the model predicts: with stress for the shipped
+            model. ``True`` with a model trained with stress removed is a ``ValueError``.
 
         Returns
         -------
@@ -195,20 +221,23 @@ class G2P:
         All the words are read and checked before any is decoded; :meth:`pronounce_iter`
         answers an iterable of any length chunk by chunk instead.
         """
-        return self._pronounce(words, beam, n_best, lookup)
+        return self._pronounce(words, beam, n_best, lookup, stress)
 
-    def _pronounce(self, words: Any, beam: Any, n_best: Any, lookup: bool) -> list[Any]:
+    def _pronounce(self, words: Any, beam: Any, n_best: Any, lookup: bool,
+                   stress: Any = None) -> list[Any]:
         """:meth:`pronounce`, called by it or by :func:`pronounce`: a warning points at
         the caller of either."""
         from xpseq.search import options_for
 
         options = options_for(beam, n_best, caller="pronounce")
+        stress = self._stress(stress, "pronounce")
         listed = [_checked(i, word, "pronounce")
                   for i, word in enumerate(_iterable(words, "pronounce"))]
-        return self._answer(listed, options, n_best, lookup, stacklevel=4)
+        return self._answer(listed, options, n_best, lookup, stress, stacklevel=4)
 
     def pronounce_iter(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
-                       lookup: bool = False, chunk: int = CHUNK) -> Iterator[Any]:
+                       lookup: bool = False, stress: bool | None = None,
+                       chunk: int = CHUNK) -> Iterator[Any]:
         """The phones of each word, one answer at a time, in the order of ``words``.
 
         What :meth:`pronounce` returns as a list, yielded one word at a time:
@@ -222,7 +251,7 @@ class G2P:
         words : iterable of str
             As for :meth:`pronounce` (a generator is read lazily: at most ``chunk``
             words ahead of the answers).
-        beam, n_best, lookup : as for :meth:`pronounce`
+        beam, n_best, lookup, stress : as for :meth:`pronounce`
         chunk : int
             Words decoded together (default :data:`CHUNK`, 512): more is faster per
             word, up to a few hundred, and holds more words at once.
@@ -244,15 +273,118 @@ class G2P:
         from xpseq.search import options_for
 
         options = options_for(beam, n_best, caller="pronounce_iter")
+        stress = self._stress(stress, "pronounce_iter")
         if not checks.is_int(chunk) or chunk < 1:
             raise ValueError(f"pronounce_iter: chunk must be a positive int, got {chunk!r}")
         items = _iterable(words, "pronounce_iter")
         if lookup:
-            self.lexicon()                  # its errors now, not at the first answer
-        return self._answers(items, options, n_best, lookup, chunk)
+            self.lexicon(stress)            # its errors now, not at the first answer
+        return self._answers(items, options, n_best, lookup, stress, chunk)
+
+    def phonemize(self, text: str, *, lookup: bool = True, stress: bool | None = None,
+                  beam: int = 1) -> list[str]:
+        """The phones of running ``text``, in order, as g2p_en gives them.
+
+        The text is read as :func:`xpseq.g2p.text.normalize` says (numbers, currency,
+        percentages, dates and times spelled out; accents removed; apostrophes and
+        hyphens kept inside words); each word is answered from the CMU dictionary if it
+        has it (its first pronunciation; ``lookup=False`` asks the model for every word),
+        a hyphenated word it lacks part by part (``x-wing``: ``x`` then ``wing``), an
+        abbreviation it lacks letter by letter, and any other word by the model.
+
+        Parameters
+        ----------
+        text : str
+            Running text, any length (decoded together: see :func:`phonemize_lines`
+            for many lines).
+        lookup : bool
+            Dictionary words from the dictionary (default), or every word from the model.
+        stress : bool or None
+            As for :meth:`pronounce`.
+        beam : int
+            Beam size of the model's search (1: greedy).
+
+        Returns
+        -------
+        list of str
+            Phones; ``" "`` between two words, and around a punctuation mark, which is
+            itself a token (``","``, ``"?"``, ``"..."``). A word none of whose characters
+            the model knows (another script) is left out, with an
+            :class:`UnknownCharacterWarning`.
+
+        Raises
+        ------
+        TypeError
+            ``text`` is not a str.
+        ValueError
+            A word of more than :data:`MAX_WORD_LENGTH` characters, a bad ``beam``.
+        ModuleNotFoundError
+            num2words (for numbers) or the dictionary's package (for ``lookup``) is not
+            installed: ``pip install "xpseq[g2p]"``.
+        """
+        [phones] = self._phonemize([text], lookup, stress, beam, "phonemize")
+        return phones
+
+    def phonemize_lines(self, lines: Iterable[str], *, lookup: bool = True,
+                        stress: bool | None = None, beam: int = 1) -> list[list[str]]:
+        """:meth:`phonemize` of each of ``lines`` (texts), their words decoded together:
+        one list of tokens per line."""
+        return self._phonemize(_iterable(lines, "phonemize_lines"), lookup, stress, beam,
+                               "phonemize_lines")
+
+    def _phonemize(self, texts: Iterable[Any], lookup: bool, stress: Any, beam: Any,
+                   caller: str) -> list[list[str]]:
+        from xpseq.search import options_for
+
+        from .text import normalize
+
+        options = options_for(beam, 1, caller=caller)
+        stress = self._stress(stress, caller)
+        lexicon = self.lexicon(stress) if lookup else {}
+        lines = []
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"{caller}: text must be a str, got {type(text).__name__}")
+            lines.append(normalize(text))
+        asked: dict[str, list[str] | None] = {}      # the model's words, each once
+
+        def parts(token: str) -> list[str]:
+            """What to pronounce for a word: itself, or its parts or letters."""
+            if token in lexicon or not lookup:
+                return [token]
+            if "-" in token.strip("-"):
+                return [p for part in token.split("-") if part for p in parts(part)]
+            if token.endswith(".") and len(token) > 2:           # u.s., e.g.
+                return [c for c in token if c != "."]
+            return [token]
+
+        words = {t: parts(t) for line in lines for t in line if _is_word(t)}
+        for token, pieces in words.items():
+            for piece in pieces:
+                if piece not in lexicon:
+                    if len(piece) > MAX_WORD_LENGTH:
+                        raise ValueError(f"{caller}: the word {piece[:20]!r}... has "
+                                         f"{len(piece)} characters; a word may have at "
+                                         f"most {MAX_WORD_LENGTH}")
+                    asked[piece] = None
+        found = self._answer(list(asked), options, 1, False, stress, stacklevel=4)
+        asked.update(zip(asked, found))
+        out = []
+        for line in lines:
+            tokens: list[str] = []
+            for token in line:
+                if _is_word(token):
+                    phones = [p for piece in words[token] for p in (
+                        lexicon[piece][0] if piece in lexicon else asked[piece] or [])]
+                else:
+                    phones = [token]
+                if phones:
+                    tokens += ([" "] if tokens else []) + list(phones)
+            out.append(tokens)
+        return out
 
     def _answers(self, items: Iterator[Any], options: Any, n_best: int, lookup: bool,
-                 chunk: int) -> Iterator[Any]:
+                 stress: bool, chunk: int) -> Iterator[Any]:
         """:meth:`pronounce_iter`'s generator: ``chunk`` checked words, their answers."""
         start = 0
         while True:
@@ -261,24 +393,26 @@ class G2P:
             if not words:
                 return
             start += len(words)
-            yield from self._answer(words, options, n_best, lookup, stacklevel=3)
+            yield from self._answer(words, options, n_best, lookup, stress, stacklevel=3)
 
-    def _answer(self, words: list[str], options: Any, n_best: int, lookup: bool, *,
-                stacklevel: int) -> list[Any]:
+    def _answer(self, words: list[str], options: Any, n_best: int, lookup: bool,
+                stress: bool, *, stacklevel: int) -> list[Any]:
         """The answers to checked ``words`` (decoded together), as :meth:`pronounce`;
         a warning points ``stacklevel`` frames up (the caller of ``pronounce``, the
         reader of ``pronounce_iter``)."""
         from xpseq.tasks.g2p_recipe import word_tokens
 
+        from .text import fold
+
         answers: list[Any] = [None] * len(words)
         todo = []
-        lexicon = self.lexicon() if lookup else {}
+        lexicon = self.lexicon(stress) if lookup else {}
         for i, word in enumerate(words):
-            key = word.strip().lower()
+            key = fold(word).strip()
             if key in lexicon:
                 answers[i] = [list(p) for p in lexicon[key][:n_best]]
                 continue
-            characters = word_tokens(word)
+            characters = word_tokens(key)
             tokens = [c for c in characters if c in self.src_vocab]
             if len(tokens) < len(characters):
                 unknown = sorted(set(characters) - set(tokens))
@@ -292,7 +426,9 @@ class G2P:
             else:
                 answers[i] = [[]]
         for (i, _), hyps in zip(todo, self._decode([t for _, t in todo], options)):
-            answers[i] = hyps
+            if self.stress and not stress:      # the digits removed, repeats given once
+                hyps = list(dict.fromkeys(tuple(p.rstrip("012") for p in h) for h in hyps))
+            answers[i] = [list(h) for h in hyps]
         return [a[0] for a in answers] if n_best == 1 else answers
 
     def _decode(self, tokens: list[list[str]], options: Any) -> list[list[list[str]]]:
@@ -327,6 +463,11 @@ class G2P:
                 for i, result in zip(where, results):
                     answers[i] = [list(h) for h in result["n_best"]]
         return answers
+
+
+def _is_word(token: str) -> bool:
+    """Whether a token of :func:`xpseq.g2p.text.normalize` is a word (not punctuation)."""
+    return any(c.isalpha() for c in token)
 
 
 def _iterable(words: Any, caller: str) -> Iterator[Any]:
@@ -368,7 +509,7 @@ def load(paths: str | Sequence[str] | None = None, *,
 
 
 def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: bool = False,
-              backend: str | backends.Backend | None = None,
+              stress: bool | None = None, backend: str | backends.Backend | None = None,
               model: str | Sequence[str] | None = None) -> list[Any]:
     """The phones of each word (see :meth:`G2P.pronounce`), with the shipped model or
     the checkpoint(s) ``model``, on ``backend`` (default NumPy).
@@ -381,15 +522,32 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
     >>> g2p.pronounce(["read"], beam=5, n_best=2)      # two pronunciations, best first
     [[['R', 'IY', 'D'], ['R', 'EH', 'D']]]
     """
-    return load(model, backend=backend)._pronounce(words, beam, n_best, lookup)
+    return load(model, backend=backend)._pronounce(words, beam, n_best, lookup, stress)
+
+
+def phonemize(text: str, *, lookup: bool = True, stress: bool | None = None, beam: int = 1,
+              backend: str | backends.Backend | None = None,
+              model: str | Sequence[str] | None = None) -> list[str]:
+    """The phones of running ``text`` (see :meth:`G2P.phonemize`), with the shipped model
+    or the checkpoint(s) ``model``, on ``backend`` (default NumPy).
+
+    Examples
+    --------
+    >>> from xpseq import g2p
+    >>> " ".join(g2p.phonemize("I paid $5."))
+    'AY1   P EY1 D   F AY1 V   D AA1 L ER0 Z   .'
+    """
+    return load(model, backend=backend).phonemize(text, lookup=lookup, stress=stress,
+                                                  beam=beam)
 
 
 def pronounce_iter(words: Iterable[str], *, beam: int = 1, n_best: int = 1,
-                   lookup: bool = False, chunk: int = CHUNK,
+                   lookup: bool = False, stress: bool | None = None, chunk: int = CHUNK,
                    backend: str | backends.Backend | None = None,
                    model: str | Sequence[str] | None = None) -> Iterator[Any]:
     """The phones of each word, yielded one by one, ``chunk`` words decoded at a time
     (see :meth:`G2P.pronounce_iter`), with the shipped model or the checkpoint(s)
     ``model``, on ``backend`` (default NumPy)."""
     return load(model, backend=backend).pronounce_iter(words, beam=beam, n_best=n_best,
-                                                       lookup=lookup, chunk=chunk)
+                                                       lookup=lookup, stress=stress,
+                                                       chunk=chunk)

