@@ -29,6 +29,8 @@ import argparse
 import json
 import os
 import pathlib
+import re
+import subprocess
 import sys
 import time
 
@@ -43,7 +45,12 @@ from xpseq.app.cli import positive  # noqa: E402  (imports no array library)
 def parse_args(argv=None) -> argparse.Namespace:
     p = common.script_parser(__doc__)
     p.add_argument("--runs", default="transformer,rnn",
-                   help="comma-separated model kinds to train (default: %(default)s)")
+                   help="comma-separated runs to train: a model kind (transformer, rnn), "
+                   "or KIND:SEED for a run of that seed, named KIND-seedSEED (rnn:1,rnn:2: "
+                   "two LSTM models, the members of an ensemble) (default: %(default)s)")
+    p.add_argument("--parallel", action="store_true",
+                   help="train the runs side by side, each in its own process on its own "
+                   "core (one device, one thread each), instead of one after the other")
     p.add_argument("--phase", choices=("all", "train", "evaluate", "ship"), default="all",
                    help="train, evaluate (reads what train wrote), ship (copies the chosen "
                    "model into --ship-to), or all three (default)")
@@ -72,19 +79,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     args.runs = common.comma_list(args.runs)
-    bad = [r for r in args.runs if r not in ("transformer", "rnn")]
+    bad = [r for r in args.runs if not RUN.fullmatch(r)]
     if bad or not args.runs:
-        p.error(f"--runs takes transformer and/or rnn, got {bad or args.runs}")
+        p.error(f"--runs takes transformer, rnn or KIND:SEED (rnn:1), got {bad or args.runs}")
+    args.runs = [run_name(r) for r in args.runs]
+    if len(set(args.runs)) < len(args.runs):
+        p.error(f"--runs names a run twice: {args.runs}")
     common.require_at_least(p, args, ("beam",), 2, "greedy search is always scored")
     try:
         if "=" in args.minutes:
             pairs = [item.split("=") for item in common.comma_list(args.minutes)]
             args.minutes = {k: positive(float)(v) for k, v in pairs}
         else:
-            args.minutes = dict.fromkeys(args.runs, positive(float)(args.minutes))
+            args.minutes = dict.fromkeys({run_kind(r) for r in args.runs},
+                                         positive(float)(args.minutes))
     except (ValueError, argparse.ArgumentTypeError) as err:
         p.error(f"--minutes takes a positive number or KIND=MINUTES pairs: {err}")
-    missing = [r for r in args.runs if r not in args.minutes]
+    missing = sorted({run_kind(r) for r in args.runs} - set(args.minutes))
     if missing:
         p.error(f"--minutes gives no time for {missing}")
     args.overrides = {}
@@ -99,6 +110,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+#: A run of ``--runs``: a model kind, and a seed of its own after a colon.
+RUN = re.compile(r"(transformer|rnn)(?::(\d+))?")
+
+
+def run_name(spec: str) -> str:
+    """The run ``KIND`` or ``KIND:SEED`` of ``--runs`` as a file stem: ``rnn``,
+    ``rnn-seed1``."""
+    kind, seed = RUN.fullmatch(spec).groups()             # type: ignore[union-attr]
+    return kind if seed is None else f"{kind}-seed{seed}"
+
+
+def run_kind(name: str) -> str:
+    return name.partition("-")[0]
+
+
+def run_seed(name: str, default: int) -> int:
+    return int(name.partition("-seed")[2]) if "-seed" in name else default
+
+
 def load_split(args: argparse.Namespace):
     from xpseq.data.cmudict import G2PSplit, load_g2p
 
@@ -110,45 +140,108 @@ def load_split(args: argparse.Namespace):
                     seed=split.seed)
 
 
-def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> list[dict]:
+def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path,
+               argv: list[str] | None = None) -> list[dict]:
+    """Train each run of ``--runs`` (one after the other, or side by side with
+    ``--parallel``); each run's record (recipe, learning curve) goes to
+    ``<out>/<run>.run.json``, and ``<out>/training.json`` lists the records of every run
+    there (those of earlier calls too: train one run again alone)."""
     from xpseq.tasks import g2p_recipe
 
     known = set(g2p_recipe.RECIPE).union(*g2p_recipe.MODELS.values())
     unknown = sorted(set(args.overrides) - known)
     if unknown:
         raise ValueError(f"--set: unknown recipe options {unknown}; known: {sorted(known)}")
-    # Runs of other kinds that an earlier call wrote are kept (train one kind again alone).
-    path = out / "training.json"
-    earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
-    runs = [r for r in earlier if r["kind"] not in args.runs]
-    for kind in args.runs:
-        # A model option of the other kind is not this run's.
-        mine = {k: v for k, v in args.overrides.items()
-                if k in g2p_recipe.RECIPE or k in g2p_recipe.MODELS[kind]}
-        print(f"\n== {kind}: {len(split.train)} train / {len(split.dev)} dev words, "
-              f"{backend.name} on {args.devices} device(s), {args.minutes[kind]} min",
-              flush=True)
-        for old in out.glob(f"{kind}.epoch*.safetensors"):    # an earlier run's
-            old.unlink()
-        start = time.perf_counter()
-        config, result, task = g2p_recipe.train(
-            split, backend, checkpoint=str(out / f"{kind}.safetensors"), seed=args.seed,
-            progress=not args.no_progress, dev_words=args.dev_words, devices=args.devices,
-            **{**mine, "model": kind, "time_limit_minutes": args.minutes[kind]})
-        for h in result.history:
-            h["minutes"] = h["elapsed"] / 60
-        options, fields = g2p_recipe.recipe(**{**mine, "model": kind})
-        runs.append({"kind": kind, "recipe": {**options, **fields, "devices": args.devices,
-                                              "time_limit_minutes": args.minutes[kind]},
-                     "parameters": int(sum(v.size for v in result.params.values())),
-                     "train_pairs": len(task.train),
-                     "train_minutes": (time.perf_counter() - start) / 60,
-                     "epochs": len(result.history), "best_epoch": result.best_epoch,
-                     "stopped": result.stopped, "history": result.history})
-        common.write_report(out, "training", json.dumps(runs, indent=1,
-                                                        default=common.json_default),
-                            runs, indent=1)
-    return runs
+    if args.parallel and len(args.runs) > 1:
+        train_side_by_side(args, out, argv)
+    else:
+        for name in args.runs:
+            train_one(args, backend, split, out, name)
+    records = [json.loads(p.read_text(encoding="utf-8"))
+               for p in sorted(out.glob("*.run.json"))]
+    common.write_report(out, "training", json.dumps(records, indent=1,
+                                                    default=common.json_default),
+                        records, indent=1)
+    return records
+
+
+def train_one(args: argparse.Namespace, backend, split, out: pathlib.Path, name: str) -> dict:
+    from xpseq.tasks import g2p_recipe
+
+    kind, seed = run_kind(name), run_seed(name, args.seed)
+    # A model option of the other kind is not this run's.
+    mine = {k: v for k, v in args.overrides.items()
+            if k in g2p_recipe.RECIPE or k in g2p_recipe.MODELS[kind]}
+    print(f"\n== {name}: {len(split.train)} train / {len(split.dev)} dev words, "
+          f"{backend.name} on {args.devices} device(s), seed {seed}, "
+          f"{args.minutes[kind]} min", flush=True)
+    for old in out.glob(f"{name}.epoch*.safetensors"):    # an earlier run's
+        old.unlink()
+    start = time.perf_counter()
+    config, result, task = g2p_recipe.train(
+        split, backend, checkpoint=str(out / f"{name}.safetensors"), seed=seed,
+        progress=not args.no_progress, dev_words=args.dev_words, devices=args.devices,
+        **{**mine, "model": kind, "time_limit_minutes": args.minutes[kind]})
+    for h in result.history:
+        h["minutes"] = h["elapsed"] / 60
+    options, fields = g2p_recipe.recipe(**{**mine, "model": kind})
+    record = {"name": name, "kind": kind, "seed": seed,
+              "recipe": {**options, **fields, "devices": args.devices,
+                         "time_limit_minutes": args.minutes[kind]},
+              "parameters": int(sum(v.size for v in result.params.values())),
+              "train_pairs": len(task.train),
+              "train_minutes": (time.perf_counter() - start) / 60,
+              "epochs": len(result.history), "best_epoch": result.best_epoch,
+              "stopped": result.stopped, "history": result.history}
+    (out / f"{name}.run.json").write_text(json.dumps(record, indent=1,
+                                                     default=common.json_default) + "\n",
+                                          encoding="utf-8")
+    return record
+
+
+def train_side_by_side(args: argparse.Namespace, out: pathlib.Path,
+                       argv: list[str] | None) -> None:
+    """``--parallel``: each run in a process of this script (``--phase train``, that run
+    alone, one device), pinned to a core of its own while there are cores enough (then
+    round robin), with one XLA and one BLAS thread; its output goes to
+    ``<out>/<run>.log``. Waits for all; a run that fails is an error naming its log."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    drop = {"--runs", "--phase", "--devices"}
+    base, skip = [], False
+    for item in argv:                                # this call's options, less those
+        if skip:
+            skip = False
+            continue
+        key = item.split("=", 1)[0]
+        if key in drop:
+            skip = "=" not in item
+            continue
+        if key == "--parallel":
+            continue
+        base.append(item)
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
+    env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "")
+                                       + " --xla_cpu_multi_thread_eigen=false").strip(),
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    running = []
+    for i, name in enumerate(args.runs):
+        spec = f"{run_kind(name)}:{run_seed(name, args.seed)}"
+        command = [sys.executable, str(pathlib.Path(__file__).resolve()), *base,
+                   "--runs", spec, "--phase", "train", "--devices", "1"]
+        core = cores[i % len(cores)]
+        log = open(out / f"{name}.log", "w", encoding="utf-8")
+        running.append((name, log, subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=None if core is None else (lambda c=core: os.sched_setaffinity(0, {c})))))
+        print(f"   {name}: started on core {core}, log {out / f'{name}.log'}", flush=True)
+    failed = []
+    for name, log, process in running:
+        if process.wait() != 0:
+            failed.append(name)
+        log.close()
+    if failed:
+        raise RuntimeError(f"--parallel: the run(s) {failed} failed; see "
+                           + ", ".join(str(out / f"{n}.log") for n in failed))
 
 
 #: The first recipe's test scores (an LSTM, constant step size halved on plateaus, early
@@ -168,13 +261,35 @@ PUBLISHED = [
 
 
 def score(model, split, backend, part, search, limit=None) -> dict:
-    """PER and WER of ``model`` (params, config, src vocab, tgt vocab) on ``part``."""
+    """PER and WER of ``model`` (params, config, src vocab, tgt vocab) on ``part``; for a
+    split with stress kept also ``per_no_stress`` and ``wer_no_stress``: the predictions'
+    stress digits removed, against the same words' references with stress removed."""
     from xpseq.tasks import g2p_recipe
+    from xpseq.tasks.metrics import g2p_scores
 
     params, config, src_vocab, tgt_vocab = model
     [row] = g2p_recipe.evaluate(params, config, split, src_vocab, tgt_vocab, backend, part=part,
                          searches=[search], limit=limit)
-    return {k: row[k] for k in ("search", "per", "wer", "words", "seconds")}
+    scores = {k: row[k] for k in ("search", "per", "wer", "words", "seconds")}
+    if split.stress:
+        words, references = plain_split(split).references(part)
+        stripped = g2p_scores([[p.rstrip("012") for p in h] for h in row["predictions"]],
+                              references[:len(row["predictions"])])
+        scores.update(per_no_stress=stripped.per, wer_no_stress=stripped.wer)
+    return scores
+
+
+_PLAIN: dict = {}
+
+
+def plain_split(split):
+    """The split with stress removed of the same seed: the same words, each with its
+    pronunciations less their stress digits (merged where they become the same)."""
+    from xpseq.data.cmudict import load_g2p
+
+    if split.seed not in _PLAIN:
+        _PLAIN[split.seed] = load_g2p(stress=False, seed=split.seed)
+    return _PLAIN[split.seed]
 
 
 def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> dict:
@@ -186,7 +301,7 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
     beam = (f"beam k={args.beam}", SearchOptions(method="beam", k=args.beam,
                                                  length_penalty="avg"))
     runs = json.loads((out / "training.json").read_text(encoding="utf-8"))
-    runs = [r for r in runs if r["kind"] in args.runs]
+    runs = [r for r in runs if r.get("name", r["kind"]) in args.runs]
 
     def as_model(ckpt):
         params = {k: backend.asarray(v.astype("float32")) for k, v in ckpt.params.items()}
@@ -195,7 +310,7 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
 
     rows, chosen, options = [], [], []
     for run in runs:
-        kind = run["kind"]
+        kind = run.get("name", run["kind"])          # the run's file stem
         best = checkpoint.load(out / f"{kind}.safetensors")
         epochs = sorted(out.glob(f"{kind}.epoch*.safetensors"),
                         key=lambda p: int(p.suffixes[-2][len(".epoch"):]))
@@ -275,10 +390,9 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
         model = shipped_g2p.G2P([folder / n for n in names], backend=backend)
         scores = {}
         for label, options in searches:
-            [row] = g2p_recipe.evaluate(model.params, model.config, split, model.src_vocab,
-                                 model.tgt_vocab, backend, searches=[(label, options)],
-                                 limit=args.test_words)
-            scores[label] = {k: row[k] for k in ("per", "wer", "words", "seconds")}
+            row = score((model.params, model.config, model.src_vocab, model.tgt_vocab),
+                        split, backend, "test", (label, options), args.test_words)
+            scores[label] = {k: v for k, v in row.items() if k != "search"}
             if label == "greedy" and dtype == "float16" and row["wer"] != float32_wer:
                 break
         return names, scores
@@ -306,13 +420,23 @@ def markdown(results: dict, command: str) -> str:
               "greedy", *FIRST_RECIPE_SCORES["greedy"], ""],
              ["first recipe: LSTM, step size halved on plateaus (earlier run)", "",
               "beam k=5", *FIRST_RECIPE_SCORES["beam"], ""]]
+    stress = any("wer_no_stress" in r for r in results["rows"])
     for r in results["rows"]:
         table.append([r["model"], f"{r['dev_wer']:.2f}", r["search"], f"{r['per']:.2f}",
-                      f"{r['wer']:.2f}", r["words"]])
+                      f"{r['wer']:.2f}", r["words"]] + ([
+                          f"{r['per_no_stress']:.2f}", f"{r['wer_no_stress']:.2f}"]
+                          if stress else []))
+    if stress:
+        table = [row + ["", ""] if len(row) == 6 else row for row in table]
+        lines += ["With stress kept (dev WER and the first columns: stress digits must match; "
+                  "the last two: the predictions' digits and the references' removed).", ""]
     lines += [format_table(["model", "dev WER %", "search", "test PER %", "test WER %",
-                            "test words"], table), ""]
+                            "test words"] + (["test PER % (stress removed)",
+                                              "test WER % (stress removed)"] if stress else []),
+                           table), ""]
     for run in results["runs"]:
-        lines += [f"Learning curve, {run['kind']} ({run['parameters']:,} parameters, "
+        lines += [f"Learning curve, {run.get('name', run['kind'])} ({run['parameters']:,} "
+                  f"parameters, seed {run.get('seed', 0)}, "
                   f"{run['recipe']['devices']} devices, stopped: {run['stopped']}; dev "
                   "WER/PER: greedy search on the dev words after every epoch):", ""]
         curve = [[f"{h['epoch']}{' (best)' if h['epoch'] == run['best_epoch'] else ''}",
@@ -345,7 +469,7 @@ def main(argv=None) -> int:
           flush=True)
     command = common.command_line("g2p_recipe.py", argv)
     if args.phase in ("all", "train"):
-        train_runs(args, backend, split, out)
+        train_runs(args, backend, split, out, argv)
     if args.phase in ("all", "evaluate"):
         results = evaluate_runs(args, backend, split, out)
         text = markdown(results, command)

@@ -573,10 +573,54 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
     assert "shipped" in capsys.readouterr().out
 
 
+def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys):
+    """Two seeded runs of one kind (``rnn:1,rnn:2``), trained side by side in their own
+    processes (``--parallel``), stress kept: their own files and learning curves, an
+    ensemble row, and scores with the stress digits removed recomputed here."""
+    from xpseq import g2p as shipped_g2p
+    from xpseq.data.cmudict import load_g2p
+
+    script = load_script("g2p_recipe")
+    out, ship_to = tmp_path / "out", tmp_path / "model"
+    code = script.main(["--runs", "rnn:1,rnn:2", "--parallel", "--stress", "--backend",
+                        "numpy", "--train-words", "150", "--test-words", "20",
+                        "--dev-words", "10", "--set", "epochs=2", "--set", "batch_size=128",
+                        "--set", "warmup=null", "--set", "lr=0.01", "--set", "hidden=16",
+                        "--set", "embed=8", "--minutes", "1", "--no-progress", "--out",
+                        str(out), "--ship-to", str(ship_to)])
+    assert code == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    runs = {r["name"]: r for r in results["runs"]}
+    assert set(runs) == {"rnn-seed1", "rnn-seed2"}
+    assert [runs[n]["seed"] for n in sorted(runs)] == [1, 2]
+    assert runs["rnn-seed1"]["history"] != runs["rnn-seed2"]["history"]   # other seeds
+    for name in runs:
+        assert (out / f"{name}.safetensors").is_file() and (out / f"{name}.log").is_file()
+    assert any(r["model"].startswith("ensemble: rnn-seed1") for r in results["rows"])
+
+    stressed, plain = load_g2p(stress=True), load_g2p(stress=False)
+    row = next(r for r in results["rows"] if r["search"] == "greedy"
+               and r["model"].startswith("rnn-seed1, best"))
+    words, refs = stressed.references("test")
+    words = ["".join(w) for w in words[:20]]
+    model = shipped_g2p.G2P(out / "rnn-seed1.safetensors")
+    predicted = model.pronounce(words)
+    assert model.stress and "AH0" in model.tgt_vocab
+    assert row["wer"] == pytest.approx(g2p_scores(predicted, refs[:20]).wer, abs=1e-12)
+    stripped = g2p_scores(model.pronounce(words, stress=False),
+                          plain.references("test")[1][:20])
+    assert (row["per_no_stress"], row["wer_no_stress"]) == pytest.approx(
+        (stripped.per, stripped.wer), abs=1e-12)
+    manifest = json.loads((ship_to / "shipped.json").read_text(encoding="utf-8"))
+    assert manifest["stress"] is True and "wer_no_stress" in manifest["scores"]["greedy"]
+    assert "test WER % (stress removed)" in (out / "results.md").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("argv", [["--runs", "foo"], ["--set", "nokey"], ["--beam", "1"],
                                   ["--backend", "foo"], ["--minutes", "0"],
                                   ["--minutes", "rnn=5"], ["--minutes", "rnn=x,transformer=1"],
-                                  ["--test-words", "-1"], ["--dev-words", "0"]])
+                                  ["--test-words", "-1"], ["--dev-words", "0"],
+                                  ["--runs", "rnn:x"], ["--runs", "rnn:1,rnn:1"]])
 def test_recipe_script_bad_arguments_exit(argv, capsys):
     script = load_script("g2p_recipe")
     with pytest.raises(SystemExit) as info:
