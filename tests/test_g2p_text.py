@@ -163,3 +163,43 @@ def test_cli_text_option_errors():
     assert done.returncode == 2 and "--model-only is an option of --text" in done.stderr
     done = run("--text", "--n-best", "2", "--beam", "2", "hello")
     assert done.returncode == 2 and "--n-best" in done.stderr
+
+
+def homograph_sentences():
+    rows = []
+    path = ROOT / "tests" / "fixtures" / "homographs.tsv"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            rows.append(tuple(line.split("\t")))
+    return rows
+
+
+def test_stress_homographs_are_chosen_by_the_word_before():
+    """On the sentences of tests/fixtures/homographs.tsv (each homograph's sense written
+    by hand; the pronunciation of each sense read from the dictionary), the rule gives the
+    right variant far more often than the dictionary's first entry does."""
+    from xpseq.data.cmudict import read_cmudict
+    from xpseq.g2p import homographs
+
+    stressed = read_cmudict(stress=True)
+    model = g2p.load()
+    rows = homograph_sentences()
+    assert len(rows) >= 40
+    right = first = 0
+    for sentence, word, sense in rows:
+        pair = homographs.variants(stressed[word])
+        assert pair is not None, word
+        want = [p.rstrip("012") for p in stressed[word][pair[0 if sense == "noun" else 1]]]
+        got = model.phonemize(sentence, stress=False)
+        tokens = " ".join(got).split("   ")          # each token's phones, in order
+        said = normalize(sentence)
+        assert len(tokens) == len(said), (sentence, tokens)
+        right += tokens[said.index(word)].split() == want
+        first += [p.rstrip("012") for p in stressed[word][0]] == want
+    print(f"homographs: {right}/{len(rows)} right with the rule, {first}/{len(rows)} with "
+          "the dictionary's first entry")
+    assert right / len(rows) >= 0.9 and right > first + 10, (right, first, len(rows))
+    # Outside the contexts, nothing is chosen: the dictionary's first entry.
+    assert homographs.choose(stressed["record"], "old") is None
+    assert homographs.choose(stressed["record"], None) is None
+    assert homographs.choose(stressed["cat"], "the") is None

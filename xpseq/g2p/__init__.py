@@ -290,7 +290,9 @@ class G2P:
         hyphens kept inside words); each word is answered from the CMU dictionary if it
         has it (its first pronunciation; ``lookup=False`` asks the model for every word),
         a hyphenated word it lacks part by part (``x-wing``: ``x`` then ``wing``), an
-        abbreviation it lacks letter by letter, and any other word by the model.
+        abbreviation it lacks letter by letter, and any other word by the model. A
+        dictionary word spelled like another that differs by stress (*the* ˈrecord, *to*
+        reˈcord) is chosen by the word before it (:mod:`xpseq.g2p.homographs`).
 
         Parameters
         ----------
@@ -336,6 +338,7 @@ class G2P:
                    caller: str) -> list[list[str]]:
         from xpseq.search import options_for
 
+        from . import homographs
         from .text import normalize
 
         options = options_for(beam, 1, caller=caller)
@@ -369,15 +372,29 @@ class G2P:
                     asked[piece] = None
         found = self._answer(list(asked), options, 1, False, stress, stacklevel=4)
         asked.update(zip(asked, found))
+        if lookup and True not in self._lexicons:       # homographs: stress digits kept
+            from xpseq.data.cmudict import read_cmudict
+
+            self._lexicons[True] = read_cmudict(stress=True)
+        stressed = self._lexicons.get(True, {})
+
+        def said(token: str, previous: str | None) -> list[str]:
+            if token in lexicon:
+                choice = homographs.choose(stressed[token], previous)
+                if choice is not None:
+                    return [p if stress else p.rstrip("012") for p in stressed[token][choice]]
+            return [p for piece in words[token] for p in (
+                lexicon[piece][0] if piece in lexicon else asked[piece] or [])]
+
         out = []
         for line in lines:
             tokens: list[str] = []
+            previous = None                 # the word before, None after punctuation
             for token in line:
                 if _is_word(token):
-                    phones = [p for piece in words[token] for p in (
-                        lexicon[piece][0] if piece in lexicon else asked[piece] or [])]
+                    phones, previous = said(token, previous), token
                 else:
-                    phones = [token]
+                    phones, previous = [token], None
                 if phones:
                     tokens += ([" "] if tokens else []) + list(phones)
             out.append(tokens)
