@@ -261,35 +261,15 @@ PUBLISHED = [
 
 
 def score(model, split, backend, part, search, limit=None) -> dict:
-    """PER and WER of ``model`` (params, config, src vocab, tgt vocab) on ``part``; for a
-    split with stress kept also ``per_no_stress`` and ``wer_no_stress``: the predictions'
-    stress digits removed, against the same words' references with stress removed."""
+    """PER and WER of ``model`` (params, config, src vocab, tgt vocab) on ``part`` (for a
+    split with stress kept, also with the stress digits removed: ``per_no_stress``,
+    ``wer_no_stress``)."""
     from xpseq.tasks import g2p_recipe
-    from xpseq.tasks.metrics import g2p_scores
 
     params, config, src_vocab, tgt_vocab = model
     [row] = g2p_recipe.evaluate(params, config, split, src_vocab, tgt_vocab, backend, part=part,
                          searches=[search], limit=limit)
-    scores = {k: row[k] for k in ("search", "per", "wer", "words", "seconds")}
-    if split.stress:
-        words, references = plain_split(split).references(part)
-        stripped = g2p_scores([[p.rstrip("012") for p in h] for h in row["predictions"]],
-                              references[:len(row["predictions"])])
-        scores.update(per_no_stress=stripped.per, wer_no_stress=stripped.wer)
-    return scores
-
-
-_PLAIN: dict = {}
-
-
-def plain_split(split):
-    """The split with stress removed of the same seed: the same words, each with its
-    pronunciations less their stress digits (merged where they become the same)."""
-    from xpseq.data.cmudict import load_g2p
-
-    if split.seed not in _PLAIN:
-        _PLAIN[split.seed] = load_g2p(stress=False, seed=split.seed)
-    return _PLAIN[split.seed]
+    return {k: v for k, v in row.items() if k != "predictions"}
 
 
 def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> dict:

@@ -581,8 +581,10 @@ def _evaluate_g2p(args, meta, params, config, src_vocab, tgt_vocab, backend) -> 
                         part=args.part, searches=searches, limit=args.limit)
     print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
           f"{rows[0]['words']} {args.part} words, decoded on {backend.name}")
-    print(format_table(["search", "PER %", "WER %", "words", "seconds"],
-                       [[r["search"], r["per"], r["wer"], r["words"], r["seconds"]]
+    plain = ["PER % (stress removed)", "WER % (stress removed)"] if split.stress else []
+    print(format_table(["search", "PER %", "WER %", *plain, "words", "seconds"],
+                       [[r["search"], r["per"], r["wer"], *([r["per_no_stress"],
+                         r["wer_no_stress"]] if plain else []), r["words"], r["seconds"]]
                         for r in rows]))
     return 0
 

@@ -207,7 +207,10 @@ def evaluate(params: dict, config: Any, split: Any, src_vocab: Vocab,
 
     ``limit`` scores only the first ``limit`` words (for quick checks). Returns one dict
     per search: ``search``, ``per``, ``wer`` (percent), ``words``, ``seconds`` (decoding
-    time, JAX compilation included) and ``predictions``.
+    time, JAX compilation included) and ``predictions``; for a split with stress kept
+    also ``per_no_stress`` and ``wer_no_stress``: the predictions' stress digits removed,
+    scored against the same words' references with stress removed (the split of the same
+    seed without stress), as a model trained without stress is scored.
     """
     from xpseq.tasks.metrics import g2p_scores
 
@@ -225,7 +228,25 @@ def evaluate(params: dict, config: Any, split: Any, src_vocab: Vocab,
         scores = g2p_scores(predictions, references)
         rows.append({"search": name, "per": scores.per, "wer": scores.wer,
                      "words": scores.words, "seconds": seconds, "predictions": predictions})
+        if split.stress:
+            plain_words, plain_refs = _without_stress(split.seed).references(part)
+            assert plain_words[:len(words)] == words            # the same words, in order
+            plain = g2p_scores([[p.rstrip("012") for p in h] for h in predictions],
+                               plain_refs[:len(words)])
+            rows[-1].update(per_no_stress=plain.per, wer_no_stress=plain.wer)
     return rows
+
+
+_PLAIN: dict[int, Any] = {}
+
+
+def _without_stress(seed: int) -> Any:
+    """The dictionary's split of ``seed`` with stress removed (read once)."""
+    from xpseq.data.cmudict import load_g2p
+
+    if seed not in _PLAIN:
+        _PLAIN[seed] = load_g2p(stress=False, seed=seed)
+    return _PLAIN[seed]
 
 
 def _check_count(fname: str, name: str, value: Any, *, allow_zero: bool) -> None:
