@@ -48,6 +48,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="comma-separated runs to train: a model kind (transformer, rnn), "
                    "or KIND:SEED for a run of that seed, named KIND-seedSEED (rnn:1,rnn:2: "
                    "two LSTM models, the members of an ensemble) (default: %(default)s)")
+    p.add_argument("--teacher", type=lambda v: common.comma_list(v), default=None,
+                   metavar="FILES", help="the teacher of the :distilled runs: checkpoints "
+                   "in --out, comma-separated for an ensemble (default: the model that "
+                   "--phase evaluate chose)")
+    p.add_argument("--ship-single", action="store_true",
+                   help="ship the single model with the lowest dev WER (no ensemble: one "
+                   "model's decoding speed)")
     p.add_argument("--parallel", action="store_true",
                    help="train the runs side by side, each in its own process on its own "
                    "core (one device, one thread each), instead of one after the other")
@@ -81,7 +88,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.runs = common.comma_list(args.runs)
     bad = [r for r in args.runs if not RUN.fullmatch(r)]
     if bad or not args.runs:
-        p.error(f"--runs takes transformer, rnn or KIND:SEED (rnn:1), got {bad or args.runs}")
+        p.error(f"--runs takes transformer, rnn, KIND:SEED (rnn:1) or KIND:SEED:distilled, "
+                f"got {bad or args.runs}")
     args.runs = [run_name(r) for r in args.runs]
     if len(set(args.runs)) < len(args.runs):
         p.error(f"--runs names a run twice: {args.runs}")
@@ -110,15 +118,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-#: A run of ``--runs``: a model kind, and a seed of its own after a colon.
-RUN = re.compile(r"(transformer|rnn)(?::(\d+))?")
+#: A run of ``--runs``: a model kind, a seed of its own after a colon, and ``:distilled``
+#: for a student of the teacher (sequence-level knowledge distillation).
+RUN = re.compile(r"(transformer|rnn)(?::(\d+))?(:distilled)?")
 
 
 def run_name(spec: str) -> str:
-    """The run ``KIND`` or ``KIND:SEED`` of ``--runs`` as a file stem: ``rnn``,
-    ``rnn-seed1``."""
-    kind, seed = RUN.fullmatch(spec).groups()             # type: ignore[union-attr]
-    return kind if seed is None else f"{kind}-seed{seed}"
+    """The run ``KIND``, ``KIND:SEED`` or ``KIND:SEED:distilled`` of ``--runs`` as a file
+    stem: ``rnn``, ``rnn-seed1``, ``rnn-seed3-distilled``."""
+    kind, seed, distilled = RUN.fullmatch(spec).groups()      # type: ignore[union-attr]
+    return (kind if seed is None else f"{kind}-seed{seed}") + ("-distilled" if distilled
+                                                               else "")
 
 
 def run_kind(name: str) -> str:
@@ -126,7 +136,48 @@ def run_kind(name: str) -> str:
 
 
 def run_seed(name: str, default: int) -> int:
-    return int(name.partition("-seed")[2]) if "-seed" in name else default
+    return int(name.partition("-seed")[2].split("-")[0]) if "-seed" in name else default
+
+
+def run_spec(name: str, default_seed: int) -> str:
+    """The ``--runs`` item of a run's name (``rnn-seed3-distilled`` -> ``rnn:3:distilled``)."""
+    return (f"{run_kind(name)}:{run_seed(name, default_seed)}"
+            + (":distilled" if name.endswith("-distilled") else ""))
+
+
+def teacher_split(args: argparse.Namespace, backend, split, out: pathlib.Path):
+    """The split whose training words are pronounced by the teacher (each word once, its
+    answer the teacher's greedy search): what a ``:distilled`` run trains on (Kim & Rush
+    2016, sequence-level knowledge distillation). The teacher is ``--teacher`` (files in
+    ``--out``), by default the model that ``--phase evaluate`` chose (``results.json``);
+    its answers are written once to ``<out>/teacher.tsv`` and read back after."""
+    from xpseq import g2p as g2p_models
+    from xpseq.data.cmudict import G2PSplit
+
+    path = out / "teacher.tsv"
+    if not path.is_file():
+        files = args.teacher or json.loads((out / "results.json").read_text(
+            encoding="utf-8"))["choice"]["files"]
+        teacher = g2p_models.G2P([out / f for f in files], backend=backend)
+        words = list(split.train)
+        start = time.perf_counter()
+        answers = teacher.pronounce(words)
+        print(f"   teacher {' + '.join(files)}: {len(words)} training words in "
+              f"{time.perf_counter() - start:.0f} s", flush=True)
+        path.write_text("".join(f"{w}\t{' '.join(a)}\n" for w, a in zip(words, answers)),
+                        encoding="utf-8")
+    train = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        word, _, phones = line.partition("\t")
+        train[word] = phones.split()
+    missing = [w for w in split.train if w not in train]
+    if missing:
+        raise ValueError(f"{path} lacks {len(missing)} training words (from another "
+                         "split? remove it to decode them again)")
+    # A word the teacher gave no phones keeps its dictionary pronunciations.
+    return G2PSplit(train={w: [tuple(train[w])] if train[w] else split.train[w]
+                           for w in split.train}, dev=split.dev, test=split.test,
+                    stress=split.stress, seed=split.seed)
 
 
 def load_split(args: argparse.Namespace):
@@ -156,7 +207,9 @@ def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path,
         train_side_by_side(args, out, argv)
     else:
         for name in args.runs:
-            train_one(args, backend, split, out, name)
+            data = (teacher_split(args, backend, split, out) if name.endswith("-distilled")
+                    else split)
+            train_one(args, backend, data, out, name)
     records = [json.loads(p.read_text(encoding="utf-8"))
                for p in sorted(out.glob("*.run.json"))]
     common.write_report(out, "training", json.dumps(records, indent=1,
@@ -186,6 +239,7 @@ def train_one(args: argparse.Namespace, backend, split, out: pathlib.Path, name:
         h["minutes"] = h["elapsed"] / 60
     options, fields = g2p_recipe.recipe(**{**mine, "model": kind})
     record = {"name": name, "kind": kind, "seed": seed,
+              "distilled": name.endswith("-distilled"),
               "recipe": {**options, **fields, "devices": args.devices,
                          "time_limit_minutes": args.minutes[kind]},
               "parameters": int(sum(v.size for v in result.params.values())),
@@ -225,7 +279,7 @@ def train_side_by_side(args: argparse.Namespace, out: pathlib.Path,
            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     running = []
     for i, name in enumerate(args.runs):
-        spec = f"{run_kind(name)}:{run_seed(name, args.seed)}"
+        spec = run_spec(name, args.seed)
         command = [sys.executable, str(pathlib.Path(__file__).resolve()), *base,
                    "--runs", spec, "--phase", "train", "--devices", "1"]
         core = cores[i % len(cores)]
@@ -316,8 +370,10 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
         rows.append({"model": name, "dev_wer": dev[name]["wer"], **test})
         print(f"   {name}, {beam[0]}: test PER {test['per']:.2f} % WER {test['wer']:.2f} %",
               flush=True)
-        chosen.append((name, candidates[name]))
-        options.append({"model": name, "files": [files[name]], "dev_wer": dev[name]["wer"]})
+        if not run.get("distilled"):             # a student is no ensemble member
+            chosen.append((name, candidates[name]))
+        options.append({"model": name, "files": [files[name]], "dev_wer": dev[name]["wer"],
+                        "member": not run.get("distilled")})
     if len(chosen) > 1:
         members = [as_model(c) for _, c in chosen]
         ensemble = (tuple(m[0] for m in members), Ensemble(tuple(m[1] for m in members)),
@@ -329,12 +385,14 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
             rows.append({"model": name, "dev_wer": dev_wer, **test})
             print(f"   {name}, {search[0]}: test PER {test['per']:.2f} % WER "
                   f"{test['wer']:.2f} %", flush=True)
-        options.append({"model": name, "files": [f for o in options for f in o["files"]],
-                        "dev_wer": dev_wer})
+        options.append({"model": name, "files": [f for o in options if o["member"]
+                                                 for f in o["files"]], "dev_wer": dev_wer})
     # What ships: the model (or ensemble) with the lowest dev WER; the test words never
     # take part in the choice.
+    singles = [o for o in options if len(o["files"]) == 1]
     return {"runs": runs, "rows": rows, "options": options,
-            "choice": min(options, key=lambda o: o["dev_wer"])}
+            "choice": min(singles if args.ship_single else options,
+                          key=lambda o: o["dev_wer"])}
 
 
 def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: dict,

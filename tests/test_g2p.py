@@ -615,6 +615,28 @@ def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys):
     assert manifest["stress"] is True and "wer_no_stress" in manifest["scores"]["greedy"]
     assert "test WER % (stress removed)" in (out / "results.md").read_text(encoding="utf-8")
 
+    # A student of the chosen model (sequence-level distillation): it trains on the
+    # teacher's answers for the training words; one model ships with --ship-single.
+    common = ["--stress", "--backend", "numpy", "--devices", "1", "--train-words", "150", "--test-words", "20",
+              "--dev-words", "10", "--set", "epochs=2", "--set", "batch_size=128", "--set",
+              "warmup=null", "--set", "lr=0.01", "--set", "hidden=16", "--set", "embed=8",
+              "--minutes", "1", "--no-progress", "--out", str(out), "--ship-to", str(ship_to)]
+    assert script.main(["--runs", "rnn:3:distilled", "--phase", "train", *common]) == 0
+    teacher = shipped_g2p.G2P([out / f for f in results["choice"]["files"]])
+    lines = (out / "teacher.tsv").read_text(encoding="utf-8").splitlines()
+    train_words = list(stressed.train)[:150]
+    assert [line.split("\t")[0] for line in lines] == train_words
+    assert [line.split("\t")[1].split() for line in lines[:5]] == teacher.pronounce(
+        train_words[:5])
+    assert script.main(["--runs", "rnn:1,rnn:2,rnn:3:distilled", "--ship-single",
+                        "--phase", "evaluate", *common]) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    student = next(r for r in results["runs"] if r["name"] == "rnn-seed3-distilled")
+    assert student["distilled"] is True and student["seed"] == 3
+    [ensemble] = {r["model"] for r in results["rows"] if r["model"].startswith("ensemble")}
+    assert "distilled" not in ensemble                    # the members only
+    assert len(results["choice"]["files"]) == 1
+
 
 @pytest.mark.parametrize("argv", [["--runs", "foo"], ["--set", "nokey"], ["--beam", "1"],
                                   ["--backend", "foo"], ["--minutes", "0"],
