@@ -72,8 +72,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "(default: %(default)s)")
     p.add_argument("--stress", action="store_true", help="keep the stress marks")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a recipe option of every run (xpseq.tasks.g2p_recipe.RECIPE, or the "
-                   "model kind's in MODELS), e.g. --set lr=2e-3 --set hidden=64")
+                   help="change a recipe option of every run (xpseq.tasks.g2p_recipe.RECIPE, "
+                   "or the model kind's in MODELS), e.g. --set lr=2e-3 --set hidden=64")
     p.add_argument("--beam", type=int, default=5, help="beam size (default: 5)")
     p.add_argument("--dev-words", type=positive(int), default=None,
                    help="dev words scored after every epoch (default: all)")
@@ -402,7 +402,6 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
     manifest ``shipped.json`` with the stored model's test scores, greedy and beam."""
     from xpseq import g2p as shipped_g2p
     from xpseq.search import SearchOptions
-    from xpseq.tasks import g2p_recipe
     from xpseq.train import checkpoint
 
     choice = results["choice"]
