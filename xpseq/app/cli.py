@@ -159,8 +159,9 @@ def _g2p(sub: Any) -> None:
                        "word<TAB> (nothing). Input that is not UTF-8 stops the run with an "
                        "error naming its line (the answers printed before it stay). No "
                        "training, no network: the model ships with xpseq (CMU dictionary, "
-                       "stress removed); --model uses checkpoints of xpseq train --task g2p "
-                       "instead.")
+                       "stress digits kept: AH0 L OW1; --no-stress removes them); --model "
+                       "uses checkpoints of xpseq train --task g2p instead. --text reads "
+                       "running text instead of words.")
     p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
     p.add_argument("--backend", choices=backends.NAMES, default=None,
                    help="backend to decode on " + DEFAULT_BACKEND)

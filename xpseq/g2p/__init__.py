@@ -1,16 +1,24 @@
-"""Pronunciations of English words, from the model that ships with xpseq.
+"""Pronunciations of English words and text, from the model that ships with xpseq.
 
 No training and no network: the package holds a grapheme-to-phoneme model trained on the
-CMU Pronouncing Dictionary (stress removed; its recipe, its scores on the dictionary's
+CMU Pronouncing Dictionary, stress kept (its recipe, its scores on the dictionary's
 held-out test words and the command that reproduces it are in the README and the G2P
 guide)::
 
     >>> from xpseq import g2p
-    >>> g2p.pronounce(["xylophone", "Dijkstra"])          # doctest: +SKIP
-    [['Z', 'AY', 'L', 'AH', 'F', 'OW', 'N'], ['D', 'IY', 'K', 'S', 'T', 'R', 'AH']]
+    >>> g2p.pronounce(["xylophone"])                      # doctest: +SKIP
+    [['Z', 'AY1', 'L', 'AH0', 'F', 'OW2', 'N']]
+    >>> g2p.pronounce(["xylophone"], stress=False)        # doctest: +SKIP
+    [['Z', 'AY', 'L', 'AH', 'F', 'OW', 'N']]
+    >>> g2p.phonemize("It costs $5.")                     # doctest: +SKIP
+    ['IH1', 'T', ' ', 'K', 'AA1', 'S', 'T', 'S', ' ', 'F', 'AY1', 'V', ' ', 'D', ...]
     >>> words = (line.strip() for line in open("words.txt"))          # doctest: +SKIP
     >>> for phones in g2p.pronounce_iter(words):                        # doctest: +SKIP
     ...     print(" ".join(phones))
+
+:func:`phonemize` reads running text (:mod:`xpseq.g2p.text` spells out its numbers,
+:mod:`xpseq.g2p.homographs` chooses between noun and verb stress), answers its dictionary
+words from the dictionary and the others from the model.
 
 :func:`pronounce` decodes an iterable of words (a list, a generator ...) in batches with a
 model loaded once (and kept for later calls) and returns the answers as a list;
@@ -170,8 +178,9 @@ class G2P:
                             f"{type(stress).__name__}")
         if stress and not self.stress:
             raise ValueError(f"{caller}: stress=True, but the model "
-                             f"({', '.join(p.name for p in self.paths)}) was trained with "
-                             "stress removed, so it has no stress digits to give; pass "
+                             f"({', '.join(pathlib.Path(p).name for p in self.paths)}) was "
+                             "trained with stress removed, so it has no stress digits to "
+                             "give; pass "
                              "stress=False (or None), or use a model trained with --stress")
         return stress
 
@@ -444,7 +453,8 @@ class G2P:
                 answers[i] = [[]]
         for (i, _), hyps in zip(todo, self._decode([t for _, t in todo], options)):
             if self.stress and not stress:      # the digits removed, repeats given once
-                hyps = list(dict.fromkeys(tuple(p.rstrip("012") for p in h) for h in hyps))
+                hyps = [list(h) for h in dict.fromkeys(
+                    tuple(p.rstrip("012") for p in h) for h in hyps)]
             answers[i] = [list(h) for h in hyps]
         return [a[0] for a in answers] if n_best == 1 else answers
 

@@ -106,7 +106,8 @@ def number_words(written: str, *, year: bool = True) -> list[str]:
 def _currency(symbol: str, amount: str, scale: str | None) -> list[str]:
     from num2words import CONVERTER_CLASSES
 
-    (unit, units), (cent, cents) = CONVERTER_CLASSES["en"].CURRENCY_FORMS[_CURRENCIES[symbol]]
+    forms: Any = CONVERTER_CLASSES["en"].CURRENCY_FORMS[_CURRENCIES[symbol]]
+    (unit, units), (cent, cents) = ((str(a), str(b)) for a, b in forms)
     if scale:                           # $1.5 million: one point five million dollars
         return number_words(amount, year=False) + [scale.lower()] + units.split()
     whole, _, fraction = amount.replace(",", "").partition(".")
