@@ -55,6 +55,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--ship-single", action="store_true",
                    help="ship the single model with the lowest dev WER (no ensemble: one "
                    "model's decoding speed)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue each run of --runs from its last epoch "
+                   "(<out>/<run>.state.safetensors, written after every epoch) for "
+                   "--minutes more, its learning curve and epoch files kept")
     p.add_argument("--parallel", action="store_true",
                    help="train the runs side by side, each in its own process on its own "
                    "core (one device, one thread each), instead of one after the other")
@@ -220,6 +224,15 @@ def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path,
 
 def train_one(args: argparse.Namespace, backend, split, out: pathlib.Path, name: str) -> dict:
     from xpseq.tasks import g2p_recipe
+    from xpseq.train import callbacks as cb
+    from xpseq.train import checkpoint
+
+    class LastState(cb.SaveCheckpoint):
+        """After every epoch the run's whole state (parameters, optimiser, progress), for
+        ``--resume``; never the best epoch's parameters that the run ends with."""
+
+        def on_train_end(self, loop) -> None:
+            pass
 
     kind, seed = run_kind(name), run_seed(name, args.seed)
     # A model option of the other kind is not this run's.
@@ -228,23 +241,53 @@ def train_one(args: argparse.Namespace, backend, split, out: pathlib.Path, name:
     print(f"\n== {name}: {len(split.train)} train / {len(split.dev)} dev words, "
           f"{backend.name} on {args.devices} device(s), seed {seed}, "
           f"{args.minutes[kind]} min", flush=True)
-    for old in out.glob(f"{name}.epoch*.safetensors"):    # an earlier run's
-        old.unlink()
+    state_path, record_path = out / f"{name}.state.safetensors", out / f"{name}.run.json"
+    resumed, before = None, 0.0
+    if args.resume:
+        if not state_path.is_file():
+            raise FileNotFoundError(f"--resume: {state_path} is missing (run {name} was "
+                                    f"not trained in {out})")
+        resumed = checkpoint.load(state_path)
+        if record_path.is_file():
+            earlier = json.loads(record_path.read_text(encoding="utf-8"))
+        else:                  # a run stopped before its end wrote no record: the state's
+            history = [{**h, "minutes": h["elapsed"] / 60}
+                       for h in resumed.train_state["history"]]
+            earlier = {"history": history,
+                       "train_minutes": history[-1]["minutes"] if history else 0.0}
+        before = earlier["train_minutes"]
+        print(f"   resumed from {state_path.name}: epoch {resumed.train_state['epoch']}, "
+              f"step {resumed.train_state['step']}, {before:.1f} minutes so far", flush=True)
+    else:
+        for old in out.glob(f"{name}.epoch*.safetensors"):    # an earlier run's
+            old.unlink()
+    task = g2p_recipe.g2p_task(split)
+    last = LastState(state_path, vocabs={"src": task.src_vocab.to_list(),
+                                         "tgt": task.tgt_vocab.to_list()})
     start = time.perf_counter()
     config, result, task = g2p_recipe.train(
         split, backend, checkpoint=str(out / f"{name}.safetensors"), seed=seed,
         progress=not args.no_progress, dev_words=args.dev_words, devices=args.devices,
+        callbacks=[last], resume=resumed,
         **{**mine, "model": kind, "time_limit_minutes": args.minutes[kind]})
+    # Minutes since the run began: an earlier call's epochs keep theirs.
+    prior = {h["epoch"]: h["minutes"] for h in earlier["history"]} if resumed else {}
     for h in result.history:
-        h["minutes"] = h["elapsed"] / 60
+        h["minutes"] = prior.get(h["epoch"], before + h["elapsed"] / 60)
     options, fields = g2p_recipe.recipe(**{**mine, "model": kind})
+    keep = options["keep_epochs"]
+    epochs = sorted(out.glob(f"{name}.epoch*.safetensors"),
+                    key=lambda p: int(p.suffixes[-2][len(".epoch"):]))
+    for old in epochs[:max(len(epochs) - keep, 0)]:      # a resumed run's older ones
+        old.unlink()
     record = {"name": name, "kind": kind, "seed": seed,
               "distilled": name.endswith("-distilled"),
               "recipe": {**options, **fields, "devices": args.devices,
                          "time_limit_minutes": args.minutes[kind]},
               "parameters": int(sum(v.size for v in result.params.values())),
               "train_pairs": len(task.train),
-              "train_minutes": (time.perf_counter() - start) / 60,
+              "train_minutes": before + (time.perf_counter() - start) / 60,
+              "resumed": (earlier.get("resumed", 0) + 1) if resumed is not None else 0,
               "epochs": len(result.history), "best_epoch": result.best_epoch,
               "stopped": result.stopped, "history": result.history}
     (out / f"{name}.run.json").write_text(json.dumps(record, indent=1,

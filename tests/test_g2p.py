@@ -615,6 +615,25 @@ def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys):
     assert manifest["stress"] is True and "wer_no_stress" in manifest["scores"]["greedy"]
     assert "test WER % (stress removed)" in (out / "results.md").read_text(encoding="utf-8")
 
+    # --resume: a run continues from its last epoch, its learning curve kept (also when
+    # it was stopped before it wrote its record).
+    first = runs["rnn-seed1"]["history"]
+    assert (out / "rnn-seed1.state.safetensors").is_file()
+    (out / "rnn-seed1.run.json").unlink()
+    assert script.main(["--runs", "rnn:1", "--resume", "--phase", "train", "--stress",
+                        "--backend", "numpy", "--devices", "1", "--train-words", "150",
+                        "--dev-words", "10", "--set", "epochs=3", "--set", "batch_size=128",
+                        "--set", "warmup=null", "--set", "lr=0.01", "--set", "hidden=16",
+                        "--set", "embed=8", "--set", "keep_epochs=2", "--minutes", "1",
+                        "--no-progress", "--out", str(out)]) == 0
+    resumed = json.loads((out / "rnn-seed1.run.json").read_text(encoding="utf-8"))
+    assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3] and resumed["resumed"] == 1
+    assert [h["train_loss"] for h in resumed["history"][:2]] == [
+        h["train_loss"] for h in first]
+    assert resumed["history"][2]["minutes"] >= first[1]["minutes"]
+    assert sorted(p.name for p in out.glob("rnn-seed1.epoch*")) == [
+        "rnn-seed1.epoch2.safetensors", "rnn-seed1.epoch3.safetensors"]
+
     # A student of the chosen model (sequence-level distillation): it trains on the
     # teacher's answers for the training words; one model ships with --ship-single.
     common = ["--stress", "--backend", "numpy", "--devices", "1", "--train-words", "150", "--test-words", "20",
