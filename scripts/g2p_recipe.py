@@ -416,20 +416,23 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
         if not run.get("distilled"):             # a student is no ensemble member
             chosen.append((name, candidates[name]))
         options.append({"model": name, "files": [files[name]], "dev_wer": dev[name]["wer"],
+                        "dev_wer_no_stress": dev[name].get("wer_no_stress"),
                         "member": not run.get("distilled")})
     if len(chosen) > 1:
         members = [as_model(c) for _, c in chosen]
         ensemble = (tuple(m[0] for m in members), Ensemble(tuple(m[1] for m in members)),
                     members[0][2], members[0][3])
         name = "ensemble: " + " + ".join(n for n, _ in chosen)
-        dev_wer = score(ensemble, split, backend, "dev", greedy, args.dev_words)["wer"]
+        on_dev = score(ensemble, split, backend, "dev", greedy, args.dev_words)
+        dev_wer = on_dev["wer"]
         for search in (greedy, beam):
             test = score(ensemble, split, backend, "test", search, args.test_words)
             rows.append({"model": name, "dev_wer": dev_wer, **test})
             print(f"   {name}, {search[0]}: test PER {test['per']:.2f} % WER "
                   f"{test['wer']:.2f} %", flush=True)
         options.append({"model": name, "files": [f for o in options if o["member"]
-                                                 for f in o["files"]], "dev_wer": dev_wer})
+                                                 for f in o["files"]], "dev_wer": dev_wer,
+                        "dev_wer_no_stress": on_dev.get("wer_no_stress")})
     # What ships: the model (or ensemble) with the lowest dev WER; the test words never
     # take part in the choice.
     singles = [o for o in options if len(o["files"]) == 1]
@@ -450,6 +453,7 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
     choice = results["choice"]
     folder = pathlib.Path(args.ship_to)
     folder.mkdir(parents=True, exist_ok=True)
+    plain = model_without_stress(args, folder, choice)
     searches = [("greedy", SearchOptions()),
                 (f"beam k={args.beam}", SearchOptions(method="beam", k=args.beam,
                                                       length_penalty="avg"))]
@@ -458,11 +462,15 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
 
     def store(dtype: str) -> tuple[list[str], dict]:
         for old in folder.glob("*.safetensors"):
-            old.unlink()
+            if plain is None or old.name not in plain["files"]:
+                old.unlink()
         names = []
         for name in choice["files"]:
             ckpt = checkpoint.load(out / name)
             target = folder / name.replace(".avg", "")
+            if plain is not None and target.name in plain["files"]:
+                raise ValueError(f"ship: {target.name} is the name of the model without "
+                                 "stress that ships beside it")
             checkpoint.save(target, config=ckpt.config, vocabs=ckpt.vocabs,
                             params={k: v.astype(dtype) for k, v in ckpt.params.items()},
                             metadata={**(ckpt.metadata or {}), "shipped_from": name})
@@ -487,9 +495,47 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
     manifest = {"files": names, "stress": bool(args.stress), "model": choice["model"],
                 "storage": dtype, "dev_wer": choice["dev_wer"], "scores": scores,
                 "command": command}
+    if args.stress:
+        manifest["dev_wer_no_stress"] = choice.get("dev_wer_no_stress")
+    if plain is not None:
+        manifest["no_stress"] = plain
     (folder / "shipped.json").write_text(json.dumps(manifest, indent=1) + "\n",
                                          encoding="utf-8")
     return manifest
+
+
+#: A stressed model ships alone when its dev WER with the stress digits removed is within
+#: this many points of the stress-free model's that ships now; otherwise that one stays
+#: beside it and answers ``stress=False``.
+STRESS_FREE_MARGIN = 0.3
+
+
+def model_without_stress(args: argparse.Namespace, folder: pathlib.Path,
+                         choice: dict) -> dict | None:
+    """The manifest entry of the stress-free model to keep beside a stressed one, or None.
+
+    Shipping a stressed model (``--stress``) into a folder whose model is stress-free (or
+    keeps one beside it): that model stays, for ``stress=False``, unless the new one's dev
+    WER with its digits removed is at most :data:`STRESS_FREE_MARGIN` points above the
+    stress-free model's dev WER (the test words take no part)."""
+    path = folder / "shipped.json"
+    if not args.stress or not path.is_file():
+        return None
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    plain = previous if not previous.get("stress") else previous.get("no_stress")
+    if not plain or choice.get("dev_wer_no_stress") is None:
+        return None
+    if choice["dev_wer_no_stress"] <= plain["dev_wer"] + STRESS_FREE_MARGIN:
+        print(f"   stress removed, the new model's dev WER ({choice['dev_wer_no_stress']:.2f} "
+              f"%) is within {STRESS_FREE_MARGIN} of the stress-free model's "
+              f"({plain['dev_wer']:.2f} %): it ships alone", flush=True)
+        return None
+    print(f"   stress removed, the new model's dev WER ({choice['dev_wer_no_stress']:.2f} %) "
+          f"is more than {STRESS_FREE_MARGIN} above the stress-free model's "
+          f"({plain['dev_wer']:.2f} %): that one stays beside it, for stress=False",
+          flush=True)
+    return {k: plain[k] for k in ("files", "model", "storage", "dev_wer", "scores", "command")
+            if k in plain}
 
 
 def markdown(results: dict, command: str) -> str:

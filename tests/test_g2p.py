@@ -21,6 +21,7 @@ import json
 import math
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -573,7 +574,7 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
     assert "shipped" in capsys.readouterr().out
 
 
-def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys):
+def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys, monkeypatch):
     """Two seeded runs of one kind (``rnn:1,rnn:2``), trained side by side in their own
     processes (``--parallel``), stress kept: their own files and learning curves, an
     ensemble row, and scores with the stress digits removed recomputed here."""
@@ -582,6 +583,13 @@ def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys):
 
     script = load_script("g2p_recipe")
     out, ship_to = tmp_path / "out", tmp_path / "model"
+    # A stress-free model ships there now, with a dev WER the new one cannot approach: it
+    # stays beside the stressed one, for stress=False.
+    ship_to.mkdir()
+    shutil.copy(shipped_g2p.MODEL_DIR / "rnn.safetensors", ship_to / "plain.safetensors")
+    (ship_to / "shipped.json").write_text(json.dumps(
+        {"files": ["plain.safetensors"], "stress": False, "model": "plain", "dev_wer": 1.0,
+         "scores": {}, "storage": "float16", "command": "earlier"}), encoding="utf-8")
     code = script.main(["--runs", "rnn:1,rnn:2", "--parallel", "--stress", "--backend",
                         "numpy", "--train-words", "150", "--test-words", "20",
                         "--dev-words", "10", "--set", "epochs=2", "--set", "batch_size=128",
@@ -613,6 +621,16 @@ def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys):
         (stripped.per, stripped.wer), abs=1e-12)
     manifest = json.loads((ship_to / "shipped.json").read_text(encoding="utf-8"))
     assert manifest["stress"] is True and "wer_no_stress" in manifest["scores"]["greedy"]
+    assert manifest["no_stress"]["files"] == ["plain.safetensors"]
+    assert manifest["dev_wer_no_stress"] > 1.3 and (ship_to / "plain.safetensors").is_file()
+    monkeypatch.setattr(shipped_g2p, "MODEL_DIR", ship_to)
+    both = shipped_g2p.G2P()
+    assert both.pronounce(words) == shipped_g2p.G2P(
+        [ship_to / f for f in manifest["files"]]).pronounce(words)
+    assert both.pronounce(words, stress=False) == shipped_g2p.G2P(
+        ship_to / "plain.safetensors").pronounce(words)
+    assert both.phonemize("hello xyzzy", stress=False, lookup=False) == shipped_g2p.G2P(
+        ship_to / "plain.safetensors").phonemize("hello xyzzy", lookup=False)
     assert "test WER % (stress removed)" in (out / "results.md").read_text(encoding="utf-8")
 
     # --resume: a run continues from its last epoch, its learning curve kept (also when

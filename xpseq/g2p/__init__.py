@@ -89,7 +89,8 @@ class UnknownCharacterWarning(UserWarning):
 def shipped() -> dict[str, Any]:
     """The shipped model's manifest: ``files`` (its checkpoints, an ensemble when several),
     ``stress``, and the ``scores`` measured on the test split with the command that
-    measured them."""
+    measured them; ``no_stress``, when present, is the stress-free model that ships beside
+    a stressed one and answers ``stress=False`` (its files and scores)."""
     path = MODEL_DIR / "shipped.json"
     if not path.is_file():
         raise FileNotFoundError(f"no shipped G2P model: {path} is missing (a broken "
@@ -113,9 +114,15 @@ class G2P:
         from xpseq.search import Ensemble
         from xpseq.train import checkpoint
 
+        #: The stress-free model that answers ``stress=False`` beside a stressed shipped
+        #: one (the manifest's ``no_stress`` entry), loaded when first asked.
+        self._plain_paths: list[pathlib.Path] = []
+        self._plain: G2P | None = None
         if paths is None:
             manifest = shipped()
             paths = [MODEL_DIR / name for name in manifest["files"]]
+            self._plain_paths = [MODEL_DIR / name
+                                 for name in (manifest.get("no_stress") or {}).get("files", [])]
         elif isinstance(paths, (str, pathlib.Path)):
             paths = [paths]
         paths = [pathlib.Path(p) for p in paths]
@@ -167,6 +174,15 @@ class G2P:
 
             self._lexicons[stress] = read_cmudict(stress=stress)
         return self._lexicons[stress]
+
+    def _for(self, stress: bool) -> G2P:
+        """The model that answers: this one, or for ``stress=False`` the stress-free model
+        that ships beside a stressed shipped model."""
+        if stress or not self._plain_paths:
+            return self
+        if self._plain is None:
+            self._plain = G2P(self._plain_paths, backend=self.backend)
+        return self._plain
 
     def _stress(self, stress: Any, caller: str) -> bool:
         """``stress`` checked against the model: None is the model's own; True needs a
@@ -242,7 +258,8 @@ class G2P:
         stress = self._stress(stress, "pronounce")
         listed = [_checked(i, word, "pronounce")
                   for i, word in enumerate(_iterable(words, "pronounce"))]
-        return self._answer(listed, options, n_best, lookup, stress, stacklevel=4)
+        return self._for(stress)._answer(listed, options, n_best, lookup, stress,
+                                         stacklevel=4)
 
     def pronounce_iter(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
                        lookup: bool = False, stress: bool | None = None,
@@ -286,9 +303,10 @@ class G2P:
         if not checks.is_int(chunk) or chunk < 1:
             raise ValueError(f"pronounce_iter: chunk must be a positive int, got {chunk!r}")
         items = _iterable(words, "pronounce_iter")
+        model = self._for(stress)
         if lookup:
-            self.lexicon(stress)            # its errors now, not at the first answer
-        return self._answers(items, options, n_best, lookup, stress, chunk)
+            model.lexicon(stress)           # its errors now, not at the first answer
+        return model._answers(items, options, n_best, lookup, stress, chunk)
 
     def phonemize(self, text: str, *, lookup: bool = True, stress: bool | None = None,
                   beam: int = 1) -> list[str]:
@@ -352,6 +370,8 @@ class G2P:
 
         options = options_for(beam, 1, caller=caller)
         stress = self._stress(stress, caller)
+        if self._for(stress) is not self:
+            return self._for(stress)._phonemize(texts, lookup, stress, beam, caller)
         lexicon = self.lexicon(stress) if lookup else {}
         lines = []
         for text in texts:
