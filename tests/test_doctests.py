@@ -12,7 +12,8 @@ ENTRY_POINTS = {
     "xpseq.core.masking": ["masked_softmax"],
     "xpseq.core.attention": ["scaled_dot_product_attention"],
     "xpseq.backends": ["get"],
-    "xpseq.g2p": ["pronounce"],
+    "xpseq.g2p": ["pronounce", "phonemize"],
+    "xpseq.g2p.text": ["normalize"],
     "xpseq.tasks.translator": ["Translator"],
 }
 

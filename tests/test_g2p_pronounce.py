@@ -199,23 +199,53 @@ def test_cli_evaluate_an_ensemble_of_checkpoints(models):
 
 def test_shipped_model_scores_what_the_readme_claims():
     """The shipped model decodes the first 300 test words (greedy, NumPy) with a WER
-    within 4 points of the README's whole-test-split number: a wrong or stale model file
-    fails here. The README quotes the manifest's numbers."""
+    within 4 points (PER 1.5) of the README's whole-test-split numbers, with stress kept
+    and with stress removed (``stress=False``: the stress-free model beside it when one
+    ships, else its own digits removed): a wrong or stale model file fails here. The
+    README quotes the manifest's numbers."""
     from xpseq.data.cmudict import load_g2p
     from xpseq.tasks.metrics import g2p_scores
 
     manifest = g2p.shipped()
+    assert manifest["stress"] is True
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    wer, per = manifest["scores"]["greedy"]["wer"], manifest["scores"]["greedy"]["per"]
-    assert f"{wer:.2f}" in readme and f"{per:.2f}" in readme
-    words, references = load_g2p().references("test")
-    words, references = ["".join(w) for w in words[:300]], references[:300]
+    greedy = manifest["scores"]["greedy"]
+    plain = manifest["no_stress"]["scores"]["greedy"] if "no_stress" in manifest else {
+        "wer": greedy["wer_no_stress"], "per": greedy["per_no_stress"]}
+    for claimed in (greedy["wer"], greedy["per"], plain["wer"], plain["per"]):
+        assert f"{claimed:.2f}" in readme, claimed
     model = g2p.load()
-    scores = g2p_scores(model.pronounce(words), references)
-    assert abs(scores.wer - wer) <= 4.0, (scores.wer, wer)
-    assert abs(scores.per - per) <= 1.5, (scores.per, per)
+    for stress, claims in ((True, greedy), (False, plain)):
+        words, references = load_g2p(stress=stress).references("test")
+        words, references = ["".join(w) for w in words[:300]], references[:300]
+        scores = g2p_scores(model.pronounce(words, stress=stress), references)
+        assert abs(scores.wer - claims["wer"]) <= 4.0, (stress, scores.wer, claims)
+        assert abs(scores.per - claims["per"]) <= 1.5, (stress, scores.per, claims)
+        assert not np.isnan(scores.per)
     assert sum(p.stat().st_size for p in g2p.MODEL_DIR.iterdir()) <= 20 * 2**20
-    assert not np.isnan(scores.per)
+
+
+def test_the_shipped_model_gives_stress_digits_and_no_stress_removes_them(models):
+    [stressed], [plain] = g2p.pronounce(["hello"]), g2p.pronounce(["hello"], stress=False)
+    assert any(p[-1] in "012" for p in stressed) and all(p[-1] not in "012" for p in plain)
+    done = xpseq("g2p", "--backend", "numpy", "hello")
+    assert_ok(done)
+    assert done.stdout == f"hello\t{' '.join(stressed)}\n"
+    done = xpseq("g2p", "--backend", "numpy", "--no-stress", "hello", "xylophone")
+    assert_ok(done)
+    assert done.stdout.splitlines() == [
+        f"{w}\t{' '.join(p)}" for w, p in zip(["hello", "xylophone"], g2p.pronounce(
+            ["hello", "xylophone"], stress=False))]
+    assert "--no-stress" in xpseq("g2p", "--help").stdout
+    # A checkpoint trained without stress has no digits to give: stress=True says so.
+    plain_model = g2p.load(str(models[0]))
+    assert plain_model.pronounce(["hello"]) == plain_model.pronounce(["hello"], stress=False)
+    with pytest.raises(ValueError, match=r"pronounce: stress=True, but the model \(m0"
+                       r"\.safetensors\) was trained with stress removed"):
+        plain_model.pronounce(["hello"], stress=True)
+    done = xpseq("g2p", "--model", models[0], "--text", "hi")
+    assert_ok(done)
+    assert all(p[-1] not in "012" for p in done.stdout.split())
 
 
 def test_the_command_uses_the_shipped_model_by_default():

@@ -104,6 +104,24 @@ def test_the_first_answer_comes_before_stdin_closes():
     assert proc.wait(timeout=60) == 0, proc.stderr.read()
 
 
+def test_text_lines_are_answered_as_they_come():
+    """``--text``: each line of stdin a text, its phones printed before stdin closes."""
+    proc = start("--text")
+    lines = Lines(proc)
+    try:
+        proc.stdin.write(b"Hello, world.\n")
+        proc.stdin.flush()
+        [first] = lines.take(1, timeout=60)         # stdin is still open
+        assert first.split(" | ")[1:] == [",", "W ER1 L D", "."], first
+        proc.stdin.write(b"It costs $5.\n")
+        proc.stdin.flush()
+        [second] = lines.take(1, timeout=60)
+        assert second.split(" | ")[2:4] == ["F AY1 V", "D AA1 L ER0 Z"], second
+    finally:
+        proc.stdin.close()
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+
+
 def test_answers_come_chunk_by_chunk_while_stdin_stays_open():
     """600 words (more than one chunk of 512) are all answered, in order, while stdin
     stays open; a word written after them is answered next."""

@@ -111,8 +111,10 @@ def test_phonemize_takes_dictionary_words_from_the_dictionary(lexicon):
     assert g2p.phonemize("Café x-wing 50%.", stress=False) == expected(
         lexicon, "cafe", ("x", "wing"), "fifty", "percent", ".")
     # An abbreviation it lacks, letter by letter.
-    assert "n.b." not in lexicon
-    assert g2p.phonemize("N.B.", stress=False) == expected(lexicon, ("n", "b"))
+    assert "n.b." not in lexicon and "a.k.a." not in lexicon
+    assert g2p.phonemize("N.B.", stress=False) == expected(lexicon, ("n.", "b."))
+    assert g2p.phonemize("a.k.a.", stress=False) == expected(lexicon, ("a.", "k.", "a."))
+    assert expected(lexicon, ("a.",)) == ["EY"]             # the letter, not the article
 
 
 def test_phonemize_asks_the_model_for_other_words_once_batched(lexicon):

@@ -687,7 +687,8 @@ def cmd_g2p(args: argparse.Namespace) -> int:
                                                               g2p.CHUNK)))
     try:
         model = g2p.load(args.model or None,
-                         backend=_backend(args.backend, args.compile))
+                         backend=_backend(args.backend or _g2p_backend(args.compile),
+                                          args.compile))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
     try:
@@ -707,6 +708,15 @@ def cmd_g2p(args: argparse.Namespace) -> int:
     finally:
         notes.summary()
     return 0
+
+
+def _g2p_backend(compile: bool = False) -> str | None:
+    """``xpseq g2p``'s backend when none is named: ``XPSEQ_BACKEND`` if set, else NumPy,
+    chosen by measurement (the G2P guide: start-up and compilation included, a list of
+    words answers soonest on NumPy); ``--compile`` keeps torch."""
+    if compile or os.environ.get("XPSEQ_BACKEND", "").strip():
+        return None
+    return "numpy"
 
 
 #: ``xpseq g2p`` notes each of the first this many words with characters the model does

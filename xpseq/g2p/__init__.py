@@ -386,8 +386,8 @@ class G2P:
                 return [token]
             if "-" in token.strip("-"):
                 return [p for part in token.split("-") if part for p in parts(part)]
-            if token.endswith(".") and len(token) > 2:           # u.s., e.g.
-                return [c for c in token if c != "."]
+            if token.endswith(".") and len(token) > 2:           # n.b.: the letters n. b.
+                return [c + "." for c in token if c != "."]
             return [token]
 
         words = {t: parts(t) for line in lines for t in line if _is_word(t)}
