@@ -1,26 +1,35 @@
 """The G2P recipe end to end: train on the CMU dictionary, score the test split, write tables.
 
-Run: ``python scripts/g2p_recipe.py`` (``make g2p``; needs ``pip install "xpseq[g2p]"``,
-which ``make``'s set-up installs). With stress removed, on the seeded split:
+Run: ``python scripts/g2p_recipe.py`` (needs ``pip install "xpseq[g2p]"``, which
+``make``'s set-up installs). ``make g2p`` runs the shipped model's recipe:
+``--stress --runs rnn:1 --minutes 98``. On the seeded split (stress removed unless
+``--stress``):
 
-1. *train* each model kind of ``--runs`` (default: the Transformer, then the LSTM model)
-   with ``xpseq.tasks.g2p_recipe.RECIPE`` for ``--minutes`` (45 for the Transformer and 60 for
-   the LSTM model: 105 minutes in all), data-parallel on ``--devices``
-   (default 2: the machine's two cores as two JAX devices), the dev WER of greedy search
-   after every epoch (the learning curve) and the last epochs kept for averaging;
+1. *train* each run of ``--runs`` (default: the Transformer, then the LSTM model; ``rnn:1``
+   is the LSTM model of seed 1, ``rnn:3:distilled`` a student trained on the answers of a
+   teacher) with ``xpseq.tasks.g2p_recipe.RECIPE`` for ``--minutes`` (default 45 for the
+   Transformer and 60 for the LSTM model), data-parallel on ``--devices`` (default 2: the
+   machine's two cores as two JAX devices), or side by side one per core (``--parallel``);
+   the dev WER of greedy search after every epoch (the learning curve), the last epochs
+   kept for averaging, the last state kept for ``--resume``;
 2. *evaluate*: for each run, its best dev epoch and the average of its last epochs, scored
    on the dev words to choose; then the test words with greedy and beam search, and the
-   ensemble of the runs' chosen models (log-probabilities averaged at every step);
-3. *ship*: the model or ensemble with the lowest dev WER goes into the package
-   (``xpseq/g2p/model``, float16 storage when that leaves the test WER unchanged), with
-   ``shipped.json``: its files and its test scores, which ``xpseq g2p`` and the README use.
+   ensemble of the runs' chosen models (log-probabilities averaged at every step); with
+   ``--stress`` also scored with the stress digits removed;
+3. *ship*: the model or ensemble with the lowest dev WER (``--ship-single``: the best
+   single model) goes into the package (``xpseq/g2p/model``, float16 storage when that
+   leaves the test WER unchanged), with ``shipped.json``: its files and its test scores,
+   which ``xpseq g2p`` and the README use. A stressed model keeps the stress-free one that
+   ships beside it for ``stress=False`` unless its dev WER with the digits removed is
+   within 0.3 points of that one's.
 
 Writes ``<out>/results.md`` (the tables, the learning curves and the command),
-``<out>/results.json``, and per run ``<out>/<kind>.safetensors`` (the best epoch),
-``<out>/<kind>.epoch<N>.safetensors`` (the last epochs) and ``<out>/<kind>.avg.safetensors``.
-``--phase train``, ``evaluate`` or ``ship`` runs one phase (each reads what the one before
-wrote). ``--train-words`` / ``--test-words`` cut the data for quick checks (the results are
-then not comparable).
+``<out>/results.json``, and per run ``<out>/<run>.safetensors`` (the best epoch),
+``<out>/<run>.epoch<N>.safetensors`` (the last epochs), ``<out>/<run>.avg.safetensors``,
+``<out>/<run>.state.safetensors`` (the last epoch's whole state) and ``<out>/<run>.run.json``
+(its record). ``--phase train``, ``evaluate`` or ``ship`` runs one phase (each reads what
+the one before wrote). ``--train-words`` / ``--test-words`` cut the data for quick checks
+(the results are then not comparable).
 """
 
 from __future__ import annotations
