@@ -4,30 +4,24 @@
 apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn't``,
 ``well-known``, ``u.s.``) and punctuation marks, in order. What it reads:
 
-===================  ==========================================  ====================
-written              said                                        how
-===================  ==========================================  ====================
-``42``, ``1,000``     forty-two, one thousand                     cardinal
-``-5``, ``3.14``      minus five, three point one four            sign; digit by digit
-``21st``, ``3rd``     twenty-first, third                         ordinal
-``1999``, ``2021``    nineteen ninety-nine, twenty twenty-one     a year (1000-2099)
-``50%``, ``2.5 %``    fifty percent, two point five percent
-``$250``, ``$2.50``   two hundred and fifty dollars, two dollars  ``$ € £ ₹``, the
-                      and fifty cents                             library's unit names
-``$3 million``        three million dollars
-``10:30``, ``3:05``   ten thirty, three oh five                   ``3:00`` three
-                                                                  o'clock
-``9am``, ``7:15 pm``  nine a.m., seven fifteen p.m.
-``3/4/2021``          march fourth twenty twenty-one              month/day/year
-``2021-03-04``        march fourth twenty twenty-one              ISO
-``café``, ``naïve``   cafe, naive                                 accents removed
-===================  ==========================================  ====================
+* numbers: ``42`` forty-two, ``1,000`` one thousand, ``-5`` minus five, ``3.14`` three
+  point one four (digit by digit after the point);
+* ordinals: ``21st`` twenty-first, ``3rd`` third;
+* years, four digits from 1000 to 2099: ``1999`` nineteen ninety-nine, ``2021`` twenty
+  twenty-one;
+* percentages: ``50%`` fifty percent, ``2.5 %`` two point five percent;
+* currency (``$ € £ ₹``, the library's unit names): ``$250`` two hundred and fifty
+  dollars, ``$2.50`` two dollars and fifty cents, ``$3 million`` three million dollars;
+* times: ``10:30`` ten thirty, ``3:05`` three oh five, ``3:00`` three o'clock, ``9am``
+  nine a.m., ``7:15 pm`` seven fifteen p.m.;
+* dates: ``3/4/2021`` (month/day/year) and ``2021-03-04`` march fourth twenty twenty-one;
+* accents: ``café`` cafe, ``naïve`` naive.
 
 The numbers' words come from num2words (the ``xpseq[g2p]`` extra), never from tables of
 ours; accented letters are decomposed by :mod:`unicodedata` and their marks dropped
 (``é`` -> ``e``; ``ß`` -> ``ss`` by case folding); curly apostrophes and quotes become
 straight ones. A four-digit number from 1000 to 2099 is read as a year (``1500`` is
-"fifteen hundred"), as speech usually does; write ``1,500`` for "one thousand, five
+"fifteen hundred"), as speech usually does; write ``1,500`` for "one thousand five
 hundred". Letters of other scripts are kept (the model leaves out what it cannot read).
 """
 
