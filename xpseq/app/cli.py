@@ -164,8 +164,9 @@ def _g2p(sub: Any) -> None:
                        "running text instead of words.")
     p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
     p.add_argument("--backend", choices=backends.NAMES, default=None,
-                   help="backend to decode on (default: $XPSEQ_BACKEND, else numpy, the "
-                   "soonest to answer here: no compilation, the quickest start)")
+                   help="backend to decode on (default: $XPSEQ_BACKEND, else torch if "
+                   "installed, else numpy: the soonest to answer a list of words, start-up "
+                   "included)")
     opts.compile_option(p)
     p.add_argument("--model", action="append", metavar="PATH",
                    help="a checkpoint of xpseq train --task g2p instead of the shipped model "

@@ -565,9 +565,11 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
     --------
     >>> from xpseq import g2p
     >>> g2p.pronounce(["hello", "xylophone"])
-    [['HH', 'EH', 'L', 'OW'], ['Z', 'AY', 'L', 'AH', 'F', 'OW', 'N']]
+    [['HH', 'EH1', 'L', 'OW0'], ['Z', 'AY1', 'L', 'AH0', 'F', 'OW2', 'N']]
+    >>> g2p.pronounce(["hello"], stress=False)         # the stress digits removed
+    [['HH', 'EH', 'L', 'OW']]
     >>> g2p.pronounce(["read"], beam=5, n_best=2)      # two pronunciations, best first
-    [[['R', 'IY', 'D'], ['R', 'EH', 'D']]]
+    [[['R', 'EH1', 'D'], ['R', 'IY1', 'D']]]
     """
     return load(model, backend=backend)._pronounce(words, beam, n_best, lookup, stress)
 
