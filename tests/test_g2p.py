@@ -574,6 +574,7 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
     assert "shipped" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys, monkeypatch):
     """Two seeded runs of one kind (``rnn:1,rnn:2``), trained side by side in their own
     processes (``--parallel``), stress kept: their own files and learning curves, an

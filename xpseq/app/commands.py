@@ -691,13 +691,9 @@ def cmd_g2p(args: argparse.Namespace) -> int:
                                           args.compile))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
-    try:
-        model._stress(args.stress, "xpseq g2p")
+    try:                # (--no-stress is stress=False; without it, the model's own)
         if args.lookup or (args.text and not args.model_only):    # a one-line error
             model.lexicon(args.stress)
-    except ValueError as err:
-        raise CommandError(str(err).replace("stress=False (or None)", "--no-stress")
-                           .replace("pass ", "add ")) from None
     except (ModuleNotFoundError, FileNotFoundError) as err:
         raise CommandError(f"{'--text' if args.text else '--lookup'}: {err}") from None
     notes = _G2PNotes()
