@@ -168,7 +168,11 @@ class G2P:
     def lexicon(self, stress: bool | None = None) -> dict[str, Any]:
         """The CMU dictionary, read once: word -> pronunciations (with stress digits as the
         model's when ``stress`` is None)."""
-        stress = self._stress(stress, "lexicon")
+        return self._read_lexicon(self._stress(stress, "lexicon"))
+
+    def _read_lexicon(self, stress: bool) -> dict[str, Any]:
+        """The CMU dictionary with or without its stress digits, read once (unchecked
+        against the model: the homograph rule reads the stressed one for any model)."""
         if stress not in self._lexicons:
             from xpseq.data.cmudict import read_cmudict
 
@@ -401,11 +405,7 @@ class G2P:
                     asked[piece] = None
         found = self._answer(list(asked), options, 1, False, stress, stacklevel=4)
         asked.update(zip(asked, found))
-        if lookup and True not in self._lexicons:       # homographs: stress digits kept
-            from xpseq.data.cmudict import read_cmudict
-
-            self._lexicons[True] = read_cmudict(stress=True)
-        stressed = self._lexicons.get(True, {})
+        stressed = self._read_lexicon(True) if lookup else {}   # homographs: digits kept
 
         def said(token: str, previous: str | None) -> list[str]:
             if token in lexicon:
