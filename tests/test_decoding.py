@@ -112,6 +112,70 @@ def test_greedy_takes_the_argmax_path_and_stops_at_eos(backend):
         assert abs(backend.to_numpy(hyp.scores)[b, 0] - score) < 1e-12
 
 
+def test_greedy_narrowed_to_unfinished_sentences_gives_the_same_hypotheses(backend):
+    """An eager greedy search that narrows its steps to the unfinished sentences returns
+    what the whole-batch search returns, while its later steps run on fewer rows."""
+    xp, n, vocab, src = backend.xp, 40, 7, 5
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(n, vocab, vocab)) * 2.0
+    logits[:, :, PAD] = logits[:, :, BOS] = -1e9
+    logits[:, :, EOS] += rng.normal(size=(n, 1)) * 3.0      # sentences end at many lengths
+    table = backend.asarray(np.reshape(logits, (n * vocab, vocab)))
+    att = backend.asarray(rng.normal(size=(vocab, src)))
+    rows_seen = []
+
+    def step_of(rows):
+        ids = backend.asarray(np.asarray(rows, dtype=np.int64))
+
+        def step(state, y):
+            rows_seen.append(int(y.shape[0]))
+            assert state["t"].shape[0] == y.shape[0]
+            logp = log_softmax(xp.take(table, ids * vocab + y, axis=0))
+            return logp, {"t": state["t"] + 1.0}, xp.exp(log_softmax(xp.take(att, y, axis=0)))
+
+        return step
+
+    state = {"t": backend.asarray(np.zeros((n, 3)))}
+    run = functools.partial(D.greedy_search, state=state, batch_size=n, bos_id=BOS,
+                            eos_id=EOS, max_len=12, min_len=1,
+                            max_lens=backend.asarray(np.arange(n) % 12 + 1))
+    whole = run(step_of(range(n)))
+    full_rows = list(rows_seen)
+    rows_seen.clear()
+    narrowed = run(step_of(range(n)),
+                   narrow=lambda rows: step_of(backend.to_numpy(rows).tolist()))
+    assert set(full_rows) == {n} and min(rows_seen) < n // 4
+    assert sum(rows_seen) < 0.7 * sum(full_rows)
+    for a, b in zip(whole, narrowed):
+        np.testing.assert_array_equal(backend.to_numpy(a), backend.to_numpy(b))
+
+
+@pytest.mark.parametrize("k", [None, 3])
+def test_eager_searches_call_the_step_once_per_step(k):
+    """The first step an eager search takes is the probe it made of the initial state
+    (for the shapes), not a second call with the same arguments."""
+    be = backends.get("numpy")
+    calls = []
+    inner = bigram_step(be)
+
+    def step(state, y):
+        calls.append(int(y.shape[0]))
+        return inner(state, y)
+
+    if k is None:
+        hyp = D.greedy_search(step, start(be), batch_size=B, bos_id=BOS, eos_id=EOS,
+                              max_len=6)
+        assert len(calls) == int(np.max(be.to_numpy(hyp.lengths)))
+    else:
+        D.beam_search(step, start(be, k), batch_size=B, k=k, bos_id=BOS, eos_id=EOS,
+                      max_len=6)
+        assert 1 <= len(calls) <= 6 and set(calls) == {B * k}
+        calls.clear()
+        D.beam_search(step, start(be, k), batch_size=B, k=k,
+                      bos_id=BOS, eos_id=EOS, max_len=1)
+        assert len(calls) == 1                 # max_len 1: the probe is the only step
+
+
 def test_identical_results_on_numpy_torch_and_jax_eager_and_jitted():
     results = {}
     for name in ("numpy", "torch", "jax"):

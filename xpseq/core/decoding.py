@@ -124,7 +124,8 @@ def ensemble_step(steps: Any) -> Callable[..., Any]:
 def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_id: int,
                   eos_id: int, max_len: int, max_lens: Any = None, min_len: int = 0,
                   pad_id: int = 0,
-                  scan: Callable[..., Any] | None = None) -> Hypotheses:
+                  scan: Callable[..., Any] | None = None,
+                  narrow: Callable[[Any], Callable[..., Any]] | None = None) -> Hypotheses:
     """Pick the most probable token at every step until ``</s>`` or the length limit.
 
     Parameters
@@ -144,6 +145,12 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
     scan : callable or None
         ``backend.scan`` to run under ``jax.jit``; ``None`` for an eager Python loop
         that stops when every sentence is finished.
+    narrow : callable or None
+        For an eager loop: ``narrow(rows)`` is the step function of the batch's rows
+        ``rows`` alone (an ascending integer array of row indices), called when at most
+        :data:`NARROW_AT` of the rows the steps run on are unfinished, so that finished
+        sentences stop costing steps (the results are the same). ``None`` (and under
+        ``scan``): every step runs on the whole batch.
 
     Returns
     -------
@@ -170,8 +177,8 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
     if S is not None:
         carry["attention"] = xp.zeros((B, L, S), dtype=probe[2].dtype, device=device)
 
-    def body(c: dict[str, Any], t: Any) -> tuple[dict[str, Any], None]:
-        logp, new_state, att = step(c["state"], c["y"])
+    def update(c: dict[str, Any], t: Any, out: tuple[Any, Any, Any]) -> dict[str, Any]:
+        logp, new_state, att = out
         logp = _forbid_eos(logp, t, min_len, eos_id, xp)
         y = xp.argmax(logp, axis=-1)
         live = ~c["finished"]
@@ -190,9 +197,13 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
         if S is not None:
             write = (at_t & live[:, None])[..., None]
             out["attention"] = xp.where(write, att[:, None, :], c["attention"])
-        return out, None
+        return out
 
-    c = _run(body, carry, L, scan, xp, device, lambda c: c["finished"])
+    if scan is not None:
+        c, _ = scan(lambda c, t: (update(c, t, step(c["state"], c["y"])), None), carry,
+                    xp.arange(L, dtype=int_dtype(xp), device=device))
+    else:
+        c = _greedy_loop(step, update, carry, probe, L, narrow, xp, device)
     attention = c.get("attention")
     return Hypotheses(c["tokens"][:, None, :], c["length"][:, None], c["score"][:, None],
                       c["score"][:, None],
@@ -251,6 +262,8 @@ def beam_search(step: Callable[..., Any], state: Any, *, batch_size: int, k: int
     S = None if probe[2] is None else probe[2].shape[-1]
     dtype = probe[0].dtype          # the log-probabilities' (float32 for a bfloat16 model)
     neg_inf = -math.inf
+    if scan is None:                # an eager loop's first step is the probe's
+        step = _answering_first(step, probe)
 
     def penalised(raw: Any, length: Any) -> Any:
         if length_penalty == "none":
@@ -349,6 +362,61 @@ def _pick(x: Any, index: Any, xp: Any) -> Any:
     flat = xp.reshape(x, (B * M, *x.shape[2:]))
     picked = xp.take(flat, xp.reshape(index + offsets, (-1,)), axis=0)
     return xp.reshape(picked, (B, index.shape[1], *x.shape[2:]))
+
+
+#: :func:`greedy_search`'s eager loop narrows its steps to the unfinished sentences when at
+#: most this fraction of the rows they run on is unfinished.
+NARROW_AT = 0.75
+
+
+def _greedy_loop(step: Callable[..., Any], update: Callable[..., Any], c: dict[str, Any],
+                 first: tuple[Any, Any, Any], steps: int,
+                 narrow: Callable[[Any], Callable[..., Any]] | None, xp: Any,
+                 device: Any) -> dict[str, Any]:
+    """Greedy search's eager loop: :func:`greedy_search`'s ``update`` after each step
+    (the first step's output is ``first``, the probe of the initial state) until every
+    sentence is finished. With ``narrow``, the steps run on ``active``, the rows still
+    unfinished when it last narrowed, in that order (the state holds those rows alone);
+    ``where`` gives each row of the batch its place in ``active`` (any place for a row
+    not in it: those rows are finished and ``update`` leaves them as they are)."""
+    ints = int_dtype(xp)
+    batch = c["y"].shape[0]
+    active: Any = None                  # None: every row of the batch
+    where: Any = None
+    out: Any = first
+    for t in range(steps):
+        if out is None:
+            out = step(c["state"], c["y"] if active is None
+                       else xp.take(c["y"], active, axis=0))
+        if active is not None:           # back to the whole batch's rows
+            logp, new_state, att = out
+            out = (xp.take(logp, where, axis=0), new_state,
+                   None if att is None else xp.take(att, where, axis=0))
+        c = update(c, xp.asarray(t, dtype=ints, device=device), out)
+        out = None
+        live = ~c["finished"]
+        unfinished = int(xp.sum(xp.astype(live, ints)))
+        if unfinished == 0:
+            break
+        size = batch if active is None else active.shape[0]
+        if narrow is not None and unfinished <= NARROW_AT * size:
+            rows = xp.nonzero(live)[0]
+            local = rows if active is None else xp.take(where, rows, axis=0)
+            c = {**c, "state": map_leaves(lambda x: xp.take(x, local, axis=0), c["state"])}
+            active, step = rows, narrow(rows)
+            where = xp.maximum(xp.cumulative_sum(xp.astype(live, ints)) - 1, 0)
+    return c
+
+
+def _answering_first(step: Callable[..., Any], first: tuple[Any, Any, Any]) -> Callable[..., Any]:
+    """``step``, whose first call answers ``first`` (what ``step`` gave for the same
+    arguments, computed already) instead of computing it again."""
+    pending = [first]
+
+    def once(state: Any, y: Any) -> tuple[Any, Any, Any]:
+        return pending.pop() if pending else step(state, y)
+
+    return once
 
 
 def _run(body: Callable[..., Any], carry: dict[str, Any], steps: int,

@@ -29,6 +29,7 @@ from xpseq.core import checks, kernels
 from xpseq.core import precision as mixed
 from xpseq.core.decoding import Hypotheses, beam_search, ensemble_step, greedy_search, tile_beams
 from xpseq.core.kernels import int_dtype
+from xpseq.core.tree import map_leaves
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 from xpseq.models import check_ids
 
@@ -193,9 +194,16 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
 
     if options.method == "greedy":
         step, state = decoder(encoded)
+
+        def narrow(rows: Any) -> Any:      # the step of those sentences alone
+            return decoder(map_leaves(lambda x: xp.take(x, rows, axis=0), encoded))[0]
+
+        # An eager loop drops finished sentences from its steps (a compiled step would
+        # compile again for each batch size).
         return greedy_search(step, state, batch_size=batch, bos_id=BOS_ID, eos_id=EOS_ID,
                              pad_id=PAD_ID, max_len=max_len, max_lens=limits,
-                             min_len=options.min_len, scan=scan)
+                             min_len=options.min_len, scan=scan,
+                             narrow=None if scan is not None or backend.compiled else narrow)
     step, state = decoder(tile_beams(encoded, options.k))
     return beam_search(step, state, batch_size=batch,
                        k=options.k, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
