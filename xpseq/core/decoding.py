@@ -177,8 +177,8 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
     if S is not None:
         carry["attention"] = xp.zeros((B, L, S), dtype=probe[2].dtype, device=device)
 
-    def update(c: dict[str, Any], t: Any, out: tuple[Any, Any, Any]) -> dict[str, Any]:
-        logp, new_state, att = out
+    def update(c: dict[str, Any], t: Any, stepped: tuple[Any, Any, Any]) -> dict[str, Any]:
+        logp, new_state, att = stepped
         logp = _forbid_eos(logp, t, min_len, eos_id, xp)
         y = xp.argmax(logp, axis=-1)
         live = ~c["finished"]
@@ -186,7 +186,7 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
         picked = xp.squeeze(xp.take_along_axis(logp, xp.expand_dims(xp.where(live, y, 0), axis=-1),
                                                axis=-1), axis=-1)
         at_t = positions == t
-        out = {
+        new = {
             "state": new_state,
             "y": y,
             "score": c["score"] + xp.where(live, picked, 0.0),
@@ -196,8 +196,8 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
         }
         if S is not None:
             write = (at_t & live[:, None])[..., None]
-            out["attention"] = xp.where(write, att[:, None, :], c["attention"])
-        return out
+            new["attention"] = xp.where(write, att[:, None, :], c["attention"])
+        return new
 
     if scan is not None:
         c, _ = scan(lambda c, t: (update(c, t, step(c["state"], c["y"])), None), carry,
