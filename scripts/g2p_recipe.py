@@ -28,7 +28,10 @@ Writes ``<out>/results.md`` (the tables, the learning curves and the command),
 ``<out>/<run>.epoch<N>.safetensors`` (the last epochs), ``<out>/<run>.avg.safetensors``,
 ``<out>/<run>.state.safetensors`` (the last epoch's whole state) and ``<out>/<run>.run.json``
 (its record). ``--phase train``, ``evaluate`` or ``ship`` runs one phase (each reads what
-the one before wrote). ``--train-words`` / ``--test-words`` cut the data for quick checks
+the one before wrote). A member trained in an earlier session may join an ensemble through
+its record (``<run>.run.json`` with ``"averaged": [first, last]``, listed in
+``training.json``) and its averaged model ``<run>.avg.safetensors`` alone.
+``--train-words`` / ``--test-words`` cut the data for quick checks
 (the results are then not comparable).
 """
 
@@ -397,11 +400,13 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
     rows, chosen, options = [], [], []
     for run in runs:
         kind = run.get("name", run["kind"])          # the run's file stem
-        best = checkpoint.load(out / f"{kind}.safetensors")
         epochs = sorted(out.glob(f"{kind}.epoch*.safetensors"),
                         key=lambda p: int(p.suffixes[-2][len(".epoch"):]))
-        candidates = {f"{kind}, best epoch ({run['best_epoch']})": best}
-        files = {f"{kind}, best epoch ({run['best_epoch']})": f"{kind}.safetensors"}
+        candidates, files = {}, {}
+        if (out / f"{kind}.safetensors").is_file():
+            candidates[f"{kind}, best epoch ({run['best_epoch']})"] = checkpoint.load(
+                out / f"{kind}.safetensors")
+            files[f"{kind}, best epoch ({run['best_epoch']})"] = f"{kind}.safetensors"
         if len(epochs) > 1:
             averaged = checkpoint.average(epochs)
             checkpoint.save(out / f"{kind}.avg.safetensors", config=averaged.config,
@@ -410,6 +415,19 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
             first, last = (int(p.suffixes[-2][len(".epoch"):]) for p in (epochs[0], epochs[-1]))
             candidates[f"{kind}, average of epochs {first}-{last}"] = averaged
             files[f"{kind}, average of epochs {first}-{last}"] = f"{kind}.avg.safetensors"
+            if run.get("averaged") != [first, last]:     # so that it may join later
+                run["averaged"] = [first, last]
+                (out / f"{kind}.run.json").write_text(json.dumps(
+                    run, indent=1, default=common.json_default) + "\n", encoding="utf-8")
+        elif run.get("averaged") and (out / f"{kind}.avg.safetensors").is_file():
+            # A member of an earlier session: its average (and record) kept, its epochs not.
+            first, last = run["averaged"]
+            candidates[f"{kind}, average of epochs {first}-{last}"] = checkpoint.load(
+                out / f"{kind}.avg.safetensors")
+            files[f"{kind}, average of epochs {first}-{last}"] = f"{kind}.avg.safetensors"
+        if not candidates:
+            raise FileNotFoundError(f"{out}: run {kind} has no checkpoint to score (its "
+                                    f"{kind}.safetensors or epoch files)")
         dev = {}
         for name, ckpt in candidates.items():
             dev[name] = score(as_model(ckpt), split, backend, "dev", greedy, args.dev_words)

@@ -168,6 +168,11 @@ def _g2p(sub: Any) -> None:
                    "installed, else numpy: the soonest to answer a list of words, start-up "
                    "included)")
     opts.compile_option(p)
+    p.add_argument("--precision", choices=opts.PRECISION_CHOICES, default="dtype",
+                   help="dtype: decode in float32 (default); bf16: matrix products and "
+                   "activations in bfloat16 (jax and torch; faster where the processor "
+                   "multiplies bfloat16 natively, AVX512-BF16 or AMX; the answers may differ "
+                   "from float32's, see the G2P guide)")
     p.add_argument("--model", action="append", metavar="PATH",
                    help="a checkpoint of xpseq train --task g2p instead of the shipped model "
                    "(repeat for an ensemble)")

@@ -688,7 +688,7 @@ def cmd_g2p(args: argparse.Namespace) -> int:
     try:
         model = g2p.load(args.model or None,
                          backend=_backend(args.backend or _g2p_backend(args.compile),
-                                          args.compile))
+                                          args.compile), precision=opts.precision_of(args))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
     try:                # (--no-stress is stress=False; without it, the model's own)

@@ -106,10 +106,17 @@ class G2P:
     paths : checkpoint paths (``xpseq train --task g2p`` writes them); ``None`` for the
         shipped model. Several make an ensemble (their vocabularies must be the same).
     backend : a backend name or object; ``None`` for NumPy
+    precision : ``None`` (float32, the default) or ``"bf16"``: decode with the matrix
+        products and activations in bfloat16 (:mod:`xpseq.core.precision`; JAX and
+        PyTorch only). Faster where the processor multiplies bfloat16 natively, slower
+        where it does not; the answers may differ from float32's (the G2P guide gives the
+        shipped model's scores both ways).
     """
 
     def __init__(self, paths: str | pathlib.Path | Sequence[str | pathlib.Path] | None = None, *,
-                 backend: str | backends.Backend | None = None):
+                 backend: str | backends.Backend | None = None,
+                 precision: str | None = None):
+        from xpseq.core.precision import check_precision, compute_dtype
         from xpseq.data import Vocab
         from xpseq.search import Ensemble
         from xpseq.train import checkpoint
@@ -130,6 +137,11 @@ class G2P:
             raise ValueError("G2P: paths must name at least one checkpoint")
         self.backend = backends.get(backend or "numpy") if not isinstance(
             backend, backends.Backend) else backend
+        self.precision = check_precision(precision, "G2P: precision")
+        try:
+            compute_dtype(self.precision, xp=self.backend.xp)
+        except ValueError as err:
+            raise ValueError(f"G2P: {err} (backend {self.backend.name!r})") from None
         loaded = [checkpoint.load(p) for p in paths]
         for ckpt in loaded:
             meta = ckpt.metadata or {}
@@ -185,7 +197,8 @@ class G2P:
         if stress or not self._plain_paths:
             return self
         if self._plain is None:
-            self._plain = G2P(self._plain_paths, backend=self.backend)
+            self._plain = G2P(self._plain_paths, backend=self.backend,
+                              precision=self.precision)
         return self._plain
 
     def _stress(self, stress: Any, caller: str) -> bool:
@@ -490,8 +503,12 @@ class G2P:
         to the smallest size there that holds it, with copies of its shortest word whose
         answers are dropped: chunks of every size then need a handful of programs (batch
         sizes 16, 64 and 256 per length bucket), not one each."""
+        import dataclasses
+
         from xpseq.tasks.experiment import translate
 
+        if self.precision is not None:
+            options = dataclasses.replace(options, precision=self.precision)
         buckets: dict[int, list[int]] = {}
         for i, word in enumerate(tokens):
             buckets.setdefault(len(word) // 8, []).append(i)
@@ -544,14 +561,14 @@ def _checked(index: int, word: Any, caller: str) -> str:
 
 
 def load(paths: str | Sequence[str] | None = None, *,
-         backend: str | backends.Backend | None = None) -> G2P:
-    """A :class:`G2P`, loaded once per ``(paths, backend)`` and kept (a torch backend with
-    ``compile=True`` apart from the eager one)."""
+         backend: str | backends.Backend | None = None, precision: str | None = None) -> G2P:
+    """A :class:`G2P`, loaded once per ``(paths, backend, precision)`` and kept (a torch
+    backend with ``compile=True`` apart from the eager one)."""
     key = (None if paths is None else tuple(map(str, [paths] if isinstance(
         paths, (str, pathlib.Path)) else paths)), str(getattr(backend, "name", backend)),
-        getattr(backend, "compiled", False))
+        getattr(backend, "compiled", False), precision)
     if key not in _LOADED:
-        _LOADED[key] = G2P(paths, backend=backend)
+        _LOADED[key] = G2P(paths, backend=backend, precision=precision)
     return _LOADED[key]
 
 
