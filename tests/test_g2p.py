@@ -675,6 +675,20 @@ def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys, monkey
     assert "distilled" not in ensemble                    # the members only
     assert len(results["choice"]["files"]) == 1
 
+    # A member of an earlier session: its record (which evaluate marked "averaged") and
+    # its averaged file alone, its epochs and best epoch gone, still joins the ensemble.
+    record = json.loads((out / "rnn-seed2.run.json").read_text(encoding="utf-8"))
+    assert record["averaged"] == [1, 2]
+    for gone in [out / "rnn-seed2.safetensors", *out.glob("rnn-seed2.epoch*")]:
+        gone.unlink()
+    assert script.main(["--runs", "rnn:1,rnn:2", "--phase", "evaluate", *common]) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    models = {r["model"] for r in results["rows"]}
+    assert "rnn-seed2, average of epochs 1-2" in models
+    assert not any(m.startswith("rnn-seed2, best") for m in models)
+    assert any(m.startswith("ensemble: ") and "rnn-seed2, average of epochs 1-2" in m
+               for m in models)
+
 
 @pytest.mark.parametrize("argv", [["--runs", "foo"], ["--set", "nokey"], ["--beam", "1"],
                                   ["--backend", "foo"], ["--minutes", "0"],
