@@ -413,14 +413,14 @@ def test_train_errors_are_one_line(workdir):
     blocker.write_text("a file, not a folder\n")
     runs = xpseq_many({
         "no_train": (["train", "--task", "tsv", "--dev", good, "--out", workdir / "x.st",
-                      "--backend", "torch"], None),
+                      "--backend", "numpy"], None),
         "malformed": (["train", "--task", "tsv", "--train", good, "--dev", bad, "--out",
-                       workdir / "x.st", "--backend", "torch"], None),
+                       workdir / "x.st", "--backend", "numpy"], None),
         "missing": (["train", "--task", "tsv", "--train", workdir / "absent.tsv", "--dev",
-                     good, "--out", workdir / "x.st", "--backend", "torch"], None),
+                     good, "--out", workdir / "x.st", "--backend", "numpy"], None),
         "unwritable": (["train", "--task", "tsv", "--train", good, "--dev", good, "--out",
                         blocker / "x.st", "--epochs", 1, "--embed", 4, "--hidden", 4,
-                        "--backend", "torch", "--no-progress"], None),
+                        "--backend", "numpy", "--no-progress"], None),
     })
     assert_one_line_error(runs["no_train"], "--train")
     assert_one_line_error(runs["malformed"], f"{bad}:2:")
