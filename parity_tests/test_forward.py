@@ -501,3 +501,26 @@ def test_numpy_log_softmax_and_logsumexp_match_scalar_python():
         sums = [math.fsum(math.exp(t) for t in row) for row in rows]
         rows_ok = np.isfinite(lse_ref).reshape(-1)
         np.testing.assert_allclose(np.asarray(sums)[rows_ok], 1.0, rtol=0, atol=1e-14)
+
+
+# ------------------------------------------- libraries that are not training backends
+
+
+#: The cases ndonnx runs in the quick tier (each of its operations costs milliseconds as
+#: it is recorded and computed); the others are slow tests.
+NDONNX_QUICK = ("masked_softmax-lens_and_mask", "masked_softmax-empty_zero", "logsumexp-neginf",
+                "sdpa-lens_bq", "mha-h2-nobias-lens_bq-mask")
+
+
+@pytest.mark.parametrize("case", [c if c.id in NDONNX_QUICK else
+                                  pytest.param(c, marks=pytest.mark.slow) for c in CASES],
+                         ids=lambda c: c.id)
+def test_forward_on_ndonnx_matches_numpy(case):
+    """ndonnx (``backends.get("onnx")``), eager: arrays with values, each operation
+    computed as it is recorded in an ONNX graph."""
+    pytest.importorskip("ndonnx")
+    be = backends.get("onnx")
+    out = tuple(None if o is None else be.to_numpy(o) for o in case.call(be))
+    check_outputs(NP, case, out, "ndonnx")          # compared as NumPy arrays
+    if case in MASKED:
+        check_exact_zeros(NP, case, out, "ndonnx")

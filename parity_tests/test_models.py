@@ -729,3 +729,22 @@ def test_encoder_states_match_the_unpadded_sequences(backend, cell):
                                    atol=FORWARD_ATOL, err_msg=f"sequence {b}: forward memory")
         np.testing.assert_allclose(padded["memory"][b, :L, H:], b_out[::-1], rtol=STEP_TOL,
                                    atol=FORWARD_ATOL, err_msg=f"sequence {b}: backward memory")
+
+
+# -------------------------------------------- a library that is not a training backend
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cid", IDS)
+def test_forward_on_ndonnx_matches_numpy(cid):
+    """ndonnx (``backends.get("onnx")``), eager, every configuration: the model's forward
+    pass recorded and computed as an ONNX graph, against NumPy (float64). Slow (10-25 s a
+    configuration); the quick tier traces a model through ndonnx in tests/test_export.py."""
+    pytest.importorskip("ndonnx")
+    out = evaluate(backends.get("onnx"), cid)
+    ref = reference(cid)
+    np.testing.assert_allclose(out.logits, ref.logits, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
+    if ref.weights is not None:
+        np.testing.assert_allclose(out.weights, ref.weights, rtol=FORWARD_RTOL,
+                                   atol=FORWARD_ATOL)
+    np.testing.assert_allclose(out.loss, ref.loss, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)

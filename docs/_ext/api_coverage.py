@@ -19,7 +19,7 @@ from typing import Any, Iterable
 # The packages of the API reference (docs/reference.md). The command (xpseq.app) is
 # documented by the command's guide, the tour (xpseq.tour) by its lesson pages.
 PACKAGES = ("xpseq.core", "xpseq.backends", "xpseq.models", "xpseq.data", "xpseq.train",
-            "xpseq.search", "xpseq.tasks", "xpseq.g2p", "xpseq.testing")
+            "xpseq.search", "xpseq.tasks", "xpseq.export", "xpseq.g2p", "xpseq.testing")
 
 
 def public_modules(packages: Iterable[str] = PACKAGES) -> list[str]:

@@ -18,10 +18,15 @@ jax           jax.numpy                   jax.value_and_grad  jax.jit        lax
 torch         array_api_compat.torch      autograd tape       identity       Python loop
 torch [*]     array_api_compat.torch      autograd tape       torch.compile  Python loop
 strict        array_api_strict            hand-derived rules  identity       Python loop
+onnx [**]     ndonnx                      none                identity       ONNX Loop
 ============  ==========================  ==================  =============  ============
 
 [*] ``backends.get("torch", compile=True)``: the training step and the search compile their
 pieces with it (see :mod:`xpseq.backends._torch`).
+
+[**] Forward and search only (:data:`FORWARD_NAMES`): on arrays with values it computes
+as NumPy does; on ``ndonnx.argument`` arrays it records the ONNX graph that
+:mod:`xpseq.export` writes, its ``scan`` over a symbolic number of steps an ONNX ``Loop``.
 
 ``custom_vjp(fn, fwd, bwd)`` gives ``fn`` a hand-written gradient in ``jax.custom_vjp``'s
 convention: a ``jax.custom_vjp`` on JAX, a ``torch.autograd.Function`` on PyTorch, and on
@@ -57,11 +62,16 @@ from ._base import Backend
 
 Backend.__module__ = __name__    # its public home, where the API reference documents it
 
-__all__ = ["Backend", "NAMES", "PREFERENCE", "COMPILE_APPLIES", "available", "get",
+__all__ = ["Backend", "NAMES", "FORWARD_NAMES", "PREFERENCE", "COMPILE_APPLIES", "available", "get",
            "default_name", "default", "set_threads", "usable_cpus", "blas_threads",
            "BLAS_THREAD_VARIABLES"]
 
 NAMES = ("numpy", "jax", "torch", "array_api_strict")
+#: Backends that run the models forward and search, but do not train (no gradients):
+#: ``"onnx"`` (ndonnx), whose arrays made by ``ndonnx.argument`` record an ONNX graph
+#: (:mod:`xpseq.export`). :func:`get` makes them; :func:`available` and the command's
+#: ``--backend`` list only :data:`NAMES`.
+FORWARD_NAMES = ("onnx",)
 #: The order :func:`default` picks an installed backend in (fastest first; see the
 #: benchmarks page, docs/benchmarks.md).
 PREFERENCE = ("jax", "torch", "numpy")
@@ -71,19 +81,22 @@ _CLASSES = {
     "jax": ("._jax", "JaxBackend"),
     "torch": ("._torch", "TorchBackend"),
     "array_api_strict": ("._strict", "StrictBackend"),
+    "onnx": ("._onnx", "OnnxBackend"),
 }
-_EXTRAS = {"jax": "jax", "torch": "torch", "array_api_strict": "strict"}
+_EXTRAS = {"jax": "jax", "torch": "torch", "array_api_strict": "strict", "onnx": "onnx"}
+_MODULES = {"onnx": "ndonnx"}
 _cache: dict[tuple[str, str | None, bool], Backend] = {}
 _threads: int | None = None            # what set_threads asked for
 
 
 def available() -> list[str]:
     """Names of the backends whose library is installed, in :data:`NAMES` order."""
-    return [n for n in NAMES if importlib.util.find_spec(n) is not None]
+    return [n for n in NAMES if importlib.util.find_spec(_MODULES.get(n, n)) is not None]
 
 
 def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
-    """The backend called ``name`` (one of :data:`NAMES`) on ``device``, made once and kept.
+    """The backend called ``name`` (one of :data:`NAMES` or :data:`FORWARD_NAMES`) on
+    ``device``, made once and kept.
 
     One backend is made per name, device and ``compile``; making it changes none of the
     library's global settings.
@@ -120,7 +133,8 @@ def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
     (dtype('float64'), True)
     """
     if not isinstance(name, str) or name not in _CLASSES:
-        raise ValueError(f"unknown backend {name!r}; choose one of {list(NAMES)}")
+        raise ValueError(f"unknown backend {name!r}; choose one of "
+                         f"{list(NAMES + FORWARD_NAMES)}")
     if not isinstance(compile, bool):
         raise TypeError(f"backends.get: compile must be True or False, got {compile!r}")
     if compile and name != "torch":
@@ -155,9 +169,10 @@ def _device_key(name: str, device: Any) -> str | None:
 
 
 def _make(name: str, device: Any, compile: bool = False) -> Backend:
-    if importlib.util.find_spec(name) is None:
+    module = _MODULES.get(name, name)
+    if importlib.util.find_spec(module) is None:
         raise ModuleNotFoundError(
-            f"backend {name!r} needs the {name} package: pip install 'xpseq[{_EXTRAS[name]}]'"
+            f"backend {name!r} needs the {module} package: pip install 'xpseq[{_EXTRAS[name]}]'"
         )
     module_name, class_name = _CLASSES[name]
     cls = getattr(importlib.import_module(module_name, __name__), class_name)

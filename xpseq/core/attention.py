@@ -226,7 +226,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     if fused:
         shape = (*q.shape[:-1], k.shape[-2])
         keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(q),
-                         compact=True)
+                         compact=True, keys=k, keys_axis=-2)
         context = delegation.fused_attention(q, k, v, keep, scale, xp=xp)
         if context is not None:
             # max and min propagate NaN and show infinities: two reductions, no temporary
@@ -319,7 +319,8 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
     lead = checks.broadcast_leading(fname, xp, q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
     scores_shape = lead + (q.shape[-2], k.shape[-2])
     empty = checks.check_empty(fname, empty)
-    keep = keep_mask(fname, scores_shape, valid_lens, mask, xp=xp, device=compat.device(q))
+    keep = keep_mask(fname, scores_shape, valid_lens, mask, xp=xp, device=compat.device(q),
+                     keys=k, keys_axis=-2)
     if empty == "error":
         check_no_empty_rows(fname, "the scores", scores_shape, keep, xp=xp)
     if scale is None:

@@ -8,8 +8,11 @@ that does only the math. Two kinds of check happen here:
 * **Value** checks (a negative length, a non-finite score, a query with no valid key) need
   the numbers. They run whenever the values are concrete (NumPy, PyTorch,
   array_api_strict, and JAX outside ``jit``). Under ``jax.jit`` the values are abstract
-  tracers; :func:`concrete` then returns ``None`` and the check is skipped. Each public
-  function documents what it computes in that case, and it is never NaN.
+  tracers; :func:`concrete` then returns ``None`` and the check is skipped. So it is on a
+  lazy library's arrays that hold no values (``ndonnx.argument``, which records an ONNX
+  graph), whose shapes may also have unknown dimensions (``None``): the shape checks let
+  those pass. Each public function documents what it computes when a check is skipped,
+  and it is never NaN.
 """
 
 from __future__ import annotations
@@ -89,13 +92,16 @@ def concrete(flag: Any) -> bool | None:
     ``TypeError`` (``jax.errors.ConcretizationTypeError``); value checks are then skipped.
     So they are while ``torch.compile`` traces a torch tensor: reading its value there
     would break the graph in two (torch is reached through the loaded tensor's module,
-    never imported here).
+    never imported here). A lazy library's array that holds no value yet (an
+    ``ndonnx.argument`` and what is computed from it) raises ``ValueError``: skipped too.
     """
     if compat.is_torch_array(flag) and sys.modules["torch"].compiler.is_compiling():
         return None
+    if getattr(flag, "ndim", 0) != 0:
+        raise ValueError(f"concrete: expected a 0-d flag, got shape {tuple(flag.shape)}")
     try:
         return bool(flag)
-    except TypeError:
+    except (TypeError, ValueError):
         return None
 
 
@@ -129,8 +135,16 @@ def check_ndim(fname: str, name: str, x: Any, ndim: int, *, exact: bool = False,
         )
 
 
-def check_dim(fname: str, name: str, x: Any, axis: int, size: int, what: str) -> None:
-    """Require ``x.shape[axis] == size``; ``what`` says where ``size`` comes from."""
+def sizes_agree(a: int | None, b: int | None) -> bool:
+    """Whether two sizes can be the same: equal, or either unknown (``None``)."""
+    return a is None or b is None or a == b
+
+
+def check_dim(fname: str, name: str, x: Any, axis: int, size: int | None, what: str) -> None:
+    """Require ``x.shape[axis] == size``; ``what`` says where ``size`` comes from. An
+    unknown dimension (``None``, a lazy array's symbolic size) on either side passes."""
+    if x.shape[axis] is None or size is None:
+        return
     if x.shape[axis] != size:
         raise ValueError(
             f"{fname}: {name} has {x.shape[axis]} along axis {axis} (shape {tuple(x.shape)}) "
@@ -138,15 +152,37 @@ def check_dim(fname: str, name: str, x: Any, axis: int, size: int, what: str) ->
         )
 
 
-def broadcast_leading(fname: str, xp: Any, **shapes: tuple[int, ...]) -> tuple[int, ...]:
+def broadcast_leading(fname: str, xp: Any,
+                      **shapes: tuple[int | None, ...]) -> tuple[int | None, ...]:
     """Broadcast the named (leading) shapes with the namespace's ``broadcast_shapes`` (the
-    standard's, 2025.12), or raise ``ValueError`` naming the arrays."""
+    standard's, 2025.12; :func:`broadcast_shapes` where a library lacks it), or raise
+    ``ValueError`` naming the arrays."""
+    broadcast = getattr(xp, "broadcast_shapes", broadcast_shapes)
     try:
-        return tuple(xp.broadcast_shapes(*(tuple(s) for s in shapes.values())))
+        return tuple(broadcast(*(tuple(s) for s in shapes.values())))
     except (ValueError, RuntimeError):          # torch raises RuntimeError
         names = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
         raise ValueError(
             f"{fname}: the leading (batch) dimensions do not broadcast: {names}") from None
+
+
+def broadcast_shapes(*shapes: tuple[int | None, ...]) -> tuple[int | None, ...]:
+    """The standard's ``broadcast_shapes`` for a library that lacks it (ndonnx): the
+    broadcast of ``shapes``, an unknown dimension (``None``) broadcasting to ``None``
+    unless the other side is known and not 1. ``ValueError`` if two known sizes differ
+    and neither is 1."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out: list[int | None] = []
+    for axis in range(-ndim, 0):
+        sizes = [s[axis] for s in shapes if len(s) >= -axis]
+        known = {n for n in sizes if n is not None and n != 1}
+        if len(known) > 1:
+            raise ValueError(f"shapes {shapes} do not broadcast (axis {axis})")
+        if known:
+            out.append(known.pop())
+        else:
+            out.append(None if None in sizes else 1)
+    return tuple(out)
 
 
 def check_all_finite(fname: str, xp: Any, **arrays: Any) -> None:

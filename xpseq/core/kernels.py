@@ -49,8 +49,8 @@ from .delegation import relu, sigmoid
 from .loops import scan as python_scan
 
 __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "sequence_mask",
-           "is_narrow", "widened", "masked_softmax", "logsumexp", "log_softmax", "nll_sum",
-           "nll_parts", "dot_scores", "general_scores", "additive_scores",
+           "positions", "is_narrow", "widened", "masked_softmax", "logsumexp", "log_softmax",
+           "nll_sum", "nll_parts", "dot_scores", "general_scores", "additive_scores",
            "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
            "sinusoidal_positions", "split_heads", "merge_heads", "heads_keep",
@@ -64,8 +64,16 @@ def linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
 
 
 def embedding(ids: Any, E: Any, *, xp: Any) -> Any:
+    """``E[ids]``: the rows of ``E (V, E)`` at ``ids (...)``, shape ``(..., E)``. On a
+    lazy array with two or more unknown dimensions (``None``), which no reshape can
+    restore, it is the one-hot product ``onehot(ids) @ E``: the same values (one row
+    times one, the others times zero), a product of ``V`` more multiplications."""
+    unknown = sum(n is None for n in ids.shape)
+    if unknown > 1:
+        onehot = ids[..., None] == xp.arange(E.shape[0], dtype=ids.dtype)
+        return xp.astype(onehot, E.dtype) @ E
     flat = xp.take(E, xp.reshape(ids, (-1,)), axis=0)
-    return xp.reshape(flat, (*ids.shape, E.shape[1]))
+    return xp.reshape(flat, tuple(-1 if n is None else n for n in ids.shape) + (E.shape[1],))
 
 
 def dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> Any:
@@ -86,12 +94,30 @@ def int_dtype(xp: Any) -> Any:
     return xp.__array_namespace_info__().default_dtypes()["integral"]
 
 
-def sequence_mask(lengths: Any, max_len: int, *, xp: Any) -> Any:
-    """``positions < lengths`` in the default integer dtype (in ``lengths``' own small
-    dtype, ``arange`` would wrap: ``int8`` counts no further than 127)."""
+def positions(like: Any, axis: int, *, xp: Any) -> Any:
+    """``0, 1, ..., n - 1`` for ``n = like.shape[axis]``, in the default integer dtype. On
+    a lazy array whose ``n`` is unknown (``None``: ndonnx recording a graph) it is the
+    running sum of ones along that axis, which the graph computes for any ``n``."""
     wide = int_dtype(xp)
-    positions = xp.arange(max_len, dtype=wide, device=compat.device(lengths))
-    return positions < xp.expand_dims(xp.astype(lengths, wide), axis=-1)
+    n = like.shape[axis]
+    if n is not None:
+        return xp.arange(n, dtype=wide, device=compat.device(like))
+    axis %= like.ndim
+    line = like[tuple(slice(None) if i == axis else 0 for i in range(like.ndim))]
+    return xp.cumulative_sum(xp.ones_like(line, dtype=wide), axis=0) - 1
+
+
+def sequence_mask(lengths: Any, max_len: int | None, *, xp: Any, like: Any = None,
+                  axis: int = -1) -> Any:
+    """``positions < lengths`` in the default integer dtype (in ``lengths``' own small
+    dtype, ``arange`` would wrap: ``int8`` counts no further than 127). ``max_len=None``
+    (a lazy array's unknown size) takes the positions along ``axis`` of ``like``."""
+    wide = int_dtype(xp)
+    if max_len is None:
+        steps = positions(like, axis, xp=xp)
+    else:
+        steps = xp.arange(max_len, dtype=wide, device=compat.device(lengths))
+    return steps < xp.expand_dims(xp.astype(lengths, wide), axis=-1)
 
 
 def is_narrow(dtype: Any, *, xp: Any) -> bool:
@@ -363,9 +389,15 @@ def gru_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) 
 STEPS = {"lstm": lstm_step, "gru": gru_step}
 
 
-def initial_zeros(cell: str, batch: int, hidden: int, like: Any, *, xp: Any) -> tuple[Any, ...]:
-    """The all-zero state of ``cell`` for ``batch`` sequences."""
+def initial_zeros(cell: str, batch: int | None, hidden: int, like: Any, *,
+                  xp: Any) -> tuple[Any, ...]:
+    """The all-zero state of ``cell`` for ``batch`` sequences (``like`` has them on axis
+    0; an unknown ``batch``, ``None``, is taken from it)."""
     n_state = 2 if cell == "lstm" else 1
+    if batch is None:
+        column = xp.zeros_like(like[(slice(None),) + (slice(0, 1),) * (like.ndim - 1)])
+        one = xp.reshape(column, (-1, 1))                           # (B, 1) zeros
+        return tuple(one + zeros((hidden,), like, xp=xp) for _ in range(n_state))
     return tuple(zeros((batch, hidden), like, xp=xp) for _ in range(n_state))
 
 
@@ -384,7 +416,8 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     step = STEPS[cell]
     steps = xs.shape[1]
     xw = xp.permute_dims(linear(xs, p["W_ih"], p["b_ih"], xp=xp), (1, 0, 2))
-    valid = xp.permute_dims(sequence_mask(lengths, steps, xp=xp), (1, 0))[..., None]
+    valid = xp.permute_dims(sequence_mask(lengths, steps, xp=xp, like=xs, axis=1),
+                            (1, 0))[..., None]
     if reverse:
         xw, valid = xp.flip(xw, axis=0), xp.flip(valid, axis=0)
     if recurrence is not None:

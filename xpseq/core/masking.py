@@ -190,19 +190,24 @@ def log_softmax(x: Any, /, *, axis: int = -1) -> Any:
 # --------------------------------------------------------------- shared by attention
 
 
-def keep_mask(fname: str, shape: tuple[int, ...], valid_lens: Any, mask: Any, *, xp: Any,
-              device: Any, compact: bool = False) -> Any:
+def keep_mask(fname: str, shape: tuple[int | None, ...], valid_lens: Any, mask: Any, *,
+              xp: Any, device: Any, compact: bool = False, keys: Any = None,
+              keys_axis: int = -1) -> Any:
     """Validate ``valid_lens`` / ``mask`` against a scores shape and combine them.
 
     Returns a boolean array of exactly ``shape`` (``True`` = attend), or one that
     broadcasts to it with ``compact`` (no axis stretched that need not be), or ``None``
     when neither is given. Used by every public function that takes ``valid_lens`` /
-    ``mask``.
+    ``mask``. ``keys`` is an array whose axis ``keys_axis`` runs over the keys: it gives
+    their positions when their number is unknown (``shape[-1]`` is ``None`` on a lazy
+    array); unknown sizes are left to broadcasting.
     """
     keep = None
     if valid_lens is not None:
         valid_lens = _as_lengths(fname, valid_lens, xp=xp, device=device)
-        keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp, compact=compact)
+        keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp,
+                                compact=compact or None in shape, keys=keys,
+                                keys_axis=keys_axis)
     if mask is not None:
         if mask.dtype != xp.bool:
             raise TypeError(
@@ -213,7 +218,7 @@ def keep_mask(fname: str, shape: tuple[int, ...], valid_lens: Any, mask: Any, *,
                 f"{fname}: mask of shape {tuple(mask.shape)} does not broadcast to the "
                 f"scores shape {shape}"
             )
-        if not compact:
+        if not compact and None not in shape:    # unknown sizes: left to broadcast
             mask = xp.broadcast_to(mask, shape)
         keep = mask if keep is None else (keep & mask)
     return keep
@@ -234,7 +239,8 @@ def validated_keep(fname: str, what: str, scores: Any, valid_lens: Any, mask: An
     """:func:`keep_mask` for ``scores``, plus the finiteness and empty-row checks."""
     empty = checks.check_empty(fname, empty)
     shape = tuple(scores.shape)
-    keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(scores))
+    keep = keep_mask(fname, shape, valid_lens, mask, xp=xp, device=compat.device(scores),
+                     keys=scores)
     checks.check_finite(fname, what, scores, xp, where=keep)
     if empty == "error":
         check_no_empty_rows(fname, what, shape, keep, xp=xp)
@@ -285,41 +291,49 @@ def _flatten(seq: Any) -> list[Any]:
     return out
 
 
-def _lengths_to_keep(fname: str, shape: tuple[int, ...], valid_lens: Any, *, xp: Any,
-                     compact: bool = False) -> Any:
+def _lengths_to_keep(fname: str, shape: tuple[int | None, ...], valid_lens: Any, *, xp: Any,
+                     compact: bool = False, keys: Any = None, keys_axis: int = -1) -> Any:
     ndim = len(shape)
-    keys = shape[-1]
     if valid_lens.ndim == 1:
         if ndim < 2:
             raise ValueError(
                 f"{fname}: valid_lens of shape (batch,) needs scores of shape "
                 f"(batch, ..., keys), got shape {shape}"
             )
-        if valid_lens.shape[0] != shape[0]:
+        if not checks.sizes_agree(valid_lens.shape[0], shape[0]):
             raise ValueError(
                 f"{fname}: valid_lens has shape {tuple(valid_lens.shape)} but expected "
                 f"(batch,) = ({shape[0]},) from scores of shape {shape}"
             )
-        lens = xp.reshape(valid_lens, (shape[0],) + (1,) * (ndim - 2))
+        lens = xp.reshape(valid_lens, (-1,) + (1,) * (ndim - 2))
     elif valid_lens.ndim == 2:
         if ndim < 3:
             raise ValueError(
                 f"{fname}: valid_lens of shape (batch, queries) needs scores of shape "
                 f"(batch, ..., queries, keys), got shape {shape}"
             )
-        if tuple(valid_lens.shape) != (shape[0], shape[-2]):
+        if not (checks.sizes_agree(valid_lens.shape[0], shape[0])
+                and checks.sizes_agree(valid_lens.shape[1], shape[-2])):
             raise ValueError(
                 f"{fname}: valid_lens has shape {tuple(valid_lens.shape)} but expected "
                 f"(batch, queries) = ({shape[0]}, {shape[-2]}) from scores of shape {shape}"
             )
-        lens = xp.reshape(valid_lens, (shape[0],) + (1,) * (ndim - 3) + (shape[-2],))
+        lens = valid_lens
+        for _ in range(ndim - 3):
+            lens = xp.expand_dims(lens, axis=1)
     else:
         raise ValueError(
             f"{fname}: valid_lens must have shape (batch,) or (batch, queries), got shape "
             f"{tuple(valid_lens.shape)}"
         )
-    _check_lengths_range(fname, "valid_lens", valid_lens, keys, f"{keys} (the number of keys)", xp)
-    keep = kernels.sequence_mask(lens, keys, xp=xp)  # lens plus a keys axis
+    n_keys = shape[-1]
+    if n_keys is not None:
+        _check_lengths_range(fname, "valid_lens", valid_lens, n_keys,
+                             f"{n_keys} (the number of keys)", xp)
+    elif keys is None:
+        raise ValueError(f"{fname}: the number of keys is unknown (a lazy array), so "
+                         "valid_lens needs the keys array to count them")
+    keep = kernels.sequence_mask(lens, n_keys, xp=xp, like=keys, axis=keys_axis)
     return keep if compact else xp.broadcast_to(keep, shape)
 
 
@@ -335,10 +349,11 @@ def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_
             raise ValueError(f"{fname}: {name} must be {rule}, got {where} = {value}")
 
 
-def _broadcasts_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
+def _broadcasts_to(src: tuple[int | None, ...], dst: tuple[int | None, ...]) -> bool:
     if len(src) > len(dst):
         return False
-    return all(s in (1, d) for s, d in zip(reversed(src), reversed(dst)))
+    # An unknown dimension (None, a lazy array's) is taken to fit: the graph checks it.
+    return all(s is None or d is None or s in (1, d) for s, d in zip(reversed(src), reversed(dst)))
 
 
 def _check_axis(fname: str, axis: Any, ndim: int) -> int:

@@ -475,7 +475,8 @@ def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_
                                           zeros, reverse=True, xp=xp)
     memory, memory_bp = vjp.concat([fwd_out, bwd_out], xp=xp)                # (B, S, 2H)
     joined = [vjp.concat([f, b], xp=xp) for f, b in zip(fwd_state, bwd_state)]
-    encoded = {"memory": memory, "mask": kernels.sequence_mask(src_len, src.shape[1], xp=xp),
+    encoded = {"memory": memory, "mask": kernels.sequence_mask(src_len, src.shape[1], xp=xp,
+                                                              like=src, axis=1),
                "state": _state_dict(config, tuple(s for s, _ in joined), xp=xp)}
     keys_name = {"general": "att.W", "additive": "att.W_k"}.get(config.attention)
     if keys_name:                                      # (B, S, D): W m_j, once per sentence

@@ -5,6 +5,6 @@ them over a model: :func:`search` decodes a batch of sources, :func:`to_lists` t
 result per sentence.
 """
 
-from .decode import MAX_BEAM, Ensemble, SearchOptions, options_for, search, to_lists
+from .decode import MAX_BEAM, Ensemble, SearchOptions, options_for, run, search, to_lists
 
-__all__ = ["SearchOptions", "Ensemble", "search", "to_lists", "options_for", "MAX_BEAM"]
+__all__ = ["SearchOptions", "Ensemble", "search", "run", "to_lists", "options_for", "MAX_BEAM"]

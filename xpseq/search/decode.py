@@ -33,7 +33,7 @@ from xpseq.core.tree import map_leaves
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 from xpseq.models import check_ids
 
-__all__ = ["SearchOptions", "Ensemble", "search", "to_lists", "options_for", "MAX_BEAM"]
+__all__ = ["SearchOptions", "Ensemble", "search", "run", "to_lists", "options_for", "MAX_BEAM"]
 
 #: The largest beam (and n-best) the front doors accept: a batch keeps ``beam`` hypotheses
 #: of every sentence, with their attention, so memory grows with it (10,000 asked 1.3 GB
@@ -171,11 +171,6 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
     capacity = max_len if backend.compiles or backend.compiled else None
     encoded = tuple(models.of(c).kernels.encode(p, c, src, src_len, scan=backend.scan, xp=xp)
                     for c, p in zip(configs, member_params))
-    # ceil(a n + b) in float64 where the library has it (not JAX outside its 64-bit mode)
-    ints = int_dtype(xp)
-    wide = xp.float64 if ints == xp.int64 else xp.float32
-    limits = xp.astype(xp.ceil(options.max_len_a * xp.astype(src_len, wide)
-                               + options.max_len_b), ints)
     batch = src.shape[0]
 
     def decoder(encoded: tuple[Any, ...]) -> tuple[Any, Any]:
@@ -192,18 +187,36 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
             return pairs[0]
         return ensemble_step([s for s, _ in pairs]), tuple(state for _, state in pairs)
 
+    # An eager loop drops finished sentences from its steps (a compiled step would
+    # compile again for each batch size).
+    return run(decoder, encoded, src_len, batch=batch, options=options, max_len=max_len,
+               xp=xp, scan=scan, narrowing=scan is None and not backend.compiled)
+
+
+def run(decoder: Any, encoded: Any, src_len: Any, *, batch: int, options: SearchOptions,
+        max_len: int, xp: Any, scan: Any = None, narrowing: bool = True) -> Hypotheses:
+    """Greedy or beam search (``options``) of ``batch`` sentences over
+    ``decoder(encoded) -> (step, state)``: the protocol's step (``step(state, y_prev) ->
+    (log_probs, state, attention)``) over ``encoded`` (any tree of arrays with the batch
+    on axis 0) and its first state. Beam search calls ``decoder`` on ``encoded`` with each
+    row repeated ``k`` times; greedy search with ``narrowing`` calls it on the rows of the
+    sentences still decoding. What :func:`search` runs, and the decoding of an ONNX export
+    (:mod:`xpseq.export`), whose step is an onnxruntime session."""
+    # ceil(a n + b) in float64 where the library has it (not JAX outside its 64-bit mode)
+    ints = int_dtype(xp)
+    wide = xp.float64 if ints == xp.int64 else xp.float32
+    limits = xp.astype(xp.ceil(options.max_len_a * xp.astype(src_len, wide)
+                               + options.max_len_b), ints)
     if options.method == "greedy":
         step, state = decoder(encoded)
 
         def narrow(rows: Any) -> Any:      # the step of those sentences alone
             return decoder(map_leaves(lambda x: xp.take(x, rows, axis=0), encoded))[0]
 
-        # An eager loop drops finished sentences from its steps (a compiled step would
-        # compile again for each batch size).
         return greedy_search(step, state, batch_size=batch, bos_id=BOS_ID, eos_id=EOS_ID,
                              pad_id=PAD_ID, max_len=max_len, max_lens=limits,
                              min_len=options.min_len, scan=scan,
-                             narrow=None if scan is not None or backend.compiled else narrow)
+                             narrow=narrow if narrowing else None)
     step, state = decoder(tile_beams(encoded, options.k))
     return beam_search(step, state, batch_size=batch,
                        k=options.k, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,

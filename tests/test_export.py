@@ -1,0 +1,121 @@
+"""ONNX export (:mod:`xpseq.export`): a model's encoder and decoder step traced by ndonnx
+from the same kernels it trains with, run by onnxruntime inside the same search loops,
+against the model decoded by xpseq on NumPy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import xpseq
+from xpseq import backends, models
+from xpseq.data import make_batches
+from xpseq.search import SearchOptions, search
+
+pytest.importorskip("ndonnx")
+pytest.importorskip("onnxruntime")
+
+from xpseq import export  # noqa: E402
+from xpseq.export.runtime import OnnxModel  # noqa: E402
+
+NP = backends.get("numpy")
+
+
+def float64(model):
+    """The model's (float32) parameters in float64: what a float64 export computes with."""
+    return {k: NP.to_numpy(v).astype(np.float64) for k, v in model.params.items()}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    task = xpseq.toy_task(n_train=300, n_dev=20, n_test_per_bucket=4)
+    model = xpseq.Translator.train(task, backend="numpy", epochs=2, embed=8, hidden=8,
+                                   batch_size=32, progress=False)
+    path = model.save(tmp_path_factory.mktemp("model") / "toy.safetensors")
+    batches = make_batches(task.encode([p for bucket in task.test.values() for p in bucket]),
+                           64, bucket=1)
+    return model, path, batches
+
+
+@pytest.fixture(scope="module")
+def exported(trained, tmp_path_factory):
+    _, path, _ = trained
+    folder = export.onnx(path, tmp_path_factory.mktemp("onnx") / "toy", dtype="float64")
+    return folder, OnnxModel(folder, threads=1)
+
+
+def test_the_export_folder_holds_the_graphs_and_what_decoding_needs(trained, exported):
+    model, _, _ = trained
+    folder, _ = exported
+    assert sorted(p.name for p in folder.iterdir()) == ["encoder.onnx", "model.json",
+                                                        "step.onnx"]
+    meta = json.loads((folder / "model.json").read_text())
+    assert meta["kind"] == "rnn" and meta["dtype"] == "float64"
+    assert meta["vocabs"]["tgt"] == model.tgt_vocab.to_list()
+    assert meta["graphs"]["encoder"]["inputs"] == {"src": ["batch", "src_len"],
+                                                   "src_len": ["batch"]}
+    assert meta["graphs"]["step"]["inputs"]["enc.memory"] == ["batch", "src_len", 16]
+
+
+def test_float64_export_gives_numpy_log_probabilities(trained, exported):
+    model, _, batches = trained
+    _, onnx_model = exported
+    kernels = models.of(model.config).kernels
+    params = float64(model)
+    batch = batches[0]
+    src, src_len = batch["src"], batch["src_len"]
+    enc = kernels.encode(params, model.config, src, src_len, scan=NP.scan, xp=NP.xp)
+    step, state = kernels.decoder(params, model.config, enc, max_len=None, xp=NP.xp)
+    got_enc, got_state = onnx_model.encode(src, src_len)
+    np.testing.assert_allclose(got_enc["enc.memory"], enc["memory"], rtol=0, atol=1e-12)
+    y = np.full((src.shape[0],), 1, dtype=np.int64)
+    for t in range(batch["tgt_in"].shape[1]):
+        y = batch["tgt_in"][:, t]
+        want, state, weights = step(state, y)
+        got, got_state, got_weights = onnx_model.step(got_enc, got_state, y)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(got_weights, weights, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("options", [SearchOptions(),
+                                     SearchOptions(method="beam", k=3, n_best=2)],
+                         ids=["greedy", "beam3"])
+def test_search_over_onnxruntime_gives_numpy_ids(trained, exported, options):
+    model, _, batches = trained
+    _, onnx_model = exported
+    for batch in batches:
+        want = search(float64(model), model.config, batch["src"], batch["src_len"], NP,
+                      options)
+        got = onnx_model.search(batch["src"], batch["src_len"], options)
+        np.testing.assert_array_equal(got.tokens, want.tokens)
+        np.testing.assert_array_equal(got.lengths, want.lengths)
+        np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-10)
+
+
+def test_float32_export_gives_the_same_ids(trained, tmp_path):
+    model, path, batches = trained
+    folder = export.onnx(path, tmp_path / "f32")
+    assert json.loads((folder / "model.json").read_text())["dtype"] == "float32"
+    onnx_model = OnnxModel(folder, threads=1)
+    for batch in batches:
+        want = search(model.params, model.config, batch["src"], batch["src_len"], NP)
+        got = onnx_model.search(batch["src"], batch["src_len"])
+        np.testing.assert_array_equal(got.tokens, want.tokens)
+
+
+def test_export_errors(trained, exported, tmp_path):
+    _, path, _ = trained
+    folder, _ = exported
+    with pytest.raises(ValueError, match="already holds encoder.onnx"):
+        export.onnx(path, folder)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        export.onnx(path, tmp_path / "x", dtype="int8")
+    not_a_model = tmp_path / "notes.safetensors"
+    not_a_model.write_bytes(b"hello")
+    with pytest.raises(ValueError):
+        export.onnx(not_a_model, tmp_path / "y")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    with pytest.raises(ValueError, match="is not an xpseq ONNX export"):
+        OnnxModel(tmp_path)

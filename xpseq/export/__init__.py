@@ -1,0 +1,220 @@
+"""A trained model as ONNX graphs, traced from the same array-API code it trains with.
+
+:func:`onnx` writes three files into a folder:
+
+``encoder.onnx``
+    ``(src (batch, src_len) int64, src_len (batch,) int64)`` to the encoded source
+    (``enc.<name>``, the model's ``encode``) and the decoder's first state
+    (``state.<name>``).
+``step.onnx``
+    ``(enc.<name>..., state.<name>..., y_prev (batch,) int64)`` to ``log_probs (batch,
+    tgt_vocab)``, the next state (``next.<name>``) and, when the model attends,
+    ``attention (batch, src_len)``: one step of the model's ``decoder``, its state
+    explicit.
+``model.json``
+    The model kind and configuration, the vocabularies, the search options of the
+    command (``max_len = ceil(a · src_len + b)``), the dtype, and the graphs' inputs and
+    outputs with their shapes.
+
+The graphs are recorded by running the model's own kernels on ``ndonnx`` arrays
+(:mod:`xpseq.backends._onnx`): the parameters are constants, the inputs
+``ndonnx.argument`` arrays whose batch and lengths are symbolic, and the encoder's loop
+over the source an ONNX ``Loop``. :mod:`xpseq.export.runtime` decodes with them over
+onnxruntime (greedy and beam search, the same loops as :func:`xpseq.search.search`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Any, Mapping
+
+import numpy as np
+
+from xpseq import backends, models
+from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
+
+__all__ = ["onnx", "trace", "names_of", "FORMAT", "DTYPES"]
+
+#: The version of the folder's layout, written into ``model.json``.
+FORMAT = 1
+#: The dtypes an export computes in.
+DTYPES = ("float32", "float64")
+FILES = ("encoder.onnx", "step.onnx", "model.json")
+
+
+def names_of(tree: Any, prefix: str) -> dict[str, Any]:
+    """The leaves of a nested dict/tuple of arrays by dotted name: ``{"enc.memory": ...,
+    "state.h": ...}`` (tuples by index)."""
+    out: dict[str, Any] = {}
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            out.update(names_of(value, f"{prefix}.{key}"))
+    elif isinstance(tree, (tuple, list)):
+        for i, value in enumerate(tree):
+            out.update(names_of(value, f"{prefix}.{i}"))
+    elif tree is not None:
+        out[prefix] = tree
+    return out
+
+
+def rebuild(flat: Mapping[str, Any], template: Any, prefix: str) -> Any:
+    """The inverse of :func:`names_of`: ``template``'s structure with ``flat``'s leaves."""
+    if isinstance(template, Mapping):
+        return {k: rebuild(flat, v, f"{prefix}.{k}") for k, v in template.items()}
+    if isinstance(template, (tuple, list)):
+        return type(template)(rebuild(flat, v, f"{prefix}.{i}") for i, v in enumerate(template))
+    return None if template is None else flat[prefix]
+
+
+def _symbolic_shapes(probes: list[dict[str, np.ndarray]], batches: list[int],
+                     sizes: dict[str, list[int]]) -> dict[str, list[Any]]:
+    """Each leaf's shape with the sizes that change between ``probes`` named: axis 0 is
+    ``"batch"``; a size equal to a named size in every probe takes its name; any other
+    that changes is ``"<leaf>_<axis>"``."""
+    shapes: dict[str, list[Any]] = {}
+    for name, first in probes[0].items():
+        dims: list[Any] = []
+        for axis, n in enumerate(first.shape):
+            seen = [p[name].shape[axis] for p in probes]
+            if axis == 0 and seen == batches:
+                dims.append("batch")
+            elif len(set(seen)) == 1:
+                dims.append(int(n))
+            else:
+                named = [k for k, v in sizes.items() if v == seen]
+                dims.append(named[0] if named else f"{name}_{axis}")
+        shapes[name] = dims
+    return shapes
+
+
+def trace(params: Mapping[str, np.ndarray], config: Any, *, dtype: str = "float32",
+          attention: bool = True) -> tuple[Any, Any, dict[str, Any]]:
+    """The encoder and decoder-step graphs of a model (``onnx.ModelProto`` each) and what
+    :func:`onnx` writes of them into ``model.json`` (``"inputs"`` and ``"outputs"`` of each
+    graph, with shapes). ``params`` are NumPy arrays; ``dtype`` is what the graphs
+    compute in (:data:`DTYPES`)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"export: dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    kernels = models.of(config).kernels
+    onnx_be, np_be = backends.get("onnx"), backends.get("numpy")
+    cast = {k: np.asarray(v).astype(dtype) for k, v in params.items()}
+
+    # Probe the shapes on NumPy: two batch sizes and source lengths, two steps.
+    probes_enc, probes_state0, probes_state = [], [], []
+    batches, lengths = [2, 3], [3, 5]
+    for b, s in zip(batches, lengths):
+        src = np.full((b, s), 3, dtype=np.int64)
+        src_len = np.full((b,), s, dtype=np.int64)
+        enc = kernels.encode(cast, config, src, src_len, scan=np_be.scan, xp=np_be.xp)
+        step, state = kernels.decoder(cast, config, enc, attention=attention, max_len=None,
+                                      xp=np_be.xp)
+        probes_enc.append(names_of(enc, "enc"))
+        probes_state0.append(names_of(state, "state"))
+        for y in range(1, b):                # a cache grows: 1 step, then 2 (sizes apart)
+            _, state, _ = step(state, np.full((b,), y, dtype=np.int64))
+        probes_state.append(names_of(state, "state"))
+    enc_shapes = _symbolic_shapes(probes_enc, batches, {"src_len": lengths})
+    state_shapes = _symbolic_shapes(probes_state, batches, {"src_len": lengths})
+    state0_shapes = _symbolic_shapes(probes_state0, batches, {"src_len": lengths})
+
+    encoder, step_graph, step_out = _record(kernels, cast, config, attention, onnx_be,
+                                            enc_shapes, state_shapes)
+    spec = {
+        "encoder": {"inputs": {"src": ["batch", "src_len"], "src_len": ["batch"]},
+                    "outputs": {**enc_shapes, **state0_shapes}},
+        "step": {"inputs": {**enc_shapes, **state_shapes, "y_prev": ["batch"]},
+                 "outputs": sorted(step_out)},
+    }
+    return encoder, step_graph, spec
+
+
+def _record(kernels: Any, cast: Mapping[str, np.ndarray], config: Any, attention: bool,
+            onnx_be: Any, enc_shapes: dict[str, list[Any]],
+            state_shapes: dict[str, list[Any]]) -> tuple[Any, Any, dict[str, Any]]:
+    import ndonnx
+
+    # The encoder graph.
+    p = {k: onnx_be.asarray(v) for k, v in cast.items()}
+    src_arg = ndonnx.argument(shape=("batch", "src_len"), dtype=ndonnx.int64)
+    len_arg = ndonnx.argument(shape=("batch",), dtype=ndonnx.int64)
+    encoded = kernels.encode(p, config, src_arg, len_arg, scan=onnx_be.scan, xp=onnx_be.xp)
+    _, state0 = kernels.decoder(p, config, encoded, attention=attention, max_len=None,
+                                xp=onnx_be.xp)
+    enc_out = {**names_of(encoded, "enc"), **names_of(state0, "state")}
+    encoder = ndonnx.build({"src": src_arg, "src_len": len_arg}, enc_out)
+
+    # The step graph: the encoded source and the state as inputs.
+    def argument(name: str, like: Any, shapes: dict[str, list[Any]]) -> Any:
+        return ndonnx.argument(shape=tuple(shapes[name]), dtype=like.dtype)
+
+    enc_args = {n: argument(n, a, enc_shapes) for n, a in names_of(encoded, "enc").items()}
+    state_args = {n: argument(n, a, state_shapes) for n, a in names_of(state0, "state").items()}
+    y_arg = ndonnx.argument(shape=("batch",), dtype=ndonnx.int64)
+    step, _ = kernels.decoder(p, config, rebuild(enc_args, encoded, "enc"),
+                              attention=attention, max_len=None, xp=onnx_be.xp)
+    log_probs, new_state, weights = step(rebuild(state_args, state0, "state"), y_arg)
+    step_out = {"log_probs": log_probs,
+                **{"next" + n[len("state"):]: a for n, a in names_of(new_state, "state").items()}}
+    if weights is not None:
+        step_out["attention"] = weights
+    step_graph = ndonnx.build({**enc_args, **state_args, "y_prev": y_arg}, step_out)
+    return encoder, step_graph, step_out
+
+
+def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
+         dtype: str | None = None) -> pathlib.Path:
+    """Export a checkpoint (a translator or G2P model saved by xpseq) as ONNX graphs into
+    ``folder`` (created; files already there are never overwritten): ``encoder.onnx``,
+    ``step.onnx`` and ``model.json`` (see this module). ``dtype`` is what the graphs
+    compute in, ``"float32"`` or ``"float64"``; ``None``: the stored dtype, float32 for
+    one narrower than float32 (float16, bfloat16). Returns the folder.
+
+    Raises
+    ------
+    xpseq.train.checkpoint.CheckpointError
+        ``checkpoint`` is not an xpseq checkpoint.
+    ValueError
+        It holds no vocabularies, ``dtype`` is not one of :data:`DTYPES`, or ``folder``
+        already holds one of the files.
+    """
+    from xpseq.search import SearchOptions
+    from xpseq.train import checkpoint as ckpt
+
+    loaded = ckpt.load(checkpoint)
+    if not loaded.vocabs:
+        raise ValueError(f"export: {checkpoint} holds no vocabularies; an export needs them")
+    stored = str(next(iter(loaded.params.values())).dtype)
+    if dtype is None:
+        dtype = "float64" if stored == "float64" else "float32"
+    if dtype not in DTYPES:
+        raise ValueError(f"export: dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    out = pathlib.Path(folder)
+    existing = [f for f in FILES if (out / f).exists()]
+    if existing:
+        raise ValueError(f"export: {out} already holds {', '.join(existing)}; choose an "
+                         "empty folder (nothing is overwritten)")
+    encoder, step, spec = trace(loaded.params, loaded.config, dtype=dtype)
+    options = SearchOptions()
+    meta = {
+        "format": FORMAT,
+        "kind": loaded.model.kind,
+        "config": loaded.config.to_dict(),
+        "dtype": dtype,
+        "stored_dtype": stored,
+        "vocabs": loaded.vocabs,
+        "search": {"max_len_a": options.max_len_a, "max_len_b": options.max_len_b,
+                   "length_penalty": options.length_penalty, "alpha": options.alpha},
+        "special_ids": {"pad": PAD_ID, "bos": BOS_ID, "eos": EOS_ID},
+        "graphs": spec,
+        "source": os.fspath(checkpoint),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    for name, proto in (("encoder.onnx", encoder), ("step.onnx", step)):
+        with open(out / name, "xb") as graph:
+            graph.write(proto.SerializeToString())
+    with open(out / "model.json", "x", encoding="utf-8") as text:
+        json.dump(meta, text, indent=1, ensure_ascii=False)
+        text.write("\n")
+    return out

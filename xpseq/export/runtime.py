@@ -1,0 +1,116 @@
+"""Decoding an ONNX export (:func:`xpseq.export.onnx`) with onnxruntime.
+
+:class:`OnnxModel` runs ``encoder.onnx`` once per batch and ``step.onnx`` once per output
+position, inside the same greedy and beam search loops as :func:`xpseq.search.search`
+(:func:`xpseq.search.run`, on NumPy arrays): the same ids as the model decoded by xpseq
+itself, with no array library other than NumPy and onnxruntime at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from xpseq.core.decoding import Hypotheses
+from xpseq.search import SearchOptions, run
+
+from . import FILES, FORMAT
+
+__all__ = ["OnnxModel"]
+
+
+class OnnxModel:
+    """An export folder's graphs in onnxruntime sessions.
+
+    Parameters
+    ----------
+    folder : path
+        What :func:`xpseq.export.onnx` wrote.
+    threads : int, optional
+        onnxruntime's intra-op threads (``None``: its default).
+    """
+
+    def __init__(self, folder: str | os.PathLike, *, threads: int | None = None) -> None:
+        import onnxruntime
+
+        self.folder = pathlib.Path(folder)
+        missing = [f for f in FILES if not (self.folder / f).is_file()]
+        if missing:
+            raise ValueError(f"OnnxModel: {self.folder} is not an xpseq ONNX export (no "
+                             f"{', '.join(missing)})")
+        try:
+            self.meta = json.loads((self.folder / "model.json").read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValueError(f"OnnxModel: {self.folder / 'model.json'} is not JSON: {e}") \
+                from None
+        if not isinstance(self.meta, dict) or self.meta.get("format") != FORMAT:
+            raise ValueError(f"OnnxModel: {self.folder / 'model.json'} is not an xpseq "
+                             f"export of format {FORMAT}")
+        opts = onnxruntime.SessionOptions()
+        if threads is not None:
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+        self._encoder = onnxruntime.InferenceSession(
+            str(self.folder / "encoder.onnx"), opts, providers=["CPUExecutionProvider"])
+        self._step = onnxruntime.InferenceSession(
+            str(self.folder / "step.onnx"), opts, providers=["CPUExecutionProvider"])
+        self._enc_names = [o.name for o in self._encoder.get_outputs()]
+        self._step_inputs = [i.name for i in self._step.get_inputs()]
+        self._step_outputs = [o.name for o in self._step.get_outputs()]
+        self.attends = "attention" in self._step_outputs
+
+    @property
+    def vocabs(self) -> dict[str, list[str]]:
+        return dict(self.meta["vocabs"])
+
+    def encode(self, src: np.ndarray, src_len: np.ndarray) -> tuple[dict[str, np.ndarray],
+                                                                   dict[str, np.ndarray]]:
+        """The encoder graph: ``({"enc.<name>": array}, {"state.<name>": array})``."""
+        outs = self._encoder.run(None, {"src": np.asarray(src, dtype=np.int64),
+                                        "src_len": np.asarray(src_len, dtype=np.int64)})
+        named = dict(zip(self._enc_names, outs))
+        return ({n: a for n, a in named.items() if n.startswith("enc.")},
+                {n: a for n, a in named.items() if n.startswith("state.")})
+
+    def step(self, encoded: dict[str, np.ndarray], state: dict[str, np.ndarray],
+             y_prev: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray], Any]:
+        """The step graph: ``(log_probs (B, V), next state, attention (B, S) or None)``."""
+        feeds = {**encoded, **state, "y_prev": np.asarray(y_prev, dtype=np.int64)}
+        outs = dict(zip(self._step_outputs,
+                        self._step.run(None, {n: feeds[n] for n in self._step_inputs})))
+        new = {"state" + n[len("next"):]: a for n, a in outs.items() if n.startswith("next.")}
+        return outs["log_probs"], new, outs.get("attention")
+
+    def search(self, src: np.ndarray, src_len: np.ndarray,
+               options: SearchOptions = SearchOptions()) -> Hypotheses:
+        """Greedy or beam search of a padded batch, as :func:`xpseq.search.search` returns
+        it (NumPy arrays; ``options.attention`` needs an export that attends)."""
+        import array_api_compat.numpy as xp
+
+        src, src_len = np.asarray(src, dtype=np.int64), np.asarray(src_len, dtype=np.int64)
+        if src.ndim != 2 or src_len.shape != (src.shape[0],):
+            raise ValueError(f"OnnxModel.search: src must be (batch, src_len) and src_len "
+                             f"(batch,), got {src.shape} and {src_len.shape}")
+        if options.precision is not None:
+            raise ValueError("OnnxModel.search: precision is fixed by the export "
+                             f"({self.meta['dtype']}); pass precision=None")
+        want_attention = options.attention and self.attends
+        max_len = math.ceil(options.max_len_a * src.shape[1] + options.max_len_b)
+        encoded = self.encode(src, src_len)
+
+        def decoder(pair: Any) -> tuple[Any, Any]:
+            enc, state = pair
+
+            def step(state: Any, y: Any) -> tuple[Any, Any, Any]:
+                logp, new, weights = self.step(enc, state, y)
+                return logp, new, weights if want_attention else None
+
+            return step, state
+
+        return run(decoder, encoded, src_len, batch=src.shape[0], options=options,
+                   max_len=max_len, xp=xp)
