@@ -220,8 +220,11 @@ def test_a_bf16_rnn_on_torch_starts_like_its_float32_twin(task):
 
 
 #: BLEU (0-100) of the bf16-trained Transformer decoding in bf16 against its float32 twin's
-#: (after 200 steps both score about 15; measured differences 0.02 on JAX, 0.21 on torch).
-BLEU_TOLERANCE = 2.0
+#: (after 200 steps both score about 15). Measured differences: 0.02 on JAX and 0.21 on
+#: torch on an AMD EPYC with AVX512-BF16 (bfloat16 products in hardware); 2.69 on JAX and
+#: 2.08 on torch on one without AVX-512, where both libraries convert through float32. A
+#: broken bfloat16 path scores near 0.
+BLEU_TOLERANCE = 4.0
 
 
 @pytest.mark.slow

