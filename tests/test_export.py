@@ -16,6 +16,7 @@ from xpseq.search import SearchOptions, search
 
 pytest.importorskip("ndonnx")
 pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
 
 from xpseq import export  # noqa: E402
 from xpseq.export.runtime import OnnxModel  # noqa: E402
@@ -57,6 +58,35 @@ def test_the_export_folder_holds_the_graphs_and_what_decoding_needs(trained, exp
     assert meta["graphs"]["encoder"]["inputs"] == {"src": ["batch", "src_len"],
                                                    "src_len": ["batch"]}
     assert meta["graphs"]["step"]["inputs"]["enc.memory"] == ["batch", "src_len", 16]
+    # Every matrix product is bare: none is left inside the If that ndonnx records for
+    # empty operands (the encoder's are in its Loop bodies).
+    for name in ("encoder.onnx", "step.onnx"):
+        ops = node_ops(onnx.load(folder / name).graph)
+        assert ops.count("MatMul") >= 3, name
+        assert not any(branch == ["MatMul", "Identity"] for branch in if_else_branches(
+            onnx.load(folder / name).graph)), name
+
+
+def node_ops(graph) -> list[str]:
+    """Every node's op type, those of the graphs inside nodes included."""
+    found = []
+    for node in graph.node:
+        found.append(node.op_type)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                found += node_ops(attr.g)
+    return found
+
+
+def if_else_branches(graph) -> list[list[str]]:
+    found = []
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                if node.op_type == "If" and attr.name == "else_branch":
+                    found.append([n.op_type for n in attr.g.node])
+                found += if_else_branches(attr.g)
+    return found
 
 
 def test_float64_export_gives_numpy_log_probabilities(trained, exported):

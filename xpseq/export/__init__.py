@@ -35,7 +35,7 @@ import numpy as np
 from xpseq import backends, models
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 
-__all__ = ["onnx", "trace", "names_of", "FORMAT", "DTYPES"]
+__all__ = ["onnx", "trace", "names_of", "rebuild", "without_empty_checks", "FORMAT", "DTYPES"]
 
 #: The version of the folder's layout, written into ``model.json``.
 FORMAT = 1
@@ -160,7 +160,56 @@ def _record(kernels: Any, cast: Mapping[str, np.ndarray], config: Any, attention
     if weights is not None:
         step_out["attention"] = weights
     step_graph = ndonnx.build({**enc_args, **state_args, "y_prev": y_arg}, step_out)
+    for proto in (encoder, step_graph):
+        without_empty_checks(proto.graph)
     return encoder, step_graph, step_out
+
+
+def without_empty_checks(graph: Any) -> int:
+    """Replace, in an ONNX ``graph`` and the graphs inside it (a ``Loop``'s body), each
+    ``If`` that ndonnx wraps around a matrix product, to handle an empty operand, by the
+    product itself, and drop the nodes that then compute nothing used. The models never
+    multiply empty matrices (a search of no sentences never runs a step); the graph runs
+    faster without a branch per product (1.3× for a toy model's step). Returns the
+    number of products unwrapped."""
+    from onnx import AttributeProto, helper
+
+    count = 0
+    nodes = []
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == AttributeProto.GRAPH and node.op_type != "If":
+                count += without_empty_checks(attr.g)
+        branches = {a.name: a.g for a in node.attribute if a.type == AttributeProto.GRAPH}
+        inner = branches.get("else_branch")
+        if (node.op_type == "If" and inner is not None and len(node.output) == 1
+                and [n.op_type for n in inner.node] == ["MatMul", "Identity"]):
+            nodes.append(helper.make_node("MatMul", list(inner.node[0].input),
+                                          list(node.output), name=f"{node.name}_matmul"))
+            count += 1
+        else:
+            nodes.append(node)
+    needed = {o.name for o in graph.output}
+    kept = []
+    for node in reversed(nodes):
+        if any(o in needed for o in node.output):
+            kept.append(node)
+            needed.update(_names_read(node))
+    del graph.node[:]
+    graph.node.extend(reversed(kept))
+    return count
+
+
+def _names_read(node: Any) -> set[str]:
+    """The names a node reads, those its subgraphs read from outside them included."""
+    from onnx import AttributeProto
+
+    names = set(node.input)
+    for attr in node.attribute:
+        if attr.type == AttributeProto.GRAPH:
+            for inner in attr.g.node:
+                names |= _names_read(inner)
+    return names
 
 
 def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
