@@ -149,3 +149,30 @@ def test_export_errors(trained, exported, tmp_path):
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
     with pytest.raises(ValueError, match="is not an xpseq ONNX export"):
         OnnxModel(tmp_path)
+
+
+def test_a_transformer_says_it_cannot_be_exported_yet():
+    from xpseq.models import transformer
+
+    config = transformer.TransformerConfig(src_vocab=8, tgt_vocab=8, d_model=8, heads=2,
+                                           d_ff=16, encoder_layers=1, decoder_layers=1)
+    with pytest.raises(ValueError, match="'transformer' model cannot be exported yet"):
+        export.trace(transformer.init_params(config), config)
+
+
+def test_the_command_exports_and_refuses_clearly(trained, tmp_path, capsys):
+    from xpseq.app import cli
+
+    _, path, batches = trained
+    assert cli.main(["export", str(path), "--onnx", str(tmp_path / "cmd")]) == 0
+    printed = capsys.readouterr().out
+    assert f"{tmp_path / 'cmd' / 'step.onnx'}:" in printed
+    model = OnnxModel(tmp_path / "cmd")
+    assert model.meta["dtype"] == "float32"
+    for argv, message in (
+            (["export", "--onnx", str(tmp_path / "z")], "needs a CHECKPOINT or --shipped"),
+            (["export", str(path), "--onnx", str(tmp_path / "cmd")], "already holds"),
+            (["export", str(tmp_path / "cmd" / "model.json"), "--onnx", str(tmp_path / "w")],
+             "model.json")):
+        assert cli.main(argv) != 0
+        assert message in capsys.readouterr().err

@@ -32,6 +32,7 @@ from .commands import (
     cmd_data,
     cmd_demo,
     cmd_evaluate,
+    cmd_export,
     cmd_g2p,
     cmd_heatmap,
     cmd_tour,
@@ -86,6 +87,7 @@ def build() -> Command:
     _g2p(sub)
     _evaluate(sub)
     _data(sub)
+    _export(sub)
     _heatmap(sub)
     _tour(sub)
     return Command(parser, train, train_options)
@@ -242,6 +244,25 @@ def _data(sub: Any) -> None:
                    help="the split's seed (g2p; default: 0, the published split) or the toy "
                    "data's")
     p.set_defaults(func=cmd_data, parser=p)
+
+
+def _export(sub: Any) -> None:
+    p = sub.add_parser("export", help="write a checkpoint as ONNX graphs that onnxruntime runs",
+                       description="Trace the model of a checkpoint (an LSTM or GRU "
+                       "encoder-decoder; --shipped: the shipped G2P model) with ndonnx, from "
+                       "the same code it trains with, and write DIR/encoder.onnx, "
+                       "DIR/step.onnx (one decoder step, its state as inputs and outputs) and "
+                       "DIR/model.json (vocabularies, search defaults, shapes). Batch and "
+                       "lengths are symbolic. Needs pip install 'xpseq[onnx]'. Nothing in DIR "
+                       "is overwritten.")
+    p.add_argument("checkpoint", nargs="?", help="a checkpoint of xpseq train (.safetensors)")
+    p.add_argument("--shipped", action="store_true",
+                   help="export the G2P model that ships with xpseq")
+    p.add_argument("--onnx", required=True, metavar="DIR", help="the folder to write")
+    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                   help="what the graphs compute in (default: float64 for a float64 "
+                   "checkpoint, else float32)")
+    p.set_defaults(func=cmd_export, parser=p)
 
 
 def _heatmap(sub: Any) -> None:

@@ -639,6 +639,31 @@ def _export_toy(args: argparse.Namespace) -> int:
 HEATMAP_MAX_WORDS = 100
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """``export CHECKPOINT --onnx DIR``: the model as ONNX graphs (:func:`xpseq.export.onnx`)."""
+    import importlib.util
+
+    if args.shipped == bool(args.checkpoint):
+        raise CommandError("export needs a CHECKPOINT or --shipped (the shipped G2P model), "
+                           "not both")
+    for module in ("ndonnx", "onnxruntime"):
+        if importlib.util.find_spec(module) is None:
+            raise CommandError(f"export needs the {module} package: pip install 'xpseq[onnx]'")
+    from xpseq import export, g2p
+
+    path = (g2p.MODEL_DIR / g2p.shipped()["files"][0]) if args.shipped else args.checkpoint
+    try:
+        folder = export.onnx(path, args.onnx, dtype=args.dtype)
+    except OSError as err:
+        raise CommandError(f"cannot write {args.onnx}: {err.strerror or err}") from None
+    except ValueError as err:            # CheckpointError included: not an xpseq file
+        raise CommandError(str(err)) from None
+    for name in ("encoder.onnx", "step.onnx", "model.json"):
+        size = (folder / name).stat().st_size
+        print(f"{folder / name}: {size / 1e6:.2f} MB")
+    return 0
+
+
 def cmd_heatmap(args: argparse.Namespace) -> int:
     from xpseq.app.plots import ascii_heatmap, save_heatmap
     from xpseq.tasks import attention_labels

@@ -35,13 +35,17 @@ import numpy as np
 from xpseq import backends, models
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 
-__all__ = ["onnx", "trace", "names_of", "rebuild", "without_empty_checks", "FORMAT", "DTYPES"]
+__all__ = ["onnx", "trace", "names_of", "rebuild", "without_empty_checks", "FORMAT", "DTYPES",
+           "KINDS"]
 
 #: The version of the folder's layout, written into ``model.json``.
 FORMAT = 1
 #: The dtypes an export computes in.
 DTYPES = ("float32", "float64")
 FILES = ("encoder.onnx", "step.onnx", "model.json")
+#: The model kinds that export (the Transformer's growing key/value cache does not trace
+#: with symbolic lengths yet).
+KINDS = ("rnn",)
 
 
 def names_of(tree: Any, prefix: str) -> dict[str, Any]:
@@ -97,6 +101,10 @@ def trace(params: Mapping[str, np.ndarray], config: Any, *, dtype: str = "float3
     compute in (:data:`DTYPES`)."""
     if dtype not in DTYPES:
         raise ValueError(f"export: dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    kind = models.of(config).kind
+    if kind not in KINDS:
+        raise ValueError(f"export: a {kind!r} model cannot be exported yet; the kinds that "
+                         f"can: {list(KINDS)}")
     kernels = models.of(config).kernels
     onnx_be, np_be = backends.get("onnx"), backends.get("numpy")
     cast = {k: np.asarray(v).astype(dtype) for k, v in params.items()}
