@@ -641,19 +641,16 @@ HEATMAP_MAX_WORDS = 100
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``export CHECKPOINT --onnx DIR``: the model as ONNX graphs (:func:`xpseq.export.onnx`)."""
-    import importlib.util
-
     if args.shipped == bool(args.checkpoint):
         raise CommandError("export needs a CHECKPOINT or --shipped (the shipped G2P model), "
                            "not both")
-    for module in ("ndonnx", "onnxruntime"):
-        if importlib.util.find_spec(module) is None:
-            raise CommandError(f"export needs the {module} package: pip install 'xpseq[onnx]'")
     from xpseq import export, g2p
 
     path = (g2p.MODEL_DIR / g2p.shipped()["files"][0]) if args.shipped else args.checkpoint
     try:
         folder = export.onnx(path, args.onnx, dtype=args.dtype)
+    except ModuleNotFoundError as err:   # ndonnx: the message names xpseq[onnx]
+        raise CommandError(str(err)) from None
     except OSError as err:
         raise CommandError(f"cannot write {args.onnx}: {err.strerror or err}") from None
     except ValueError as err:            # CheckpointError included: not an xpseq file

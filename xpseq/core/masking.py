@@ -203,10 +203,10 @@ def keep_mask(fname: str, shape: tuple[int | None, ...], valid_lens: Any, mask: 
     array); unknown sizes are left to broadcasting.
     """
     keep = None
+    compact = compact or None in shape           # unknown sizes: left to broadcast
     if valid_lens is not None:
         valid_lens = _as_lengths(fname, valid_lens, xp=xp, device=device)
-        keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp,
-                                compact=compact or None in shape, keys=keys,
+        keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp, compact=compact, keys=keys,
                                 keys_axis=keys_axis)
     if mask is not None:
         if mask.dtype != xp.bool:
@@ -218,7 +218,7 @@ def keep_mask(fname: str, shape: tuple[int | None, ...], valid_lens: Any, mask: 
                 f"{fname}: mask of shape {tuple(mask.shape)} does not broadcast to the "
                 f"scores shape {shape}"
             )
-        if not compact and None not in shape:    # unknown sizes: left to broadcast
+        if not compact:
             mask = xp.broadcast_to(mask, shape)
         keep = mask if keep is None else (keep & mask)
     return keep

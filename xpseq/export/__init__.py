@@ -101,11 +101,11 @@ def trace(params: Mapping[str, np.ndarray], config: Any, *, dtype: str = "float3
     compute in (:data:`DTYPES`)."""
     if dtype not in DTYPES:
         raise ValueError(f"export: dtype must be one of {list(DTYPES)}, got {dtype!r}")
-    kind = models.of(config).kind
-    if kind not in KINDS:
-        raise ValueError(f"export: a {kind!r} model cannot be exported yet; the kinds that "
-                         f"can: {list(KINDS)}")
-    kernels = models.of(config).kernels
+    model = models.of(config)
+    if model.kind not in KINDS:
+        raise ValueError(f"export: a {model.kind!r} model cannot be exported yet; the kinds "
+                         f"that can: {list(KINDS)}")
+    kernels = model.kernels
     onnx_be, np_be = backends.get("onnx"), backends.get("numpy")
     cast = {k: np.asarray(v).astype(dtype) for k, v in params.items()}
 
@@ -245,8 +245,6 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
     stored = str(next(iter(loaded.params.values())).dtype)
     if dtype is None:
         dtype = "float64" if stored == "float64" else "float32"
-    if dtype not in DTYPES:
-        raise ValueError(f"export: dtype must be one of {list(DTYPES)}, got {dtype!r}")
     out = pathlib.Path(folder)
     existing = [f for f in FILES if (out / f).exists()]
     if existing:

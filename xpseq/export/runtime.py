@@ -112,5 +112,4 @@ class OnnxModel:
 
             return step, state
 
-        return run(decoder, encoded, src_len, batch=src.shape[0], options=options,
-                   max_len=max_len, xp=xp)
+        return run(decoder, encoded, src_len, options=options, max_len=max_len, xp=xp)

@@ -171,7 +171,6 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
     capacity = max_len if backend.compiles or backend.compiled else None
     encoded = tuple(models.of(c).kernels.encode(p, c, src, src_len, scan=backend.scan, xp=xp)
                     for c, p in zip(configs, member_params))
-    batch = src.shape[0]
 
     def decoder(encoded: tuple[Any, ...]) -> tuple[Any, Any]:
         pairs: list[tuple[Any, Any]] = [
@@ -189,13 +188,13 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
 
     # An eager loop drops finished sentences from its steps (a compiled step would
     # compile again for each batch size).
-    return run(decoder, encoded, src_len, batch=batch, options=options, max_len=max_len,
-               xp=xp, scan=scan, narrowing=scan is None and not backend.compiled)
+    return run(decoder, encoded, src_len, options=options, max_len=max_len, xp=xp,
+               scan=scan, narrowing=scan is None and not backend.compiled)
 
 
-def run(decoder: Any, encoded: Any, src_len: Any, *, batch: int, options: SearchOptions,
+def run(decoder: Any, encoded: Any, src_len: Any, *, options: SearchOptions,
         max_len: int, xp: Any, scan: Any = None, narrowing: bool = True) -> Hypotheses:
-    """Greedy or beam search (``options``) of ``batch`` sentences over
+    """Greedy or beam search (``options``) of the ``src_len.shape[0]`` sentences over
     ``decoder(encoded) -> (step, state)``: the protocol's step (``step(state, y_prev) ->
     (log_probs, state, attention)``) over ``encoded`` (any tree of arrays with the batch
     on axis 0) and its first state. Beam search calls ``decoder`` on ``encoded`` with each
@@ -207,6 +206,7 @@ def run(decoder: Any, encoded: Any, src_len: Any, *, batch: int, options: Search
     wide = xp.float64 if ints == xp.int64 else xp.float32
     limits = xp.astype(xp.ceil(options.max_len_a * xp.astype(src_len, wide)
                                + options.max_len_b), ints)
+    batch = src_len.shape[0]
     if options.method == "greedy":
         step, state = decoder(encoded)
 
