@@ -411,13 +411,15 @@ def test_train_errors_are_one_line(workdir):
     write_parallel_tsv(good, DATA.dev)
     blocker = workdir / "blocker"
     blocker.write_text("a file, not a folder\n")
+    # One output each: runs on one --out at once are refused by its lock, whichever is first.
+    outs = {key: workdir / f"{key}.st" for key in ("no_train", "malformed", "missing")}
     runs = xpseq_many({
-        "no_train": (["train", "--task", "tsv", "--dev", good, "--out", workdir / "x.st",
+        "no_train": (["train", "--task", "tsv", "--dev", good, "--out", outs["no_train"],
                       "--backend", "numpy"], None),
         "malformed": (["train", "--task", "tsv", "--train", good, "--dev", bad, "--out",
-                       workdir / "x.st", "--backend", "numpy"], None),
+                       outs["malformed"], "--backend", "numpy"], None),
         "missing": (["train", "--task", "tsv", "--train", workdir / "absent.tsv", "--dev",
-                     good, "--out", workdir / "x.st", "--backend", "numpy"], None),
+                     good, "--out", outs["missing"], "--backend", "numpy"], None),
         "unwritable": (["train", "--task", "tsv", "--train", good, "--dev", good, "--out",
                         blocker / "x.st", "--epochs", 1, "--embed", 4, "--hidden", 4,
                         "--backend", "numpy", "--no-progress"], None),
@@ -426,7 +428,7 @@ def test_train_errors_are_one_line(workdir):
     assert_one_line_error(runs["malformed"], f"{bad}:2:")
     assert_one_line_error(runs["missing"], "absent.tsv")
     assert_fails_cleanly(runs["unwritable"], str(blocker / "x.st"))
-    assert not (workdir / "x.st").exists()
+    assert not any(out.exists() for out in outs.values())
 
 
 # -------------------------------------------------------------- files that are wrong
