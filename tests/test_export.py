@@ -29,15 +29,42 @@ def float64(model):
     return {k: NP.to_numpy(v).astype(np.float64) for k, v in model.params.items()}
 
 
+#: Tiny models of both kinds (a Transformer with two layers each side, so that a layer's
+#: key/value cache feeds the next).
+KIND_OPTIONS = {"rnn": dict(embed=8, hidden=8),
+                "transformer": dict(d_model=8, heads=2, d_ff=16, encoder_layers=2,
+                                    decoder_layers=2)}
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    task = xpseq.toy_task(n_train=300, n_dev=20, n_test_per_bucket=4)
-    model = xpseq.Translator.train(task, backend="numpy", epochs=2, embed=8, hidden=8,
-                                   batch_size=32, progress=False)
-    path = model.save(tmp_path_factory.mktemp("model") / "toy.safetensors")
-    batches = make_batches(task.encode([p for bucket in task.test.values() for p in bucket]),
-                           64, bucket=1)
-    return model, path, batches
+def train(tmp_path_factory):
+    """``train(kind) -> (model, path, test batches)``, each kind trained once."""
+    done = {}
+
+    def train(kind):
+        if kind not in done:
+            task = xpseq.toy_task(n_train=300, n_dev=20, n_test_per_bucket=4)
+            model = xpseq.Translator.train(task, model=kind, backend="numpy", epochs=2,
+                                           batch_size=32, progress=False,
+                                           **KIND_OPTIONS[kind])
+            path = model.save(tmp_path_factory.mktemp("model") / f"toy-{kind}.safetensors")
+            batches = make_batches(
+                task.encode([p for bucket in task.test.values() for p in bucket]), 64, bucket=1)
+            done[kind] = model, path, batches
+        return done[kind]
+
+    return train
+
+
+@pytest.fixture(scope="module", params=sorted(KIND_OPTIONS))
+def trained(request, train):
+    return train(request.param)
+
+
+@pytest.fixture(scope="module")
+def trained_rnn(train):
+    """The command and the errors do not depend on the kind: the RNN (fastest to trace)."""
+    return train("rnn")
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +80,18 @@ def test_the_export_folder_holds_the_graphs_and_what_decoding_needs(trained, exp
     assert sorted(p.name for p in folder.iterdir()) == ["encoder.onnx", "model.json",
                                                         "step.onnx"]
     meta = json.loads((folder / "model.json").read_text())
-    assert meta["kind"] == "rnn" and meta["dtype"] == "float64"
+    assert meta["kind"] == models.of(model.config).kind and meta["dtype"] == "float64"
     assert meta["vocabs"]["tgt"] == model.tgt_vocab.to_list()
     assert meta["graphs"]["encoder"]["inputs"] == {"src": ["batch", "src_len"],
                                                    "src_len": ["batch"]}
-    assert meta["graphs"]["step"]["inputs"]["enc.memory"] == ["batch", "src_len", 16]
+    inputs = meta["graphs"]["step"]["inputs"]
+    if meta["kind"] == "rnn":
+        assert inputs["enc.memory"] == ["batch", "src_len", 16]
+    else:       # the cross-attention keys of the source; the cache of the steps decoded
+        assert inputs["enc.k1"] == ["batch", 2, "src_len", 4]
+        assert inputs["state.v0"] == ["batch", 2, "steps", 4]
+        assert inputs["state.t"] == ["batch"]
+        assert meta["graphs"]["encoder"]["outputs"]["state.k0"] == ["batch", 2, 0, 4]
     # Every matrix product is bare: none is left inside the If that ndonnx records for
     # empty operands (the encoder's are in its Loop bodies).
     for name in ("encoder.onnx", "step.onnx"):
@@ -99,7 +133,10 @@ def test_float64_export_gives_numpy_log_probabilities(trained, exported):
     enc = kernels.encode(params, model.config, src, src_len, scan=NP.scan, xp=NP.xp)
     step, state = kernels.decoder(params, model.config, enc, max_len=None, xp=NP.xp)
     got_enc, got_state = onnx_model.encode(src, src_len)
-    np.testing.assert_allclose(got_enc["enc.memory"], enc["memory"], rtol=0, atol=1e-12)
+    want_enc = export.names_of(enc, "enc")
+    assert sorted(got_enc) == sorted(want_enc)
+    for name, value in want_enc.items():
+        np.testing.assert_allclose(got_enc[name], value, rtol=0, atol=1e-12, err_msg=name)
     y = np.full((src.shape[0],), 1, dtype=np.int64)
     for t in range(batch["tgt_in"].shape[1]):
         y = batch["tgt_in"][:, t]
@@ -107,6 +144,8 @@ def test_float64_export_gives_numpy_log_probabilities(trained, exported):
         got, got_state, got_weights = onnx_model.step(got_enc, got_state, y)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
         np.testing.assert_allclose(got_weights, weights, rtol=0, atol=1e-12)
+        for name, value in export.names_of(state, "state").items():    # the cache grows
+            np.testing.assert_array_equal(got_state[name].shape, value.shape)
 
 
 @pytest.mark.parametrize("options", [SearchOptions(),
@@ -124,8 +163,9 @@ def test_search_over_onnxruntime_gives_numpy_ids(trained, exported, options):
         np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-10)
 
 
-def test_float32_export_gives_the_same_ids(trained, tmp_path):
-    model, path, batches = trained
+@pytest.mark.parametrize("kind", ["rnn", pytest.param("transformer", marks=pytest.mark.slow)])
+def test_float32_export_gives_the_same_ids(train, kind, tmp_path):
+    model, path, batches = train(kind)              # (a Transformer traces in ~15 s)
     folder = export.onnx(path, tmp_path / "f32")
     assert json.loads((folder / "model.json").read_text())["dtype"] == "float32"
     onnx_model = OnnxModel(folder, threads=1)
@@ -135,11 +175,14 @@ def test_float32_export_gives_the_same_ids(trained, tmp_path):
         np.testing.assert_array_equal(got.tokens, want.tokens)
 
 
-def test_export_errors(trained, exported, tmp_path):
-    _, path, _ = trained
-    folder, _ = exported
-    with pytest.raises(ValueError, match="already holds encoder.onnx"):
+def test_export_errors(trained_rnn, tmp_path):
+    _, path, _ = trained_rnn
+    folder = tmp_path / "taken"
+    folder.mkdir()
+    (folder / "step.onnx").write_bytes(b"a user's file")
+    with pytest.raises(ValueError, match="already holds step.onnx"):
         export.onnx(path, folder)
+    assert (folder / "step.onnx").read_bytes() == b"a user's file"
     with pytest.raises(ValueError, match="dtype must be one of"):
         export.onnx(path, tmp_path / "x", dtype="int8")
     not_a_model = tmp_path / "notes.safetensors"
@@ -151,19 +194,10 @@ def test_export_errors(trained, exported, tmp_path):
         OnnxModel(tmp_path)
 
 
-def test_a_transformer_says_it_cannot_be_exported_yet():
-    from xpseq.models import transformer
-
-    config = transformer.TransformerConfig(src_vocab=8, tgt_vocab=8, d_model=8, heads=2,
-                                           d_ff=16, encoder_layers=1, decoder_layers=1)
-    with pytest.raises(ValueError, match="'transformer' model cannot be exported yet"):
-        export.trace(transformer.init_params(config), config)
-
-
-def test_the_command_exports_and_refuses_clearly(trained, tmp_path, capsys):
+def test_the_command_exports_and_refuses_clearly(trained_rnn, tmp_path, capsys):
     from xpseq.app import cli
 
-    _, path, batches = trained
+    _, path, batches = trained_rnn
     assert cli.main(["export", str(path), "--onnx", str(tmp_path / "cmd")]) == 0
     printed = capsys.readouterr().out
     assert f"{tmp_path / 'cmd' / 'step.onnx'}:" in printed

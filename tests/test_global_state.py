@@ -171,11 +171,38 @@ def test_delegation_is_decided_by_the_namespace_alone():
     import array_api_strict
 
     assert delegation.DELEGATES == {"sigmoid": ("jax", "torch"), "relu": ("torch",),
-                                    "fused_attention": ("torch",)}
+                                    "fused_attention": ("torch",), "cos": ("ndonnx",)}
     for xp in (xnp, array_api_strict):
         assert not any(delegation.delegates(k, xp) for k in delegation.DELEGATES)
     with pytest.raises(ValueError, match="kernel must be one of"):
         delegation.delegates("softmax", xnp)
+
+
+def test_ndonnx_cosine_keeps_float64():
+    """onnxruntime has no float64 Cos (ndonnx records it in float32, 1e-7 off); the
+    identity 1 - 2 sin(x/2)^2 keeps float64 to a few ulp, in the graph it records too."""
+    pytest.importorskip("ndonnx")
+    import math
+
+    import ndonnx
+    import onnxruntime
+
+    xs = np.concatenate([np.linspace(-60.0, 60.0, 241), [0.0, 1e-9, math.pi / 2, 512.0]])
+    want = np.array([math.cos(v) for v in xs])                 # plain-Python reference
+    eager = delegation.cos(ndonnx.asarray(xs), xp=ndonnx)
+    np.testing.assert_allclose(eager.unwrap_numpy(), want, rtol=0, atol=4e-15)
+    arg = ndonnx.argument(shape=(None,), dtype=ndonnx.float64)
+    model = ndonnx.build({"x": arg}, {"y": delegation.cos(arg, xp=ndonnx)})
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {"x": xs})
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=0, atol=4e-15)
+    with pytest.warns(UserWarning, match="lossy cast"):          # what the identity avoids
+        naive = ndonnx.build({"x": arg}, {"y": ndonnx.cos(arg)})
+    (lossy,) = onnxruntime.InferenceSession(naive.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, {"x": xs})
+    assert np.abs(lossy - want).max() > 1e-9
 
 
 @pytest.mark.parametrize("library", ["jax", "torch"])

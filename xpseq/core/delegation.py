@@ -17,10 +17,14 @@ kernel                 delegates on        to
                                            than ``where``, forward and backward)
 ``fused_attention``    torch               ``torch.nn.functional.scaled_dot_product_attention``
                                            where every query row keeps a key
+``cos``                ndonnx              ``1 - 2 sin(x/2)^2`` (onnxruntime has no float64
+                                           ``Cos``, and ndonnx records one in float32)
 =====================  ==================  ================================================
 
 Delegation is a speed choice, never a semantic one: each library's function computes the
-generic body's values to rounding. No library is imported here: a kernel reaches its
+generic body's values to rounding (``cos`` is the one choice of precision: on ndonnx, the
+identity keeps float64 to a few units in the last place where the library's own ``cos``
+would keep float32's). No library is imported here: a kernel reaches its
 library's function only when handed that library's arrays, so the library is loaded.
 """
 
@@ -34,18 +38,22 @@ import array_api_compat as compat
 from .checks import concrete
 
 __all__ = ["DELEGATES", "library", "delegates", "sigmoid", "generic_sigmoid", "relu",
-           "generic_relu", "has_fused_attention", "fused_attention"]
+           "generic_relu", "has_fused_attention", "fused_attention", "cos"]
 
 #: For each delegating kernel, the libraries whose own version it calls.
-DELEGATES = {"sigmoid": ("jax", "torch"), "relu": ("torch",), "fused_attention": ("torch",)}
+DELEGATES = {"sigmoid": ("jax", "torch"), "relu": ("torch",), "fused_attention": ("torch",),
+             "cos": ("ndonnx",)}
 
 
 def library(xp: Any) -> str | None:
-    """``"jax"`` or ``"torch"`` for those libraries' namespaces, else ``None``."""
+    """``"jax"``, ``"torch"`` or ``"ndonnx"`` for those libraries' namespaces, else
+    ``None``."""
     if compat.is_torch_namespace(xp):
         return "torch"
     if compat.is_jax_namespace(xp):
         return "jax"
+    if compat.is_ndonnx_namespace(xp):
+        return "ndonnx"
     return None
 
 
@@ -89,6 +97,16 @@ def relu(x: Any, *, xp: Any) -> Any:
 def generic_relu(x: Any, *, xp: Any) -> Any:
     """The reference body of :func:`relu`."""
     return xp.where(x > 0, x, 0.0)
+
+
+def cos(x: Any, *, xp: Any) -> Any:
+    """``cos(x)``; on ndonnx ``1 - 2 sin(x/2)^2``: onnxruntime has no float64 ``Cos``
+    kernel, so ndonnx records ``Cos`` of ``x`` cast to float32, while its ``Sin`` is
+    float64's (the identity's error is a few units in the last place, absolute)."""
+    if library(xp) == "ndonnx" and x.dtype == xp.float64:
+        half = xp.sin(x * 0.5)
+        return 1.0 - 2.0 * (half * half)
+    return xp.cos(x)
 
 
 def has_fused_attention(q: Any, k: Any, v: Any, *, xp: Any) -> bool:

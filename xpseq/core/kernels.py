@@ -9,9 +9,10 @@ The public functions of ``masking``, ``layers``, ``attention``, ``losses`` and
 after checking their own inputs at their public boundary.
 
 ``sigmoid`` and ``relu`` are :mod:`xpseq.core.delegation`'s: they call the library's own
-function where it has one. Call a kernel only with arguments a public function would have
-accepted: a wrong shape here is a wrong answer or an error from deep inside the array
-library, not a clear message.
+function where it has one. ``take_along_last`` is the standard's ``take_along_axis`` over the
+last axis, written with ``take`` for a namespace that lacks it. Call a kernel only with
+arguments a public function would have accepted: a wrong shape here is a wrong answer or an
+error from deep inside the array library, not a clear message.
 
 =====================================  ========================================================
 kernel                                 public, checked counterpart
@@ -45,15 +46,17 @@ from typing import Any, Callable, Mapping, cast
 
 import array_api_compat as compat
 
+from .checks import broadcast_shapes
+from . import delegation
 from .delegation import relu, sigmoid
 from .loops import scan as python_scan
 
 __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "sequence_mask",
            "positions", "is_narrow", "widened", "masked_softmax", "logsumexp", "log_softmax",
-           "nll_sum", "nll_parts", "dot_scores", "general_scores", "additive_scores",
-           "additive_from_projections", "attend",
+           "take_along_last", "nll_sum", "nll_parts", "dot_scores", "general_scores",
+           "additive_scores", "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
-           "sinusoidal_positions", "split_heads", "merge_heads", "heads_keep",
+           "sinusoidal_positions", "split_heads", "merge_heads", "broadcast_keep", "heads_keep",
            "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts",
            "lstm_step", "gru_step", "STEPS", "initial_zeros", "run_sequence", "keep_valid"]
 
@@ -180,6 +183,27 @@ def log_softmax(x: Any, *, axis: int, xp: Any) -> Any:
     return xp.where(finite, x - xp.where(finite, lse, 0.0), -math.inf)
 
 
+def take_along_last(x: Any, indices: Any, *, xp: Any) -> Any:
+    """``xp.take_along_axis(x, indices, axis=-1)``: ``out[..., j] = x[..., indices[..., j]]``
+    (the leading dimensions broadcast; indices in ``[0, x.shape[-1])``).
+
+    The standard has the function since its 2024.12 revision; for a namespace that lacks it
+    the same gather is one ``take`` from ``x`` flattened, at the flat positions
+    ``row * x.shape[-1] + index`` (exact, any dtype; the shapes must be known)."""
+    take_along_axis = getattr(xp, "take_along_axis", None)
+    if take_along_axis is not None:
+        return take_along_axis(x, indices, axis=-1)
+    n, m = x.shape[-1], indices.shape[-1]
+    lead = cast(tuple[int, ...],          # sizes known (no lazy dimensions here)
+                broadcast_shapes(tuple(x.shape[:-1]), tuple(indices.shape[:-1])))
+    wide = int_dtype(xp)
+    rows = xp.arange(math.prod(lead), dtype=wide, device=compat.device(indices)) * n
+    flat = xp.reshape(xp.astype(xp.broadcast_to(indices, (*lead, m)), wide)
+                      + xp.reshape(rows, (*lead, 1)), (-1,))
+    values = xp.reshape(xp.broadcast_to(x, (*lead, n)), (-1,))
+    return xp.reshape(xp.take(values, flat, axis=0), (*lead, m))
+
+
 def nll_sum(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
             smoothing: float = 0.0) -> tuple[Any, Any]:
     """Summed negative log-likelihood of the real tokens, and their number (as a float).
@@ -196,7 +220,7 @@ def nll_parts(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
     pass needs; narrow logits (bfloat16) give float32 log-probabilities and sums."""
     logits = widened(logits, xp=xp)
     logp = log_softmax(logits, axis=-1, xp=xp)
-    picked = xp.squeeze(xp.take_along_axis(logp, xp.expand_dims(targets, axis=-1), axis=-1),
+    picked = xp.squeeze(take_along_last(logp, xp.expand_dims(targets, axis=-1), xp=xp),
                         axis=-1)
     if pad_id is None:
         real = xp.ones_like(picked)
@@ -258,8 +282,8 @@ def sinusoidal_positions(positions: Any, d_model: int, dtype: Any, *, xp: Any) -
     half = xp.arange(0, d_model, 2, dtype=work, device=device)              # 2i
     rates = xp.exp(half * (-math.log(10000.0) / d_model))                  # 10000^(-2i/d)
     angles = xp.expand_dims(xp.astype(positions, work), axis=-1) * rates    # (..., d/2)
-    both = xp.stack([xp.sin(angles), xp.cos(angles)], axis=-1)              # (..., d/2, 2)
-    table = xp.reshape(both, (*angles.shape[:-1], d_model))
+    both = xp.stack([xp.sin(angles), delegation.cos(angles, xp=xp)], axis=-1)  # (..., d/2, 2)
+    table = xp.reshape(both, (*(-1 if n is None else n for n in angles.shape[:-1]), d_model))
     return table if work == dtype else xp.astype(table, dtype)
 
 
@@ -293,19 +317,40 @@ def attend(scores: Any, values: Any, keep: Any, *, xp: Any) -> tuple[Any, Any]:
 
 
 def split_heads(x: Any, num_heads: int, *, xp: Any) -> Any:
-    """``(..., T, H * d) -> (..., H, T, d)``."""
+    """``(..., T, H * d) -> (..., H, T, d)``. On a lazy array with two or more unknown
+    dimensions (``None``), which no reshape can keep, each head's columns are sliced and
+    stacked: the same values."""
     *lead, t, width = x.shape
-    x = xp.reshape(x, (*lead, t, num_heads, width // num_heads))
+    d = width // num_heads
+    if sum(n is None for n in x.shape) > 1:
+        return xp.stack([x[..., h * d:(h + 1) * d] for h in range(num_heads)], axis=-3)
+    x = xp.reshape(x, (*(-1 if n is None else n for n in (*lead, t)), num_heads, d))
     n = x.ndim
     return xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
 
 
-def merge_heads(x: Any, *, xp: Any) -> Any:
-    """``(..., H, T, d) -> (..., T, H * d)``."""
+def merge_heads(x: Any, *, xp: Any, num_heads: int | None = None) -> Any:
+    """``(..., H, T, d) -> (..., T, H * d)``. On a lazy array with two or more unknown
+    dimensions, the heads (``num_heads`` of them, where ``H`` is unknown too) are
+    concatenated along the last axis: the same values."""
+    if sum(n is None for n in x.shape) > 1:
+        h = x.shape[-3] if x.shape[-3] is not None else num_heads
+        if h is None:
+            raise ValueError("merge_heads: the number of heads is unknown; pass num_heads")
+        return xp.concat([x[..., i, :, :] for i in range(h)], axis=-1)
     n = x.ndim
     x = xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
     *lead, t, h, d = x.shape
-    return xp.reshape(x, (*lead, t, h * d))
+    return xp.reshape(x, (*(-1 if n is None else n for n in lead), -1 if t is None else t,
+                          h * d))
+
+
+def broadcast_keep(keep: Any, scores: Any, *, xp: Any) -> Any:
+    """A keep-mask broadcast to the shape of ``scores``; left as it is where that shape has
+    unknown sizes (a lazy array: the softmax broadcasts it, with the same weights)."""
+    if any(n is None for n in scores.shape):
+        return keep
+    return xp.broadcast_to(keep, tuple(scores.shape))
 
 
 def heads_keep(keep: Any, *, xp: Any) -> Any:
@@ -331,10 +376,10 @@ def head_pool(p: Mapping[str, Any], scores: Any, vh: Any, keep: Any, *,
     (``keep``: ``None`` or a bool ``(..., Q, K)`` mask, the same for every head), the
     weighted values, the heads merged and projected by ``W_o`` (and ``b_o``). Returns the
     context ``(..., Q, d_out)`` and the weights ``(..., H, Q, K)``."""
-    keep_h = None if keep is None else xp.broadcast_to(
-        heads_keep(keep, xp=xp), tuple(scores.shape))
+    keep_h = None if keep is None else broadcast_keep(heads_keep(keep, xp=xp), scores, xp=xp)
     context, weights = attend(scores, vh, keep_h, xp=xp)
-    return linear(merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp), weights
+    return (linear(merge_heads(context, xp=xp, num_heads=scores.shape[-3] or vh.shape[-3]),
+                   p["W_o"], p.get("b_o"), xp=xp), weights)
 
 
 def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,

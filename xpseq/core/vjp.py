@@ -388,7 +388,7 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
 
     def generic() -> tuple[Any, ...]:
         scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)
-        keep_h = None if keep_c is None else xp.broadcast_to(keep_c, tuple(scores.shape))
+        keep_h = None if keep_c is None else kernels.broadcast_keep(keep_c, scores, xp=xp)
         (ctx, w), attend_bp = attend(scores, vh, keep_h, xp=xp)
         return ctx, w, scores_bp, attend_bp
 
@@ -398,7 +398,8 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
     fused, weights, rules = context is not None, None, ()
     if not fused:
         context, weights, *rules = generic()
-    out, out_bp = linear(kernels.merge_heads(context, xp=xp), p["W_o"], p.get("b_o"), xp=xp)
+    out, out_bp = linear(kernels.merge_heads(context, xp=xp, num_heads=num_heads), p["W_o"],
+                         p.get("b_o"), xp=xp)
 
     def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict[str, Any]]:
         scores_bp, attend_bp = generic()[2:] if fused else rules

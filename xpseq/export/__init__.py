@@ -10,7 +10,13 @@
     ``(enc.<name>..., state.<name>..., y_prev (batch,) int64)`` to ``log_probs (batch,
     tgt_vocab)``, the next state (``next.<name>``) and, when the model attends,
     ``attention (batch, src_len)``: one step of the model's ``decoder``, its state
-    explicit.
+    explicit. An RNN's state is its hidden (and cell) state and, with input feeding, the
+    last attentional vector; a Transformer's is its key/value cache: ``state.t (batch,)``,
+    the position of the step, and per decoder layer ``i`` the self-attention keys and
+    values of the steps decoded so far, ``state.k<i>``, ``state.v<i>`` ``(batch, heads,
+    steps, d_model / heads)``, which each step returns one step longer (the source's
+    cross-attention keys and values are computed once, by the encoder graph: ``enc.k<i>``,
+    ``enc.v<i>``).
 ``model.json``
     The model kind and configuration, the vocabularies, the search options of the
     command (``max_len = ceil(a · src_len + b)``), the dtype, and the graphs' inputs and
@@ -18,8 +24,8 @@
 
 The graphs are recorded by running the model's own kernels on ``ndonnx`` arrays
 (:mod:`xpseq.backends._onnx`): the parameters are constants, the inputs
-``ndonnx.argument`` arrays whose batch and lengths are symbolic, and the encoder's loop
-over the source an ONNX ``Loop``. :mod:`xpseq.export.runtime` decodes with them over
+``ndonnx.argument`` arrays whose batch and lengths are symbolic, and an RNN encoder's
+loop over the source an ONNX ``Loop``. :mod:`xpseq.export.runtime` decodes with them over
 onnxruntime (greedy and beam search, the same loops as :func:`xpseq.search.search`).
 """
 
@@ -43,9 +49,8 @@ FORMAT = 1
 #: The dtypes an export computes in.
 DTYPES = ("float32", "float64")
 FILES = ("encoder.onnx", "step.onnx", "model.json")
-#: The model kinds that export (the Transformer's growing key/value cache does not trace
-#: with symbolic lengths yet).
-KINDS = ("rnn",)
+#: The model kinds that export.
+KINDS = ("rnn", "transformer")
 
 
 def names_of(tree: Any, prefix: str) -> dict[str, Any]:
@@ -124,7 +129,9 @@ def trace(params: Mapping[str, np.ndarray], config: Any, *, dtype: str = "float3
             _, state, _ = step(state, np.full((b,), y, dtype=np.int64))
         probes_state.append(names_of(state, "state"))
     enc_shapes = _symbolic_shapes(probes_enc, batches, {"src_len": lengths})
-    state_shapes = _symbolic_shapes(probes_state, batches, {"src_len": lengths})
+    # A Transformer's key/value cache holds the steps decoded so far (1, then 2, above).
+    state_shapes = _symbolic_shapes(probes_state, batches,
+                                    {"src_len": lengths, "steps": [b - 1 for b in batches]})
     state0_shapes = _symbolic_shapes(probes_state0, batches, {"src_len": lengths})
 
     encoder, step_graph, step_out = _record(kernels, cast, config, attention, onnx_be,

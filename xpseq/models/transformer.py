@@ -360,7 +360,7 @@ def _embed_vjp(table: Any, pos: Any, config: TransformerConfig, ids: Any, keep: 
     learned table or ``None``. ``backprop(dx) -> (d_table, d_pos or None)``."""
     scale = math.sqrt(config.d_model)
     emb, emb_bp = vjp.embedding(ids, table, xp=xp)
-    steps = xp.arange(ids.shape[-1], dtype=kernels.int_dtype(xp), device=compat.device(ids))
+    steps = kernels.positions(ids, -1, xp=xp)
     positions = steps if offset is None else xp.expand_dims(offset, axis=-1) + steps
     if pos is not None:
         pe, pos_bp = vjp.embedding(positions, pos, xp=xp)
@@ -480,7 +480,8 @@ def _encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_
     ``(B, 1, S)``, and ``backprop(d_memory) -> grads`` (``src_embed``, ``pos``, ``enc``,
     ``enc_ln`` of :func:`_layout`)."""
     keep = keep or {}
-    src_keep = xp.expand_dims(kernels.sequence_mask(src_len, src.shape[1], xp=xp), axis=-2)
+    src_keep = xp.expand_dims(kernels.sequence_mask(src_len, src.shape[1], xp=xp, like=src,
+                                                    axis=1), axis=-2)
     x, emb_bp = _embed_vjp(g["src_embed"], g.get("pos"), config, src, keep.get("src_emb"),
                            xp=xp)
     tape = []
@@ -715,11 +716,17 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
     cross = [(encoded[f"k{i}"], encoded[f"v{i}"]) for i in range(config.decoder_layers)]
     like = cross[0][0]
     batch, width, device = like.shape[0], config.d_model // config.heads, compat.device(like)
-    state = {"t": xp.zeros((batch,), dtype=kernels.int_dtype(xp), device=device)}
-    for i in range(config.decoder_layers):      # distinct arrays: no entry aliases another
-        state[f"k{i}"], state[f"v{i}"] = (
-            xp.zeros((batch, config.heads, capacity or 0, width), dtype=like.dtype,
-                     device=device) for _ in range(2))
+    if batch is None and capacity is None:      # a lazy array: the batch taken from it
+        state = {"t": xp.zeros_like(like[:, 0, 0, 0], dtype=kernels.int_dtype(xp))}
+        for i in range(config.decoder_layers):
+            state[f"k{i}"], state[f"v{i}"] = (xp.zeros_like(like[:, :, :0, :])
+                                              for _ in range(2))
+    else:
+        state = {"t": xp.zeros((batch,), dtype=kernels.int_dtype(xp), device=device)}
+        for i in range(config.decoder_layers):  # distinct arrays: no entry aliases another
+            state[f"k{i}"], state[f"v{i}"] = (
+                xp.zeros((batch, config.heads, capacity or 0, width), dtype=like.dtype,
+                         device=device) for _ in range(2))
     last = (config.decoder_layers - 1,) if attention else ()
 
     def step(state: dict[str, Any], y: Any) -> tuple[Any, ...]:
