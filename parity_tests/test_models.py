@@ -748,3 +748,47 @@ def test_forward_on_ndonnx_matches_numpy(cid):
         np.testing.assert_allclose(out.weights, ref.weights, rtol=FORWARD_RTOL,
                                    atol=FORWARD_ATOL)
     np.testing.assert_allclose(out.loss, ref.loss, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
+
+
+#: The configuration dask runs in the quick tier (1 to 2 s); the others are slow tests.
+DASK_QUICK = ("additive-lstm-bahdanau",)
+
+
+@pytest.mark.parametrize("cid", [c if c in DASK_QUICK else pytest.param(c, marks=pytest.mark.slow)
+                                 for c in IDS + DROPOUT_IDS])
+def test_forward_on_dask_matches_numpy(cid):
+    """dask.array (``backends.get("dask")``), every configuration (dropout included): the
+    model's forward pass and loss built as a task graph and computed, against NumPy
+    (float64). Each configuration takes 1 to 2 s (dask builds a graph node per operation)."""
+    pytest.importorskip("dask.array")
+    out = evaluate(backends.get("dask"), cid)
+    ref = reference(cid)
+    np.testing.assert_allclose(out.logits, ref.logits, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
+    if ref.weights is not None:
+        np.testing.assert_allclose(out.weights, ref.weights, rtol=FORWARD_RTOL,
+                                   atol=FORWARD_ATOL)
+    np.testing.assert_allclose(out.loss, ref.loss, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
+
+
+@pytest.mark.parametrize(("cid", "beam"), [
+    ("scaled_dot-gru-luong", 1),       # greedy; sentences of 1, 3, 1 tokens: it narrows
+    pytest.param("general-gru-bahdanau-nofeed", 3, marks=pytest.mark.slow)])    # 15 to 25 s
+def test_search_on_dask_matches_numpy(cid, beam):
+    """Greedy and beam search on dask.array give NumPy's tokens and lengths, and its scores
+    and attention to the forward tolerance (the eager loop computes the finished flags of
+    each step)."""
+    pytest.importorskip("dask.array")
+    from xpseq.search.decode import SearchOptions, search
+
+    options = SearchOptions() if beam == 1 else SearchOptions(method="beam", k=beam, n_best=2)
+    be = backends.get("dask")
+    want = search(PARAMS[cid], CONFIGS[cid], SRC, SRC_LEN, NP, options)
+    got = search(be.asarray_tree(PARAMS[cid]), CONFIGS[cid], SRC, SRC_LEN, be, options)
+    assert want.attention is not None and len(set(want.lengths.ravel().tolist())) > 1
+    for name in want._fields:
+        w, g = getattr(want, name), getattr(got, name)
+        assert isinstance(g, np.ndarray) and g.dtype == w.dtype and g.shape == w.shape, name
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=FORWARD_RTOL, atol=FORWARD_ATOL, err_msg=name)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=name)

@@ -943,3 +943,23 @@ def test_jax_device_choice():
         backends.get("jax", device="nosuchplatform").device
     with pytest.raises(TypeError, match="jax.Device or a string"):
         backends.get("jax", device=3)
+
+
+def test_dask_is_a_forward_only_backend():
+    """dask.array (``backends.get("dask")``): lazy arrays of NumPy's dtypes, computed by
+    ``to_numpy``; listed with the forward-only backends, never among the training ones."""
+    pytest.importorskip("dask.array")
+    be = backends.get("dask")
+    assert "dask" in backends.FORWARD_NAMES and "dask" not in NAMES
+    assert "dask" not in backends.available()
+    x = be.asarray([[0.1, 0.2], [0.3, 0.4]])
+    assert type(x).__module__.startswith("dask.") and be.is_array(x)
+    assert x.dtype == np.float64 and be.asarray([1, 2]).dtype == np.int64
+    np.testing.assert_array_equal(be.to_numpy(x @ x), np.array([[0.1, 0.2], [0.3, 0.4]]) @
+                                  np.array([[0.1, 0.2], [0.3, 0.4]]))
+    with pytest.raises(TypeError, match="dask.to_numpy: expected a dask array, got numpy"):
+        be.to_numpy(np.zeros(2))
+    with pytest.raises(ValueError, match="CPU only"):
+        backends.get("dask", device="cuda")
+    with pytest.raises(NotImplementedError, match="no automatic differentiation"):
+        be.value_and_grad(lambda a: (a * a).sum())(x)

@@ -19,6 +19,7 @@ torch         array_api_compat.torch      autograd tape       identity       Pyt
 torch [*]     array_api_compat.torch      autograd tape       torch.compile  Python loop
 strict        array_api_strict            hand-derived rules  identity       Python loop
 onnx [**]     ndonnx                      none                identity       ONNX Loop
+dask [***]    array_api_compat.dask       none                identity       Python loop
 ============  ==========================  ==================  =============  ============
 
 [*] ``backends.get("torch", compile=True)``: the training step and the search compile their
@@ -27,6 +28,9 @@ pieces with it (see :mod:`xpseq.backends._torch`).
 [**] Forward and search only (:data:`FORWARD_NAMES`): on arrays with values it computes
 as NumPy does; on ``ndonnx.argument`` arrays it records the ONNX graph that
 :mod:`xpseq.export` writes, its ``scan`` over a symbolic number of steps an ONNX ``Loop``.
+
+[***] Forward and search only: dask.array's arrays build a task graph that
+:meth:`Backend.to_numpy` computes (see :mod:`xpseq.backends._dask`).
 
 ``custom_vjp(fn, fwd, bwd)`` gives ``fn`` a hand-written gradient in ``jax.custom_vjp``'s
 convention: a ``jax.custom_vjp`` on JAX, a ``torch.autograd.Function`` on PyTorch, and on
@@ -63,15 +67,16 @@ from ._base import Backend
 Backend.__module__ = __name__    # its public home, where the API reference documents it
 
 __all__ = ["Backend", "NAMES", "FORWARD_NAMES", "PREFERENCE", "COMPILE_APPLIES", "available", "get",
-           "default_name", "default", "set_threads", "usable_cpus", "blas_threads",
-           "BLAS_THREAD_VARIABLES"]
+           "default_name", "default", "set_threads", "threads_set", "usable_cpus",
+           "blas_threads", "BLAS_THREAD_VARIABLES"]
 
 NAMES = ("numpy", "jax", "torch", "array_api_strict")
 #: Backends that run the models forward and search, but do not train (no gradients):
 #: ``"onnx"`` (ndonnx), whose arrays made by ``ndonnx.argument`` record an ONNX graph
-#: (:mod:`xpseq.export`). :func:`get` makes them; :func:`available` and the command's
+#: (:mod:`xpseq.export`), and ``"dask"`` (dask.array, lazy: a task graph computed when a
+#: result is asked for). :func:`get` makes them; :func:`available` and the command's
 #: ``--backend`` list only :data:`NAMES`.
-FORWARD_NAMES = ("onnx",)
+FORWARD_NAMES = ("onnx", "dask")
 #: The order :func:`default` picks an installed backend in (fastest first; see the
 #: benchmarks page, docs/benchmarks.md).
 PREFERENCE = ("jax", "torch", "numpy")
@@ -82,8 +87,10 @@ _CLASSES = {
     "torch": ("._torch", "TorchBackend"),
     "array_api_strict": ("._strict", "StrictBackend"),
     "onnx": ("._onnx", "OnnxBackend"),
+    "dask": ("._dask", "DaskBackend"),
 }
-_EXTRAS = {"jax": "jax", "torch": "torch", "array_api_strict": "strict", "onnx": "onnx"}
+_EXTRAS = {"jax": "jax", "torch": "torch", "array_api_strict": "strict", "onnx": "onnx",
+           "dask": "dask"}
 _MODULES = {"onnx": "ndonnx"}
 _cache: dict[tuple[str, str | None, bool], Backend] = {}
 _threads: int | None = None            # what set_threads asked for
@@ -263,6 +270,12 @@ def set_threads(threads: int | None = None, *, jax: bool = False) -> int:
         if "xla_cpu_multi_thread_eigen" not in flags and threads == 1:
             os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
     return threads
+
+
+def threads_set() -> int | None:
+    """The threads :func:`set_threads` set last, or ``None`` if it was never called (a
+    library that sizes its own pool, such as onnxruntime's sessions, takes them)."""
+    return _threads
 
 
 #: The environment variables by which a caller sizes NumPy's BLAS thread pool.

@@ -40,7 +40,7 @@ from typing import Any, Callable, NamedTuple
 import array_api_compat as compat
 
 from . import checks
-from .kernels import int_dtype, log_softmax
+from .kernels import int_dtype, log_softmax, take_along_last
 from .tree import flatten, map_leaves
 
 __all__ = ["greedy_search", "beam_search", "Hypotheses", "tile_beams", "ensemble_step",
@@ -183,8 +183,8 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
         y = xp.argmax(logp, axis=-1)
         live = ~c["finished"]
         y = xp.where(live, y, pad_id)
-        picked = xp.squeeze(xp.take_along_axis(logp, xp.expand_dims(xp.where(live, y, 0), axis=-1),
-                                               axis=-1), axis=-1)
+        picked = xp.squeeze(take_along_last(logp, xp.expand_dims(xp.where(live, y, 0), axis=-1),
+                                            xp=xp), axis=-1)
         at_t = positions == t
         new = {
             "state": new_state,
@@ -295,7 +295,7 @@ def beam_search(step: Callable[..., Any], state: Any, *, batch_size: int, k: int
         logp = _forbid_eos(logp, t, min_len, eos_id, xp)
         cand = xp.reshape(c["live_score"][..., None] + xp.reshape(logp, (B, K, V)), (B, K * V))
         order = xp.argsort(-cand, axis=-1, stable=True)[:, :2 * K]      # best first, stable
-        cand_score = xp.take_along_axis(cand, order, axis=-1)            # (B, 2K)
+        cand_score = take_along_last(cand, order, xp=xp)                 # (B, 2K)
         parent, token = order // V, order % V
         final = t + 1 >= limits                                          # (B,) last step
         is_eos = token == eos_id
@@ -314,19 +314,19 @@ def beam_search(step: Callable[..., Any], state: Any, *, batch_size: int, k: int
         both: Callable[[Any, Any], Any] = (  # noqa: E731
             lambda pool, new: _pick(xp.concat([pool, new], axis=1), keep, xp))
         out = {
-            "pool_rank": xp.take_along_axis(merged_rank, keep, axis=-1),
-            "pool_score": xp.take_along_axis(
-                xp.concat([c["pool_score"], cand_score], axis=-1), keep, axis=-1),
-            "pool_length": xp.take_along_axis(
-                xp.concat([c["pool_length"], length], axis=-1), keep, axis=-1),
+            "pool_rank": take_along_last(merged_rank, keep, xp=xp),
+            "pool_score": take_along_last(
+                xp.concat([c["pool_score"], cand_score], axis=-1), keep, xp=xp),
+            "pool_length": take_along_last(
+                xp.concat([c["pool_length"], length], axis=-1), keep, xp=xp),
             "pool_tokens": both(c["pool_tokens"], cand_tokens),
         }
         # The k best candidates that did not end in </s> stay live (stable: best first).
         live = xp.argsort(xp.astype(is_eos, xp.int8), axis=-1, stable=True)[:, :K]
-        live_parent = xp.take_along_axis(parent, live, axis=-1)
-        out["live_score"] = xp.take_along_axis(cand_score, live, axis=-1)
+        live_parent = take_along_last(parent, live, xp=xp)
+        out["live_score"] = take_along_last(cand_score, live, xp=xp)
         out["live_tokens"] = _pick(cand_tokens, live, xp)
-        out["y"] = xp.reshape(xp.take_along_axis(token, live, axis=-1), (-1,))
+        out["y"] = xp.reshape(take_along_last(token, live, xp=xp), (-1,))
         beam_rows = xp.reshape(live_parent + rows, (-1,))
         out["state"] = map_leaves(lambda x: xp.take(x, beam_rows, axis=0), new_state)
         if S is not None:
@@ -400,7 +400,9 @@ def _greedy_loop(step: Callable[..., Any], update: Callable[..., Any], c: dict[s
             break
         size = batch if active is None else active.shape[0]
         if narrow is not None and unfinished <= NARROW_AT * size:
-            rows = xp.nonzero(live)[0]
+            # The unfinished rows, ascending: ``nonzero(live)[0]``, but of the size counted
+            # above (a library may not know the size of a ``nonzero`` result).
+            rows = xp.argsort(xp.astype(~live, xp.int8), stable=True)[:unfinished]
             local = rows if active is None else xp.take(where, rows, axis=0)
             c = {**c, "state": map_leaves(lambda x: xp.take(x, local, axis=0), c["state"])}
             active, step = rows, narrow(rows)
