@@ -210,3 +210,81 @@ def test_the_command_exports_and_refuses_clearly(trained_rnn, tmp_path, capsys):
              "model.json")):
         assert cli.main(argv) != 0
         assert message in capsys.readouterr().err
+
+
+# ------------------------------------------------- decoding an export from the command
+
+
+def test_translate_on_onnxruntime_prints_what_numpy_prints(trained_rnn, tmp_path, capsys):
+    from xpseq.app import cli
+
+    _, path, _ = trained_rnn
+    folder = export.onnx(path, tmp_path / "toy")
+    sentences = ["the cat sees the dog", "", "a dog and the cat"]
+    for extra in ([], ["--beam", "3", "--n-best", "2"]):
+        printed = {}
+        for argv in ([str(path), "--backend", "numpy"], [str(folder), "--backend",
+                                                         "onnxruntime"]):
+            assert cli.main(["translate", *argv, *extra, *sentences]) == 0
+            printed[argv[-1]] = capsys.readouterr().out
+        assert printed["onnxruntime"] == printed["numpy"]
+        assert len(printed["numpy"].splitlines()) == (3 if not extra else 5)
+    for argv, message in (
+            ([str(path)], f"{path} is not a folder"),
+            ([str(folder), "--precision", "bf16"], "takes no --precision"),
+            ([str(folder), "--dtype", "float64"], "was exported in float32"),
+            ([str(tmp_path)], "is not an xpseq ONNX export")):
+        assert cli.main(["translate", "--backend", "onnxruntime", *argv, "a cat"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("xpseq: error: ") and message in err, err
+        assert len(err.splitlines()) == 1
+
+
+def test_the_shipped_g2p_model_exports_and_answers_as_on_numpy(tmp_path, capsys):
+    """The shipped G2P model in float32 (a few seconds to trace): the same answers as
+    NumPy on 300 test words of its split, greedy and beam, from the library and the
+    command."""
+    from xpseq import g2p
+    from xpseq.app import cli
+    from xpseq.data.cmudict import load_g2p
+
+    folder = tmp_path / "g2p-onnx"
+    assert cli.main(["export", "--shipped", "--onnx", str(folder)]) == 0
+    sizes = sum((folder / f).stat().st_size for f in ("encoder.onnx", "step.onnx"))
+    assert sizes <= 20e6                                 # the deployable size
+    meta = json.loads((folder / "model.json").read_text())
+    assert meta["metadata"] == {"task": "g2p", "stress": True}
+    words = list(load_g2p(stress=True).test)[:300]
+    on_numpy = g2p.G2P(backend="numpy")
+    on_onnx = g2p.G2P(folder, backend="onnxruntime")
+    assert on_onnx.stress and on_onnx.src_vocab.to_list() == on_numpy.src_vocab.to_list()
+    assert on_onnx.pronounce(words) == on_numpy.pronounce(words)
+    assert on_onnx.pronounce(words[:40], beam=4, n_best=2) == on_numpy.pronounce(
+        words[:40], beam=4, n_best=2)
+    capsys.readouterr()
+    assert cli.main(["g2p", "--backend", "onnxruntime", "--model", str(folder),
+                     "hello", "xylophone"]) == 0
+    assert capsys.readouterr().out == "".join(
+        f"{w}\t{' '.join(p)}\n" for w, p in zip(["hello", "xylophone"],
+                                                on_numpy.pronounce(["hello", "xylophone"])))
+    for argv, message in ((["--backend", "onnxruntime", "hello"], "--model DIR"),
+                          (["--backend", "onnxruntime", "--model", str(folder), "--precision",
+                            "bf16", "hello"], "takes no --precision")):
+        assert cli.main(["g2p", *argv]) == 1
+        assert message in capsys.readouterr().err
+    with pytest.raises(ValueError, match="export it once"):
+        g2p.G2P(backend="onnxruntime")
+    with pytest.raises(ValueError, match="an ensemble does not export"):
+        g2p.G2P([folder, folder], backend="onnxruntime")
+
+
+def test_g2p_refuses_the_export_of_a_translator(trained_rnn, tmp_path, capsys):
+    from xpseq import g2p
+    from xpseq.app import cli
+
+    _, path, _ = trained_rnn
+    folder = export.onnx(path, tmp_path / "toy")
+    with pytest.raises(ValueError, match="is not the export of a G2P model"):
+        g2p.G2P(folder, backend="onnxruntime")
+    assert cli.main(["g2p", "--backend", "onnxruntime", "--model", str(folder), "cat"]) == 1
+    assert "is not the export of a G2P model" in capsys.readouterr().err

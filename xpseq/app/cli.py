@@ -32,7 +32,6 @@ from .commands import (
     cmd_data,
     cmd_demo,
     cmd_evaluate,
-    cmd_export,
     cmd_g2p,
     cmd_heatmap,
     cmd_tour,
@@ -40,6 +39,7 @@ from .commands import (
     cmd_translate,
 )
 from .errors import CommandError, oserror_message
+from .export import cmd_export
 from .options import DEFAULT_BACKEND, positive
 
 __all__ = ["main", "build", "positive"]   # positive: also the scripts' argparse type
@@ -131,9 +131,12 @@ def _translate(sub: Any) -> None:
     p = sub.add_parser("translate", help="translate sentences with a checkpoint",
                        description="Translate sentences given as arguments, or one per line "
                        "on stdin. Unknown words become <unk>; an empty line gives an empty line.")
-    opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
+    opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND + "; onnxruntime: "
+                         "CHECKPOINT is an ONNX export (the folder of xpseq export --onnx)",
+                         extra=("onnxruntime",))
     opts.precision_option(p)
-    p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors)")
+    p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors), or with "
+                   "--backend onnxruntime an ONNX export's folder")
     p.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     p.add_argument("--max-tokens", type=_positive, default=256,
                    help="cut longer sentences to this many tokens (default: 256)")
@@ -165,10 +168,11 @@ def _g2p(sub: Any) -> None:
                        "uses checkpoints of xpseq train --task g2p instead. --text reads "
                        "running text instead of words.")
     p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
-    p.add_argument("--backend", choices=backends.NAMES, default=None,
+    p.add_argument("--backend", choices=(*backends.NAMES, "onnxruntime"), default=None,
                    help="backend to decode on (default: $XPSEQ_BACKEND, else torch if "
                    "installed, else numpy: the soonest to answer a list of words, start-up "
-                   "included)")
+                   "included); onnxruntime: --model DIR is an ONNX export (xpseq export "
+                   "--shipped --onnx DIR writes the shipped model's)")
     opts.compile_option(p)
     p.add_argument("--precision", choices=opts.PRECISION_CHOICES, default="dtype",
                    help="dtype: decode in float32 (default); bf16: matrix products and "

@@ -235,12 +235,13 @@ def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
               file=sys.stderr)
 
 
-def _translate_nonempty(params, config, sentences, src_vocab, tgt_vocab, backend, options):
+def _translate_nonempty(params, config, sentences, src_vocab, tgt_vocab, backend, options,
+                        searcher=None):
     from xpseq.tasks import translate
 
     keep = [i for i, s in enumerate(sentences) if s]
     done = translate(params, config, [sentences[i] for i in keep], src_vocab, tgt_vocab,
-                     backend, options)
+                     backend, options, searcher=searcher)
     out: list[dict | None] = [None] * len(sentences)
     for i, result in zip(keep, done):
         out[i] = result
@@ -479,7 +480,14 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
     return 0
 
 
+#: The ``--backend`` of ``translate`` and ``g2p`` that decodes an ONNX export (the folder of
+#: ``xpseq export --onnx DIR``) instead of a checkpoint (:mod:`xpseq.app.export`).
+ONNXRUNTIME = "onnxruntime"
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
+    if args.backend == ONNXRUNTIME:
+        return _translate_export(args)
     backend = _backend(args.backend, args.compile)
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
     sentences = _read_sentences(args, g2p=(loaded.metadata or {}).get("task") == "g2p")
@@ -487,16 +495,40 @@ def cmd_translate(args: argparse.Namespace) -> int:
     options = dataclasses.replace(_search_options(args), attention=False)   # never printed
     results = _translate_nonempty(params, loaded.config, sentences, src_vocab, tgt_vocab,
                                   backend, options)
+    _print_translations(results, args.n_best)
+    return 0
+
+
+def _translate_export(args: argparse.Namespace) -> int:
+    """``translate EXPORT --backend onnxruntime``: the same search over onnxruntime."""
+    from xpseq.data import Vocab
+
+    from .export import onnx_export
+
+    model = onnx_export(args.checkpoint, args)
+    src_vocab, tgt_vocab = (Vocab.from_list(model.vocabs[side]) for side in ("src", "tgt"))
+    sentences = _read_sentences(args, g2p=(model.meta.get("metadata") or {}).get("task")
+                                == "g2p")
+    _note_unknown(sentences, src_vocab)
+    options = dataclasses.replace(_search_options(args), attention=False)
+    results = _translate_nonempty(None, None, sentences, src_vocab, tgt_vocab,
+                                  backends.get("numpy"), options, searcher=model.search)
+    _print_translations(results, args.n_best)
+    return 0
+
+
+def _print_translations(results: list[dict | None], n_best: int) -> None:
+    """``translate``'s output: a line a sentence, or with ``--n-best N`` its N best as
+    ``index<TAB>rank<TAB>score<TAB>translation``."""
     for i, result in enumerate(results):
         if result is None:
-            print("" if args.n_best == 1 else f"{i}\t0\t\t")
-        elif args.n_best == 1:
+            print("" if n_best == 1 else f"{i}\t0\t\t")
+        elif n_best == 1:
             print(" ".join(result["tokens"]))
         else:
             for rank, (hyp, score) in enumerate(zip(result["n_best"],
                                                     result["n_best_scores"])):
                 print(f"{i}\t{rank}\t{score:.4f}\t{' '.join(hyp)}")
-    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -639,28 +671,6 @@ def _export_toy(args: argparse.Namespace) -> int:
 HEATMAP_MAX_WORDS = 100
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    """``export CHECKPOINT --onnx DIR``: the model as ONNX graphs (:func:`xpseq.export.onnx`)."""
-    if args.shipped == bool(args.checkpoint):
-        raise CommandError("export needs a CHECKPOINT or --shipped (the shipped G2P model), "
-                           "not both")
-    from xpseq import export, g2p
-
-    path = (g2p.MODEL_DIR / g2p.shipped()["files"][0]) if args.shipped else args.checkpoint
-    try:
-        folder = export.onnx(path, args.onnx, dtype=args.dtype)
-    except ModuleNotFoundError as err:   # ndonnx: the message names xpseq[onnx]
-        raise CommandError(str(err)) from None
-    except OSError as err:
-        raise CommandError(f"cannot write {args.onnx}: {err.strerror or err}") from None
-    except ValueError as err:            # CheckpointError included: not an xpseq file
-        raise CommandError(str(err)) from None
-    for name in ("encoder.onnx", "step.onnx", "model.json"):
-        size = (folder / name).stat().st_size
-        print(f"{folder / name}: {size / 1e6:.2f} MB")
-    return 0
-
-
 def cmd_heatmap(args: argparse.Namespace) -> int:
     from xpseq.app.plots import ascii_heatmap, save_heatmap
     from xpseq.tasks import attention_labels
@@ -708,9 +718,20 @@ def cmd_g2p(args: argparse.Namespace) -> int:
                   (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words),
                                                               g2p.CHUNK)))
     try:
-        model = g2p.load(args.model or None,
-                         backend=_backend(args.backend or _g2p_backend(args.compile),
-                                          args.compile), precision=opts.precision_of(args))
+        if args.backend == ONNXRUNTIME:
+            if not args.model or len(args.model) != 1:
+                raise CommandError("--backend onnxruntime decodes one ONNX export: --model "
+                                   "DIR (xpseq export --shipped --onnx DIR writes the "
+                                   "shipped model's)")
+            from .export import check_export
+
+            check_export(args.model[0], args)
+            model = g2p.load(args.model, backend=ONNXRUNTIME)
+        else:
+            model = g2p.load(args.model or None,
+                             backend=_backend(args.backend or _g2p_backend(args.compile),
+                                              args.compile),
+                             precision=opts.precision_of(args))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
     try:                # (--no-stress is stress=False; without it, the model's own)

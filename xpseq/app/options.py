@@ -309,11 +309,12 @@ COMPILE_COST = ("Each new batch shape is compiled first: at the benchmarks' size
                 "training step then ran about twice as fast, the Transformer's no faster")
 
 
-def backend_options(parser: argparse.ArgumentParser, backend_help: str) -> Actions:
+def backend_options(parser: argparse.ArgumentParser, backend_help: str, *,
+                    extra: tuple[str, ...] = ()) -> Actions:
     """``--backend``, ``--compile``, ``--dtype``, ``--seed``: what every model subcommand
-    takes."""
+    takes (``extra``: backends of this subcommand alone, e.g. ``onnxruntime``)."""
     return _added(
-        parser.add_argument("--backend", choices=backends.NAMES, default=None,
+        parser.add_argument("--backend", choices=(*backends.NAMES, *extra), default=None,
                             help=backend_help),
         *compile_option(parser).values(),
         parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",

@@ -105,7 +105,11 @@ class G2P:
     ----------
     paths : checkpoint paths (``xpseq train --task g2p`` writes them); ``None`` for the
         shipped model. Several make an ensemble (their vocabularies must be the same).
-    backend : a backend name or object; ``None`` for NumPy
+    backend : a backend name or object; ``None`` for NumPy. ``"onnxruntime"``: ``paths``
+        is one ONNX export of a G2P model (the folder ``xpseq export --onnx DIR`` writes:
+        ``xpseq export --shipped --onnx DIR`` for the shipped model), decoded by
+        onnxruntime (:class:`xpseq.export.runtime.OnnxModel`, as many threads as
+        :func:`xpseq.backends.set_threads` set, else one) in the same search loops
     precision : ``None`` (float32, the default) or ``"bf16"``: decode with the matrix
         products and activations in bfloat16 (:mod:`xpseq.core.precision`; JAX and
         PyTorch only). Faster where the processor multiplies bfloat16 natively, slower
@@ -125,6 +129,12 @@ class G2P:
         #: one (the manifest's ``no_stress`` entry), loaded when first asked.
         self._plain_paths: list[pathlib.Path] = []
         self._plain: G2P | None = None
+        self._lexicons: dict[bool, dict[str, Any]] = {}
+        #: ``(src, src_len, options) -> Hypotheses`` where an ONNX export decodes.
+        self._searcher: Any = None
+        if backend == "onnxruntime":
+            self._load_export(paths, precision)
+            return
         if paths is None:
             manifest = shipped()
             paths = [MODEL_DIR / name for name in manifest["files"]]
@@ -167,7 +177,44 @@ class G2P:
             self.params, self.config = params[0], loaded[0].config
         else:
             self.params, self.config = params, Ensemble(tuple(c.config for c in loaded))
-        self._lexicons: dict[bool, dict[str, Any]] = {}
+
+    def _load_export(self, paths: Any, precision: str | None) -> None:
+        """``backend="onnxruntime"``: an ONNX export of a G2P model (one folder)."""
+        from xpseq.data import Vocab
+        from xpseq.export.runtime import OnnxModel
+
+        if paths is None:
+            raise ValueError("G2P: backend='onnxruntime' decodes an ONNX export, and the "
+                             "shipped model ships as a checkpoint: export it once (xpseq "
+                             "export --shipped --onnx DIR) and pass DIR as paths")
+        if not isinstance(paths, (str, pathlib.Path)):
+            paths = list(paths)
+            if len(paths) != 1:
+                raise ValueError(f"G2P: backend='onnxruntime' decodes one ONNX export (a "
+                                 f"folder), got {len(paths)} paths (an ensemble does not "
+                                 "export)")
+            paths = paths[0]
+        if precision is not None:
+            raise ValueError("G2P: precision is fixed by an ONNX export (its dtype); pass "
+                             "precision=None with backend='onnxruntime'")
+        folder = pathlib.Path(paths)
+        if not folder.is_dir():
+            raise ValueError(f"G2P: backend='onnxruntime' decodes an ONNX export, a folder "
+                             f"written by xpseq export --onnx DIR; {folder} is not a folder")
+        model = OnnxModel(folder, threads=backends.threads_set() or 1)
+        meta = model.meta.get("metadata") or {}
+        if meta.get("task") != "g2p":
+            raise ValueError(f"G2P: {folder} is not the export of a G2P model (its "
+                             "model.json does not say task g2p)")
+        self.backend = backends.get("numpy")        # the arrays between the steps
+        self.precision = None
+        self.paths = [folder]
+        self.metadata = dict(meta)
+        self.stress = bool(meta.get("stress"))
+        self.src_vocab = Vocab.from_list(model.vocabs["src"])
+        self.tgt_vocab = Vocab.from_list(model.vocabs["tgt"])
+        self.params, self.config = {}, None
+        self._searcher = model.search
 
     def unknown_characters(self, word: str) -> list[str]:
         """The characters of ``word`` (as the model reads it) that the model never saw."""
@@ -523,7 +570,7 @@ class G2P:
                     asked += [min(asked, key=len)] * (size - len(asked))
                 results = translate(self.params, self.config, asked, self.src_vocab,
                                     self.tgt_vocab, self.backend, options,
-                                    batch_size=_PADDED_SIZES[-1])
+                                    batch_size=_PADDED_SIZES[-1], searcher=self._searcher)
                 for i, result in zip(where, results):
                     answers[i] = [list(h) for h in result["n_best"]]
         return answers

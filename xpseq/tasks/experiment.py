@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -194,7 +194,8 @@ def train_model(task: Task, backend: Backend, config: Any = None,
 def translate(params: Any, config: Any, sources: Sequence[Sequence[str]],
               src_vocab: Vocab, tgt_vocab: Vocab, backend: Backend,
               options: SearchOptions = SearchOptions(), *,
-              batch_size: int = 256, shapes: int | None = None) -> list[dict]:
+              batch_size: int = 256, shapes: int | None = None,
+              searcher: Callable[[Any, Any, SearchOptions], Any] | None = None) -> list[dict]:
     """Translate token lists; results come back in the order of ``sources``.
 
     Each result: ``tokens`` (the output words), ``score`` (its summed log-probability),
@@ -205,13 +206,17 @@ def translate(params: Any, config: Any, sources: Sequence[Sequence[str]],
     when the output was cut at its length limit without ``</s>``.
     ``params`` are arrays of ``backend``. Unknown source words become ``<unk>``; an empty
     source translates to an empty output. ``shapes`` bounds the batches' shapes, each a
-    compilation of the search on JAX (see :func:`xpseq.data.make_batches`).
+    compilation of the search on JAX (see :func:`xpseq.data.make_batches`). ``searcher``
+    ``(src, src_len, options) -> Hypotheses`` decodes each padded NumPy batch instead of
+    :func:`xpseq.search.search` (``params``, ``config`` and ``backend`` are then unused):
+    e.g. :meth:`xpseq.export.runtime.OnnxModel.search`, an ONNX export on onnxruntime.
     """
     results: list[dict | None] = [None] * len(sources)
     pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(s, add_eos=True), [])
                                           for s in sources]
     for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
-        hyp = search(params, config, batch["src"], batch["src_len"], backend, options)
+        hyp = (search(params, config, batch["src"], batch["src_len"], backend, options)
+               if searcher is None else searcher(batch["src"], batch["src_len"], options))
         for i, best in zip(batch["index"], to_lists(hyp, batch["src_len"])):
             if i < 0:                                    # a row that only fills the shape
                 continue
