@@ -46,8 +46,8 @@ from typing import Any, Callable, Mapping, cast
 
 import array_api_compat as compat
 
-from .checks import broadcast_shapes
 from . import delegation
+from .checks import broadcast_shapes
 from .delegation import relu, sigmoid
 from .loops import scan as python_scan
 
