@@ -792,3 +792,82 @@ def test_search_on_dask_matches_numpy(cid, beam):
             np.testing.assert_allclose(g, w, rtol=FORWARD_RTOL, atol=FORWARD_ATOL, err_msg=name)
         else:
             np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+# ------------------------------------- the Transformer on the libraries that only run forward
+
+#: A Transformer of two layers each side (a layer's cache feeds the next), in the three
+#: variants of its options: pre-LN with sinusoidal positions; post-LN with learned ones;
+#: shared and tied embeddings with GELU.
+TRANSFORMER_VARIANTS = {
+    "pre": {},
+    "post-learned": {"norm": "post", "positions": "learned", "max_len": 16},
+    "shared-tied": {"share_embeddings": True, "tie_output": True, "tgt_vocab": 11,
+                    "activation": "gelu"}}
+TRANSFORMER_BATCH = {"src": np.array([[4, 5, 6, 2, 0], [7, 8, 2, 0, 0], [9, 2, 0, 0, 0]]),
+                     "src_len": np.array([4, 3, 2]),
+                     "tgt_in": np.array([[1, 5, 6, 7], [1, 9, 10, 0], [1, 8, 0, 0]]),
+                     "tgt_out": np.array([[5, 6, 7, 2], [9, 10, 2, 0], [8, 2, 0, 0]])}
+
+
+def transformer_variant(name: str) -> tuple[Any, dict[str, np.ndarray]]:
+    from xpseq.models import transformer
+
+    config = transformer.TransformerConfig(**{
+        "src_vocab": 11, "tgt_vocab": 13, "d_model": 8, "heads": 2, "encoder_layers": 2,
+        "decoder_layers": 2, "d_ff": 12, **TRANSFORMER_VARIANTS[name]})
+    return config, transformer.init_params(config, seed=3)
+
+
+def quick_on_dask(cases: list[tuple[str, ...]], quick: set[tuple[str, ...]]) -> list[Any]:
+    """``cases`` as parameters, those not in ``quick`` marked slow."""
+    return [c if c in quick else pytest.param(*c, marks=pytest.mark.slow) for c in cases]
+
+
+@pytest.mark.parametrize(("library", "variant"), quick_on_dask(
+    [(lib, v) for lib in ("dask", "onnx") for v in TRANSFORMER_VARIANTS],
+    {("dask", "pre")}))                                       # 1 to 4 s; the rest slow
+def test_transformer_forward_on_forward_libraries(library, variant):
+    """ndonnx (eager: each operation recorded and run by onnxruntime; 20 s a variant) and
+    dask.array: the Transformer's loss and every layer's cross-attention weights equal
+    NumPy float64's to the forward tolerance."""
+    pytest.importorskip("ndonnx" if library == "onnx" else "dask.array")
+    from xpseq.models import transformer
+
+    config, params = transformer_variant(variant)
+    be = backends.get(library)
+    on_be, batch = be.asarray_tree(params), be.asarray_tree(TRANSFORMER_BATCH)
+    args = ("src", "src_len", "tgt_in")
+    np.testing.assert_allclose(
+        be.to_numpy(transformer.cross_attention(on_be, config, *(batch[k] for k in args))),
+        transformer.cross_attention(params, config, *(TRANSFORMER_BATCH[k] for k in args)),
+        rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
+    np.testing.assert_allclose(float(be.to_numpy(transformer.loss(on_be, config, batch))),
+                               float(transformer.loss(params, config, TRANSFORMER_BATCH)),
+                               rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
+
+
+@pytest.mark.parametrize(("library", "variant", "method"), quick_on_dask(
+    [*((lib, v, m) for lib in ("dask", "onnx") for v, m in (("pre", "greedy"),
+                                                             ("post-learned", "beam"))),
+     ("dask", "pre", "beam")], {("dask", "pre", "greedy")}))          # 4 s; the rest slow
+def test_transformer_search_on_forward_libraries(library, variant, method):
+    """Greedy and beam search of the Transformer on ndonnx and dask.array (its key/value
+    cache growing step by step; four steps, as each step of these libraries costs a
+    second or more) give NumPy's ids and lengths, and its scores and attention to the
+    forward tolerance."""
+    pytest.importorskip("ndonnx" if library == "onnx" else "dask.array")
+    from xpseq.search.decode import SearchOptions, search
+
+    config, params = transformer_variant(variant)
+    be = backends.get(library)
+    options = (SearchOptions(max_len_a=0.0, max_len_b=4) if method == "greedy" else
+               SearchOptions(method="beam", k=3, n_best=2, max_len_a=0.0, max_len_b=4))
+    src, src_len = TRANSFORMER_BATCH["src"], TRANSFORMER_BATCH["src_len"]
+    want = search(params, config, src, src_len, NP, options)
+    got = search(be.asarray_tree(params), config, src, src_len, be, options)
+    np.testing.assert_array_equal(got.tokens, want.tokens)
+    np.testing.assert_array_equal(got.lengths, want.lengths)
+    np.testing.assert_allclose(got.scores, want.scores, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
+    np.testing.assert_allclose(got.attention, want.attention, rtol=FORWARD_RTOL,
+                               atol=FORWARD_ATOL)
