@@ -104,7 +104,10 @@ def trace(params: Mapping[str, np.ndarray], config: Any, *, dtype: str = "float3
     """The encoder and decoder-step graphs of a model (``onnx.ModelProto`` each) and what
     :func:`onnx` writes of them into ``model.json`` (``"inputs"`` and ``"outputs"`` of each
     graph, with shapes). ``params`` are NumPy arrays; ``dtype`` is what the graphs
-    compute in (:data:`DTYPES`)."""
+    compute in (:data:`DTYPES`). Parameters stored in float16 stay float16 in the graphs,
+    each cast to ``dtype`` where it is read (onnxruntime folds the casts once, when it
+    loads the graph): half the size, and the same values as the parameters cast on
+    load."""
     if dtype not in DTYPES:
         raise ValueError(f"export: dtype must be one of {list(DTYPES)}, got {dtype!r}")
     model = models.of(config)
@@ -135,7 +138,9 @@ def trace(params: Mapping[str, np.ndarray], config: Any, *, dtype: str = "float3
                                     {"src_len": lengths, "steps": [b - 1 for b in batches]})
     state0_shapes = _symbolic_shapes(probes_state0, batches, {"src_len": lengths})
 
-    encoder, step_graph, step_out = _record(kernels, cast, config, attention, onnx_be,
+    stored = {k: np.asarray(v) if np.asarray(v).dtype == np.float16 else cast[k]
+              for k, v in params.items()}
+    encoder, step_graph, step_out = _record(kernels, stored, dtype, config, attention, onnx_be,
                                             enc_shapes, state_shapes)
     spec = {
         "encoder": {"inputs": {"src": ["batch", "src_len"], "src_len": ["batch"]},
@@ -146,13 +151,15 @@ def trace(params: Mapping[str, np.ndarray], config: Any, *, dtype: str = "float3
     return encoder, step_graph, spec
 
 
-def _record(kernels: Any, cast: Mapping[str, np.ndarray], config: Any, attention: bool,
-            onnx_be: Any, enc_shapes: dict[str, list[Any]],
+def _record(kernels: Any, stored: Mapping[str, np.ndarray], dtype: str, config: Any,
+            attention: bool, onnx_be: Any, enc_shapes: dict[str, list[Any]],
             state_shapes: dict[str, list[Any]]) -> tuple[Any, Any, dict[str, Any]]:
     import ndonnx
 
     # The encoder graph.
-    p = {k: onnx_be.asarray(v) for k, v in cast.items()}
+    compute = getattr(ndonnx, dtype)
+    p = {k: ndonnx.asarray(v) if v.dtype == dtype else ndonnx.asarray(v).astype(compute)
+         for k, v in stored.items()}
     src_arg = ndonnx.argument(shape=("batch", "src_len"), dtype=ndonnx.int64)
     len_arg = ndonnx.argument(shape=("batch",), dtype=ndonnx.int64)
     encoded = kernels.encode(p, config, src_arg, len_arg, scan=onnx_be.scan, xp=onnx_be.xp)
@@ -234,7 +241,9 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
     ``folder`` (created; files already there are never overwritten): ``encoder.onnx``,
     ``step.onnx`` and ``model.json`` (see this module). ``dtype`` is what the graphs
     compute in, ``"float32"`` or ``"float64"``; ``None``: the stored dtype, float32 for
-    one narrower than float32 (float16, bfloat16). Returns the folder.
+    one narrower than float32 (float16, bfloat16). Parameters stored in float16 (the
+    shipped G2P model's) stay float16 in the graphs, cast where they are read: half the
+    size, and the values the checkpoint decodes with. Returns the folder.
 
     Raises
     ------
@@ -266,6 +275,7 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
         "config": loaded.config.to_dict(),
         "dtype": dtype,
         "stored_dtype": stored,
+        "weights_dtype": "float16" if stored == "float16" else dtype,    # in the graphs
         "vocabs": loaded.vocabs,
         # What the checkpoint says it was trained for (a G2P model: task and stress).
         "metadata": {k: v for k, v in (loaded.metadata or {}).items()
