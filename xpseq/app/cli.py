@@ -253,12 +253,14 @@ def _data(sub: Any) -> None:
 def _export(sub: Any) -> None:
     p = sub.add_parser("export", help="write a checkpoint as ONNX graphs that onnxruntime runs",
                        description="Trace the model of a checkpoint (an LSTM or GRU "
-                       "encoder-decoder; --shipped: the shipped G2P model) with ndonnx, from "
-                       "the same code it trains with, and write DIR/encoder.onnx, "
-                       "DIR/step.onnx (one decoder step, its state as inputs and outputs) and "
-                       "DIR/model.json (vocabularies, search defaults, shapes). Batch and "
-                       "lengths are symbolic. Needs pip install 'xpseq[onnx]'. Nothing in DIR "
-                       "is overwritten.")
+                       "encoder-decoder or a Transformer; --shipped: the shipped G2P model) "
+                       "with ndonnx, from the same code it trains with, and write "
+                       "DIR/encoder.onnx, DIR/step.onnx (one decoder step, its state as inputs "
+                       "and outputs: a Transformer's key/value cache) and DIR/model.json "
+                       "(vocabularies, search defaults, shapes). Batch and lengths are "
+                       "symbolic; float16 parameters stay float16. xpseq translate and xpseq "
+                       "g2p decode DIR with --backend onnxruntime. Needs pip install "
+                       "'xpseq[onnx]'. Nothing in DIR is overwritten.")
     p.add_argument("checkpoint", nargs="?", help="a checkpoint of xpseq train (.safetensors)")
     p.add_argument("--shipped", action="store_true",
                    help="export the G2P model that ships with xpseq")
