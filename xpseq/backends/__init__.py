@@ -16,20 +16,20 @@ backend       xp                          value_and_grad      jit            sca
 numpy         array_api_compat.numpy      hand-derived rules  identity       Python loop
 jax           jax.numpy                   jax.value_and_grad  jax.jit        lax.scan
 torch         array_api_compat.torch      autograd tape       identity       Python loop
-torch [*]     array_api_compat.torch      autograd tape       torch.compile  Python loop
+torch [1]     array_api_compat.torch      autograd tape       torch.compile  Python loop
 strict        array_api_strict            hand-derived rules  identity       Python loop
-onnx [**]     ndonnx                      none                identity       ONNX Loop
-dask [***]    array_api_compat.dask       none                identity       Python loop
+onnx [2]      ndonnx                      none                identity       ONNX Loop
+dask [3]      array_api_compat.dask       none                identity       Python loop
 ============  ==========================  ==================  =============  ============
 
-[*] ``backends.get("torch", compile=True)``: the training step and the search compile their
+[1] ``backends.get("torch", compile=True)``: the training step and the search compile their
 pieces with it (see :mod:`xpseq.backends._torch`).
 
-[**] Forward and search only (:data:`FORWARD_NAMES`): on arrays with values it computes
+[2] Forward and search only (:data:`FORWARD_NAMES`): on arrays with values it computes
 as NumPy does; on ``ndonnx.argument`` arrays it records the ONNX graph that
 :mod:`xpseq.export` writes, its ``scan`` over a symbolic number of steps an ONNX ``Loop``.
 
-[***] Forward and search only: dask.array's arrays build a task graph that
+[3] Forward and search only: dask.array's arrays build a task graph that
 :meth:`Backend.to_numpy` computes (see :mod:`xpseq.backends._dask`).
 
 ``custom_vjp(fn, fwd, bwd)`` gives ``fn`` a hand-written gradient in ``jax.custom_vjp``'s
