@@ -30,7 +30,8 @@ once:
 ``parallel`` (only with ``--only parallel``)
     both model kinds on 2 devices against 1 (a JAX mesh, a torch gloo group)
 ``g2p`` (only with ``--only g2p``)
-    the shipped G2P model decoding the test words on each backend
+    the shipped G2P model decoding the test words on each backend, and its ONNX export
+    on onnxruntime (one thread) in the same batches, its ids checked equal to NumPy's
 ``threads`` (only with ``--only threads``)
     what ``xpseq --threads 2`` is worth against 1, idle and busy
 ``profile`` (only with ``--only profile``)

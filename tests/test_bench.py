@@ -138,6 +138,21 @@ def test_bench_script_reports_every_section(tmp_path):
         g2p = rows[f"shipped model, 12 test words greedy on {backend}"]
         assert g2p["section"] == "g2p" and g2p["value"] > 0 and g2p["target"] == "—"
     assert report["details"]["g2p"]["words"] == 12
+    onnx = report["details"]["g2p"]["onnxruntime"]
+    if onnx["missing"] is None:          # xpseq[onnx]: the export decoded by onnxruntime
+        assert rows["shipped model, 12 test words greedy on onnxruntime, 1 thread"]["value"] > 0
+        same = rows["words whose ids equal numpy float32's, onnxruntime"]
+        assert same["value"] == onnx["equal"] == onnx["words"] == 12 and same["met"] is True
+        [versus] = [r for m, r in rows.items() if m.startswith("onnxruntime (1 thread) vs")]
+        assert versus["ratio"] > 0 and versus["target"] == ">= 1x"
+        assert onnx["export_seconds"] > 0 and onnx["megabytes"]["step.onnx"] > 1
+        assert set(onnx["batch"]["ms"]) == {f"{engine} {part}" for part in ("encoder", "step")
+                                            for engine in ("numpy", "torch", "onnxruntime")}
+        for part in ("encoder", "step"):
+            shares = onnx["batch"]["onnxruntime_profile"][part]["ops"]
+            assert shares["Gemm"] > 0 and sum(shares.values()) == pytest.approx(100)
+    else:
+        assert rows["shipped model greedy on onnxruntime"]["value"] == onnx["missing"]
     for kind in ("rnn", "transformer"):
         for label in ("jax 2 devices vs 1", "torch 2 processes vs 1",
                       "jax 2 devices vs 1 device on both cores",
