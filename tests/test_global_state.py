@@ -10,6 +10,7 @@ defaults (``JAX_ENABLE_X64`` removed from its environment).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -170,7 +171,7 @@ def test_delegation_is_decided_by_the_namespace_alone():
     import array_api_compat.numpy as xnp
     import array_api_strict
 
-    assert delegation.DELEGATES == {"sigmoid": ("jax", "torch"), "relu": ("torch",),
+    assert delegation.DELEGATES == {"sigmoid": ("jax", "torch", "ndonnx"), "relu": ("torch",),
                                     "fused_attention": ("torch",), "cos": ("ndonnx",)}
     for xp in (xnp, array_api_strict):
         assert not any(delegation.delegates(k, xp) for k in delegation.DELEGATES)
@@ -182,8 +183,6 @@ def test_ndonnx_cosine_keeps_float64():
     """onnxruntime has no float64 Cos (ndonnx records it in float32, 1e-7 off); the
     identity 1 - 2 sin(x/2)^2 keeps float64 to a few ulp, in the graph it records too."""
     pytest.importorskip("ndonnx")
-    import math
-
     import ndonnx
     import onnxruntime
 
@@ -203,6 +202,31 @@ def test_ndonnx_cosine_keeps_float64():
     (lossy,) = onnxruntime.InferenceSession(naive.SerializeToString(), providers=[
         "CPUExecutionProvider"]).run(None, {"x": xs})
     assert np.abs(lossy - want).max() > 1e-9
+
+
+def test_ndonnx_sigmoid_is_the_generic_body_to_rounding():
+    """On ndonnx (eager, and in a graph run by onnxruntime) the sigmoid is (1 + tanh(x/2))
+    / 2: the generic body's values to a few ulp of 1, absolute, in float64 and float32."""
+    pytest.importorskip("ndonnx")
+    import ndonnx
+    import onnxruntime
+
+    xs = np.concatenate([np.linspace(-40.0, 40.0, 161), [0.0, -0.0, 1e-300, -700.0, 700.0]])
+    want = np.array([1.0 / (1.0 + math.exp(-v)) if v >= 0 else
+                     math.exp(v) / (1.0 + math.exp(v)) for v in xs])    # plain Python
+    assert delegation.delegates("sigmoid", ndonnx)
+    eager = delegation.sigmoid(ndonnx.asarray(xs), xp=ndonnx).unwrap_numpy()
+    np.testing.assert_allclose(eager, want, rtol=0, atol=5e-16)
+    for dtype, atol in ((ndonnx.float64, 5e-16), (ndonnx.float32, 2.4e-7)):
+        arg = ndonnx.argument(shape=(None,), dtype=dtype)
+        model = ndonnx.build({"x": arg}, {"y": delegation.sigmoid(arg, xp=ndonnx)})
+        session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                               providers=["CPUExecutionProvider"])
+        x = xs.astype(np.float64 if dtype == ndonnx.float64 else np.float32)
+        (got,) = session.run(None, {"x": x})
+        assert got.dtype == x.dtype and (got >= 0).all() and (got <= 1).all()
+        np.testing.assert_allclose(got, want, rtol=0, atol=atol)
+        assert "Where" not in [n.op_type for n in model.graph.node]
 
 
 @pytest.mark.parametrize("library", ["jax", "torch"])

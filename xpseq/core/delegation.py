@@ -11,8 +11,11 @@ on every library that delegates.
 =====================  ==================  ================================================
 kernel                 delegates on        to
 =====================  ==================  ================================================
-``sigmoid``            jax, torch          ``jax.nn.sigmoid``, ``torch.sigmoid`` (their
-                                           gradient keeps only the output)
+``sigmoid``            jax, torch,         ``jax.nn.sigmoid``, ``torch.sigmoid`` (their
+                       ndonnx              gradient keeps only the output); on ndonnx
+                                           ``(1 + tanh(x/2)) / 2``: onnxruntime runs the
+                                           generic body's two ``Where`` branches over every
+                                           gate at 13 % of a G2P step each
 ``relu``               torch               ``torch.nn.functional.relu`` (about 15x faster
                                            than ``where``, forward and backward)
 ``fused_attention``    torch               ``torch.nn.functional.scaled_dot_product_attention``
@@ -41,8 +44,8 @@ __all__ = ["DELEGATES", "library", "delegates", "sigmoid", "generic_sigmoid", "r
            "generic_relu", "has_fused_attention", "fused_attention", "cos"]
 
 #: For each delegating kernel, the libraries whose own version it calls.
-DELEGATES = {"sigmoid": ("jax", "torch"), "relu": ("torch",), "fused_attention": ("torch",),
-             "cos": ("ndonnx",)}
+DELEGATES = {"sigmoid": ("jax", "torch", "ndonnx"), "relu": ("torch",),
+             "fused_attention": ("torch",), "cos": ("ndonnx",)}
 
 
 def library(xp: Any) -> str | None:
@@ -69,12 +72,18 @@ def sigmoid(x: Any, *, xp: Any) -> Any:
     """``1 / (1 + exp(-x))``: ``jax.nn.sigmoid`` / ``torch.sigmoid`` on their arrays, whose
     gradient keeps only the output (differentiating :func:`generic_sigmoid`'s two branches
     keeps the branch mask and four arrays the size of ``x``, at every step of a
-    recurrence); :func:`generic_sigmoid` elsewhere."""
+    recurrence); on ndonnx (an exported graph) ``(1 + tanh(x/2)) / 2``, one pass instead
+    of two branches and a ``Where`` (a G2P export decodes 1.6x as fast), equal to the
+    generic body to a few units in the last place of 1 (an absolute error; the negative
+    tail loses its relative accuracy, which only a gradient would need);
+    :func:`generic_sigmoid` elsewhere."""
     lib = library(xp)
     if lib == "torch":
         return xp.sigmoid(x)
     if lib == "jax":
         return sys.modules["jax"].nn.sigmoid(x)     # JAX's arrays: JAX is loaded
+    if lib == "ndonnx":
+        return 0.5 * xp.tanh(0.5 * x) + 0.5
     return generic_sigmoid(x, xp=xp)
 
 
