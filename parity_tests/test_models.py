@@ -734,34 +734,22 @@ def test_encoder_states_match_the_unpadded_sequences(backend, cell):
 # -------------------------------------------- a library that is not a training backend
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("cid", IDS)
-def test_forward_on_ndonnx_matches_numpy(cid):
-    """ndonnx (``backends.get("onnx")``), eager, every configuration: the model's forward
-    pass recorded and computed as an ONNX graph, against NumPy (float64). Slow (10-25 s a
-    configuration); the quick tier traces a model through ndonnx in tests/test_export.py."""
-    pytest.importorskip("ndonnx")
-    out = evaluate(backends.get("onnx"), cid)
-    ref = reference(cid)
-    np.testing.assert_allclose(out.logits, ref.logits, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
-    if ref.weights is not None:
-        np.testing.assert_allclose(out.weights, ref.weights, rtol=FORWARD_RTOL,
-                                   atol=FORWARD_ATOL)
-    np.testing.assert_allclose(out.loss, ref.loss, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
-
-
 #: The configuration dask runs in the quick tier (1 to 2 s); the others are slow tests.
 DASK_QUICK = ("additive-lstm-bahdanau",)
 
 
-@pytest.mark.parametrize("cid", [c if c in DASK_QUICK else pytest.param(c, marks=pytest.mark.slow)
-                                 for c in IDS + DROPOUT_IDS])
-def test_forward_on_dask_matches_numpy(cid):
-    """dask.array (``backends.get("dask")``), every configuration (dropout included): the
-    model's forward pass and loss built as a task graph and computed, against NumPy
-    (float64). Each configuration takes 1 to 2 s (dask builds a graph node per operation)."""
-    pytest.importorskip("dask.array")
-    out = evaluate(backends.get("dask"), cid)
+@pytest.mark.parametrize(("library", "cid"), [
+    *(pytest.param("onnx", c, marks=pytest.mark.slow) for c in IDS),
+    *(("dask", c) if c in DASK_QUICK else pytest.param("dask", c, marks=pytest.mark.slow)
+      for c in IDS + DROPOUT_IDS)])
+def test_forward_on_forward_libraries_matches_numpy(library, cid):
+    """Every configuration's forward pass and loss on the libraries that only run forward,
+    against NumPy (float64): ndonnx (``backends.get("onnx")``), eager: recorded and
+    computed as an ONNX graph, 10-25 s a configuration (the quick tier traces a model
+    through ndonnx in tests/test_export.py); dask.array (``backends.get("dask")``, dropout
+    included): built as a task graph and computed, 1 to 2 s each."""
+    pytest.importorskip("ndonnx" if library == "onnx" else "dask.array")
+    out = evaluate(backends.get(library), cid)
     ref = reference(cid)
     np.testing.assert_allclose(out.logits, ref.logits, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
     if ref.weights is not None:
