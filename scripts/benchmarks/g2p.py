@@ -13,8 +13,8 @@ onnxruntime: the shipped model exported once into a temporary folder
 ``G2P(folder, backend="onnxruntime")``: the same ``pronounce``, its batches (length
 buckets, ``translate``'s batches) searched by :class:`xpseq.export.runtime.OnnxModel`
 with ``--threads`` threads (the process's ``xpseq.backends.set_threads``). Its ids are
-checked equal to NumPy float32's, word by word, batch by batch (both first calls watched
-through ``xpseq.tasks.experiment``); the project's target is onnxruntime at least as fast
+checked equal to NumPy float32's word by word (as the greedy phone lists: one phone an
+id); the project's target is onnxruntime at least as fast
 as the fastest float32 xpseq engine of the same run. What one batch costs (the largest of
 the decoding, its encoder and one decoder step from ``<s>``, on numpy, torch and
 onnxruntime, median of 20 calls taking turns) and where onnxruntime spends its time in
@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import _common as common
 
@@ -53,56 +53,16 @@ FLOAT32 = ("numpy", "torch", "jax")
 BATCH_CALLS = 20
 
 
-@contextlib.contextmanager
-def recorded_batches(record: list) -> Iterator[None]:
-    """While inside, each batch that ``G2P.pronounce`` decodes is appended to ``record``
-    as ``(src, src_len, hypotheses)``. ``xpseq.tasks.experiment.translate`` cuts the words
-    into batches with that module's ``make_batches`` and hands each batch's search result
-    to its ``to_lists``, whichever engine searched it (xpseq's ``search``, or an ONNX
-    export's ``searcher``): both are watched. Raises ``RuntimeError`` when the two do not
-    pair up or no batch came through (``translate`` changed: this hook must follow)."""
-    from xpseq.tasks import experiment
+def largest_batch(model: Any, words: list[str]) -> tuple[Any, Any]:
+    """``(src, src_len)`` of the largest batch ``model.pronounce(words)`` decodes: the
+    words' characters (and ``</s>``) in batches of up to 256 of one length bucket, as
+    ``xpseq.tasks.experiment.translate`` makes them."""
+    from xpseq.data import make_batches
+    from xpseq.tasks.g2p_recipe import word_tokens
 
-    real_batches, real_lists = experiment.make_batches, experiment.to_lists
-    batches: list = []
-    hyps: list = []
-
-    def batching(*args: Any, **kwargs: Any) -> Any:
-        made = real_batches(*args, **kwargs)
-        batches.extend(made)
-        return made
-
-    def listing(hyp: Any, src_len: Any, **kwargs: Any) -> Any:
-        hyps.append(hyp)
-        return real_lists(hyp, src_len, **kwargs)
-
-    experiment.make_batches, experiment.to_lists = batching, listing
-    try:
-        yield
-    finally:
-        experiment.make_batches, experiment.to_lists = real_batches, real_lists
-    if not batches or len(batches) != len(hyps):
-        raise RuntimeError(f"g2p: {len(batches)} batches made and {len(hyps)} searched "
-                           "through xpseq.tasks.experiment; the id comparison needs both")
-    record.extend((b["src"], b["src_len"], h) for b, h in zip(batches, hyps))
-
-
-def equal_ids(want: list, got: list) -> tuple[int, int]:
-    """``(words whose ids are equal, words)`` of two recordings of
-    :func:`recorded_batches` over the same batches (the same sources, in the same order)."""
-    import numpy as np
-
-    if len(want) != len(got) or not all(np.array_equal(a[0], b[0]) for a, b in
-                                        zip(want, got)):
-        raise RuntimeError("g2p: the two decodings saw different batches")
-    equal = total = 0
-    for (src, _, a), (_, _, b) in zip(want, got):
-        for row in range(src.shape[0]):
-            n = int(a.lengths[row, 0])
-            total += 1
-            equal += (n == int(b.lengths[row, 0])
-                      and np.array_equal(a.tokens[row, 0, :n], b.tokens[row, 0, :n]))
-    return equal, total
+    pairs = [(model.src_vocab.encode(word_tokens(w), add_eos=True), []) for w in words]
+    batch = max(make_batches(pairs, 256, bucket=8), key=lambda b: b["src"].size)
+    return batch["src"], batch["src_len"]
 
 
 def onnxruntime_missing() -> str | None:
@@ -231,14 +191,11 @@ def run(context: Context) -> list[Row]:
             # xpseq's G2P on the export: the same pronounce, its batches searched by
             # OnnxModel.search with `threads` threads.
             engines["onnxruntime"] = g2p.G2P(folder, backend="onnxruntime")
-        answers, recorded = {}, {}
+        answers = {}
         names = list(engines)
         for name in names:
-            recorded[name] = []
             start = time.perf_counter()
-            with (recorded_batches(recorded[name]) if name in ("numpy", "onnxruntime")
-                  else contextlib.nullcontext()):
-                answers[name] = engines[name].pronounce(words)
+            answers[name] = engines[name].pronounce(words)
             seconds[f"{name} first"] = time.perf_counter() - start
         again: dict[str, list] = {}
 
@@ -284,18 +241,19 @@ def run(context: Context) -> list[Row]:
                             "each the median above; "
                             + ", ".join(f"{k} {v}" for k, v in onnx["versions"].items()
                                         if k != "python")))
-            onnx["equal"], onnx["words"] = equal_ids(recorded["numpy"],
-                                                     recorded["onnxruntime"])
-            phones = sum(a == b for a, b in zip(answers["numpy"], answers["onnxruntime"]))
+            # Greedy phone lists are equal exactly where the ids are (an id is one phone).
+            onnx["equal"] = sum(a == b for a, b in zip(answers["numpy"],
+                                                       answers["onnxruntime"]))
+            onnx["words"] = len(words)
             rows.append(Row("g2p", "words whose ids equal numpy float32's, onnxruntime",
                             onnx["equal"], f"of {onnx['words']}", None, f"{onnx['words']}",
                             onnx["equal"] == onnx["words"],
-                            f"{phones} of the phone lists equal"))
+                            "compared as phone lists, one phone an id"))
             rows.append(Row("g2p", "ONNX export of the shipped model (xpseq.export.onnx, "
                             "float32)", onnx["export_seconds"], "s", None, "—", None,
                             ", ".join(f"{k} {v:.1f} MB" for k, v in
                                       sorted(onnx["megabytes"].items()))))
-            src, src_len, _ = max(recorded["numpy"], key=lambda r: r[0].size)
+            src, src_len = largest_batch(engines["numpy"], words)
             onnx["batch"] = one_batch(engines, OnnxModel(folder, threads=threads), src,
                                       src_len, folder, threads)
             ms = onnx["batch"]["ms"]
