@@ -716,17 +716,14 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
     cross = [(encoded[f"k{i}"], encoded[f"v{i}"]) for i in range(config.decoder_layers)]
     like = cross[0][0]
     batch, width, device = like.shape[0], config.d_model // config.heads, compat.device(like)
-    if batch is None and capacity is None:      # a lazy array: the batch taken from it
-        state = {"t": xp.zeros_like(like[:, 0, 0, 0], dtype=kernels.int_dtype(xp))}
-        for i in range(config.decoder_layers):
-            state[f"k{i}"], state[f"v{i}"] = (xp.zeros_like(like[:, :, :0, :])
-                                              for _ in range(2))
-    else:
-        state = {"t": xp.zeros((batch,), dtype=kernels.int_dtype(xp), device=device)}
-        for i in range(config.decoder_layers):  # distinct arrays: no entry aliases another
-            state[f"k{i}"], state[f"v{i}"] = (
-                xp.zeros((batch, config.heads, capacity or 0, width), dtype=like.dtype,
-                         device=device) for _ in range(2))
+    # Shaped after the cross keys (B, h, S, d/h), so that an unknown batch (a lazy array)
+    # is taken from them; distinct arrays: no entry aliases another.
+    state = {"t": xp.zeros_like(like[:, 0, 0, 0], dtype=kernels.int_dtype(xp))}
+    for i in range(config.decoder_layers):
+        state[f"k{i}"], state[f"v{i}"] = (
+            xp.zeros_like(like[:, :, :0, :]) if capacity is None else
+            xp.zeros((batch, config.heads, capacity, width), dtype=like.dtype, device=device)
+            for _ in range(2))
     last = (config.decoder_layers - 1,) if attention else ()
 
     def step(state: dict[str, Any], y: Any) -> tuple[Any, ...]:
