@@ -1,16 +1,24 @@
 """Backend selection shared by tests/ and parity_tests/.
 
-Every test that takes the ``backend`` fixture runs once per selected backend; tests that
-take ``grad_backend`` run on the selected backends with automatic differentiation (jax,
-torch); numpy and array_api_strict differentiate only functions with a hand-derived rule.
+The fixtures read the backends' declared capabilities (``xpseq.backends.CAPABILITIES``), as
+SciPy's ``xp`` fixture reads ``xp_capabilities``:
+
+* ``backend``: once per selected backend that trains (numpy, jax, torch,
+  array_api_strict). A test marked ``@pytest.mark.forward`` (it runs models forward and
+  search only) also runs on the forward-only backends (dask, onnx), each marked
+  ``forward_only``, and ``slow`` unless the marker names it in ``quick=``.
+* ``grad_backend``: the selected backends whose gradients are automatic (jax, torch);
+  numpy and array_api_strict differentiate only functions with a hand-derived rule.
+
 Select backends with ``pytest --backend jax --backend torch`` (or ``--backend jax,torch``)
-or the environment variable ``XPSEQ_BACKENDS=jax,torch``; the default is all four. A
+or the environment variable ``XPSEQ_BACKENDS=jax,torch``; the default is all of them. A
 selected backend whose library is not installed is skipped, and ``-ra`` lists the skips.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -37,14 +45,12 @@ os.environ.setdefault("XPSEQ_JAX_CACHE", "0")
 
 from xpseq import backends
 
-GRAD_BACKENDS = ("jax", "torch")
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--backend", action="append", default=None, metavar="NAME",
         help="run backend-parametrised tests on these backends only (repeatable or "
-             f"comma-separated; one of {', '.join(backends.NAMES)}); default: "
+             f"comma-separated; one of {', '.join(backends.CAPABILITIES)}); default: "
              "$XPSEQ_BACKENDS or all",
     )
 
@@ -53,11 +59,27 @@ def selected_backends(config: pytest.Config) -> list[str]:
     raw = config.getoption("--backend") or [os.environ.get("XPSEQ_BACKENDS", "")]
     names = [n.strip() for item in raw for n in item.split(",") if n.strip()]
     if not names:
-        return list(backends.NAMES)
-    unknown = [n for n in names if n not in backends.NAMES]
+        return list(backends.CAPABILITIES)
+    unknown = [n for n in names if n not in backends.CAPABILITIES]
     if unknown:
-        raise pytest.UsageError(f"unknown backend(s) {unknown}; choose from {list(backends.NAMES)}")
+        raise pytest.UsageError(f"unknown backend(s) {unknown}; choose from "
+                                f"{list(backends.CAPABILITIES)}")
     return names
+
+
+def backend_params(metafunc: pytest.Metafunc, names: list[str]) -> list[Any]:
+    """The ``backend`` fixture's parameters for one test: the selected backends that
+    train, and with ``@pytest.mark.forward`` the forward-only ones, marked."""
+    forward = metafunc.definition.get_closest_marker("forward")
+    quick = () if forward is None else forward.kwargs.get("quick", ())
+    params: list[Any] = []
+    for name in names:
+        if backends.capabilities(name).trains:
+            params.append(name)
+        elif forward is not None:
+            marks = [pytest.mark.forward_only] + ([] if name in quick else [pytest.mark.slow])
+            params.append(pytest.param(name, marks=marks, id=name))
+    return params
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -77,16 +99,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = selected_backends(metafunc.config)
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", names, indirect=True)
+        metafunc.parametrize("backend", backend_params(metafunc, names), indirect=True)
     if "grad_backend" in metafunc.fixturenames:
-        metafunc.parametrize("grad_backend", [n for n in names if n in GRAD_BACKENDS],
-                             indirect=True)
+        metafunc.parametrize("grad_backend", [n for n in names if backends.capabilities(
+            n).gradients == "autodiff"], indirect=True)
 
 
 def _get(name: str) -> backends.Backend:
-    if name not in backends.available():
+    try:
+        return backends.get(name)
+    except ModuleNotFoundError:
         pytest.skip(f"backend {name!r} is not installed")
-    return backends.get(name)
 
 
 @pytest.fixture

@@ -274,9 +274,17 @@ def check_exact_zeros(be: backends.Backend, case: Case, out: tuple, what: str) -
 # ----------------------------------------------------------------- parity tests
 
 
+@pytest.mark.forward(quick=("dask",))
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_forward_matches_numpy(backend, case):
-    check_outputs(backend, case, case.call(backend), backend.name)
+    """Every case on every backend, the forward-only ones too: dask.array (every case in
+    the quick tier, about 4 s for all: each operation builds a task graph, a value check
+    computes the one flag it needs, and the outputs stay lazy until compared) and ndonnx
+    eager (each operation recorded in an ONNX graph and computed; slow)."""
+    out = case.call(backend)
+    if backend.name == "dask":
+        assert all(type(o).__module__.startswith("dask.") for o in out), case.id
+    check_outputs(backend, case, out, backend.name)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -287,6 +295,7 @@ def test_forward_jax_jit_matches_numpy(case):
     check_outputs(jx, case, case.call_jit(jx), "jax.jit")
 
 
+@pytest.mark.forward(quick=("dask",))
 @pytest.mark.parametrize("case", MASKED, ids=lambda c: c.id)
 def test_masked_entries_exactly_zero(backend, case):
     check_exact_zeros(backend, case, case.call(backend), backend.name)
@@ -504,41 +513,6 @@ def test_numpy_log_softmax_and_logsumexp_match_scalar_python():
 
 
 # ------------------------------------------- libraries that are not training backends
-
-
-#: The cases ndonnx runs in the quick tier (each of its operations costs milliseconds as
-#: it is recorded and computed); the others are slow tests.
-NDONNX_QUICK = ("masked_softmax-lens_and_mask", "masked_softmax-empty_zero", "logsumexp-neginf",
-                "sdpa-lens_bq", "mha-h2-nobias-lens_bq-mask")
-
-
-@pytest.mark.parametrize("case", [c if c.id in NDONNX_QUICK else
-                                  pytest.param(c, marks=pytest.mark.slow) for c in CASES],
-                         ids=lambda c: c.id)
-def test_forward_on_ndonnx_matches_numpy(case):
-    """ndonnx (``backends.get("onnx")``), eager: arrays with values, each operation
-    computed as it is recorded in an ONNX graph."""
-    pytest.importorskip("ndonnx")
-    be = backends.get("onnx")
-    out = tuple(None if o is None else be.to_numpy(o) for o in case.call(be))
-    check_outputs(NP, case, out, "ndonnx")          # compared as NumPy arrays
-    if case in MASKED:
-        check_exact_zeros(NP, case, out, "ndonnx")
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_forward_on_dask_matches_numpy(case):
-    """dask.array (``backends.get("dask")``, through array-api-compat), every case in the
-    quick tier (about 4 s for all of them): each operation builds a task graph, a value
-    check computes the one flag it needs, and the outputs stay lazy dask arrays (of the
-    reference's dtype and shape) until they are compared."""
-    pytest.importorskip("dask.array")
-    be = backends.get("dask")
-    out = case.call(be)
-    assert all(type(o).__module__.startswith("dask.") for o in out), case.id
-    check_outputs(be, case, out, "dask")
-    if case in MASKED:
-        check_exact_zeros(be, case, out, "dask")
 
 
 class _WithoutTakeAlongAxis:

@@ -271,7 +271,7 @@ def cold_compiles(backend: Backend) -> Iterator[None]:
     (Inductor's ``force_disable_caches`` would be colder still, but it also compiles each
     of the unrolled RNN's many identical kernels again: at this script's tiny test sizes
     that took over 20 minutes on a loaded 2-core machine.)"""
-    if not backend.compiled:
+    if backend.capabilities.compile != "pieces":
         yield
         return
     from torch._inductor.utils import fresh_cache
@@ -313,7 +313,8 @@ class Variant:
 
     @property
     def engine(self) -> str:
-        return self.backend.name + (" (compiled)" if self.backend.compiled else "")
+        pieces = self.backend.capabilities.compile == "pieces"
+        return self.backend.name + (" (compiled)" if pieces else "")
 
     @property
     def label(self) -> str:
@@ -325,7 +326,7 @@ def plan(names: Sequence[str], bes: Mapping[str, Backend], args: argparse.Namesp
          compiled: Backend | None) -> tuple[list[Variant], list[str]]:
     """The rows to measure, in order (each backend's dtypes, then its bf16 row; the compiled
     torch rows last), and the notes on rows left out."""
-    from xpseq.train.step import check_precision
+    from xpseq.train.step import training_precision
 
     variants, notes = [], []
     for be in [bes[n] for n in names] + ([compiled] if compiled is not None else []):
@@ -333,7 +334,7 @@ def plan(names: Sequence[str], bes: Mapping[str, Backend], args: argparse.Namesp
         if args.precision is None:
             continue
         try:
-            check_precision(be, be.gradients, args.precision)
+            training_precision(be, be.gradients, args.precision)
         except ValueError as err:
             notes.append(f"{be.name}: no {args.precision} row: {err}")
             continue
@@ -384,9 +385,7 @@ def gradient_function(backend: Backend, config: Seq2SeqConfig,
     def loss_fn(p: dict, b: dict) -> Any:
         return loss(cast_params(p, precision, xp=backend.xp), config, b, scan=backend.scan)
 
-    if backend.compiled:
-        return backend.value_and_grad(backend.jit(loss_fn))
-    return backend.jit(backend.value_and_grad(loss_fn))
+    return backend.compile_program(backend.value_and_grad(backend.compile_piece(loss_fn)))
 
 
 def measure(variant: Variant, config: Seq2SeqConfig,
@@ -436,7 +435,7 @@ def measure(variant: Variant, config: Seq2SeqConfig,
     medians_ms = {k: 1000 * statistics.median(v) for k, v in repeats_s.items()}
     for k in first_s:
         compile_s[k] = max(first_s[k] - medians_ms[k] / 1000, 0.0)
-    compiles = be.compiles or be.compiled
+    compiles = be.capabilities.compile != "none"
     grads_np = {k: be.to_numpy(g) for k, g in grads.items()}
     grad_diff, grad_param = grads_rel_diff(grads_np, reference["grads"])
     loss_value = float(be.to_numpy(value))
@@ -446,7 +445,8 @@ def measure(variant: Variant, config: Seq2SeqConfig,
     mismatch = float((tokens != reference["decode_tokens"]).reshape(tokens.shape[0], -1)
                      .any(axis=1).mean())
     return {
-        "backend": be.name, "engine": variant.engine, "compiled": be.compiled,
+        "backend": be.name, "engine": variant.engine,
+        "compiled": be.capabilities.compile == "pieces",
         "dtype": variant.label, "precision": precision, "param_dtype": dtype,
         "device": device_name(be), "gradients": be.gradients,
         "forward_ms": medians_ms["forward"], "gradient_ms": medians_ms["gradient"],
@@ -459,7 +459,7 @@ def measure(variant: Variant, config: Seq2SeqConfig,
         "trajectory": trajectory, "speedups": {},
         "repeats_ms": {k: [1000 * t for t in v] for k, v in repeats_s.items()},
         "first_call_s": first_s, "compile_s": compile_s if compiles else None,
-        "step_traces": step.traces - traces_before, "compiled_graphs": step.compiles,
+        "step_traces": step.traces - traces_before, "compiled_graphs": step.graphs,
         "decode_mismatch": mismatch, "seconds": time.perf_counter() - started,
     }
 

@@ -64,9 +64,9 @@ def test_get_refuses_compile_where_it_does_not_apply():
 def test_the_compiled_backend_is_torch_cached_apart():
     eager, compiled = backends.get("torch"), backends.get("torch", compile=True)
     assert compiled is backends.get("torch", "cpu", compile=True) and compiled is not eager
-    assert (eager.name, eager.compiled, compiled.name, compiled.compiled) == (
-        "torch", False, "torch", True)
-    assert not compiled.compiles          # the steps compile their pieces, not whole programs
+    assert (eager.name, eager.capabilities.compile, compiled.name,
+            compiled.capabilities.compile) == ("torch", "none", "torch", "pieces")
+    assert eager.cache_key != compiled.cache_key
     config = CONFIGS["rnn"]
     assert make_train_step(config, OPTIMIZER, eager) is not make_train_step(
         config, OPTIMIZER, compiled)
@@ -86,14 +86,14 @@ def test_the_compiled_training_step_takes_the_eager_steps(kind):
     for name in eager_params:
         np.testing.assert_allclose(params[name], eager_params[name], rtol=GRAD_RTOL,
                                    atol=1e-10, err_msg=name)
-    assert eager_step.compiles is None
-    assert step.compiles == 2 and step.traces == 2      # two graphs, the Python step twice
+    assert eager_step.graphs is None
+    assert step.graphs == 2 and step.traces == 2      # two graphs, the Python step twice
     result = fit(CONFIGS[kind], models.get(kind).init_params(CONFIGS[kind], seed=3),
                  BATCHES, compiled,
                  train=TrainConfig(epochs=1, optimizer=OPTIMIZER, clip_norm=1.0,
                                    progress=False))
     assert result.traces == 0 and result.history[0]["traces"] == 0
-    assert step.compiles == 2
+    assert step.graphs == 2
 
 
 @pytest.mark.slow

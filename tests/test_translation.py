@@ -12,6 +12,7 @@ import sacrebleu
 
 from xpseq import backends
 from xpseq.app.plots import ascii_heatmap, save_heatmap, save_loss_curves
+from xpseq.backends import programs
 from xpseq.core.decoding import Hypotheses
 from xpseq.data import EOS_ID, PAD_ID, Vocab
 from xpseq.models.rnn import Seq2SeqConfig, init_params
@@ -19,7 +20,6 @@ from xpseq.search import SearchOptions, search, to_lists
 from xpseq.search import decode as translation
 from xpseq.tasks import translate
 from xpseq.tasks.metrics import Bleu, corpus_bleu, exact_match, format_table
-from xpseq.backends import compiled
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 V = 12                                  # 4 reserved ids + 8 words on either side
@@ -89,7 +89,7 @@ def test_search_is_identical_on_every_backend_and_jitted_once_on_jax(backend, at
 
     real = translation._search_arrays
     monkeypatch.setattr(translation, "_search_arrays", counted)
-    compiled.clear()
+    programs.clear()
     p = on(backend, params)
     for options, ref in zip(runs, refs):
         first = search(p, cfg, src, src_len, backend, options)
@@ -99,7 +99,7 @@ def test_search_is_identical_on_every_backend_and_jitted_once_on_jax(backend, at
         assert_same(second, first, rtol=0)
     if backend.name == "jax":
         assert traces == runs                          # traced once per search, then reused
-        assert compiled.info().get("search") == 2
+        assert programs.info().get("search") == 2
     else:
         assert traces == [o for o in runs for _ in range(2)]    # eager: every call runs
 

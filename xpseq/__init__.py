@@ -6,13 +6,17 @@ package             what it holds
 ==================  ======================================================================
 ``xpseq.core``      the math: masking, attention, layers, cells, losses, optimisers,
                     search loops, hand-derived backward rules (``vjp``), kernels
-``xpseq.backends``  what each library adds to the standard: conversion, gradients, jit,
-                    scan, custom_vjp
-``xpseq.models``    model kinds behind one protocol, and their registry (``rnn``)
+``xpseq.backends``  what each library adds to the standard (conversion, gradients,
+                    compilation, scan, custom_vjp), each backend's declared capabilities,
+                    the default rule, the cache of built programs
+``xpseq.models``    model kinds behind one protocol, and their registry (``rnn``,
+                    ``transformer``)
 ``xpseq.data``      toy task, CMU dictionary, TSV corpora, vocabularies, batches
 ``xpseq.train``     the training step and loop, schedules, callbacks, checkpoints
 ``xpseq.search``    greedy and beam search over a model
-``xpseq.tasks``     experiments: the toy translator, G2P, metrics
+``xpseq.tasks``     experiments: the toy translator, the G2P recipe, metrics
+``xpseq.g2p``       the shipped grapheme-to-phoneme model: words, running text, lexicon
+``xpseq.export``    ONNX export (traced by ndonnx) and decoding an export on onnxruntime
 ``xpseq.app``       the ``xpseq`` command, the demo, plots
 ``xpseq.tour``      the autodiff tour
 ``xpseq.testing``   the parity tolerances and comparison helpers

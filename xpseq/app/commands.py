@@ -27,18 +27,20 @@ from .errors import CommandError, oserror_message
 # --------------------------------------------------------------------------- helpers
 
 
-def _backend(name: str | None, compile: bool = False) -> backends.Backend:
-    """``--backend``, or the one default rule (``XPSEQ_BACKEND``, else the fastest
-    installed: :func:`xpseq.backends.default_name`); ``--compile`` (``compile``) is torch
-    with torch.compile whatever the default. Every subcommand (and the demo) gets its
-    backend here.
+def _backend(name: str | None, compile: bool = False,
+             purpose: str = "train") -> backends.Backend:
+    """``--backend``, or the one default rule for ``purpose`` (``XPSEQ_BACKEND``, else the
+    fastest installed for training or for decoding: :func:`xpseq.backends.default_name`);
+    ``--compile`` (``compile``) is torch with torch.compile whatever the default. Every
+    subcommand (and the demo) gets its backend here: ``train`` and ``demo`` for training,
+    ``translate``, ``evaluate``, ``heatmap`` and ``g2p`` for decoding.
 
     The command is an application, and on JAX it enables 64-bit types for its own process
     (``jax_enable_x64``), before the backend is created, so that ``--dtype float64``
     computes in float64, and JAX's persistent compilation cache (:func:`_enable_jax_cache`);
     the library never changes JAX's configuration itself."""
     try:
-        name = name or ("torch" if compile else backends.default_name())
+        name = name or ("torch" if compile else backends.default_name(purpose))
         if name == "jax":
             _enable_jax_x64()
             _enable_jax_cache()
@@ -50,7 +52,8 @@ def _backend(name: str | None, compile: bool = False) -> backends.Backend:
 
 def _named(backend: backends.Backend) -> str:
     """The backend's name for a message: ``torch with torch.compile`` for ``--compile``."""
-    return f"{backend.name} with torch.compile" if backend.compiled else backend.name
+    pieces = backend.capabilities.compile == "pieces"
+    return f"{backend.name} with torch.compile" if pieces else backend.name
 
 
 def _enable_jax_x64() -> None:
@@ -317,12 +320,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     """``train`` on ``backend``, once the outputs are checked (and locked)."""
-    from xpseq.core.precision import compute_dtype
     from xpseq.tasks import model_config, task_from_pairs, train_model
     from xpseq.tasks.experiment import training_config
     from xpseq.train.callbacks import EarlyStopping
 
-    compute_dtype(opts.precision_of(args), xp=backend.xp)   # no bfloat16: refused first
+    opts.precision_of(args).compute_dtype(backend.xp)   # no bfloat16: refused first
     resumed = _resumed(args)
     data_files = {name: outputs.fingerprint(path)
                   for name, path in outputs.data_files(args).items()
@@ -488,7 +490,7 @@ ONNXRUNTIME = "onnxruntime"
 def cmd_translate(args: argparse.Namespace) -> int:
     if args.backend == ONNXRUNTIME:
         return _translate_export(args)
-    backend = _backend(args.backend, args.compile)
+    backend = _backend(args.backend, args.compile, "decode")
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
     sentences = _read_sentences(args, g2p=(loaded.metadata or {}).get("task") == "g2p")
     _note_unknown(sentences, src_vocab)
@@ -535,7 +537,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from xpseq.tasks import Task, bucket_table
     from xpseq.tasks.metrics import format_table
 
-    backend = _backend(args.backend, args.compile)
+    backend = _backend(args.backend, args.compile, "decode")
     if args.shipped or len(args.checkpoint) > 1:
         return _evaluate_g2p_model(args, backend)
     if not args.checkpoint:
@@ -675,7 +677,7 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
     from xpseq.app.plots import ascii_heatmap, save_heatmap
     from xpseq.tasks import attention_labels
 
-    backend = _backend(args.backend, args.compile)
+    backend = _backend(args.backend, args.compile, "decode")
     loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
     tokens = args.sentence.split()
     if not tokens:
@@ -729,8 +731,7 @@ def cmd_g2p(args: argparse.Namespace) -> int:
             model = g2p.load(args.model, backend=ONNXRUNTIME)
         else:
             model = g2p.load(args.model or None,
-                             backend=_backend(args.backend or _g2p_backend(args.compile),
-                                              args.compile),
+                             backend=_backend(args.backend, args.compile, "decode"),
                              precision=opts.precision_of(args))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
@@ -747,16 +748,6 @@ def cmd_g2p(args: argparse.Namespace) -> int:
     finally:
         notes.summary()
     return 0
-
-
-def _g2p_backend(compile: bool = False) -> str | None:
-    """``xpseq g2p``'s backend when none is named: ``XPSEQ_BACKEND`` if set, else PyTorch
-    if installed, else NumPy, chosen by measurement (``scripts/bench.py --only g2p``: the
-    6,304 test words, start-up included, on one core: torch 12.4 s, NumPy 14.1 s, JAX
-    27.4 s with its compilations and 18.5 s with them cached); ``--compile`` keeps torch."""
-    if compile or os.environ.get("XPSEQ_BACKEND", "").strip():
-        return None
-    return "torch" if "torch" in backends.available() else "numpy"
 
 
 #: ``xpseq g2p`` notes each of the first this many words with characters the model does

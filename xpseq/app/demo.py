@@ -135,8 +135,9 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
         rows.append([r["search"], r["bleu"], f"{100 * r['exact']:.1f}%",
                      f"{r['seconds']:.2f} s"])
     print(format_table(["search", "BLEU", "exact", "time"], rows))
+    after = ", after JAX compiled" if backend.capabilities.compile == "program" else ""
     print("(beam search ranks hypotheses by mean log-probability per token; times are for a "
-          "second run" + (", after JAX compiled)" if backend.compiles else ")"))
+          f"second run{after})")
 
     _title("attention heatmap: rows are generated Zhoric words, columns the English source")
     src, ref = task.test[3][0]

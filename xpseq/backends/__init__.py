@@ -7,27 +7,32 @@ True
 >>> be.asarray([1.0, 2.0]).dtype             # float64 on every backend, even torch
 dtype('float64')
 
-Each backend has ``name``, ``xp`` (the array namespace), ``asarray``, ``to_numpy``,
-``value_and_grad``, ``jit``, ``scan`` and ``custom_vjp``; see :class:`xpseq.backends.Backend`.
+Each backend has ``name``, ``xp`` (the array namespace), ``capabilities``, ``asarray``,
+``to_numpy``, ``value_and_grad``, ``compile_program``, ``compile_piece``, ``scan`` and
+``custom_vjp``; see :class:`xpseq.backends.Backend`. What each can do is declared once, in
+:data:`CAPABILITIES` (:func:`capabilities` reads it without importing the library); the
+training step and the search call ``compile_program`` and ``compile_piece`` on what they
+build whatever the backend, each the identity where it does not apply.
 
-============  ==========================  ==================  =============  ============
-backend       xp                          value_and_grad      jit            scan
-============  ==========================  ==================  =============  ============
-numpy         array_api_compat.numpy      hand-derived rules  identity       Python loop
-jax           jax.numpy                   jax.value_and_grad  jax.jit        lax.scan
-torch         array_api_compat.torch      autograd tape       identity       Python loop
-torch [1]     array_api_compat.torch      autograd tape       torch.compile  Python loop
-strict        array_api_strict            hand-derived rules  identity       Python loop
-onnx [2]      ndonnx                      none                identity       ONNX Loop
-dask [3]      array_api_compat.dask       none                identity       Python loop
-============  ==========================  ==================  =============  ============
+============  ==========================  ==================  ========  ============
+backend       xp                          gradients           compiles  scan
+============  ==========================  ==================  ========  ============
+numpy         array_api_compat.numpy      hand-derived rules  nothing   Python loop
+jax           jax.numpy                   jax.value_and_grad  programs  lax.scan
+torch         array_api_compat.torch      autograd tape       nothing   Python loop
+torch [1]     array_api_compat.torch      autograd tape       pieces    Python loop
+strict        array_api_strict            hand-derived rules  nothing   Python loop
+onnx [2]      ndonnx                      none                nothing   ONNX Loop
+dask [3]      array_api_compat.dask       none                nothing   Python loop
+============  ==========================  ==================  ========  ============
 
 [1] ``backends.get("torch", compile=True)``: the training step and the search compile their
-pieces with it (see :mod:`xpseq.backends._torch`).
+pieces with ``torch.compile`` (see :mod:`xpseq.backends._torch`).
 
-[2] Forward and search only (:data:`FORWARD_NAMES`): on arrays with values it computes
-as NumPy does; on ``ndonnx.argument`` arrays it records the ONNX graph that
-:mod:`xpseq.export` writes, its ``scan`` over a symbolic number of steps an ONNX ``Loop``.
+[2] Forward and search only (``capabilities.gradients == "none"``; ``value_and_grad`` is a
+TypeError): on arrays with values it computes as NumPy does; on ``ndonnx.argument`` arrays
+it records the ONNX graph that :mod:`xpseq.export` writes, its ``scan`` over a symbolic
+number of steps an ONNX ``Loop``.
 
 [3] Forward and search only: dask.array's arrays build a task graph that
 :meth:`Backend.to_numpy` computes (see :mod:`xpseq.backends._dask`).
@@ -38,7 +43,7 @@ numpy and array_api_strict the rule their ``value_and_grad`` runs. Backends know
 and no cell: the hand-derived recurrence that uses it lives in
 :func:`xpseq.core.recurrent.hand_derived_recurrence`.
 
-:mod:`xpseq.backends.compiled` is the one cache of built (on JAX, compiled) programs that
+:mod:`xpseq.backends.programs` is the one cache of built (on JAX, compiled) programs that
 training and search share.
 
 Libraries are imported only when their backend is first asked for, and their global
@@ -46,9 +51,11 @@ settings are left as they are: float64 on JAX needs JAX's 64-bit mode, which the
 turns on (``jax.config.update("jax_enable_x64", True)``); without it, asking for float64 is
 an error that says so.
 
-:func:`default` is the one rule for "no backend given", everywhere (the command, the
-Python front door): the ``XPSEQ_BACKEND`` environment variable if it is set, otherwise the
-first installed of :data:`PREFERENCE` (the fastest on this project's benchmarks first).
+:func:`default` is the one rule for "no backend given", everywhere (the library,
+:class:`~xpseq.Translator`, :class:`~xpseq.g2p.G2P` and every command), with one order per
+purpose: the ``XPSEQ_BACKEND`` environment variable if it is set, otherwise the first
+installed of :data:`PREFERENCE` for the purpose, ``"train"`` or ``"decode"`` (each the
+fastest first on this project's benchmarks).
 """
 
 from __future__ import annotations
@@ -62,24 +69,33 @@ from typing import Any, Iterator
 
 from xpseq.core import checks
 
-from ._base import Backend
+from ._base import CAPABILITIES, Backend, Capabilities
 
 Backend.__module__ = __name__    # its public home, where the API reference documents it
+Capabilities.__module__ = __name__
 
-__all__ = ["Backend", "NAMES", "FORWARD_NAMES", "PREFERENCE", "COMPILE_APPLIES", "available", "get",
-           "default_name", "default", "set_threads", "threads_set", "usable_cpus",
-           "blas_threads", "BLAS_THREAD_VARIABLES"]
+__all__ = ["Backend", "Capabilities", "CAPABILITIES", "NAMES", "PREFERENCE", "PURPOSES",
+           "COMPILE_APPLIES", "available", "capabilities", "get", "default_name", "default",
+           "resolve",
+           "set_threads", "threads_set", "usable_cpus", "blas_threads",
+           "BLAS_THREAD_VARIABLES"]
 
-NAMES = ("numpy", "jax", "torch", "array_api_strict")
-#: Backends that run the models forward and search, but do not train (no gradients):
-#: ``"onnx"`` (ndonnx), whose arrays made by ``ndonnx.argument`` record an ONNX graph
-#: (:mod:`xpseq.export`), and ``"dask"`` (dask.array, lazy: a task graph computed when a
-#: result is asked for). :func:`get` makes them; :func:`available` and the command's
-#: ``--backend`` list only :data:`NAMES`.
-FORWARD_NAMES = ("onnx", "dask")
-#: The order :func:`default` picks an installed backend in (fastest first; see the
-#: benchmarks page, docs/benchmarks.md).
-PREFERENCE = ("jax", "torch", "numpy")
+#: The backends that train (they have gradients): what :func:`available` and the
+#: command's ``--backend`` list. :func:`get` also makes the forward-only ones of
+#: :data:`CAPABILITIES`: ``"onnx"`` (ndonnx, whose arrays made by ``ndonnx.argument``
+#: record an ONNX graph, :mod:`xpseq.export`) and ``"dask"`` (dask.array, lazy: a task
+#: graph computed when a result is asked for).
+NAMES = tuple(n for n, c in CAPABILITIES.items() if c.trains)
+#: What a default backend is chosen for: ``"train"`` (training, the demo) or ``"decode"``
+#: (translating, evaluating, heat maps, G2P: a few searches, where start-up and compile
+#: time count as much as a step).
+PURPOSES = ("train", "decode")
+#: The order :func:`default` picks an installed backend in, per purpose, fastest first, as
+#: measured on this project's benchmarks (docs/benchmarks.md): training, JAX's compiled
+#: step ahead of PyTorch and NumPy; decoding, the 6,304 G2P test words with start-up
+#: included (``scripts/bench.py --only g2p``, one core), PyTorch ahead of NumPy, and JAX
+#: last for its compilations.
+PREFERENCE = {"train": ("jax", "torch", "numpy"), "decode": ("torch", "numpy", "jax")}
 
 _CLASSES = {
     "numpy": ("._numpy", "NumpyBackend"),
@@ -96,14 +112,22 @@ _cache: dict[tuple[str, str | None, bool], Backend] = {}
 _threads: int | None = None            # what set_threads asked for
 
 
+def capabilities(name: str) -> Capabilities:
+    """What the backend called ``name`` can do (:data:`CAPABILITIES`), without importing
+    its library. A torch backend made with ``compile=True`` compiles ``"pieces"``."""
+    if not isinstance(name, str) or name not in CAPABILITIES:
+        raise ValueError(f"unknown backend {name!r}; choose one of {list(CAPABILITIES)}")
+    return CAPABILITIES[name]
+
+
 def available() -> list[str]:
     """Names of the backends whose library is installed, in :data:`NAMES` order."""
     return [n for n in NAMES if importlib.util.find_spec(_MODULES.get(n, n)) is not None]
 
 
 def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
-    """The backend called ``name`` (one of :data:`NAMES` or :data:`FORWARD_NAMES`) on
-    ``device``, made once and kept.
+    """The backend called ``name`` (one of :data:`CAPABILITIES`: :data:`NAMES` and the
+    forward-only ``"onnx"`` and ``"dask"``) on ``device``, made once and kept.
 
     One backend is made per name, device and ``compile``; making it changes none of the
     library's global settings.
@@ -116,8 +140,9 @@ def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
 
     ``compile=True`` (torch only) runs the training step and the decoder step through
     ``torch.compile`` (see :mod:`xpseq.backends._torch`); the backend is still named
-    ``"torch"`` and has ``compiled = True``. It is off by default: compiling costs more
-    than it saves on the benchmarks' models (the measurement is in that module).
+    ``"torch"``, and its ``capabilities.compile`` is ``"pieces"``. It is off by default:
+    compiling costs more than it saves on the benchmarks' models (the measurement is in
+    that module).
 
     Raises
     ------
@@ -140,8 +165,7 @@ def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
     (dtype('float64'), True)
     """
     if not isinstance(name, str) or name not in _CLASSES:
-        raise ValueError(f"unknown backend {name!r}; choose one of "
-                         f"{list(NAMES + FORWARD_NAMES)}")
+        raise ValueError(f"unknown backend {name!r}; choose one of {list(CAPABILITIES)}")
     if not isinstance(compile, bool):
         raise TypeError(f"backends.get: compile must be True or False, got {compile!r}")
     if compile and name != "torch":
@@ -197,15 +221,26 @@ def _make(name: str, device: Any, compile: bool = False) -> Backend:
     return backend
 
 
-def default_name() -> str:
-    """The backend used when none is named: ``XPSEQ_BACKEND`` if set (one of
-    :data:`NAMES`), otherwise the first installed of :data:`PREFERENCE`.
+def default_name(purpose: str = "train") -> str:
+    """The backend used when none is named, for ``purpose`` (``"train"`` or
+    ``"decode"``): ``XPSEQ_BACKEND`` if set (one of :data:`NAMES`), otherwise the first
+    installed of ``PREFERENCE[purpose]``.
 
     Raises
     ------
     ValueError
-        ``XPSEQ_BACKEND`` names no backend.
+        ``XPSEQ_BACKEND`` names no backend, or ``purpose`` is not one of
+        :data:`PURPOSES`.
+
+    Examples
+    --------
+    >>> from xpseq import backends
+    >>> backends.default_name("decode") in backends.available()
+    True
     """
+    if purpose not in PURPOSES:
+        raise ValueError(f"default_name: purpose must be one of {list(PURPOSES)}, "
+                         f"got {purpose!r}")
     chosen = os.environ.get("XPSEQ_BACKEND", "").strip()
     if chosen:
         if chosen not in NAMES:
@@ -213,12 +248,21 @@ def default_name() -> str:
                              f"{list(NAMES)}")
         return chosen
     installed = available()
-    return next(n for n in PREFERENCE if n in installed)
+    return next(n for n in PREFERENCE[purpose] if n in installed)
 
 
-def default() -> Backend:
-    """The backend :func:`default_name` names."""
-    return get(default_name())
+def default(purpose: str = "train") -> Backend:
+    """The backend :func:`default_name` names for ``purpose``."""
+    return get(default_name(purpose))
+
+
+def resolve(backend: str | Backend | None, purpose: str = "train") -> Backend:
+    """``backend`` as a :class:`Backend`: a backend is kept, a name made with :func:`get`,
+    ``None`` the :func:`default` for ``purpose``. Every front door (``Translator``,
+    ``translate``, ``G2P``) takes its backend argument through it."""
+    if isinstance(backend, Backend):
+        return backend
+    return get(backend) if backend is not None else default(purpose)
 
 
 def usable_cpus() -> int:

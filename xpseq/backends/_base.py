@@ -1,4 +1,5 @@
-"""What every backend has: conversion in and out, gradients, jit and scan.
+"""What every backend has: conversion in and out, gradients, compilation and scan, and the
+capabilities it declares.
 
 A backend supplies only what the array API standard lacks. The math itself lives in
 :mod:`xpseq.core` and runs on ``backend.xp`` arrays unchanged.
@@ -6,15 +7,81 @@ A backend supplies only what the array API standard lacks. The math itself lives
 
 from __future__ import annotations
 
-from typing import Any, Callable, cast
+import dataclasses
+from typing import Any, Callable, Sequence
 
 import array_api_compat as compat
 import numpy as np
 
 from xpseq.core.loops import scan as python_scan
+from xpseq.core.rules import value_and_grad_by_rule
 from xpseq.core.tree import map_leaves
 
 DTYPE_NAMES = ("float32", "float64", "int32", "int64", "bool")
+
+#: How a backend gets gradients: the library differentiates (JAX transforms the function,
+#: PyTorch records a tape), the hand-derived rules of :mod:`xpseq.core.vjp` run, or none
+#: (a forward-only library: it runs the models and search, never trains).
+GRADIENTS = ("autodiff", "hand-derived", "none")
+#: What a backend compiles: whole programs (JAX: a training step or a search, autodiff
+#: and loops included, traced once per input shape), pieces (torch.compile: the loss, the
+#: optimiser's update, the decoder step; the loops around them stay Python), or nothing.
+COMPILE = ("program", "pieces", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, declared once (the test fixture reads the same table).
+
+    Attributes
+    ----------
+    gradients : {"autodiff", "hand-derived", "none"}
+        See :data:`GRADIENTS`. ``"none"``: :meth:`Backend.value_and_grad` is a TypeError.
+    compile : {"program", "pieces", "none"}
+        See :data:`COMPILE`: what :meth:`Backend.compile_program` and
+        :meth:`Backend.compile_piece` do (each is the identity where it does not apply).
+    lazy : bool
+        Whether arrays may have no values while code runs on them (a task graph, a
+        recorded ONNX graph): value checks are skipped on them, sizes may be unknown.
+    bfloat16 : bool
+        Whether the library has bfloat16 (``precision="bf16"``).
+    """
+
+    gradients: str
+    compile: str
+    lazy: bool = False
+    bfloat16: bool = False
+
+    def __post_init__(self) -> None:
+        if self.gradients not in GRADIENTS:
+            raise ValueError(f"Capabilities: gradients must be one of {list(GRADIENTS)}, "
+                             f"got {self.gradients!r}")
+        if self.compile not in COMPILE:
+            raise ValueError(f"Capabilities: compile must be one of {list(COMPILE)}, "
+                             f"got {self.compile!r}")
+
+    @property
+    def trains(self) -> bool:
+        """Whether models can be trained on it (it has gradients)."""
+        return self.gradients != "none"
+
+    @property
+    def fixed_shapes(self) -> bool:
+        """Whether what it compiles needs fixed shapes (a decoder's key/value cache of a
+        fixed capacity, no batch narrowing inside a search)."""
+        return self.compile != "none"
+
+
+#: Every backend's capabilities, by name: known without importing its library. ``"torch"``
+#: made with ``compile=True`` compiles ``"pieces"``.
+CAPABILITIES = {
+    "numpy": Capabilities("hand-derived", "none"),
+    "jax": Capabilities("autodiff", "program", bfloat16=True),
+    "torch": Capabilities("autodiff", "none", bfloat16=True),
+    "array_api_strict": Capabilities("hand-derived", "none"),
+    "onnx": Capabilities("none", "none", lazy=True),
+    "dask": Capabilities("none", "none", lazy=True),
+}
 
 
 class Backend:
@@ -23,22 +90,14 @@ class Backend:
     Attributes
     ----------
     name : str
-        ``"numpy"``, ``"jax"``, ``"torch"`` or ``"array_api_strict"``.
+        The backend's name in :func:`xpseq.backends.get`: ``"numpy"``, ``"jax"``,
+        ``"torch"``, ``"array_api_strict"``, or a forward-only ``"onnx"`` or ``"dask"``.
     xp : module
         The array API namespace of the library.
-    gradients : str
-        How gradients come: ``"autodiff"`` (JAX transforms the function, PyTorch records a
-        tape) or ``"hand-derived"`` (NumPy and array_api_strict run the backward rules of
-        :mod:`xpseq.core.vjp` attached to the function with ``defvjp``).
-    compiles : bool
-        Whether :meth:`jit` compiles whole programs, autodiff and loops included (JAX: a
-        function is traced once per input shape).
-    compiled : bool
-        Whether the backend was made with ``backends.get("torch", compile=True)``: its
-        :meth:`jit` is ``torch.compile``, which the training step and the search apply to
-        their pieces (the loss with its backward, the optimiser's update, the decoder
-        step) rather than to whole programs. ``False`` on every other backend (JAX always
-        compiles, ``compiles``). Program caches key on it.
+    capabilities : Capabilities
+        What it can do (gradients, what it compiles, lazy arrays, bfloat16), as
+        :data:`CAPABILITIES` declares; a torch backend made with ``compile=True``
+        compiles ``"pieces"``.
     device : object
         Where :meth:`asarray` places the arrays it makes (parameters, batches): the
         library's device object (``torch.device("cpu")``, a ``jax.Device``; ``"cpu"`` for
@@ -47,14 +106,24 @@ class Backend:
     """
 
     name: str = ""
-    gradients: str = "hand-derived"
-    compiles: bool = False
-    compiled: bool = False
+    capabilities: Capabilities = CAPABILITIES["numpy"]
 
     def __init__(self, xp: Any, device: Any = "cpu"):
         self.xp = xp
         self._device = device
         self._dtypes = {n: getattr(xp, n) for n in DTYPE_NAMES}
+
+    @property
+    def gradients(self) -> str:
+        """``capabilities.gradients``: ``"autodiff"``, ``"hand-derived"`` or ``"none"``."""
+        return self.capabilities.gradients
+
+    @property
+    def cache_key(self) -> tuple[str, str]:
+        """What a built program depends on about its backend, for
+        :mod:`xpseq.backends.programs`: the name and what it compiles (eager and compiled
+        torch share the name ``"torch"``)."""
+        return (self.name, self.capabilities.compile)
 
     @property
     def device(self) -> Any:
@@ -182,33 +251,50 @@ class Backend:
         Here (NumPy, array_api_strict), without automatic differentiation, ``fn`` must
         carry a hand-derived rule attached with :func:`xpseq.core.vjp.defvjp`:
         ``fn.vjp(*args)`` returns ``(fn(*args), backprop)``, and the gradient is
-        ``backprop(1)``. The training step's loss has one.
+        ``backprop(1)`` (:func:`xpseq.core.vjp.value_and_grad_by_rule`). The training
+        step's loss has one.
+
+        Raises
+        ------
+        TypeError
+            The backend has no gradients (``capabilities.gradients == "none"``: a
+            forward-only library such as dask or ndonnx).
+        NotImplementedError
+            ``fn`` carries no hand-derived rule (NumPy, array_api_strict).
         """
-        rule = getattr(fn, "vjp", None)
-        if rule is None:
-            name = getattr(fn, "__qualname__", type(fn).__name__)
-            raise NotImplementedError(
-                f"the {self.name} backend has no automatic differentiation: "
-                f"value_and_grad(fn) needs fn to carry a hand-derived rule, attached with "
-                f"xpseq.core.vjp.defvjp(fn, rule), and {name} has none. The models' losses "
-                "have one (xpseq.models.loss_and_grad); for any other function use 'jax' or "
-                "'torch', or xpseq.testing.central_difference_grad."
-            )
-        many = isinstance(argnums, tuple)
+        if not self.capabilities.trains:
+            raise TypeError(f"the {self.name} backend runs models forward only (forward and "
+                            "search, no gradients): value_and_grad needs one of the "
+                            "backends that train, 'numpy', 'jax', 'torch' or "
+                            "'array_api_strict'")
+        return value_and_grad_by_rule(fn, argnums, has_aux, who=f"the {self.name} backend")
 
-        def wrapped(*args: Any) -> tuple[Any, Any]:
-            out, backprop = rule(*args)
-            value = out[0] if has_aux else out
-            grads = backprop(self.xp.ones((), dtype=self.xp.asarray(value).dtype))
-            picked = tuple(grads[i] for i in cast(tuple[int, ...], argnums)) if many \
-                else grads[argnums]
-            return out, picked
+    def compile_program(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+        """``fn`` compiled as a whole program, autodiff and loops included, where the
+        backend compiles programs (``capabilities.compile == "program"``: ``jax.jit``,
+        ``kwargs`` passed on); elsewhere ``fn`` itself. The training step and the search
+        call it on what they build, whatever the backend."""
+        return fn
 
-        return wrapped
+    def compile_piece(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+        """``fn`` compiled as one piece of a program that stays Python around it, where the
+        backend compiles pieces (``capabilities.compile == "pieces"``: ``torch.compile``,
+        ``dynamic=`` among ``kwargs``); elsewhere ``fn`` itself. The training step calls it
+        on the loss and the update, the search on the decoder step."""
+        return fn
 
     def jit(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
-        """Compile ``fn`` where the library can (``jax.jit``); elsewhere ``fn`` itself."""
-        return fn
+        """``fn`` compiled however the backend compiles (:meth:`compile_program` or
+        :meth:`compile_piece`); ``fn`` itself where it compiles nothing."""
+        if self.capabilities.compile == "program":
+            return self.compile_program(fn, **kwargs)
+        return self.compile_piece(fn, **kwargs)
+
+    def graphs(self, traces: int, pieces: Sequence[Any] = ()) -> int | None:
+        """How many graphs were compiled for a program whose Python body ran ``traces``
+        times around the compiled ``pieces``: ``None`` where nothing compiles (JAX: its
+        traces; compiled torch: the graphs of its pieces)."""
+        return None
 
     def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
              length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:

@@ -18,11 +18,12 @@ from typing import Any
 import array_api_compat.dask.array as dx
 import numpy as np
 
-from ._base import Backend
+from ._base import CAPABILITIES, Backend
 
 
 class DaskBackend(Backend):
     name = "dask"
+    capabilities = CAPABILITIES["dask"]
 
     def __init__(self) -> None:
         super().__init__(dx)

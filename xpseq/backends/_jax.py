@@ -12,17 +12,16 @@ raises an error that says how to turn the mode on, where JAX itself would silent
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ._base import Backend
+from ._base import CAPABILITIES, Backend
 
 
 class JaxBackend(Backend):
     name = "jax"
-    gradients = "autodiff"
-    compiles = True
+    capabilities = CAPABILITIES["jax"]
 
     def __init__(self, device: Any = None) -> None:
         import jax
@@ -89,9 +88,13 @@ class JaxBackend(Backend):
                        has_aux: bool = False) -> Callable[..., Any]:
         return self._jax.value_and_grad(fn, argnums=argnums, has_aux=has_aux)
 
-    def jit(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+    def compile_program(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
         """``jax.jit(fn, **kwargs)`` (e.g. ``static_argnames=``)."""
         return self._jax.jit(fn, **kwargs)
+
+    def graphs(self, traces: int, pieces: Sequence[Any] = ()) -> int | None:
+        """One compiled program per trace (a new input shape)."""
+        return traces
 
     def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
              length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:

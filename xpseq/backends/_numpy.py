@@ -7,11 +7,12 @@ from typing import Any
 import array_api_compat.numpy as xp_numpy
 import numpy as np
 
-from ._base import Backend
+from ._base import CAPABILITIES, Backend
 
 
 class NumpyBackend(Backend):
     name = "numpy"
+    capabilities = CAPABILITIES["numpy"]
 
     def __init__(self) -> None:
         super().__init__(xp_numpy)

@@ -23,11 +23,12 @@ import spox.opset.ai.onnx.v21 as op
 
 from xpseq.core.tree import flatten, unflatten
 
-from ._base import Backend
+from ._base import CAPABILITIES, Backend
 
 
 class OnnxBackend(Backend):
     name = "onnx"
+    capabilities = CAPABILITIES["onnx"]
 
     def __init__(self) -> None:
         super().__init__(ndonnx)

@@ -8,11 +8,12 @@ from typing import Any
 import array_api_strict
 import numpy as np
 
-from ._base import Backend
+from ._base import CAPABILITIES, Backend
 
 
 class StrictBackend(Backend):
     name = "array_api_strict"
+    capabilities = CAPABILITIES["array_api_strict"]
 
     def __init__(self) -> None:
         super().__init__(array_api_strict, device=array_api_strict.Device())

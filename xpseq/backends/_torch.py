@@ -6,7 +6,8 @@ that device (default ``"cpu"``).
 Python floats become float64 tensors through :meth:`asarray`, not torch's float32 default.
 
 ``jit`` is the identity, unless the backend is made with ``backends.get("torch",
-compile=True)``: then it is ``torch.compile`` (inductor), and ``backend.compiled`` is True.
+compile=True)``: then it is ``torch.compile`` (inductor), and its ``capabilities.compile`` is
+``"pieces"``.
 torch.compile cannot compile through ``torch.autograd.grad`` (a graph break), so the training
 step (:mod:`xpseq.train.step`) compiles its pieces: the loss, whose backward AOTAutograd
 compiles with it, and clipping with the optimiser's update; the search
@@ -62,15 +63,16 @@ rewritten whole at every step).
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import array_api_compat.torch as xp_torch
 import numpy as np
 
 from xpseq.core import tree
 
-from ._base import Backend
+from ._base import CAPABILITIES, Backend
 
 #: torch.compile's ``dynamic=`` for :meth:`TorchBackend.jit` (what the training step
 #: compiles): static shapes, one graph per batch shape (see the module docstring for the
@@ -133,13 +135,14 @@ _LRU_CACHE_WARNING = "Dynamo detected a call to a `functools.lru_cache`-wrapped 
 
 class TorchBackend(Backend):
     name = "torch"
-    gradients = "autodiff"
+    capabilities = CAPABILITIES["torch"]
 
     def __init__(self, device: Any = None, compile: bool = False) -> None:
         import torch
 
         self._torch = torch
-        self.compiled = bool(compile)
+        if compile:
+            self.capabilities = dataclasses.replace(CAPABILITIES["torch"], compile="pieces")
         try:
             place = torch.device("cpu" if device is None else device)
         except (RuntimeError, TypeError) as err:
@@ -151,21 +154,28 @@ class TorchBackend(Backend):
         super().__init__(xp_torch, device=place)
 
     def __repr__(self) -> str:
-        compiled = " (torch.compile)" if self.compiled else ""
+        compiled = " (torch.compile)" if self.capabilities.compile == "pieces" else ""
         return f"<xpseq backend {self.name!r}{compiled} on {self.device}>"
 
     def is_array(self, x: Any) -> bool:
         return isinstance(x, self._torch.Tensor)
 
-    def jit(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+    def compile_piece(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
         """``fn`` itself on the eager backend; made with ``compile=True``, ``fn`` through
         ``torch.compile`` (inductor, ``dynamic=DYNAMIC`` unless ``dynamic=`` is given): a
         :class:`Compiled` that counts the graphs it builds. Other keywords (JAX's
         ``static_argnames``) are ignored: torch.compile specialises on non-tensor
         arguments by itself."""
-        if not self.compiled:
+        if self.capabilities.compile != "pieces":
             return fn
         return Compiled(fn, dynamic=kwargs.get("dynamic", DYNAMIC))
+
+    def graphs(self, traces: int, pieces: Sequence[Any] = ()) -> int | None:
+        """The graphs torch.compile built for the compiled ``pieces`` (``None`` on the
+        eager backend)."""
+        if self.capabilities.compile != "pieces":
+            return None
+        return sum(piece.compiles for piece in pieces if isinstance(piece, Compiled))
 
     def _from_host(self, host: np.ndarray, dtype: Any) -> Any:
         return self._torch.tensor(host, dtype=dtype, device=self.device)

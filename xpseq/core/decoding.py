@@ -80,7 +80,7 @@ def tile_beams(tree: Any, k: int) -> Any:
     ``(B, ...) -> (B·k, ...)``: the copies of sentence ``b`` at rows ``b·k .. b·k + k - 1``."""
     def tile(x: Any) -> Any:
         xp = compat.array_namespace(x)
-        index = xp.arange(x.shape[0] * k, device=compat.device(x)) // k
+        index = xp.arange(x.shape[0] * k, dtype=int_dtype(xp), device=compat.device(x)) // k
         return xp.take(x, index, axis=0)
 
     return map_leaves(tile, tree)
@@ -162,7 +162,7 @@ def greedy_search(step: Callable[..., Any], state: Any, *, batch_size: int, bos_
     B, L = batch_size, max_len
     device = compat.device(like)
     limits = _limits(max_lens, B, L, xp, device)
-    positions = xp.arange(L, device=device)
+    positions = xp.arange(L, dtype=int_dtype(xp), device=device)
     probe = step(state, xp.full((B,), bos_id, dtype=int_dtype(xp), device=device))
     S = None if probe[2] is None else probe[2].shape[-1]
     carry = {
@@ -255,8 +255,9 @@ def beam_search(step: Callable[..., Any], state: Any, *, batch_size: int, k: int
     B, K, L = batch_size, k, max_len
     device = compat.device(like)
     limits = _limits(max_lens, B, L, xp, device)
-    positions = xp.arange(L, device=device)
-    rows = xp.reshape(xp.arange(B, device=device) * K, (B, 1))         # first beam row of b
+    positions = xp.arange(L, dtype=int_dtype(xp), device=device)
+    # the first beam row of each sentence b
+    rows = xp.reshape(xp.arange(B, dtype=int_dtype(xp), device=device) * K, (B, 1))
     probe = step(state, xp.full((B * K,), bos_id, dtype=int_dtype(xp), device=device))
     V = probe[0].shape[-1]
     S = None if probe[2] is None else probe[2].shape[-1]
@@ -274,7 +275,7 @@ def beam_search(step: Callable[..., Any], state: Any, *, batch_size: int, k: int
         return raw / ((5.0 + n) / 6.0) ** alpha
 
     # Only beam 0 is alive at the start, so the first step expands one hypothesis.
-    first = xp.reshape(xp.arange(K, device=device) == 0, (1, K))
+    first = xp.reshape(xp.arange(K, dtype=int_dtype(xp), device=device) == 0, (1, K))
     carry = {
         "state": state,
         "y": xp.full((B * K,), bos_id, dtype=int_dtype(xp), device=device),
@@ -301,7 +302,7 @@ def beam_search(step: Callable[..., Any], state: Any, *, batch_size: int, k: int
         is_eos = token == eos_id
         not_eos = xp.astype(~is_eos, int_dtype(xp))
         live_before = xp.cumulative_sum(not_eos, axis=-1) - not_eos
-        rank = xp.reshape(xp.arange(2 * K, device=device), (1, 2 * K))
+        rank = xp.reshape(xp.arange(2 * K, dtype=int_dtype(xp), device=device), (1, 2 * K))
         accept = xp.where(final[:, None], rank < K, is_eos & (live_before < K))
         accept = accept & ~c["done"][:, None] & (cand_score > neg_inf)
         at_t = positions == t
@@ -358,7 +359,7 @@ def beam_search(step: Callable[..., Any], state: Any, *, batch_size: int, k: int
 def _pick(x: Any, index: Any, xp: Any) -> Any:
     """``x[b, index[b, j], ...]`` for ``x (B, M, ...)``, ``index (B, J)``."""
     B, M = x.shape[0], x.shape[1]
-    offsets = xp.reshape(xp.arange(B, device=compat.device(x)) * M, (B, 1))
+    offsets = xp.reshape(xp.arange(B, dtype=int_dtype(xp), device=compat.device(x)) * M, (B, 1))
     flat = xp.reshape(x, (B * M, *x.shape[2:]))
     picked = xp.take(flat, xp.reshape(index + offsets, (-1,)), axis=0)
     return xp.reshape(picked, (B, index.shape[1], *x.shape[2:]))
@@ -439,7 +440,7 @@ def _run(body: Callable[..., Any], carry: dict[str, Any], steps: int,
 def _forbid_eos(logp: Any, t: Any, min_len: int, eos_id: int, xp: Any) -> Any:
     if min_len <= 0:
         return logp
-    column = xp.arange(logp.shape[-1], device=compat.device(logp)) == eos_id
+    column = xp.arange(logp.shape[-1], dtype=int_dtype(xp), device=compat.device(logp)) == eos_id
     return xp.where(column & (t < min_len), -math.inf, logp)
 
 

@@ -3,7 +3,7 @@
 :func:`search` runs :func:`xpseq.core.decoding.greedy_search` or ``beam_search`` with the
 model's step function (its kind's ``decoder``, see :mod:`xpseq.models`); on JAX the whole
 search is one ``jax.jit`` program (kept per configuration, search options and padded source
-length in :mod:`xpseq.backends.compiled`). It returns NumPy arrays;
+length in :mod:`xpseq.backends.programs`). It returns NumPy arrays;
 :func:`to_lists` turns them into Python lists with each hypothesis's attention trimmed to
 its own length and its source's length.
 
@@ -24,7 +24,7 @@ from typing import Any, Mapping, cast
 import numpy as np
 
 from xpseq import models
-from xpseq.backends import Backend, compiled
+from xpseq.backends import Backend, programs
 from xpseq.core import checks, kernels
 from xpseq.core import precision as mixed
 from xpseq.core.decoding import Hypotheses, beam_search, ensemble_step, greedy_search, tile_beams
@@ -80,10 +80,12 @@ class SearchOptions:
     max_len_a: float = 2.0
     max_len_b: float = 5.0
     attention: bool = True
-    precision: str | None = None
+    precision: mixed.Policy | str | None = None
 
     def __post_init__(self) -> None:
-        mixed.check_precision(self.precision, "SearchOptions: precision")
+        # The policy made once here (a name given becomes a Policy).
+        object.__setattr__(self, "precision", mixed.Policy.of(self.precision,
+                                                              "SearchOptions: precision"))
         if self.method not in ("greedy", "beam"):
             raise ValueError(f"method must be 'greedy' or 'beam', got {self.method!r}")
         if self.method == "greedy" and (self.k != 1 or self.n_best != 1):
@@ -164,11 +166,12 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
     configs, member_params = _members(params, config)
     member_params = tuple(mixed.cast_params(p, options.precision, xp=xp)
                           for p in member_params)
-    scan = backend.scan if backend.compiles else None
-    # A compiled loop, or a compiled step, needs the decoder state's shapes fixed (a
-    # key/value cache of max_len positions); an eager loop lets a cache grow a position per
-    # step.
-    capacity = max_len if backend.compiles or backend.compiled else None
+    strategy = backend.capabilities.compile
+    # A compiled program runs its loop as a scan (not unrolled); a compiled loop, or a
+    # compiled step, needs the decoder state's shapes fixed (a key/value cache of max_len
+    # positions); an eager loop lets a cache grow a position per step.
+    scan = backend.scan if strategy == "program" else None
+    capacity = max_len if backend.capabilities.fixed_shapes else None
     encoded = tuple(models.of(c).kernels.encode(p, c, src, src_len, scan=backend.scan, xp=xp)
                     for c, p in zip(configs, member_params))
 
@@ -177,7 +180,7 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
             models.of(c).kernels.decoder(p, c, e, attention=options.attention,
                                          max_len=capacity, xp=xp)
             for c, p, e in zip(configs, member_params, encoded)]
-        if backend.compiled:     # the same first states, and each member's step compiled
+        if strategy == "pieces":   # the same first states, and each member's step compiled
             pairs = [(_bind(compiled_step(c, options.attention, backend), p, e,
                             cast(int, capacity)),     # compiled: capacity is max_len
                       state) for c, p, e, (_, state) in zip(configs, member_params, encoded,
@@ -189,7 +192,7 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
     # An eager loop drops finished sentences from its steps (a compiled step would
     # compile again for each batch size).
     return run(decoder, encoded, src_len, options=options, max_len=max_len, xp=xp,
-               scan=scan, narrowing=scan is None and not backend.compiled)
+               scan=scan, narrowing=not backend.capabilities.fixed_shapes)
 
 
 def run(decoder: Any, encoded: Any, src_len: Any, *, options: SearchOptions,
@@ -238,7 +241,7 @@ def compiled_step(config: Any, attention: bool, backend: Backend) -> Any:
     (N, S) or None)`` (the model's ``decoder`` step for at most ``max_len`` steps, see
     :mod:`xpseq.models`), for a backend made with ``backends.get("torch", compile=True)``:
     ``backend.jit`` of it, built once per configuration and kept in
-    :mod:`xpseq.backends.compiled`, so that every search reuses its graphs.
+    :mod:`xpseq.backends.programs`, so that every search reuses its graphs.
 
     The search around it stays an eager loop that stops when every sentence is finished;
     the state has fixed shapes (a key/value cache of ``max_len`` positions, as under
@@ -252,10 +255,9 @@ def compiled_step(config: Any, attention: bool, backend: Backend) -> Any:
                                            max_len=max_len, xp=backend.xp)
             return cast(tuple[Any, ...], run(state, y))
 
-        return backend.jit(step, dynamic=STEP_DYNAMIC)
+        return backend.compile_piece(step, dynamic=STEP_DYNAMIC)
 
-    return compiled.cached("decoder_step", (config, attention, backend.name, backend.compiled),
-                           build)
+    return programs.cached("decoder_step", (config, attention, backend.cache_key), build)
 
 
 def _bind(step: Any, params: Any, encoded: Any, max_len: int) -> Any:
@@ -298,20 +300,16 @@ def search(params: Any, config: Any, src: np.ndarray,
     if options.min_len >= max_len:
         raise ValueError(f"search: min_len ({options.min_len}) must be below the longest "
                          f"output ({max_len})")
-    if backend.compiles:
-        def build() -> Any:
-            def program(params: Any, src: Any, src_len: Any) -> Hypotheses:
-                return _search_arrays(params, src, src_len, config=config, options=options,
-                                      max_len=max_len, backend=backend)
 
-            return backend.jit(program)
+    def build() -> Any:
+        def program(params: Any, src: Any, src_len: Any) -> Hypotheses:
+            return _search_arrays(params, src, src_len, config=config, options=options,
+                                  max_len=max_len, backend=backend)
 
-        program = compiled.cached("search", (config, options, max_len, backend.name,
-                                             backend.compiled), build)
-        hyp = program(params, backend.asarray(src_np), backend.asarray(len_np))
-    else:
-        hyp = _search_arrays(params, backend.asarray(src_np), backend.asarray(len_np),
-                             config=config, options=options, max_len=max_len, backend=backend)
+        return backend.compile_program(program)
+
+    program = programs.cached("search", (config, options, max_len, backend.cache_key), build)
+    hyp = program(params, backend.asarray(src_np), backend.asarray(len_np))
     # A bfloat16 model's attention weights are returned in float32, as NumPy has no bfloat16.
     return Hypotheses(*(None if x is None
                         else backend.to_numpy(kernels.widened(x, xp=backend.xp)) for x in hyp))

@@ -30,12 +30,6 @@ from .experiment import Task, model_config, train_model, training_config, transl
 __all__ = ["Translator", "load"]
 
 
-def _backend(backend: str | backends.Backend | None) -> backends.Backend:
-    if isinstance(backend, backends.Backend):
-        return backend
-    return backends.get(backend) if backend is not None else backends.default()
-
-
 class Translator:
     """A trained sequence-to-sequence model, its vocabularies and the backend it runs on.
 
@@ -91,7 +85,7 @@ class Translator:
         backend : str, Backend or None
             A backend name or a :class:`~xpseq.backends.Backend` (such as
             ``backends.get("torch", compile=True)``); ``None`` for
-            :func:`xpseq.backends.default`.
+            :func:`xpseq.backends.default` for training.
         epochs : int, optional
             At most this many epochs (training stops early after 3 epochs without a
             better dev loss).
@@ -133,7 +127,7 @@ class Translator:
         if model not in ("rnn", "transformer"):
             raise ValueError(f"Translator.train: model must be 'rnn' or 'transformer', got "
                              f"{model!r}")
-        be = _backend(backend)
+        be = backends.resolve(backend, "train")
         config = model_config(task, model, **options)
         settings = training_config(model, epochs=epochs, lr=lr, warmup=warmup, seed=seed,
                                    progress=progress)
@@ -252,10 +246,11 @@ def load(path: str | pathlib.Path, *,
          backend: str | backends.Backend | None = None) -> Translator:
     """A :class:`Translator` from a checkpoint (``Translator.save``, ``xpseq train``,
     ``xpseq demo``), on ``backend`` (a name or a :class:`~xpseq.backends.Backend`, such as
-    ``backends.get("torch", compile=True)``; ``None`` for :func:`xpseq.backends.default`)."""
+    ``backends.get("torch", compile=True)``; ``None`` for :func:`xpseq.backends.default`
+    for decoding)."""
     from xpseq.train import checkpoint
 
-    be = _backend(backend)
+    be = backends.resolve(backend, "decode")
     loaded = checkpoint.load(path)
     if not loaded.vocabs:
         raise ValueError(f"load: {path} holds no vocabularies; it cannot translate")

@@ -28,7 +28,7 @@ import numpy as np
 from xpseq.backends import Backend
 from xpseq.core import checks
 from xpseq.core.optim import Optimizer, adam
-from xpseq.core.precision import check_precision
+from xpseq.core.precision import Policy
 from xpseq.models import check_batch
 
 from .callbacks import Callback
@@ -38,8 +38,8 @@ from .step import (
     check_gradients,
     make_eval_loss,
     make_train_step,
+    training_precision,
 )
-from .step import check_precision as step_precision
 
 __all__ = ["TrainConfig", "Loop", "fit", "FitResult"]
 
@@ -96,7 +96,7 @@ class TrainConfig:
     gradients: str | None = None
     progress: bool = True
     devices: int = 1
-    precision: str | None = None
+    precision: Policy | str | None = None
 
     def __post_init__(self) -> None:
         if self.optimizer is None:
@@ -115,7 +115,8 @@ class TrainConfig:
                              f"{self.clip_norm!r}")
         if not checks.is_int(self.seed) or self.seed < 0:
             raise ValueError(f"TrainConfig: seed must be a non-negative int, got {self.seed!r}")
-        check_precision(self.precision, "TrainConfig: precision")
+        object.__setattr__(self, "precision", Policy.of(self.precision,
+                                                        "TrainConfig: precision"))
         if not isinstance(self.monitor, str):
             raise TypeError(f"TrainConfig: monitor must be the name of a history entry, got "
                             f"{type(self.monitor).__name__}")
@@ -130,7 +131,7 @@ class FitResult:
 
     ``history`` has one dict per finished epoch: ``epoch``, ``train_loss`` (mean per real
     token), ``dev_loss`` (or ``None``), ``steps`` (total so far) and ``traces`` (how many
-    times the training step was compiled in that epoch, ``TrainStep.compiles``: JAX
+    times the training step was compiled in that epoch, ``TrainStep.graphs``: JAX
     traces, or the graphs of a torch backend made with ``compile=True``; 0 once every
     batch shape has been seen; ``None`` on backends that do not compile) and ``seconds``
     (wall time of the epoch, compilation and dev evaluation included), ``elapsed``
@@ -246,7 +247,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
                             f"got {type(cb).__name__}")
     if not train_batches:
         raise ValueError("fit: train_batches is empty")
-    step_precision(backend, check_gradients(backend, train.gradients), train.precision)
+    training_precision(backend, check_gradients(backend, train.gradients), train.precision)
     for batch in list(train_batches) + list(dev_batches):
         check_batch(config, batch)
     place = placement(backend, train.devices)
@@ -258,7 +259,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
                                  mesh=place.mesh, precision=train.precision)
     eval_loss = make_eval_loss(config, backend, train.precision)
     state = loop.state
-    compiles_before = epoch_compiles = train_step.compiles     # None: nothing compiles
+    compiles_before = epoch_compiles = train_step.graphs     # None: nothing compiles
     while state["epoch"] < train.epochs:
         epoch_start = time.perf_counter()
         order = np.random.default_rng([train.seed, state["epoch"]]).permutation(
@@ -292,10 +293,10 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         record = {"epoch": state["epoch"] + 1,
                   "train_loss": state["epoch_nll"] / state["epoch_tokens"],
                   "dev_loss": dev, "steps": state["step"],
-                  "traces": _since(train_step.compiles, epoch_compiles),
+                  "traces": _since(train_step.graphs, epoch_compiles),
                   "lr_scale": _plateau_factor(loop),
                   "seconds": time.perf_counter() - epoch_start}
-        epoch_compiles = train_step.compiles
+        epoch_compiles = train_step.graphs
         extra: dict = {}
         for cb in callbacks:
             extra.update(cb.on_epoch_metrics(loop, dict(record, **extra)) or {})
@@ -317,7 +318,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         cb.on_train_end(loop)
     return FitResult(params=loop.final_params, opt_state=loop.opt_state_numpy(),
                      history=list(state["history"]), stopped=loop.stopped,
-                     traces=_since(train_step.compiles, compiles_before),
+                     traces=_since(train_step.graphs, compiles_before),
                      train_state=dict(state), best_epoch=state.get("best_epoch"))
 
 

@@ -14,11 +14,15 @@ PyTorch the gradients come from the autograd tape. NumPy (and array_api_strict) 
 model's hand-derived backward pass (its ``loss_vjp`` kernel), attached to the loss with
 ``defvjp``. Dropout masks are drawn from ``(seed, step)`` (see ``Backend.dropout_keep``).
 
-On a torch backend made with ``compile=True`` (``backend.compiled``) the step stays a Python
-function (``torch.compile`` cannot compile through ``torch.autograd.grad``) around two
-compiled pieces: the loss, whose backward AOTAutograd compiles with it (or, with
-``gradients="hand-derived"``, the loss and its hand-derived backward as one graph), and
-clipping with the optimiser's update. ``TrainStep.compiles`` counts their graphs.
+The step is built the same way on every backend: its two pieces (the loss with its
+gradient, and clipping with the optimiser's update) go through
+:meth:`~xpseq.backends.Backend.compile_piece`, the whole step through
+:meth:`~xpseq.backends.Backend.compile_program`, each the identity where the backend does
+not compile that way. On a torch backend made with ``compile=True`` the step stays a
+Python function (``torch.compile`` cannot compile through ``torch.autograd.grad``) around
+its two compiled pieces: the loss, whose backward AOTAutograd compiles with it (or, with
+``gradients="hand-derived"``, the loss and its hand-derived backward as one graph), and the
+update. ``TrainStep.graphs`` counts the graphs compiled.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from xpseq import models
-from xpseq.backends import Backend, compiled
+from xpseq.backends import Backend, programs
 from xpseq.core import precision as mixed
 from xpseq.core.optim import Optimizer, clip_by_global_norm
+from xpseq.core.rules import value_and_grad_by_rule
 from xpseq.core.vjp import defvjp
 
-__all__ = ["TrainStep", "GRADIENTS", "make_train_step", "check_gradients", "make_eval_loss",
-           "evaluate_loss"]
+__all__ = ["TrainStep", "GRADIENTS", "make_train_step", "check_gradients",
+           "training_precision", "make_eval_loss", "evaluate_loss"]
 
 Batch = Mapping[str, np.ndarray]
 
@@ -47,25 +52,22 @@ class TrainStep:
     seed does not recompile).
     ``traces`` counts how often the Python body ran: on JAX, once per compiled batch shape;
     on the other backends (a compiled torch backend too), once per call.
-    ``compiles`` counts the programs compiled for the step: on JAX its traces; on a torch
-    backend made with ``compile=True`` the graphs torch.compile built for its pieces (the
-    loss with its backward, the update), one more for each shape it compiles again;
-    ``None`` on the backends that do not compile.
+    ``graphs`` counts the graphs compiled for the step (:meth:`Backend.graphs
+    <xpseq.backends.Backend.graphs>`): on JAX its traces; on a torch backend made with
+    ``compile=True`` the graphs torch.compile built for its pieces (the loss with its
+    backward, the update), one more for each shape it compiles again; ``None`` on the
+    backends that do not compile.
     """
 
-    def __init__(self, fn: Callable, backend: Backend, parts: Sequence[Any] = ()):
+    def __init__(self, fn: Callable, backend: Backend, pieces: Sequence[Any] = ()):
         self._fn = fn
         self.backend = backend
         self.traces = 0
-        self._parts = tuple(parts)
+        self._pieces = tuple(pieces)
 
     @property
-    def compiles(self) -> int | None:
-        if self.backend.compiles:
-            return self.traces
-        if self.backend.compiled:
-            return sum(part.compiles for part in self._parts)
-        return None
+    def graphs(self) -> int | None:
+        return self.backend.graphs(self.traces, self._pieces)
 
     def __call__(self, params: dict, opt_state: dict, batch: Mapping[str, Any],
                  seed: int = 0) -> tuple:
@@ -78,10 +80,10 @@ GRADIENTS = ("autodiff", "hand-derived")
 def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
                     clip_norm: float | None = None, gradients: str | None = None,
                     group: tuple[int, int] | None = None, mesh: Any = None,
-                    precision: str | None = None) -> TrainStep:
+                    precision: mixed.Policy | str | None = None) -> TrainStep:
     """The training step of ``config`` (any model kind's) for ``backend``.
 
-    Built once, then kept in :mod:`xpseq.backends.compiled` by config, optimiser name and
+    Built once, then kept in :mod:`xpseq.backends.programs` by config, optimiser name and
     hyperparameters (a learning-rate schedule among them), ``clip_norm``, ``gradients`` and
     backend, so calling :func:`xpseq.train.fit` again reuses JAX's compilations.
 
@@ -112,20 +114,21 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
     mesh : a JAX device mesh (``backend.mesh(n)``) whose devices compute the gradient of
         their rows of the batch (``backend.data_parallel``); the batch and the dropout
         masks are split over it, the parameters replicated.
-    precision : ``None`` (compute in the parameters' dtype) or ``"bf16"``
+    precision : ``None`` (compute in the parameters' dtype), ``"bf16"`` or a
+        :class:`~xpseq.core.precision.Policy`
         Mixed precision (:mod:`xpseq.core.precision`): the loss is computed from the
         parameters cast to bfloat16, with softmax, layer-norm statistics and the loss in
         float32; the parameters, gradients and optimiser state stay in their own dtype
         (float32). Needs ``gradients="autodiff"`` on JAX or PyTorch.
     """
     gradients = check_gradients(backend, gradients)
-    check_precision(backend, gradients, precision)
+    precision = training_precision(backend, gradients, precision)
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"make_train_step: optimizer must be an xpseq.core.optim.Optimizer, "
                         f"got {type(optimizer).__name__}")
     key = (config, optimizer.name, tuple(sorted(optimizer.hyperparams.items())), clip_norm,
-           backend.name, backend.compiled, gradients, group, mesh, precision)
-    return compiled.cached("train_step", key, lambda: _build_train_step(
+           backend.cache_key, gradients, group, mesh, precision)
+    return programs.cached("train_step", key, lambda: _build_train_step(
         config, optimizer, backend, clip_norm, gradients, group, mesh, precision))
 
 
@@ -143,37 +146,39 @@ def check_gradients(backend: Backend, gradients: str | None) -> str:
     return gradients
 
 
-def check_precision(backend: Backend, gradients: str, precision: Any) -> str | None:
-    """``precision`` checked against ``backend`` and the (checked) ``gradients``: a reduced
-    precision needs a library with bfloat16 and its automatic differentiation (the
-    hand-derived backward passes are written for one dtype)."""
-    precision = mixed.check_precision(precision)
-    if precision is None:
-        return None
-    mixed.compute_dtype(precision, xp=backend.xp)         # no bfloat16: a clear error
+def training_precision(backend: Backend, gradients: str,
+                       precision: mixed.Policy | str | None) -> mixed.Policy:
+    """``precision`` as a :class:`~xpseq.core.precision.Policy`, checked for training on
+    ``backend`` with the (checked) ``gradients``: a reduced precision needs a library with
+    bfloat16 and its automatic differentiation (the hand-derived backward passes are
+    written for one dtype)."""
+    policy = mixed.Policy.of(precision)
+    if not policy.reduced:
+        return policy
+    policy.compute_dtype(backend.xp)                      # no bfloat16: a clear error
     if gradients != "autodiff":
-        raise ValueError(f"precision={precision!r} needs gradients='autodiff' (the "
+        raise ValueError(f"precision={policy.name!r} needs gradients='autodiff' (the "
                          "hand-derived backward passes compute in one dtype); got "
                          f"gradients={gradients!r} on {backend.name}")
-    return precision
+    return policy
 
 
 def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
                       clip_norm: float | None, gradients: str,
-                      group: tuple[int, int] | None, mesh: Any = None,
-                      precision: str | None = None) -> TrainStep:
+                      group: tuple[int, int] | None, mesh: Any,
+                      precision: mixed.Policy) -> TrainStep:
     xp = backend.xp
     model = models.of(config)
     # A compiling backend asked for hand-derived gradients traces the model's whole
     # hand-derived pass when it has no loop over time steps (the Transformer); otherwise it
     # differentiates the loss itself, and the model runs its recurrences with their
     # hand-derived custom VJP (the RNN).
-    rules_inside = (gradients == "hand-derived" and backend.compiles
+    rules_inside = (gradients == "hand-derived" and backend.capabilities.compile == "program"
                     and not model.kernels.loss_vjp_compiles)
     custom_vjp = backend.custom_vjp if rules_inside else None
 
     def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
-        params = mixed.cast_params(params, precision, xp=xp)
+        params = precision.cast_params(params, xp=xp)
         return model.kernels.loss(params, config, batch, keep, scan=backend.scan,
                                   custom_vjp=custom_vjp, xp=xp)
 
@@ -184,14 +189,13 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
     # JAX and PyTorch differentiate loss_of themselves; NumPy and array_api_strict (and
     # PyTorch asked for gradients="hand-derived") run the hand-derived backward pass
     # attached here. A compiled torch backend compiles the loss (its backward with it) or
-    # the whole hand-derived pass, and the update; on the others the pieces are left as
-    # they are and JAX compiles the whole step below.
+    # the whole hand-derived pass, and the update (compile_piece); JAX compiles the whole
+    # step below (compile_program).
     defvjp(loss_of, rule)
-    pieces = backend.jit if backend.compiled else (lambda fn: fn)
     if gradients == "hand-derived" and not rules_inside:
-        grad_fn = loss_part = pieces(Backend.value_and_grad(backend, loss_of))
+        grad_fn = loss_part = backend.compile_piece(value_and_grad_by_rule(loss_of))
     else:
-        loss_part = pieces(loss_of)
+        loss_part = backend.compile_piece(loss_of)
         grad_fn = backend.value_and_grad(loss_part)
     if mesh is not None:
         grad_fn = backend.data_parallel(grad_fn, mesh, config.pad_id)
@@ -201,7 +205,7 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
             grads, _ = clip_by_global_norm(grads, clip_norm)
         return optimizer.update(grads, opt_state, params)
 
-    update = pieces(apply)
+    update = backend.compile_piece(apply)
 
     def step(params: dict, opt_state: dict, batch: Mapping[str, Any], seed: Any) -> tuple:
         train_step.traces += 1
@@ -219,32 +223,29 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
         params, opt_state = update(grads, opt_state, params)
         return params, opt_state, value
 
-    if backend.compiled:            # the step itself stays Python around its pieces
-        train_step = TrainStep(step, backend, parts=(loss_part, update))
-    else:
-        train_step = TrainStep(backend.jit(step), backend)
+    train_step = TrainStep(backend.compile_program(step), backend, pieces=(loss_part, update))
     return train_step
 
 
-def make_eval_loss(config: Any, backend: Backend, precision: str | None = None) -> Callable:
+def make_eval_loss(config: Any, backend: Backend,
+                   precision: mixed.Policy | str | None = None) -> Callable:
     """``fn(params, batch) -> (summed nll, number of real tokens)`` without dropout (jitted
-    on JAX, kept in :mod:`xpseq.backends.compiled` per config, backend and ``precision``,
+    on JAX, kept in :mod:`xpseq.backends.programs` per config, backend and ``precision``,
     as in :func:`make_train_step`); sum both over batches for a corpus loss per token. A
     compiled torch backend runs it eagerly: the dev loss is a few batches an epoch, each a
     shape torch.compile would compile for."""
     model = models.of(config)
-    precision = mixed.check_precision(precision)
+    policy = mixed.Policy.of(precision)
 
     def build() -> Callable:
         def nll(params: dict, batch: Mapping[str, Any]) -> tuple:
-            params = mixed.cast_params(params, precision, xp=backend.xp)
+            params = policy.cast_params(params, xp=backend.xp)
             return model.kernels.nll_sum(params, config, batch, scan=backend.scan,
                                          xp=backend.xp)
 
-        return backend.jit(nll) if backend.compiles else nll
+        return backend.compile_program(nll)
 
-    return compiled.cached("eval_loss", (config, backend.name, backend.compiled, precision),
-                           build)
+    return programs.cached("eval_loss", (config, backend.cache_key, policy), build)
 
 
 def evaluate_loss(eval_loss: Callable, backend: Backend, params: dict,

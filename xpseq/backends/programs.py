@@ -1,20 +1,21 @@
-"""The one cache of built (on JAX and on compiled torch: compiled) programs: training steps,
-dev losses, searches and decoder steps.
+"""The one cache of built programs: training steps, dev losses, searches and decoder steps
+(compiled where the backend compiles them).
 
 Building a program for a backend means tracing the model once per input shape under
 ``jax.jit`` on JAX (or ``torch.compile`` on ``backends.get("torch", compile=True)``), which
 costs seconds; so each is built once per key and kept for the life of the process. A key
 names the program and everything its computation depends on that is not an array
-argument: the model configuration (frozen dataclasses are hashable), the backend's name
-and whether it compiles (``backend.compiled``: eager and compiled torch share the name
-"torch"), the optimiser's name and hyperparameters (its learning-rate schedule included),
-the search options. Calling :func:`xpseq.train.fit` or :func:`xpseq.search.search` again
-with the same settings reuses the programs, and their compilations.
+argument: the model configuration (frozen dataclasses are hashable), the backend's
+:attr:`~xpseq.backends.Backend.cache_key` (its name and what it compiles: eager and
+compiled torch share the name "torch"), the optimiser's name and hyperparameters (its
+learning-rate schedule included), the search options. Calling :func:`xpseq.train.fit` or
+:func:`xpseq.search.search` again with the same settings reuses the programs, and their
+compilations.
 
->>> from xpseq.backends import compiled
->>> compiled.info()                   # doctest: +SKIP
+>>> from xpseq.backends import programs
+>>> programs.info()                   # doctest: +SKIP
 {'train_step': 2, 'eval_loss': 1, 'search': 3}
->>> compiled.clear()                  # e.g. between benchmark repeats
+>>> programs.clear()                  # e.g. between benchmark repeats
 """
 
 from __future__ import annotations
