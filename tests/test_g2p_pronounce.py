@@ -21,6 +21,7 @@ import pytest
 from helpers import assert_ok, show
 
 from xpseq import backends, g2p
+from xpseq.core.precision import Policy
 from xpseq.data import Vocab
 from xpseq.search import Ensemble, SearchOptions
 from xpseq.tasks import g2p_recipe as recipe
@@ -267,7 +268,7 @@ def test_bfloat16_decoding_is_asked_for_and_stays_close_to_float32():
     words = ["".join(w) for w in load_g2p(stress=True).references("test")[0][:300]]
     full = g2p.load(backend="torch").pronounce(words)
     half = g2p.load(backend="torch", precision="bf16")
-    assert half.precision == "bf16" and g2p.load(backend="torch").precision is None
+    assert half.precision == Policy("bf16") and not g2p.load(backend="torch").precision.reduced
     low = half.pronounce(words)
     assert 0 < len(low) == len(full) and all(low)
     assert sum(a != b for a, b in zip(full, low)) <= 15

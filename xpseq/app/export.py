@@ -42,7 +42,7 @@ def check_export(path: str, args: argparse.Namespace) -> None:
     if args.compile:
         raise CommandError("--compile is torch's; --backend onnxruntime decodes an ONNX "
                            "export")
-    if opts.precision_of(args) is not None:
+    if opts.precision_of(args).reduced:
         raise CommandError("--precision: an ONNX export computes in the dtype it was "
                            "exported in; --backend onnxruntime takes no --precision")
     if not os.path.isdir(path):

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from xpseq import backends, models
 from xpseq.core.decoding import LENGTH_PENALTIES
+from xpseq.core.precision import Policy
 from xpseq.core.recurrent import CELLS
 from xpseq.models.rnn import ATTENTIONS, STYLES
 from xpseq.search import MAX_BEAM
@@ -338,9 +339,10 @@ def precision_option(parser: argparse.ArgumentParser) -> Actions:
                             "bfloat16 natively: AVX512-BF16, AMX)"))
 
 
-def precision_of(args: argparse.Namespace) -> str | None:
-    """``--precision`` as the library's ``precision`` argument (``None`` for ``dtype``)."""
-    return None if args.precision == "dtype" else args.precision
+def precision_of(args: argparse.Namespace) -> Policy:
+    """``--precision`` as the library's precision policy, made once here
+    (``Policy(None)`` for ``dtype``)."""
+    return Policy(None if args.precision == "dtype" else args.precision)
 
 
 def search_options(parser: argparse.ArgumentParser, *, n_best: bool = True) -> Actions:

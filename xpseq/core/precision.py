@@ -30,55 +30,99 @@ dtype), so asking for it there is an error.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
-__all__ = ["PRECISIONS", "check_precision", "compute_dtype", "cast_params"]
+__all__ = ["PRECISIONS", "Policy", "compute_dtype", "cast_params"]
 
 #: The reduced precisions a model can compute in (``None``: the parameters' own dtype).
 PRECISIONS = ("bf16",)
 
 
-def check_precision(precision: Any, where: str = "precision") -> str | None:
-    """``precision`` if it is ``None`` or one of :data:`PRECISIONS`.
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """A precision policy, made once where a precision is asked for (an argument, an
+    option) and passed on as it is (Keras's ``DTypePolicy`` is the model).
 
-    Raises
-    ------
-    ValueError
-        Anything else (the message starts with ``where``).
+    ``Policy(None)`` computes in the parameters' own dtype; ``Policy("bf16")`` is mixed
+    precision (the module docstring). Hashable: it keys built programs.
+
+    Examples
+    --------
+    >>> from xpseq.core.precision import Policy
+    >>> Policy.of("bf16").reduced, Policy.of(None).reduced
+    (True, False)
+    >>> Policy.of("fp8")
+    Traceback (most recent call last):
+        ...
+    ValueError: precision must be None (the parameters' own dtype) or one of ['bf16'], got 'fp8'
     """
-    if precision is None or (isinstance(precision, str) and precision in PRECISIONS):
-        return precision
-    raise ValueError(f"{where} must be None (the parameters' own dtype) or one of "
-                     f"{list(PRECISIONS)}, got {precision!r}")
+
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.name is None or (isinstance(self.name, str) and self.name in PRECISIONS)):
+            raise ValueError(f"precision must be None (the parameters' own dtype) or one of "
+                             f"{list(PRECISIONS)}, got {self.name!r}")
+
+    @classmethod
+    def of(cls, precision: Policy | str | None, where: str = "precision") -> Policy:
+        """``precision`` as a policy: a policy as it is, ``None`` or a name of
+        :data:`PRECISIONS` made into one.
+
+        Raises
+        ------
+        ValueError
+            Anything else (the message starts with ``where``).
+        """
+        if isinstance(precision, Policy):
+            return precision
+        try:
+            return cls(precision)
+        except ValueError as err:
+            raise ValueError(str(err).replace("precision", where, 1)) from None
+
+    @property
+    def reduced(self) -> bool:
+        """Whether it computes in a reduced precision (bfloat16)."""
+        return self.name is not None
+
+    def compute_dtype(self, xp: Any) -> Any:
+        """The dtype it computes in on the array namespace ``xp`` (``None``: the
+        parameters' own).
+
+        Raises
+        ------
+        ValueError
+            The library has no bfloat16 (NumPy, array_api_strict).
+        """
+        if self.name is None:
+            return None
+        dtype = getattr(xp, "bfloat16", None)
+        if dtype is None:
+            name = getattr(xp, "__name__", type(xp).__name__).rsplit(".", 1)[-1]
+            raise ValueError(f"precision={self.name!r} needs an array library with a "
+                             "bfloat16 dtype and automatic differentiation (jax or torch); "
+                             f"{name} has none")
+        return dtype
+
+    def cast_params(self, params: Mapping[str, Any], *, xp: Any) -> dict[str, Any]:
+        """``params`` with every floating array cast to the compute dtype (the others, and
+        everything for ``Policy(None)``, as they are). Differentiable: on JAX and PyTorch
+        the gradient of the cast is the gradient cast back."""
+        dtype = self.compute_dtype(xp)
+        if dtype is None:
+            return dict(params)
+        return {k: xp.astype(v, dtype) if xp.isdtype(v.dtype, "real floating") else v
+                for k, v in params.items()}
 
 
-def compute_dtype(precision: str | None, *, xp: Any) -> Any:
-    """The dtype ``precision`` computes in on the array namespace ``xp`` (``None`` for
-    ``precision=None``: the parameters' own).
-
-    Raises
-    ------
-    ValueError
-        The library has no bfloat16 (NumPy, array_api_strict).
-    """
-    check_precision(precision)
-    if precision is None:
-        return None
-    dtype = getattr(xp, "bfloat16", None)
-    if dtype is None:
-        name = getattr(xp, "__name__", type(xp).__name__).rsplit(".", 1)[-1]
-        raise ValueError(f"precision={precision!r} needs an array library with a bfloat16 "
-                         f"dtype and automatic differentiation (jax or torch); {name} has "
-                         "none")
-    return dtype
+def compute_dtype(precision: Policy | str | None, *, xp: Any) -> Any:
+    """:meth:`Policy.compute_dtype` of ``Policy.of(precision)``."""
+    return Policy.of(precision).compute_dtype(xp)
 
 
-def cast_params(params: Mapping[str, Any], precision: str | None, *, xp: Any) -> dict[str, Any]:
-    """``params`` with every floating array cast to ``precision``'s dtype (the others, and
-    everything for ``precision=None``, as they are). Differentiable: on JAX and PyTorch the
-    gradient of the cast is the gradient cast back."""
-    dtype = compute_dtype(precision, xp=xp)
-    if dtype is None:
-        return dict(params)
-    return {k: xp.astype(v, dtype) if xp.isdtype(v.dtype, "real floating") else v
-            for k, v in params.items()}
+def cast_params(params: Mapping[str, Any], precision: Policy | str | None, *,
+                xp: Any) -> dict[str, Any]:
+    """:meth:`Policy.cast_params` of ``Policy.of(precision)``."""
+    return Policy.of(precision).cast_params(params, xp=xp)

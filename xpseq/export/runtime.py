@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from xpseq.core.decoding import Hypotheses
+from xpseq.core.precision import Policy
 from xpseq.search import SearchOptions, run
 
 from . import FILES, FORMAT
@@ -96,7 +97,7 @@ class OnnxModel:
         if src.ndim != 2 or src_len.shape != (src.shape[0],):
             raise ValueError(f"OnnxModel.search: src must be (batch, src_len) and src_len "
                              f"(batch,), got {src.shape} and {src_len.shape}")
-        if options.precision is not None:
+        if Policy.of(options.precision).reduced:
             raise ValueError("OnnxModel.search: precision is fixed by the export "
                              f"({self.meta['dtype']}); pass precision=None")
         want_attention = options.attention and self.attends

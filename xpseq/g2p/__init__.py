@@ -49,6 +49,7 @@ from typing import Any, Sequence, cast
 
 from xpseq import backends
 from xpseq.core import checks
+from xpseq.core.precision import Policy
 
 __all__ = ["G2P", "pronounce", "pronounce_iter", "phonemize", "load", "shipped",
            "UnknownCharacterWarning", "MAX_WORD_LENGTH", "CHUNK", "MODEL_DIR"]
@@ -105,7 +106,8 @@ class G2P:
     ----------
     paths : checkpoint paths (``xpseq train --task g2p`` writes them); ``None`` for the
         shipped model. Several make an ensemble (their vocabularies must be the same).
-    backend : a backend name or object; ``None`` for NumPy. ``"onnxruntime"``: ``paths``
+    backend : a backend name or object; ``None`` for the default backend for decoding
+        (:func:`xpseq.backends.default`, ``"decode"``). ``"onnxruntime"``: ``paths``
         is one ONNX export of a G2P model (the folder ``xpseq export --onnx DIR`` writes:
         ``xpseq export --shipped --onnx DIR`` for the shipped model), decoded by
         onnxruntime (:class:`xpseq.export.runtime.OnnxModel`, as many threads as
@@ -119,8 +121,7 @@ class G2P:
 
     def __init__(self, paths: str | pathlib.Path | Sequence[str | pathlib.Path] | None = None, *,
                  backend: str | backends.Backend | None = None,
-                 precision: str | None = None):
-        from xpseq.core.precision import check_precision, compute_dtype
+                 precision: Policy | str | None = None):
         from xpseq.data import Vocab
         from xpseq.search import Ensemble
         from xpseq.train import checkpoint
@@ -145,11 +146,10 @@ class G2P:
         paths = [pathlib.Path(p) for p in paths]
         if not paths:
             raise ValueError("G2P: paths must name at least one checkpoint")
-        self.backend = backends.get(backend or "numpy") if not isinstance(
-            backend, backends.Backend) else backend
-        self.precision = check_precision(precision, "G2P: precision")
+        self.backend = backends.resolve(backend, "decode")
+        self.precision = Policy.of(precision, "G2P: precision")
         try:
-            compute_dtype(self.precision, xp=self.backend.xp)
+            self.precision.compute_dtype(self.backend.xp)
         except ValueError as err:
             raise ValueError(f"G2P: {err} (backend {self.backend.name!r})") from None
         loaded = [checkpoint.load(p) for p in paths]
@@ -178,7 +178,7 @@ class G2P:
         else:
             self.params, self.config = params, Ensemble(tuple(c.config for c in loaded))
 
-    def _load_export(self, paths: Any, precision: str | None) -> None:
+    def _load_export(self, paths: Any, precision: Policy | str | None) -> None:
         """``backend="onnxruntime"``: an ONNX export of a G2P model (one folder)."""
         from xpseq.data import Vocab
         from xpseq.export.runtime import OnnxModel
@@ -194,7 +194,7 @@ class G2P:
                                  f"folder), got {len(paths)} paths (an ensemble does not "
                                  "export)")
             paths = paths[0]
-        if precision is not None:
+        if Policy.of(precision, "G2P: precision").reduced:
             raise ValueError("G2P: precision is fixed by an ONNX export (its dtype); pass "
                              "precision=None with backend='onnxruntime'")
         folder = pathlib.Path(paths)
@@ -207,7 +207,7 @@ class G2P:
             raise ValueError(f"G2P: {folder} is not the export of a G2P model (its "
                              "model.json does not say task g2p)")
         self.backend = backends.get("numpy")        # the arrays between the steps
-        self.precision = None
+        self.precision = Policy(None)
         self.paths = [folder]
         self.metadata = dict(meta)
         self.stress = bool(meta.get("stress"))
@@ -554,7 +554,7 @@ class G2P:
 
         from xpseq.tasks.experiment import translate
 
-        if self.precision is not None:
+        if self.precision.reduced:
             options = dataclasses.replace(options, precision=self.precision)
         buckets: dict[int, list[int]] = {}
         for i, word in enumerate(tokens):
@@ -563,7 +563,7 @@ class G2P:
         with backends.blas_threads():           # (the caller's threads are restored)
             for _, where in sorted(buckets.items()):
                 asked = [tokens[i] for i in where]
-                if self.backend.compiles:
+                if self.backend.capabilities.compile == "program":
                     full, rest = divmod(len(asked), _PADDED_SIZES[-1])
                     size = full * _PADDED_SIZES[-1] + (
                         next(s for s in _PADDED_SIZES if s >= rest) if rest else 0)
@@ -608,12 +608,14 @@ def _checked(index: int, word: Any, caller: str) -> str:
 
 
 def load(paths: str | Sequence[str] | None = None, *,
-         backend: str | backends.Backend | None = None, precision: str | None = None) -> G2P:
+         backend: str | backends.Backend | None = None,
+         precision: Policy | str | None = None) -> G2P:
     """A :class:`G2P`, loaded once per ``(paths, backend, precision)`` and kept (a torch
     backend with ``compile=True`` apart from the eager one)."""
     key = (None if paths is None else tuple(map(str, [paths] if isinstance(
-        paths, (str, pathlib.Path)) else paths)), str(getattr(backend, "name", backend)),
-        getattr(backend, "compiled", False), precision)
+        paths, (str, pathlib.Path)) else paths)),
+        backend if backend == "onnxruntime" else backends.resolve(backend, "decode").cache_key,
+        Policy.of(precision, "G2P: precision"))
     if key not in _LOADED:
         _LOADED[key] = G2P(paths, backend=backend, precision=precision)
     return _LOADED[key]
@@ -623,7 +625,8 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
               stress: bool | None = None, backend: str | backends.Backend | None = None,
               model: str | Sequence[str] | None = None) -> list[Any]:
     """The phones of each word (see :meth:`G2P.pronounce`), with the shipped model or
-    the checkpoint(s) ``model``, on ``backend`` (default NumPy).
+    the checkpoint(s) ``model``, on ``backend`` (default: :func:`xpseq.backends.default`
+    for decoding).
 
     Examples
     --------
@@ -642,7 +645,8 @@ def phonemize(text: str, *, lookup: bool = True, stress: bool | None = None, bea
               backend: str | backends.Backend | None = None,
               model: str | Sequence[str] | None = None) -> list[str]:
     """The phones of running ``text`` (see :meth:`G2P.phonemize`), with the shipped model
-    or the checkpoint(s) ``model``, on ``backend`` (default NumPy).
+    or the checkpoint(s) ``model``, on ``backend`` (default:
+    :func:`xpseq.backends.default` for decoding).
 
     Examples
     --------
@@ -660,7 +664,7 @@ def pronounce_iter(words: Iterable[str], *, beam: int = 1, n_best: int = 1,
                    model: str | Sequence[str] | None = None) -> Iterator[Any]:
     """The phones of each word, yielded one by one, ``chunk`` words decoded at a time
     (see :meth:`G2P.pronounce_iter`), with the shipped model or the checkpoint(s)
-    ``model``, on ``backend`` (default NumPy)."""
+    ``model``, on ``backend`` (default: :func:`xpseq.backends.default` for decoding)."""
     return load(model, backend=backend).pronounce_iter(words, beam=beam, n_best=n_best,
                                                        lookup=lookup, stress=stress,
                                                        chunk=chunk)

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from xpseq.backends import Backend
 from xpseq.core import checks
 from xpseq.core.optim import adam
+from xpseq.core.precision import Policy
 from xpseq.data import Vocab
 from xpseq.search.decode import SearchOptions
 from xpseq.train import callbacks as cb
@@ -112,7 +113,7 @@ def recipe(**overrides: Any) -> tuple[dict, dict]:
 def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: int = 0,
           dtype: str = "float32", progress: bool = True, dev_words: int | None = None,
           devices: int = 1, callbacks: Sequence[cb.Callback] = (), resume: Any = None,
-          precision: str | None = None,
+          precision: Policy | str | None = None,
           metadata: dict | None = None, **overrides: Any) -> tuple[Any, FitResult, Task]:
     """Train a G2P model on ``split`` with :data:`RECIPE`, changed by ``overrides``.
 
@@ -180,7 +181,8 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
         options["lr"] * schedules.warmup_inverse_sqrt(options["warmup"]))
     settings = TrainConfig(epochs=options["epochs"], optimizer=adam(lr, b2=options["beta2"]),
                            seed=seed, monitor=options["monitor"],
-                           gradients="autodiff" if precision else options["gradients"],
+                           gradients=("autodiff" if Policy.of(precision).reduced
+                                      else options["gradients"]),
                            progress=progress, devices=devices, precision=precision)
     config, result = train_model(task, backend, config, settings,
                                  batch_size=options["batch_size"], bucket=options["bucket"],
