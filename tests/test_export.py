@@ -295,3 +295,92 @@ def test_g2p_refuses_the_export_of_a_translator(trained_rnn, tmp_path, capsys):
         g2p.G2P(folder, backend="onnxruntime")
     assert cli.main(["g2p", "--backend", "onnxruntime", "--model", str(folder), "cat"]) == 1
     assert "is not the export of a G2P model" in capsys.readouterr().err
+
+
+#: Configurations whose declared shapes are checked: every cell, attention and style of
+#: the RNN, and Transformers where two sizes coincide (d_model / heads == heads).
+SPEC_CONFIGS = {
+    "rnn-lstm-general": ("rnn", dict(embed=4, hidden=3)),
+    "rnn-gru-additive-bahdanau": ("rnn", dict(embed=4, hidden=3, cell="gru",
+                                              attention="additive", style="bahdanau")),
+    "rnn-dot-no-feeding": ("rnn", dict(embed=4, hidden=3, attention="dot",
+                                       input_feeding=False)),
+    "rnn-none": ("rnn", dict(embed=4, hidden=3, attention="none")),
+    "transformer-width-equals-heads": ("transformer", dict(d_model=16, heads=4, d_ff=8,
+                                                           encoder_layers=1,
+                                                           decoder_layers=2)),
+}
+
+
+def _config(name):
+    kind, options = SPEC_CONFIGS[name]
+    return models.get(kind).Config(src_vocab=7, tgt_vocab=9, **options)
+
+
+@pytest.mark.parametrize("name", sorted(SPEC_CONFIGS))
+def test_each_kind_declares_the_shapes_its_kernels_compute(name):
+    """``kernels.decoder_spec`` is true of the model's own kernels on NumPy: with a batch of
+    3, sources of 3 tokens (batch and length coinciding) and 2 steps decoded, every
+    encoded array and state has the declared shape, the names substituted."""
+    config = _config(name)
+    model = models.get(SPEC_CONFIGS[name][0])
+    params = model.init_params(config, 0)
+    batch, src_len = 3, 3
+    src = np.full((batch, src_len), 3, dtype=np.int64)
+    lengths = np.array([3, 2, 1], dtype=np.int64)
+    encoded = model.kernels.encode(params, config, src, lengths, scan=NP.scan, xp=NP.xp)
+    step, state = model.kernels.decoder(params, config, encoded, max_len=None, xp=NP.xp)
+    for _ in range(2):
+        _, state, _ = step(state, np.full((batch,), 4, dtype=np.int64))
+    sizes = {"batch": batch, "src_len": src_len, "steps": 2}
+    shapes = export.graph_shapes(config)
+    for traced, declared in ((export.names_of(encoded, "enc"), shapes["encoded"]),
+                             (export.names_of(state, "state"), shapes["state"])):
+        assert sorted(traced) == sorted(declared)
+        for key, array in traced.items():
+            assert array.shape == tuple(sizes.get(d, d) for d in declared[key]), key
+
+
+@pytest.mark.parametrize("name", ["rnn-gru-additive-bahdanau", "transformer-width-equals-heads"])
+def test_the_export_writes_the_declared_shapes_and_decodes_as_numpy(name, tmp_path):
+    """The graphs' symbolic shapes are the kind's declaration (no probing), even where two
+    sizes coincide (a Transformer whose heads equal d_model / heads); the export decodes
+    as NumPy does, on a batch whose size equals its source length."""
+    config = _config(name)
+    params = models.of(config).init_params(config, 1)
+    encoder, step, spec = export.trace(params, config, dtype="float64")
+    shapes = export.graph_shapes(config)
+    assert spec["encoder"]["outputs"] == {**shapes["encoded"], **shapes["first"]}
+    assert spec["step"]["inputs"] == {**shapes["encoded"], **shapes["state"],
+                                      "y_prev": ["batch"]}
+    if name.startswith("transformer"):
+        assert shapes["state"]["state.k1"] == ["batch", 4, "steps", 4]
+        assert shapes["first"]["state.k1"] == ["batch", 4, 0, 4]
+    import onnxruntime as ort
+
+    run_enc = ort.InferenceSession(encoder.SerializeToString())
+    src = np.array([[3, 4, 5], [6, 3, 0], [4, 0, 0]], dtype=np.int64)
+    lengths = np.array([3, 2, 1], dtype=np.int64)
+    got = dict(zip([o.name for o in run_enc.get_outputs()],
+                   run_enc.run(None, {"src": src, "src_len": lengths})))
+    want = models.of(config).kernels.encode(params, config, src, lengths, scan=NP.scan,
+                                            xp=NP.xp)
+    for key, value in export.names_of(want, "enc").items():
+        np.testing.assert_allclose(got[key], value, rtol=0, atol=1e-12, err_msg=key)
+
+
+def test_a_wrong_declaration_is_refused_by_name(monkeypatch):
+    """A model kind whose declared shapes are not what its kernels compute cannot export:
+    the error names the array and both shapes."""
+    config = _config("rnn-lstm-general")
+    right = export.graph_shapes
+
+    def wrong(c):
+        shapes = right(c)
+        shapes["state"]["state.h"] = ["batch", 99]
+        return shapes
+
+    monkeypatch.setattr(export, "graph_shapes", wrong)
+    with pytest.raises(ValueError, match=r"declares state\.h of shape \['batch', 99\], "
+                                         r"but computes \(2, 6\)"):
+        export.trace(models.get("rnn").init_params(config, 0), config)

@@ -18,10 +18,13 @@ module            contents
 ``precision``     mixed precision: where bfloat16 is computed and float32 kept
 ``decoding``      greedy_search, beam_search (batched, jit-safe) over a pure step function
 ``vjp``           the hand-derived backward rules (how NumPy gets gradients)
+``rules``         value_and_grad_by_rule: a function's attached rule run as its gradient
 ``kernels``       the unchecked kernels under the checked functions above (a named internal
                   API for the models: no validation, ``xp`` passed in)
 ``delegation``    where a library's own kernel replaces the generic code (sigmoid, relu,
                   fused attention), decided by the arrays' namespace alone
+``shapes``        the idioms for arrays of unknown sizes (a graph being recorded): reshape
+                  targets, positions, rows, heads split without a reshape
 ``loops``         scan, the Python loop (``lax.scan``'s semantics)
 ``tree``          flatten / unflatten / map_leaves over nested dicts, lists and tuples
 ``checks``        the argument checks of the public functions
@@ -29,7 +32,7 @@ module            contents
 """
 
 from . import (attention, decoding, delegation, kernels, layers, losses, masking, optim,
-               precision, recurrent, vjp)
+               precision, recurrent, shapes, vjp)
 from .attention import (
     additive_scores,
     attend,
@@ -64,5 +67,5 @@ __all__ = [
     "lstm_cell", "gru_cell", "run_sequence",
     "cross_entropy", "scan", "greedy_search", "beam_search", "tile_beams",
     "attention", "decoding", "delegation", "kernels", "layers", "losses", "masking", "optim",
-    "precision", "recurrent", "vjp",
+    "precision", "recurrent", "shapes", "vjp",
 ]

@@ -46,13 +46,13 @@ from typing import Any, Callable, Mapping, cast
 
 import array_api_compat as compat
 
-from . import delegation
+from . import delegation, shapes
 from .checks import broadcast_shapes
 from .delegation import relu, sigmoid
 from .loops import scan as python_scan
 
 __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "sequence_mask",
-           "positions", "is_narrow", "widened", "masked_softmax", "logsumexp", "log_softmax",
+           "is_narrow", "widened", "masked_softmax", "logsumexp", "log_softmax",
            "take_along_last", "nll_sum", "nll_parts", "dot_scores", "general_scores",
            "additive_scores", "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
@@ -67,16 +67,9 @@ def linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
 
 
 def embedding(ids: Any, E: Any, *, xp: Any) -> Any:
-    """``E[ids]``: the rows of ``E (V, E)`` at ``ids (...)``, shape ``(..., E)``. On a
-    lazy array with two or more unknown dimensions (``None``), which no reshape can
-    restore, it is the one-hot product ``onehot(ids) @ E``: the same values (one row
-    times one, the others times zero), a product of ``V`` more multiplications."""
-    unknown = sum(n is None for n in ids.shape)
-    if unknown > 1:
-        onehot = ids[..., None] == xp.arange(E.shape[0], dtype=ids.dtype)
-        return xp.astype(onehot, E.dtype) @ E
-    flat = xp.take(E, xp.reshape(ids, (-1,)), axis=0)
-    return xp.reshape(flat, tuple(-1 if n is None else n for n in ids.shape) + (E.shape[1],))
+    """``E[ids]``: the rows of ``E (V, E)`` at ``ids (...)``, shape ``(..., E)``
+    (:func:`xpseq.core.shapes.take_rows`, which also serves ids of unknown sizes)."""
+    return shapes.take_rows(E, ids, xp=xp)
 
 
 def dropout(x: Any, keep: Any, rate: float, *, xp: Any) -> Any:
@@ -97,19 +90,6 @@ def int_dtype(xp: Any) -> Any:
     return xp.__array_namespace_info__().default_dtypes()["integral"]
 
 
-def positions(like: Any, axis: int, *, xp: Any) -> Any:
-    """``0, 1, ..., n - 1`` for ``n = like.shape[axis]``, in the default integer dtype. On
-    a lazy array whose ``n`` is unknown (``None``: ndonnx recording a graph) it is the
-    running sum of ones along that axis, which the graph computes for any ``n``."""
-    wide = int_dtype(xp)
-    n = like.shape[axis]
-    if n is not None:
-        return xp.arange(n, dtype=wide, device=compat.device(like))
-    axis %= like.ndim
-    line = like[tuple(slice(None) if i == axis else 0 for i in range(like.ndim))]
-    return xp.cumulative_sum(xp.ones_like(line, dtype=wide), axis=0) - 1
-
-
 def sequence_mask(lengths: Any, max_len: int | None, *, xp: Any, like: Any = None,
                   axis: int = -1) -> Any:
     """``positions < lengths`` in the default integer dtype (in ``lengths``' own small
@@ -117,7 +97,7 @@ def sequence_mask(lengths: Any, max_len: int | None, *, xp: Any, like: Any = Non
     (a lazy array's unknown size) takes the positions along ``axis`` of ``like``."""
     wide = int_dtype(xp)
     if max_len is None:
-        steps = positions(like, axis, xp=xp)
+        steps = shapes.positions(like, axis, xp=xp)
     else:
         steps = xp.arange(max_len, dtype=wide, device=compat.device(lengths))
     return steps < xp.expand_dims(xp.astype(lengths, wide), axis=-1)
@@ -283,7 +263,7 @@ def sinusoidal_positions(positions: Any, d_model: int, dtype: Any, *, xp: Any) -
     rates = xp.exp(half * (-math.log(10000.0) / d_model))                  # 10000^(-2i/d)
     angles = xp.expand_dims(xp.astype(positions, work), axis=-1) * rates    # (..., d/2)
     both = xp.stack([xp.sin(angles), delegation.cos(angles, xp=xp)], axis=-1)  # (..., d/2, 2)
-    table = xp.reshape(both, (*(-1 if n is None else n for n in angles.shape[:-1]), d_model))
+    table = xp.reshape(both, shapes.reshape_dims((*angles.shape[:-1], d_model)))
     return table if work == dtype else xp.astype(table, dtype)
 
 
@@ -321,10 +301,9 @@ def split_heads(x: Any, num_heads: int, *, xp: Any) -> Any:
     dimensions (``None``), which no reshape can keep, each head's columns are sliced and
     stacked: the same values."""
     *lead, t, width = x.shape
-    d = width // num_heads
-    if sum(n is None for n in x.shape) > 1:
-        return xp.stack([x[..., h * d:(h + 1) * d] for h in range(num_heads)], axis=-3)
-    x = xp.reshape(x, (*(-1 if n is None else n for n in (*lead, t)), num_heads, d))
+    if not shapes.reshapable(x.shape):
+        return shapes.split_last(x, num_heads, axis=-3, xp=xp)
+    x = xp.reshape(x, shapes.reshape_dims((*lead, t, num_heads, width // num_heads)))
     n = x.ndim
     return xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
 
@@ -333,22 +312,21 @@ def merge_heads(x: Any, *, xp: Any, num_heads: int | None = None) -> Any:
     """``(..., H, T, d) -> (..., T, H * d)``. On a lazy array with two or more unknown
     dimensions, the heads (``num_heads`` of them, where ``H`` is unknown too) are
     concatenated along the last axis: the same values."""
-    if sum(n is None for n in x.shape) > 1:
+    if not shapes.reshapable(x.shape):
         h = x.shape[-3] if x.shape[-3] is not None else num_heads
         if h is None:
             raise ValueError("merge_heads: the number of heads is unknown; pass num_heads")
-        return xp.concat([x[..., i, :, :] for i in range(h)], axis=-1)
+        return shapes.join_last(x, h, axis=x.ndim - 3, xp=xp)
     n = x.ndim
     x = xp.permute_dims(x, (*range(n - 3), n - 2, n - 3, n - 1))
     *lead, t, h, d = x.shape
-    return xp.reshape(x, (*(-1 if n is None else n for n in lead), -1 if t is None else t,
-                          h * d))
+    return xp.reshape(x, shapes.reshape_dims((*lead, t, h * d)))
 
 
 def broadcast_keep(keep: Any, scores: Any, *, xp: Any) -> Any:
     """A keep-mask broadcast to the shape of ``scores``; left as it is where that shape has
     unknown sizes (a lazy array: the softmax broadcasts it, with the same weights)."""
-    if any(n is None for n in scores.shape):
+    if not shapes.known(scores.shape):
         return keep
     return xp.broadcast_to(keep, tuple(scores.shape))
 
@@ -434,16 +412,11 @@ def gru_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) 
 STEPS = {"lstm": lstm_step, "gru": gru_step}
 
 
-def initial_zeros(cell: str, batch: int | None, hidden: int, like: Any, *,
-                  xp: Any) -> tuple[Any, ...]:
-    """The all-zero state of ``cell`` for ``batch`` sequences (``like`` has them on axis
-    0; an unknown ``batch``, ``None``, is taken from it)."""
+def initial_zeros(cell: str, hidden: int, like: Any, *, xp: Any) -> tuple[Any, ...]:
+    """The all-zero state of ``cell`` for the sequences ``like`` holds on axis 0 (their
+    number known or not: :func:`xpseq.core.shapes.zeros_rows`)."""
     n_state = 2 if cell == "lstm" else 1
-    if batch is None:
-        column = xp.zeros_like(like[(slice(None),) + (slice(0, 1),) * (like.ndim - 1)])
-        one = xp.reshape(column, (-1, 1))                           # (B, 1) zeros
-        return tuple(one + zeros((hidden,), like, xp=xp) for _ in range(n_state))
-    return tuple(zeros((batch, hidden), like, xp=xp) for _ in range(n_state))
+    return tuple(shapes.zeros_rows(like, hidden, xp=xp) for _ in range(n_state))
 
 
 def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,

@@ -16,7 +16,7 @@ from typing import Any
 
 import array_api_compat as compat
 
-from . import checks, kernels
+from . import checks, kernels, shapes
 
 __all__ = ["sequence_mask", "masked_softmax", "log_softmax", "logsumexp"]
 
@@ -203,7 +203,7 @@ def keep_mask(fname: str, shape: tuple[int | None, ...], valid_lens: Any, mask: 
     array); unknown sizes are left to broadcasting.
     """
     keep = None
-    compact = compact or None in shape           # unknown sizes: left to broadcast
+    compact = compact or not shapes.known(shape)     # unknown sizes: left to broadcast
     if valid_lens is not None:
         valid_lens = _as_lengths(fname, valid_lens, xp=xp, device=device)
         keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp, compact=compact, keys=keys,
@@ -213,7 +213,7 @@ def keep_mask(fname: str, shape: tuple[int | None, ...], valid_lens: Any, mask: 
             raise TypeError(
                 f"{fname}: mask must have a bool dtype (True = attend), got {mask.dtype}"
             )
-        if not _broadcasts_to(tuple(mask.shape), shape):
+        if not shapes.broadcastable(tuple(mask.shape), shape):
             raise ValueError(
                 f"{fname}: mask of shape {tuple(mask.shape)} does not broadcast to the "
                 f"scores shape {shape}"
@@ -347,13 +347,6 @@ def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_
             value = int(lengths[index]) if index else int(lengths)
             where = f"{name}[{', '.join(map(str, index))}]" if index else name
             raise ValueError(f"{fname}: {name} must be {rule}, got {where} = {value}")
-
-
-def _broadcasts_to(src: tuple[int | None, ...], dst: tuple[int | None, ...]) -> bool:
-    if len(src) > len(dst):
-        return False
-    # An unknown dimension (None, a lazy array's) is taken to fit: the graph checks it.
-    return all(s is None or d is None or s in (1, d) for s, d in zip(reversed(src), reversed(dst)))
 
 
 def _check_axis(fname: str, axis: Any, ndim: int) -> int:

@@ -122,7 +122,7 @@ def run_sequence(params: Mapping[str, Any], xs: Any, lengths: Any, *, cell: str 
     checks.check_dim(fname, "lengths", lengths, 0, xs.shape[0], "the batch size of xs")
     hidden = _check_params(fname, cell, params, xs.shape[-1], xs, xp)
     if initial_state is None:
-        initial_state = kernels.initial_zeros(cell, xs.shape[0], hidden, xs, xp=xp)
+        initial_state = kernels.initial_zeros(cell, hidden, xs, xp=xp)
     _check_state(fname, cell, tuple(initial_state), xs.shape[0], hidden, xs, xp)
     _check_lengths_range(fname, "lengths", lengths, xs.shape[1], "the number of steps", xp)
     checks.check_all_finite(fname, xp, xs=xs, **dict(zip(("h", "c"), initial_state)))

@@ -42,16 +42,20 @@ import numpy as np
 from xpseq import backends, models
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 
-__all__ = ["onnx", "trace", "names_of", "rebuild", "without_empty_checks", "FORMAT", "DTYPES",
-           "KINDS"]
+__all__ = ["onnx", "trace", "names_of", "rebuild", "without_empty_checks", "graph_shapes",
+           "FORMAT", "DTYPES", "kinds"]
 
 #: The version of the folder's layout, written into ``model.json``.
 FORMAT = 1
 #: The dtypes an export computes in.
 DTYPES = ("float32", "float64")
 FILES = ("encoder.onnx", "step.onnx", "model.json")
-#: The model kinds that export.
-KINDS = ("rnn", "transformer")
+
+
+def kinds() -> list[str]:
+    """The model kinds that export: those that declare their decoder's shapes
+    (``kernels.decoder_spec``, see :mod:`xpseq.models.protocol`)."""
+    return [k for k in models.available() if models.get(k).kernels.decoder_spec is not None]
 
 
 def names_of(tree: Any, prefix: str) -> dict[str, Any]:
@@ -78,25 +82,59 @@ def rebuild(flat: Mapping[str, Any], template: Any, prefix: str) -> Any:
     return None if template is None else flat[prefix]
 
 
-def _symbolic_shapes(probes: list[dict[str, np.ndarray]], batches: list[int],
-                     sizes: dict[str, list[int]]) -> dict[str, list[Any]]:
-    """Each leaf's shape with the sizes that change between ``probes`` named: axis 0 is
-    ``"batch"``; a size equal to a named size in every probe takes its name; any other
-    that changes is ``"<leaf>_<axis>"``."""
-    shapes: dict[str, list[Any]] = {}
-    for name, first in probes[0].items():
-        dims: list[Any] = []
-        for axis, n in enumerate(first.shape):
-            seen = [p[name].shape[axis] for p in probes]
-            if axis == 0 and seen == batches:
-                dims.append("batch")
-            elif len(set(seen)) == 1:
-                dims.append(int(n))
-            else:
-                named = [k for k, v in sizes.items() if v == seen]
-                dims.append(named[0] if named else f"{name}_{axis}")
-        shapes[name] = dims
-    return shapes
+def graph_shapes(config: Any) -> dict[str, dict[str, list[Any]]]:
+    """The shapes of the graphs' inputs and outputs, from what the model kind declares of
+    its encoded source and decoder state (``kernels.decoder_spec``): ``"encoded"``
+    (``enc.<name>``), ``"state"`` (``state.<name>``, a step's input, ``steps`` symbolic)
+    and ``"first"`` (the encoder graph's first state: no step decoded, ``steps`` 0).
+
+    Raises
+    ------
+    ValueError
+        The model kind declares no shapes (it does not export).
+    """
+    model = models.of(config)
+    if model.kernels.decoder_spec is None:
+        raise ValueError(f"export: a {model.kind!r} model cannot be exported yet; the kinds "
+                         f"that can: {kinds()}")
+    spec = model.kernels.decoder_spec(config)
+    state = {f"state.{k}": list(v) for k, v in spec["state"].items()}
+    return {"encoded": {f"enc.{k}": list(v) for k, v in spec["encoded"].items()},
+            "state": state,
+            "first": {k: [0 if d == "steps" else d for d in v] for k, v in state.items()}}
+
+
+def _check_declared(what: str, computed: Mapping[str, Any], declared: Mapping[str, list[Any]],
+                    kind: str, sizes: Mapping[str, int] | None = None) -> None:
+    """The arrays are those the model kind declares, of the declared ranks, and every
+    size known equals the declared one (a symbolic one too, given its value in
+    ``sizes``)."""
+    if sorted(computed) != sorted(declared):
+        raise ValueError(f"export: the {kind} model declares {what} {sorted(declared)} but "
+                         f"computes {sorted(computed)}")
+    for name, array in computed.items():
+        dims = [d if sizes is None else sizes.get(d, d) for d in declared[name]]
+        fits = len(array.shape) == len(dims) and all(
+            n is None or isinstance(d, str) or n == d for n, d in zip(array.shape, dims))
+        if not fits:
+            raise ValueError(f"export: the {kind} model declares {name} of shape "
+                             f"{declared[name]}, but computes {tuple(array.shape)}")
+
+
+def _verify(model: Any, params: Mapping[str, np.ndarray], config: Any, attention: bool,
+            shapes: Mapping[str, dict[str, list[Any]]]) -> None:
+    """The declared shapes hold on NumPy: a batch of 2 sources of 3 tokens, one step."""
+    np_be = backends.get("numpy")
+    src, src_len = np.full((2, 3), 3, dtype=np.int64), np.array([3, 2], dtype=np.int64)
+    encoded = model.kernels.encode(params, config, src, src_len, scan=np_be.scan, xp=np_be.xp)
+    step, state = model.kernels.decoder(params, config, encoded, attention=attention,
+                                        max_len=None, xp=np_be.xp)
+    _, state, _ = step(state, np.full((2,), 3, dtype=np.int64))
+    sizes = {"batch": 2, "src_len": 3, "steps": 1}
+    _check_declared("the encoded source", names_of(encoded, "enc"), shapes["encoded"],
+                    model.kind, sizes)
+    _check_declared("the decoder state", names_of(state, "state"), shapes["state"],
+                    model.kind, sizes)
 
 
 def trace(params: Mapping[str, np.ndarray], config: Any, *, dtype: str = "float32",
@@ -111,50 +149,31 @@ def trace(params: Mapping[str, np.ndarray], config: Any, *, dtype: str = "float3
     if dtype not in DTYPES:
         raise ValueError(f"export: dtype must be one of {list(DTYPES)}, got {dtype!r}")
     model = models.of(config)
-    if model.kind not in KINDS:
-        raise ValueError(f"export: a {model.kind!r} model cannot be exported yet; the kinds "
-                         f"that can: {list(KINDS)}")
-    kernels = model.kernels
-    onnx_be, np_be = backends.get("onnx"), backends.get("numpy")
+    shapes = graph_shapes(config)
+    enc_shapes, state_shapes = shapes["encoded"], shapes["state"]
+    onnx_be = backends.get("onnx")
     cast = {k: np.asarray(v).astype(dtype) for k, v in params.items()}
-
-    # Probe the shapes on NumPy: two batch sizes and source lengths, two steps.
-    probes_enc, probes_state0, probes_state = [], [], []
-    batches, lengths = [2, 3], [3, 5]
-    for b, s in zip(batches, lengths):
-        src = np.full((b, s), 3, dtype=np.int64)
-        src_len = np.full((b,), s, dtype=np.int64)
-        enc = kernels.encode(cast, config, src, src_len, scan=np_be.scan, xp=np_be.xp)
-        step, state = kernels.decoder(cast, config, enc, attention=attention, max_len=None,
-                                      xp=np_be.xp)
-        probes_enc.append(names_of(enc, "enc"))
-        probes_state0.append(names_of(state, "state"))
-        for y in range(1, b):                # a cache grows: 1 step, then 2 (sizes apart)
-            _, state, _ = step(state, np.full((b,), y, dtype=np.int64))
-        probes_state.append(names_of(state, "state"))
-    enc_shapes = _symbolic_shapes(probes_enc, batches, {"src_len": lengths})
-    # A Transformer's key/value cache holds the steps decoded so far (1, then 2, above).
-    state_shapes = _symbolic_shapes(probes_state, batches,
-                                    {"src_len": lengths, "steps": [b - 1 for b in batches]})
-    state0_shapes = _symbolic_shapes(probes_state0, batches, {"src_len": lengths})
+    _verify(model, cast, config, attention, shapes)
 
     stored = {k: np.asarray(v) if np.asarray(v).dtype == np.float16 else cast[k]
               for k, v in params.items()}
-    encoder, step_graph, step_out = _record(kernels, stored, dtype, config, attention, onnx_be,
+    encoder, step_graph, step_out = _record(model, stored, dtype, config, attention, onnx_be,
                                             enc_shapes, state_shapes)
     spec = {
         "encoder": {"inputs": {"src": ["batch", "src_len"], "src_len": ["batch"]},
-                    "outputs": {**enc_shapes, **state0_shapes}},
+                    "outputs": {**enc_shapes, **shapes["first"]}},
         "step": {"inputs": {**enc_shapes, **state_shapes, "y_prev": ["batch"]},
                  "outputs": sorted(step_out)},
     }
     return encoder, step_graph, spec
 
 
-def _record(kernels: Any, stored: Mapping[str, np.ndarray], dtype: str, config: Any,
+def _record(model: Any, stored: Mapping[str, np.ndarray], dtype: str, config: Any,
             attention: bool, onnx_be: Any, enc_shapes: dict[str, list[Any]],
             state_shapes: dict[str, list[Any]]) -> tuple[Any, Any, dict[str, Any]]:
     import ndonnx
+
+    kernels = model.kernels
 
     # The encoder graph.
     compute = getattr(ndonnx, dtype)
@@ -165,6 +184,8 @@ def _record(kernels: Any, stored: Mapping[str, np.ndarray], dtype: str, config: 
     encoded = kernels.encode(p, config, src_arg, len_arg, scan=onnx_be.scan, xp=onnx_be.xp)
     _, state0 = kernels.decoder(p, config, encoded, attention=attention, max_len=None,
                                 xp=onnx_be.xp)
+    _check_declared("the encoded source", names_of(encoded, "enc"), enc_shapes, model.kind)
+    _check_declared("the decoder state", names_of(state0, "state"), state_shapes, model.kind)
     enc_out = {**names_of(encoded, "enc"), **names_of(state0, "state")}
     encoder = ndonnx.build({"src": src_arg, "src_len": len_arg}, enc_out)
 

@@ -72,6 +72,12 @@ class ModelKernels:
         steps (a model with a key/value cache sizes it so: a fixed shape, one compilation),
         or ``max_len=None`` for an eager loop of any length (such a cache may then grow);
         ``attention=False`` asks for ``None`` weights (beam search then carries none).
+    ``decoder_spec(config) -> {"encoded": {name: shape}, "state": {name: shape}}``
+        The shapes of ``encode``'s result and of the decoder's state, by dotted name (a
+        nested key ``state["h"]`` is ``"state.h"``), each size an int or a symbolic name:
+        ``"batch"``, ``"src_len"`` and ``"steps"`` (the steps decoded so far, for a state
+        that grows). What an export's graphs declare (:mod:`xpseq.export`); ``None`` for
+        a kind that does not export.
     loss_vjp_compiles : bool
         ``True`` when ``loss_vjp`` has no Python loop over time steps, so that a compiling
         backend (JAX) asked for ``gradients="hand-derived"`` traces the whole hand-derived
@@ -85,6 +91,7 @@ class ModelKernels:
     nll_sum: Callable[..., Any]
     encode: Callable[..., Any]
     decoder: Callable[..., Any]
+    decoder_spec: Callable[[Any], dict[str, dict[str, tuple[int | str, ...]]]] | None = None
     loss_vjp_compiles: bool = False
 
 

@@ -382,6 +382,25 @@ def _decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str
     return step, encoded["state"]
 
 
+def _decoder_spec(config: Seq2SeqConfig) -> dict[str, dict[str, tuple[int | str, ...]]]:
+    """The shapes of what :func:`_encode` returns and of the decoder's state, by dotted
+    name (``"batch"`` and ``"src_len"`` symbolic): the memory ``(B, S, 2H)``, its keep-mask,
+    the keys attention projects once (``general``, ``additive``: ``(B, S, D)``), and the
+    state ``h`` (and ``c`` for an LSTM, ``o`` with input feeding), each ``(B, D)``."""
+    D, M = config.decoder_size, 2 * config.hidden
+    state: dict[str, tuple[int | str, ...]] = {"h": ("batch", D)}
+    if config.cell == "lstm":
+        state["c"] = ("batch", D)
+    if config.input_feeding:
+        state["o"] = ("batch", D)
+    encoded: dict[str, tuple[int | str, ...]] = {"memory": ("batch", "src_len", M),
+                                                  "mask": ("batch", "src_len")}
+    encoded.update({f"state.{k}": v for k, v in state.items()})
+    if config.attention in ("general", "additive"):
+        encoded["keys"] = ("batch", "src_len", D)
+    return {"encoded": encoded, "state": state}
+
+
 def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
              tgt_in: Any, keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
              custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Any]:
@@ -468,7 +487,7 @@ def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_
     to ``grads``. ``runner`` runs one direction: :func:`xpseq.core.vjp.run_sequence`, or
     the ``scan``-based runner (which returns no backprop) on the autodiff backends."""
     x, emb_bp = vjp.embedding(src, params["src_embed"], xp=xp)             # (B, S, E)
-    zeros = kernels.initial_zeros(config.cell, src.shape[0], config.hidden, x, xp=xp)
+    zeros = kernels.initial_zeros(config.cell, config.hidden, x, xp=xp)
     (fwd_out, fwd_state), fwd_bp = runner(config.cell, sub_params(params, "enc_fwd"), x, src_len,
                                           zeros, reverse=False, xp=xp)
     (bwd_out, bwd_state), bwd_bp = runner(config.cell, sub_params(params, "enc_bwd"), x, src_len,
@@ -661,4 +680,5 @@ MODEL = Model(kind="rnn", Config=Seq2SeqConfig, param_shapes=param_shapes,
               init_params=init_params, loss=loss, loss_and_grad=loss_and_grad,
               dropout_shapes=dropout_shapes,
               kernels=ModelKernels(loss=_loss, loss_vjp=_loss_vjp, nll_sum=_nll_sum,
-                                   encode=_encode, decoder=_decoder))
+                                   encode=_encode, decoder=_decoder,
+                                   decoder_spec=_decoder_spec))

@@ -58,7 +58,7 @@ from typing import Any, Callable, Container, Mapping
 import array_api_compat as compat
 import numpy as np
 
-from xpseq.core import checks, kernels, vjp
+from xpseq.core import checks, kernels, shapes, vjp
 
 from .protocol import DictConfig, Model, ModelKernels, check_loss_inputs, check_params
 
@@ -360,7 +360,7 @@ def _embed_vjp(table: Any, pos: Any, config: TransformerConfig, ids: Any, keep: 
     learned table or ``None``. ``backprop(dx) -> (d_table, d_pos or None)``."""
     scale = math.sqrt(config.d_model)
     emb, emb_bp = vjp.embedding(ids, table, xp=xp)
-    steps = kernels.positions(ids, -1, xp=xp)
+    steps = shapes.positions(ids, -1, xp=xp)
     positions = steps if offset is None else xp.expand_dims(offset, axis=-1) + steps
     if pos is not None:
         pe, pos_bp = vjp.embedding(positions, pos, xp=xp)
@@ -704,6 +704,22 @@ def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
     return encoded
 
 
+def _decoder_spec(config: TransformerConfig) -> dict[str, dict[str, tuple[int | str, ...]]]:
+    """The shapes of what :func:`_encode` returns and of the decoder's state, by dotted
+    name (``"batch"``, ``"src_len"`` and ``"steps"`` symbolic): the source keep-mask
+    ``(B, 1, S)`` and each decoder layer's cross-attention keys and values ``(B, h, S,
+    d/h)``; the state's position ``t (B,)`` and each layer's key/value cache ``(B, h,
+    steps, d/h)``, one step longer after each step."""
+    heads, width = config.heads, config.d_model // config.heads
+    encoded: dict[str, tuple[int | str, ...]] = {"src_keep": ("batch", 1, "src_len")}
+    state: dict[str, tuple[int | str, ...]] = {"t": ("batch",)}
+    for i in range(config.decoder_layers):
+        for name in (f"k{i}", f"v{i}"):
+            encoded[name] = ("batch", heads, "src_len", width)
+            state[name] = ("batch", heads, "steps", width)
+    return {"encoded": encoded, "state": state}
+
+
 def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict[str, Any], *,
              attention: bool = True, max_len: int | None = None,
              xp: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
@@ -768,4 +784,4 @@ MODEL = Model(kind="transformer", Config=TransformerConfig, param_shapes=param_s
               dropout_shapes=dropout_shapes,
               kernels=ModelKernels(loss=_loss, loss_vjp=_loss_vjp, nll_sum=_nll_sum,
                                    encode=_encode, decoder=_decoder,
-                                   loss_vjp_compiles=True))
+                                   decoder_spec=_decoder_spec, loss_vjp_compiles=True))
