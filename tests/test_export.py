@@ -12,7 +12,7 @@ import pytest
 import xpseq
 from xpseq import backends, models
 from xpseq.data import make_batches
-from xpseq.search import SearchOptions, search
+from xpseq.search import Decoder, SearchOptions, search
 
 pytest.importorskip("ndonnx")
 pytest.importorskip("onnxruntime")
@@ -263,7 +263,7 @@ def test_the_shipped_g2p_model_exports_and_answers_as_on_numpy(tmp_path, capsys)
     assert 2 * n < sizes < 2.2 * n, (sizes, n)          # 2 bytes a parameter, and the graph
     words = list(load_g2p(stress=True).test)[:300]
     on_numpy = g2p.G2P(backend="numpy")
-    on_onnx = g2p.G2P(folder, backend="onnxruntime")
+    on_onnx = g2p.G2P(folder)                    # a folder: the export, on onnxruntime
     assert on_onnx.stress and on_onnx.src_vocab.to_list() == on_numpy.src_vocab.to_list()
     assert on_onnx.pronounce(words) == on_numpy.pronounce(words)
     assert on_onnx.pronounce(words[:40], beam=4, n_best=2) == on_numpy.pronounce(
@@ -279,10 +279,14 @@ def test_the_shipped_g2p_model_exports_and_answers_as_on_numpy(tmp_path, capsys)
                             "bf16", "hello"], "takes no --precision")):
         assert cli.main(["g2p", *argv]) == 1
         assert message in capsys.readouterr().err
-    with pytest.raises(ValueError, match="export it once"):
-        g2p.G2P(backend="onnxruntime")
     with pytest.raises(ValueError, match="an ensemble does not export"):
-        g2p.G2P([folder, folder], backend="onnxruntime")
+        g2p.G2P([folder, folder])
+    with pytest.raises(ValueError, match="is an ONNX export, decoded by onnxruntime; "
+                                         "backend 'numpy' decodes checkpoints"):
+        g2p.G2P(folder, backend="numpy")
+    decoder = xpseq.load_decoder(folder)
+    assert isinstance(decoder, Decoder) and decoder.name == "onnxruntime"
+    assert g2p.G2P(decoder).pronounce(words[:20]) == on_numpy.pronounce(words[:20])
 
 
 def test_g2p_refuses_the_export_of_a_translator(trained_rnn, tmp_path, capsys):
@@ -291,10 +295,10 @@ def test_g2p_refuses_the_export_of_a_translator(trained_rnn, tmp_path, capsys):
 
     _, path, _ = trained_rnn
     folder = export.onnx(path, tmp_path / "toy")
-    with pytest.raises(ValueError, match="is not the export of a G2P model"):
-        g2p.G2P(folder, backend="onnxruntime")
+    with pytest.raises(ValueError, match="is not a G2P model"):
+        g2p.G2P(folder)
     assert cli.main(["g2p", "--backend", "onnxruntime", "--model", str(folder), "cat"]) == 1
-    assert "is not the export of a G2P model" in capsys.readouterr().err
+    assert "is not a G2P model" in capsys.readouterr().err
 
 
 #: Configurations whose declared shapes are checked: every cell, attention and style of
@@ -384,3 +388,30 @@ def test_a_wrong_declaration_is_refused_by_name(monkeypatch):
     with pytest.raises(ValueError, match=r"declares state\.h of shape \['batch', 99\], "
                                          r"but computes \(2, 6\)"):
         export.trace(models.get("rnn").init_params(config, 0), config)
+
+
+def test_one_decoding_door_for_a_checkpoint_and_its_export(trained_rnn, tmp_path):
+    """``xpseq.load_decoder`` gives a Decoder for a checkpoint (on a backend) and for its
+    export's folder (on onnxruntime); ``translate`` decodes either the same way, and the
+    answers are the same ids. Options that do not apply to what it is given are refused
+    by name."""
+    from xpseq.search import CheckpointDecoder
+    from xpseq.tasks import translate
+
+    model, path, _ = trained_rnn
+    folder = export.onnx(path, tmp_path / "toy", dtype="float64")
+    on_numpy = xpseq.load_decoder(path, backend="numpy", dtype="float64")
+    on_onnx = xpseq.load_decoder(folder)
+    assert isinstance(on_numpy, CheckpointDecoder) and isinstance(on_onnx, OnnxModel)
+    assert isinstance(on_numpy, Decoder) and isinstance(on_onnx, Decoder)
+    assert on_onnx.src_vocab.to_list() == on_numpy.src_vocab.to_list()
+    sources = [s.split() for s in ["the cat sees the dog", "a small dog", "the old cat"]]
+    options = SearchOptions(method="beam", k=3, n_best=2)
+    got, want = translate(on_onnx, sources, options), translate(on_numpy, sources, options)
+    assert [r["n_best"] for r in got] == [r["n_best"] for r in want]
+    with pytest.raises(ValueError, match="exported in float64, not float32"):
+        xpseq.load_decoder(folder, dtype="float32")
+    with pytest.raises(ValueError, match="precision is fixed by an ONNX export"):
+        xpseq.load_decoder(folder, precision="bf16")
+    with pytest.raises(ValueError, match="is not a folder"):
+        xpseq.load_decoder(path, backend="onnxruntime")

@@ -32,8 +32,7 @@ def test_train_translate_and_evaluate(trained):
     assert model.backend.name == "numpy" and model.config.hidden == 8
     sources = [s for s, _ in task.test[2]]
     got = model.translate([" ".join(s) for s in sources])
-    expected = translate(model.params, model.config, sources, task.src_vocab, task.tgt_vocab,
-                         model.backend)
+    expected = translate(model.decoder, sources)
     assert got == [" ".join(r["tokens"]) for r in expected]
     five = model.translate([" ".join(s) for s in sources], beam=3, n_best=2)
     assert all(len(h) == 2 for h in five)

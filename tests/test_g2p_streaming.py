@@ -73,7 +73,7 @@ class Lines:
         return got
 
 
-def stub_translate(params, config, sources, *args, **kwargs) -> list[dict]:
+def stub_translate(decoder, sources, *args, **kwargs) -> list[dict]:
     """A decoder that answers every word ``HH AH`` at once."""
     return [{"tokens": ["HH", "AH"], "n_best": [["HH", "AH"]]} for _ in sources]
 

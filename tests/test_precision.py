@@ -14,7 +14,7 @@ from xpseq import backends, models
 from xpseq.core import kernels
 from xpseq.core import precision as mixed
 from xpseq.core.optim import adam
-from xpseq.search import SearchOptions
+from xpseq.search import CheckpointDecoder, SearchOptions
 from xpseq.tasks import toy_task, translate
 from xpseq.tasks.metrics import corpus_bleu
 from xpseq.train import TrainConfig, make_train_step
@@ -236,8 +236,8 @@ def test_a_bf16_model_translates_like_its_float32_twin(engine, task):
     scores = {}
     for precision in (None, "bf16"):
         _, params, _, config = _run(be, "transformer", task, precision)
-        results = translate(params, config, sources, task.src_vocab, task.tgt_vocab, be,
-                            SearchOptions(precision=precision))
+        decoder = CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab, be)
+        results = translate(decoder, sources, SearchOptions(precision=precision))
         scores[precision] = corpus_bleu([r["tokens"] for r in results], references).score
     assert abs(scores["bf16"] - scores[None]) <= BLEU_TOLERANCE, scores
 
@@ -248,8 +248,11 @@ def test_what_cannot_compute_in_bf16_says_so(task):
     with pytest.raises(ValueError, match="bfloat16 dtype and automatic differentiation"):
         make_train_step(config, adam(1e-3), numpy, precision="bf16")
     with pytest.raises(ValueError, match="bfloat16"):
-        translate({k: numpy.asarray(v) for k, v in init.items()}, config, [["a"]],
-                  task.src_vocab, task.tgt_vocab, numpy, SearchOptions(precision="bf16"))
+        translate(CheckpointDecoder(init, config, task.src_vocab, task.tgt_vocab, numpy),
+                  [["a"]], SearchOptions(precision="bf16"))
+    with pytest.raises(ValueError, match="bfloat16"):
+        CheckpointDecoder(init, config, task.src_vocab, task.tgt_vocab, numpy,
+                          precision="bf16")
     if "torch" in backends.available():
         with pytest.raises(ValueError, match="needs gradients='autodiff'"):
             make_train_step(config, adam(1e-3), backends.get("torch"),

@@ -19,7 +19,7 @@ from xpseq import backends, models
 from xpseq.core.optim import adam
 from xpseq.data import EOS_ID, Vocab, make_batches
 from xpseq.models import transformer as TM
-from xpseq.search import SearchOptions, search
+from xpseq.search import CheckpointDecoder, SearchOptions, search
 from xpseq.tasks import translate
 from xpseq.train import TrainConfig, fit
 from xpseq.train import checkpoint as ckpt
@@ -281,8 +281,10 @@ def test_format2_checkpoint_translates_as_before(backend, search_name):
     assert loaded.config == T.Config.from_dict(stored["config"])
     assert sorted(loaded.params) == sorted(T.param_shapes(loaded.config))  # the stored names
     sources = [s.split() for s in expected["sources"]]
-    out = translate(loaded.params, loaded.config, sources, Vocab.from_list(loaded.vocabs["src"]),
-                    Vocab.from_list(loaded.vocabs["tgt"]), backend, SEARCHES[search_name])
+    decoder = CheckpointDecoder(loaded.params, loaded.config,
+                                Vocab.from_list(loaded.vocabs["src"]),
+                                Vocab.from_list(loaded.vocabs["tgt"]), backend)
+    out = translate(decoder, sources, SEARCHES[search_name])
     want = expected["searches"][search_name]
     assert [" ".join(r["tokens"]) for r in out] == [e["tokens"] for e in want]
     assert [[" ".join(h) for h in r["n_best"]] for r in out] == [e["n_best"] for e in want]

@@ -16,7 +16,7 @@ from xpseq.backends import programs
 from xpseq.core.decoding import Hypotheses
 from xpseq.data import EOS_ID, PAD_ID, Vocab
 from xpseq.models.rnn import Seq2SeqConfig, init_params
-from xpseq.search import SearchOptions, search, to_lists
+from xpseq.search import CheckpointDecoder, SearchOptions, search, to_lists
 from xpseq.search import decode as translation
 from xpseq.tasks import translate
 from xpseq.tasks.metrics import Bleu, corpus_bleu, exact_match, format_table
@@ -213,9 +213,9 @@ def test_translate_returns_results_in_input_order():
     sentences = [[rng.choice(words) for _ in range(rng.randint(1, 11))] for _ in range(9)]
     sentences.append(["unknown", "w1"])
     rng.shuffle(sentences)
-    alone = [translate(params, cfg, [s], src_vocab, tgt_vocab, backend)[0] for s in sentences]
-    together = translate(params, cfg, sentences, src_vocab, tgt_vocab, backend,
-                         batch_size=3)
+    decoder = CheckpointDecoder(params, cfg, src_vocab, tgt_vocab, backend)
+    alone = [translate(decoder, [s])[0] for s in sentences]
+    together = translate(decoder, sentences, batch_size=3)
     assert len(together) == len(sentences)
     assert len({tuple(r["tokens"]) for r in alone}) > 1       # the order is visible
     for one, many, s in zip(alone, together, sentences):
@@ -228,7 +228,7 @@ def test_translate_returns_results_in_input_order():
         np.testing.assert_allclose(many["attention"], one["attention"], rtol=1e-9, atol=1e-12)
         assert many["n_best"] == [many["tokens"]]
         assert all(t in tgt_vocab for t in many["tokens"])
-    assert translate(params, cfg, [], src_vocab, tgt_vocab, backend) == []
+    assert translate(decoder, []) == []
 
 
 # ----------------------------------------------------------------------- evaluation

@@ -28,6 +28,7 @@ The front door (:mod:`xpseq.tasks.translator`)::
     model = xpseq.Translator.train(task, model="transformer", epochs=5)
     model.translate(["the old cat sees the dog"], beam=5)
     model.save("toy.safetensors"); xpseq.load("toy.safetensors", backend="numpy")
+    decoder = xpseq.load_decoder("toy.safetensors")           # or an ONNX export's folder
 """
 
 from typing import TYPE_CHECKING, Any
@@ -35,15 +36,16 @@ from typing import TYPE_CHECKING, Any
 from . import backends, core
 
 if TYPE_CHECKING:                # what __getattr__ below imports when first used
+    from .tasks.decoders import load_decoder
     from .tasks.experiment import task_from_pairs, toy_task
     from .tasks.translator import Translator, load
 
-__all__ = ["backends", "core", "Translator", "load", "toy_task", "task_from_pairs",
-           "__version__"]
+__all__ = ["backends", "core", "Translator", "load", "load_decoder", "toy_task",
+           "task_from_pairs", "__version__"]
 __version__ = "0.1.0.dev0"
 
 _FRONT_DOOR = {"Translator": "translator", "load": "translator", "toy_task": "experiment",
-               "task_from_pairs": "experiment"}
+               "task_from_pairs": "experiment", "load_decoder": "decoders"}
 
 
 def __getattr__(name: str) -> Any:

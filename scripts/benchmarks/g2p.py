@@ -10,7 +10,7 @@ within each repeat (the first call, with JAX's compilations, is in the detail), 
 
 onnxruntime: the shipped model exported once into a temporary folder
 (:func:`xpseq.export.onnx`, float32; the export timed in a row of its own) and decoded by
-``G2P(folder, backend="onnxruntime")``: the same ``pronounce``, its batches (length
+``G2P(folder)``: the same ``pronounce``, its batches (length
 buckets, ``translate``'s batches) searched by :class:`xpseq.export.runtime.OnnxModel`
 with ``--threads`` threads (the process's ``xpseq.backends.set_threads``). Its ids are
 checked equal to NumPy float32's word by word (as the greedy phone lists: one phone an
@@ -174,7 +174,7 @@ def run(context: Context) -> list[Row]:
     engines = {"numpy": g2p.load(backend="numpy"), "torch": g2p.load(backend="torch"),
                "jax": g2p.load(backend="jax"),
                "torch bf16": g2p.load(backend="torch", precision="bf16")}
-    threads = backends.threads_set() or 1   # what G2P(..., backend="onnxruntime") takes
+    threads = backends.threads_set() or 1   # what G2P(folder) (an export) takes
     with contextlib.ExitStack() as stack:
         missing = onnxruntime_missing()
         onnx: dict[str, Any] = {"missing": missing, "threads": threads}
@@ -190,7 +190,7 @@ def run(context: Context) -> list[Row]:
             onnx["versions"] = common.package_versions(("onnxruntime", "ndonnx", "onnx"))
             # xpseq's G2P on the export: the same pronounce, its batches searched by
             # OnnxModel.search with `threads` threads.
-            engines["onnxruntime"] = g2p.G2P(folder, backend="onnxruntime")
+            engines["onnxruntime"] = g2p.G2P(folder)
         answers = {}
         names = list(engines)
         for name in names:

@@ -238,13 +238,11 @@ def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
               file=sys.stderr)
 
 
-def _translate_nonempty(params, config, sentences, src_vocab, tgt_vocab, backend, options,
-                        searcher=None):
+def _translate_nonempty(decoder, sentences, options):
     from xpseq.tasks import translate
 
     keep = [i for i, s in enumerate(sentences) if s]
-    done = translate(params, config, [sentences[i] for i in keep], src_vocab, tgt_vocab,
-                     backend, options, searcher=searcher)
+    done = translate(decoder, [sentences[i] for i in keep], options)
     out: list[dict | None] = [None] * len(sentences)
     for i, result in zip(keep, done):
         out[i] = result
@@ -482,39 +480,29 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
     return 0
 
 
-#: The ``--backend`` of ``translate`` and ``g2p`` that decodes an ONNX export (the folder of
-#: ``xpseq export --onnx DIR``) instead of a checkpoint (:mod:`xpseq.app.export`).
-ONNXRUNTIME = "onnxruntime"
-
-
-def cmd_translate(args: argparse.Namespace) -> int:
-    if args.backend == ONNXRUNTIME:
-        return _translate_export(args)
-    backend = _backend(args.backend, args.compile, "decode")
-    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
-    sentences = _read_sentences(args, g2p=(loaded.metadata or {}).get("task") == "g2p")
-    _note_unknown(sentences, src_vocab)
-    options = dataclasses.replace(_search_options(args), attention=False)   # never printed
-    results = _translate_nonempty(params, loaded.config, sentences, src_vocab, tgt_vocab,
-                                  backend, options)
-    _print_translations(results, args.n_best)
-    return 0
-
-
-def _translate_export(args: argparse.Namespace) -> int:
-    """``translate EXPORT --backend onnxruntime``: the same search over onnxruntime."""
-    from xpseq.data import Vocab
+def _decoder(args: argparse.Namespace, path: str):
+    """The model at ``path`` as a :class:`~xpseq.search.Decoder`, as ``--backend``,
+    ``--compile`` and ``--dtype`` ask: a checkpoint on a backend, or with ``--backend
+    onnxruntime`` an ONNX export's folder (one-line errors for what does not apply)."""
+    from xpseq.search import CheckpointDecoder
+    from xpseq.tasks.decoders import EXPORT_ENGINE
 
     from .export import onnx_export
 
-    model = onnx_export(args.checkpoint, args)
-    src_vocab, tgt_vocab = (Vocab.from_list(model.vocabs[side]) for side in ("src", "tgt"))
-    sentences = _read_sentences(args, g2p=(model.meta.get("metadata") or {}).get("task")
-                                == "g2p")
-    _note_unknown(sentences, src_vocab)
-    options = dataclasses.replace(_search_options(args), attention=False)
-    results = _translate_nonempty(None, None, sentences, src_vocab, tgt_vocab,
-                                  backends.get("numpy"), options, searcher=model.search)
+    if args.backend == EXPORT_ENGINE:
+        return onnx_export(path, args)
+    backend = _backend(args.backend, args.compile, "decode")
+    loaded, params, src_vocab, tgt_vocab = _load(path, backend, args.dtype)
+    return CheckpointDecoder(params, loaded.config, src_vocab, tgt_vocab, backend,
+                             metadata=loaded.metadata)
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    decoder = _decoder(args, args.checkpoint)
+    sentences = _read_sentences(args, g2p=decoder.metadata.get("task") == "g2p")
+    _note_unknown(sentences, decoder.src_vocab)
+    options = dataclasses.replace(_search_options(args), attention=False)   # never printed
+    results = _translate_nonempty(decoder, sentences, options)
     _print_translations(results, args.n_best)
     return 0
 
@@ -677,8 +665,8 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
     from xpseq.app.plots import ascii_heatmap, save_heatmap
     from xpseq.tasks import attention_labels
 
-    backend = _backend(args.backend, args.compile, "decode")
-    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
+    decoder = _decoder(args, args.checkpoint)
+    src_vocab = decoder.src_vocab
     tokens = args.sentence.split()
     if not tokens:
         raise CommandError("the sentence is empty")
@@ -686,8 +674,7 @@ def cmd_heatmap(args: argparse.Namespace) -> int:
         raise CommandError(f"the sentence has {len(tokens)} words; a heatmap draws at most "
                            f"{HEATMAP_MAX_WORDS} (xpseq translate takes longer text)")
     _note_unknown([tokens], src_vocab)
-    [result] = _translate_nonempty(params, loaded.config, [tokens], src_vocab, tgt_vocab,
-                                   backend, _search_options(args))
+    [result] = _translate_nonempty(decoder, [tokens], _search_options(args))
     if result["attention"] is None:
         raise CommandError("this model has no attention (its decoder returns no weights)")
     source, output = attention_labels(tokens, result, src_vocab)
@@ -712,6 +699,7 @@ def cmd_g2p(args: argparse.Namespace) -> int:
     closed, not UTF-8, or holds a line over :data:`xpseq.app.stdin.LINE_BYTES` is a
     :class:`CommandError` (the lines before it answered)."""
     from xpseq import g2p
+    from xpseq.tasks.decoders import EXPORT_ENGINE
 
     if args.text:                   # the arguments are one text; stdin a text a line
         chunks = stdin.chunks(64) if not args.words else iter([[" ".join(args.words)]])
@@ -720,15 +708,12 @@ def cmd_g2p(args: argparse.Namespace) -> int:
                   (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words),
                                                               g2p.CHUNK)))
     try:
-        if args.backend == ONNXRUNTIME:
+        if args.backend == EXPORT_ENGINE:
             if not args.model or len(args.model) != 1:
                 raise CommandError("--backend onnxruntime decodes one ONNX export: --model "
                                    "DIR (xpseq export --shipped --onnx DIR writes the "
                                    "shipped model's)")
-            from .export import check_export
-
-            check_export(args.model[0], args)
-            model = g2p.load(args.model, backend=ONNXRUNTIME)
+            model = g2p.G2P(_decoder(args, args.model[0]))
         else:
             model = g2p.load(args.model or None,
                              backend=_backend(args.backend, args.compile, "decode"),

@@ -53,6 +53,7 @@ def _title(text: str) -> None:
 
 def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathlib.Path("out"),
              dtype: str = "float32", seed: int = 0, progress: bool = True) -> int:
+    from xpseq.search import CheckpointDecoder
     from xpseq.tasks import (
         attention_labels,
         bucket_table,
@@ -141,7 +142,8 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
 
     _title("attention heatmap: rows are generated Zhoric words, columns the English source")
     src, ref = task.test[3][0]
-    [result] = translate(params, config, [src], task.src_vocab, task.tgt_vocab, backend)
+    [result] = translate(CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab,
+                                           backend), [src])
     source, output = attention_labels(src, result, task.src_vocab)
     print(f"  English:   {' '.join(src)}\n  reference: {' '.join(ref)}\n"
           f"  output:    {' '.join(result['tokens'])}\n")
@@ -151,8 +153,9 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
 
     _title("teacher forcing vs autoregressive decoding (seq2seq model, one long sentence)")
     s2s_params, s2s_config = models["seq2seq"]
-    s2s_out = translate(s2s_params, s2s_config, [s for s, _ in task.test[3]], task.src_vocab,
-                        task.tgt_vocab, backend, shapes=SEARCH_SHAPES)
+    s2s_out = translate(CheckpointDecoder(s2s_params, s2s_config, task.src_vocab,
+                                          task.tgt_vocab, backend),
+                        [s for s, _ in task.test[3]], shapes=SEARCH_SHAPES)
     wrong = [i for i, (o, (_, r)) in enumerate(zip(s2s_out, task.test[3])) if o["tokens"] != r]
     pair = task.test[3][wrong[0] if wrong else 0]
     print(f"  English:   {' '.join(pair[0])}\n  reference: {' '.join(pair[1])}\n")

@@ -65,8 +65,9 @@ def onnx_export(path: str, args: argparse.Namespace) -> Any:
         model = OnnxModel(path, threads=backends.threads_set() or 1)
     except ValueError as err:
         raise CommandError(str(err)) from None
-    if args.dtype != "float32" and args.dtype != model.meta["dtype"]:
-        raise CommandError(f"--dtype {args.dtype}: {path} was exported in "
+    dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
+    if dtype != "float32" and dtype != model.meta["dtype"]:
+        raise CommandError(f"--dtype {dtype}: {path} was exported in "
                            f"{model.meta['dtype']} (export it again with --dtype "
-                           f"{args.dtype})")
+                           f"{dtype})")
     return model

@@ -1,9 +1,10 @@
 """Decoding an ONNX export (:func:`xpseq.export.onnx`) with onnxruntime.
 
-:class:`OnnxModel` runs ``encoder.onnx`` once per batch and ``step.onnx`` once per output
-position, inside the same greedy and beam search loops as :func:`xpseq.search.search`
-(:func:`xpseq.search.run`, on NumPy arrays): the same ids as the model decoded by xpseq
-itself, with no array library other than NumPy and onnxruntime at run time.
+:class:`OnnxModel`, a :class:`~xpseq.search.Decoder`, runs ``encoder.onnx`` once per batch
+and ``step.onnx`` once per output position, inside the same greedy and beam search loops as
+:func:`xpseq.search.search` (:func:`xpseq.search.run`, on NumPy arrays): the same ids as the
+model decoded by xpseq itself, with no array library other than NumPy and onnxruntime at
+run time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from xpseq.core.decoding import Hypotheses
 from xpseq.core.precision import Policy
+from xpseq.data import Vocab
 from xpseq.search import SearchOptions, run
 
 from . import FILES, FORMAT
@@ -26,7 +28,9 @@ __all__ = ["OnnxModel"]
 
 
 class OnnxModel:
-    """An export folder's graphs in onnxruntime sessions.
+    """An export folder's graphs in onnxruntime sessions: a :class:`~xpseq.search.Decoder`
+    (``src_vocab``, ``tgt_vocab``, ``metadata``, ``name``, ``search``, ``encode``,
+    ``step``).
 
     Parameters
     ----------
@@ -35,6 +39,8 @@ class OnnxModel:
     threads : int, optional
         onnxruntime's intra-op threads (``None``: its default).
     """
+
+    name = "onnxruntime"
 
     def __init__(self, folder: str | os.PathLike, *, threads: int | None = None) -> None:
         import onnxruntime
@@ -64,6 +70,13 @@ class OnnxModel:
         self._step_inputs = [i.name for i in self._step.get_inputs()]
         self._step_outputs = [o.name for o in self._step.get_outputs()]
         self.attends = "attention" in self._step_outputs
+        self.src_vocab = Vocab.from_list(self.meta["vocabs"]["src"])
+        self.tgt_vocab = Vocab.from_list(self.meta["vocabs"]["tgt"])
+        #: What the checkpoint said it was trained for (task; a G2P model's stress).
+        self.metadata: dict[str, Any] = dict(self.meta.get("metadata") or {})
+
+    def __repr__(self) -> str:
+        return f"<OnnxModel of a {self.meta.get('kind')} model in {self.folder}>"
 
     @property
     def vocabs(self) -> dict[str, list[str]]:

@@ -50,6 +50,7 @@ from typing import Any, Sequence, cast
 from xpseq import backends
 from xpseq.core import checks
 from xpseq.core.precision import Policy
+from xpseq.search.decoder import Decoder
 
 __all__ = ["G2P", "pronounce", "pronounce_iter", "phonemize", "load", "shipped",
            "UnknownCharacterWarning", "MAX_WORD_LENGTH", "CHUNK", "MODEL_DIR"]
@@ -100,18 +101,19 @@ def shipped() -> dict[str, Any]:
 
 
 class G2P:
-    """A G2P model (one checkpoint, or several decoded as an ensemble) on a backend.
+    """A G2P model (one checkpoint, several decoded as an ensemble, or an ONNX export)
+    through its :class:`~xpseq.search.Decoder`.
 
     Parameters
     ----------
-    paths : checkpoint paths (``xpseq train --task g2p`` writes them); ``None`` for the
-        shipped model. Several make an ensemble (their vocabularies must be the same).
-    backend : a backend name or object; ``None`` for the default backend for decoding
-        (:func:`xpseq.backends.default`, ``"decode"``). ``"onnxruntime"``: ``paths``
-        is one ONNX export of a G2P model (the folder ``xpseq export --onnx DIR`` writes:
-        ``xpseq export --shipped --onnx DIR`` for the shipped model), decoded by
-        onnxruntime (:class:`xpseq.export.runtime.OnnxModel`, as many threads as
-        :func:`xpseq.backends.set_threads` set, else one) in the same search loops
+    model : checkpoint paths (``xpseq train --task g2p`` writes them), an ONNX export's
+        folder (``xpseq export --onnx DIR``; ``xpseq export --shipped --onnx DIR`` for the
+        shipped model: decoded by onnxruntime in the same search loops), a
+        :class:`~xpseq.search.Decoder`, or ``None`` for the shipped model. Several
+        checkpoints make an ensemble (the same vocabularies and stress marks).
+    backend : a checkpoint's backend: a name or object; ``None`` for the default backend for
+        decoding (:func:`xpseq.backends.default`, ``"decode"``). See
+        :func:`xpseq.load_decoder`.
     precision : ``None`` (float32, the default) or ``"bf16"``: decode with the matrix
         products and activations in bfloat16 (:mod:`xpseq.core.precision`; JAX and
         PyTorch only). Faster where the processor multiplies bfloat16 natively, slower
@@ -119,102 +121,78 @@ class G2P:
         shipped model's scores both ways).
     """
 
-    def __init__(self, paths: str | pathlib.Path | Sequence[str | pathlib.Path] | None = None, *,
-                 backend: str | backends.Backend | None = None,
+    def __init__(self, model: str | pathlib.Path | Sequence[str | pathlib.Path] | Decoder
+                 | None = None, *, backend: str | backends.Backend | None = None,
                  precision: Policy | str | None = None):
-        from xpseq.data import Vocab
-        from xpseq.search import Ensemble
-        from xpseq.train import checkpoint
+        from xpseq.tasks.decoders import load_decoder
 
         #: The stress-free model that answers ``stress=False`` beside a stressed shipped
         #: one (the manifest's ``no_stress`` entry), loaded when first asked.
         self._plain_paths: list[pathlib.Path] = []
         self._plain: G2P | None = None
         self._lexicons: dict[bool, dict[str, Any]] = {}
-        #: ``(src, src_len, options) -> Hypotheses`` where an ONNX export decodes.
-        self._searcher: Any = None
-        if backend == "onnxruntime":
-            self._load_export(paths, precision)
-            return
-        if paths is None:
-            manifest = shipped()
-            paths = [MODEL_DIR / name for name in manifest["files"]]
-            self._plain_paths = [MODEL_DIR / name
-                                 for name in (manifest.get("no_stress") or {}).get("files", [])]
-        elif isinstance(paths, (str, pathlib.Path)):
-            paths = [paths]
-        paths = [pathlib.Path(p) for p in paths]
-        if not paths:
-            raise ValueError("G2P: paths must name at least one checkpoint")
-        self.backend = backends.resolve(backend, "decode")
-        self.precision = Policy.of(precision, "G2P: precision")
-        try:
-            self.precision.compute_dtype(self.backend.xp)
-        except ValueError as err:
-            raise ValueError(f"G2P: {err} (backend {self.backend.name!r})") from None
-        loaded = [checkpoint.load(p) for p in paths]
-        for ckpt in loaded:
-            meta = ckpt.metadata or {}
-            if meta.get("task") != "g2p" or ckpt.vocabs is None:
-                raise ValueError(f"G2P: {ckpt.path} is not a G2P checkpoint (it was not "
-                                 "written by xpseq train --task g2p)")
-            if ckpt.vocabs != loaded[0].vocabs:
-                raise ValueError(f"G2P: {ckpt.path} and {loaded[0].path} have different "
-                                 "vocabularies; an ensemble needs one")
-            if bool(meta.get("stress")) != bool((loaded[0].metadata or {}).get("stress")):
-                raise ValueError(f"G2P: {ckpt.path} and {loaded[0].path} differ in stress "
-                                 "marks")
-        assert loaded[0].metadata is not None and loaded[0].vocabs is not None  # checked above
-        self.paths = paths
-        self.metadata = loaded[0].metadata
-        self.stress = bool(loaded[0].metadata.get("stress"))
-        self.src_vocab = Vocab.from_list(loaded[0].vocabs["src"])
-        self.tgt_vocab = Vocab.from_list(loaded[0].vocabs["tgt"])
-        params = [{k: self.backend.asarray(v.astype("float32")) for k, v in c.params.items()}
-                  for c in loaded]
-        self.params: dict[str, Any] | list[dict[str, Any]]
-        if len(loaded) == 1:
-            self.params, self.config = params[0], loaded[0].config
+        self._backend = backend
+        precision = Policy.of(precision, "G2P: precision")
+        if isinstance(model, Decoder):
+            decoder, paths = model, []
         else:
-            self.params, self.config = params, Ensemble(tuple(c.config for c in loaded))
-
-    def _load_export(self, paths: Any, precision: Policy | str | None) -> None:
-        """``backend="onnxruntime"``: an ONNX export of a G2P model (one folder)."""
-        from xpseq.data import Vocab
-        from xpseq.export.runtime import OnnxModel
-
-        if paths is None:
-            raise ValueError("G2P: backend='onnxruntime' decodes an ONNX export, and the "
-                             "shipped model ships as a checkpoint: export it once (xpseq "
-                             "export --shipped --onnx DIR) and pass DIR as paths")
-        if not isinstance(paths, (str, pathlib.Path)):
-            paths = list(paths)
-            if len(paths) != 1:
-                raise ValueError(f"G2P: backend='onnxruntime' decodes one ONNX export (a "
-                                 f"folder), got {len(paths)} paths (an ensemble does not "
-                                 "export)")
-            paths = paths[0]
-        if Policy.of(precision, "G2P: precision").reduced:
-            raise ValueError("G2P: precision is fixed by an ONNX export (its dtype); pass "
-                             "precision=None with backend='onnxruntime'")
-        folder = pathlib.Path(paths)
-        if not folder.is_dir():
-            raise ValueError(f"G2P: backend='onnxruntime' decodes an ONNX export, a folder "
-                             f"written by xpseq export --onnx DIR; {folder} is not a folder")
-        model = OnnxModel(folder, threads=backends.threads_set() or 1)
-        meta = model.meta.get("metadata") or {}
+            if model is None:
+                manifest = shipped()
+                model = [MODEL_DIR / name for name in manifest["files"]]
+                self._plain_paths = [MODEL_DIR / name for name in
+                                     (manifest.get("no_stress") or {}).get("files", [])]
+            elif isinstance(model, (str, pathlib.Path)):
+                model = [model]
+            paths = [pathlib.Path(p) for p in model]
+            if not paths:
+                raise ValueError("G2P: model must name at least one checkpoint")
+            try:
+                decoder = load_decoder(paths, backend=backend, precision=precision)
+            except ValueError as err:
+                raise ValueError("G2P: " + str(err).removeprefix("load_decoder: ")) from None
+        meta = decoder.metadata
         if meta.get("task") != "g2p":
-            raise ValueError(f"G2P: {folder} is not the export of a G2P model (its "
-                             "model.json does not say task g2p)")
-        self.backend = backends.get("numpy")        # the arrays between the steps
-        self.precision = Policy(None)
-        self.paths = [folder]
+            what = " and ".join(map(str, paths)) or str(getattr(decoder, "folder", decoder))
+            raise ValueError(f"G2P: {what} is not a G2P model (it was not trained by xpseq "
+                             "train --task g2p)")
+        self.decoder = decoder
+        self.paths = paths
         self.metadata = dict(meta)
         self.stress = bool(meta.get("stress"))
-        self.src_vocab = Vocab.from_list(model.vocabs["src"])
-        self.tgt_vocab = Vocab.from_list(model.vocabs["tgt"])
-        self.params, self.config = {}, None
-        self._searcher = model.search
+        self.src_vocab, self.tgt_vocab = decoder.src_vocab, decoder.tgt_vocab
+
+    @property
+    def backend(self) -> backends.Backend | None:
+        """The backend its checkpoint decodes on (``None`` for an export: onnxruntime)."""
+        return getattr(self.decoder, "backend", None)
+
+    @property
+    def params(self) -> Any:
+        """The checkpoint's parameters on :attr:`backend` (a list for an ensemble)."""
+        return self._checkpoint("params")
+
+    @property
+    def config(self) -> Any:
+        """The checkpoint's configuration (an :class:`~xpseq.search.Ensemble` for
+        several)."""
+        return self._checkpoint("config")
+
+    def _checkpoint(self, name: str) -> Any:
+        if not hasattr(self.decoder, name):
+            raise TypeError(f"G2P.{name}: {self.decoder!r} is an ONNX export; it has graphs, "
+                            "not parameters")
+        return getattr(self.decoder, name)
+
+    @property
+    def precision(self) -> Policy:
+        """The precision it decodes in (an export's: its own dtype, ``Policy(None)``)."""
+        return getattr(self.decoder, "precision", Policy(None))
+
+    @property
+    def compiles_programs(self) -> bool:
+        """Whether its decoder compiles whole searches (JAX), one per batch shape."""
+        backend = getattr(self.decoder, "backend", None)
+        return backend is not None and backend.capabilities.compile == "program"
 
     def unknown_characters(self, word: str) -> list[str]:
         """The characters of ``word`` (as the model reads it) that the model never saw."""
@@ -244,7 +222,8 @@ class G2P:
         if stress or not self._plain_paths:
             return self
         if self._plain is None:
-            self._plain = G2P(self._plain_paths, backend=self.backend,
+            self._plain = G2P(self._plain_paths, backend=getattr(self.decoder, "backend",
+                                                                 self._backend),
                               precision=self.precision)
         return self._plain
 
@@ -550,12 +529,8 @@ class G2P:
         to the smallest size there that holds it, with copies of its shortest word whose
         answers are dropped: chunks of every size then need a handful of programs (batch
         sizes 16, 64 and 256 per length bucket), not one each."""
-        import dataclasses
-
         from xpseq.tasks.experiment import translate
 
-        if self.precision.reduced:
-            options = dataclasses.replace(options, precision=self.precision)
         buckets: dict[int, list[int]] = {}
         for i, word in enumerate(tokens):
             buckets.setdefault(len(word) // 8, []).append(i)
@@ -563,14 +538,13 @@ class G2P:
         with backends.blas_threads():           # (the caller's threads are restored)
             for _, where in sorted(buckets.items()):
                 asked = [tokens[i] for i in where]
-                if self.backend.capabilities.compile == "program":
+                if self.compiles_programs:
                     full, rest = divmod(len(asked), _PADDED_SIZES[-1])
                     size = full * _PADDED_SIZES[-1] + (
                         next(s for s in _PADDED_SIZES if s >= rest) if rest else 0)
                     asked += [min(asked, key=len)] * (size - len(asked))
-                results = translate(self.params, self.config, asked, self.src_vocab,
-                                    self.tgt_vocab, self.backend, options,
-                                    batch_size=_PADDED_SIZES[-1], searcher=self._searcher)
+                results = translate(self.decoder, asked, options,
+                                    batch_size=_PADDED_SIZES[-1])
                 for i, result in zip(where, results):
                     answers[i] = [list(h) for h in result["n_best"]]
         return answers
@@ -614,11 +588,20 @@ def load(paths: str | Sequence[str] | None = None, *,
     backend with ``compile=True`` apart from the eager one)."""
     key = (None if paths is None else tuple(map(str, [paths] if isinstance(
         paths, (str, pathlib.Path)) else paths)),
-        backend if backend == "onnxruntime" else backends.resolve(backend, "decode").cache_key,
-        Policy.of(precision, "G2P: precision"))
+        _backend_key(backend), Policy.of(precision, "G2P: precision"))
     if key not in _LOADED:
         _LOADED[key] = G2P(paths, backend=backend, precision=precision)
     return _LOADED[key]
+
+
+def _backend_key(backend: Any) -> Any:
+    """One key for a backend however it is named: a backend object, its name, or ``None``
+    (the default for decoding) give the same."""
+    if isinstance(backend, backends.Backend):
+        return backend.cache_key
+    if backend is None or backend in backends.CAPABILITIES:
+        return backends.resolve(backend, "decode").cache_key
+    return backend
 
 
 def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: bool = False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -18,7 +18,8 @@ from xpseq import models
 from xpseq.backends import Backend
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, Vocab, make_batches, make_dataset
-from xpseq.search.decode import SearchOptions, search, to_lists
+from xpseq.search.decode import SearchOptions, to_lists
+from xpseq.search.decoder import CheckpointDecoder, Decoder
 from xpseq.train.callbacks import Callback, EarlyStopping, SaveCheckpoint, place_checkpoint
 from xpseq.train.loop import FitResult, TrainConfig, fit
 from xpseq.train.schedules import warmup_inverse_sqrt
@@ -191,12 +192,12 @@ def train_model(task: Task, backend: Backend, config: Any = None,
     return config, result
 
 
-def translate(params: Any, config: Any, sources: Sequence[Sequence[str]],
-              src_vocab: Vocab, tgt_vocab: Vocab, backend: Backend,
+def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
               options: SearchOptions = SearchOptions(), *,
-              batch_size: int = 256, shapes: int | None = None,
-              searcher: Callable[[Any, Any, SearchOptions], Any] | None = None) -> list[dict]:
-    """Translate token lists; results come back in the order of ``sources``.
+              batch_size: int = 256, shapes: int | None = None) -> list[dict]:
+    """Translate token lists with ``decoder`` (a :class:`~xpseq.search.Decoder`: a
+    checkpoint on a backend, :func:`xpseq.load_decoder`, or an ONNX export); results come
+    back in the order of ``sources``.
 
     Each result: ``tokens`` (the output words), ``score`` (its summed log-probability),
     ``n_best`` and ``n_best_scores`` (every hypothesis kept, best first), ``attention`` of
@@ -204,19 +205,16 @@ def translate(params: Any, config: Any, sources: Sequence[Sequence[str]],
     ``(rows, len(source) + 1)`` over the source and its ``</s>``; the rows are the output
     words and the ``</s>`` that ended it (``len(tokens) + 1`` rows), or only the words
     when the output was cut at its length limit without ``</s>``.
-    ``params`` are arrays of ``backend``. Unknown source words become ``<unk>``; an empty
-    source translates to an empty output. ``shapes`` bounds the batches' shapes, each a
-    compilation of the search on JAX (see :func:`xpseq.data.make_batches`). ``searcher``
-    ``(src, src_len, options) -> Hypotheses`` decodes each padded NumPy batch instead of
-    :func:`xpseq.search.search` (``params``, ``config`` and ``backend`` are then unused):
-    e.g. :meth:`xpseq.export.runtime.OnnxModel.search`, an ONNX export on onnxruntime.
+    Unknown source words become ``<unk>``; an empty source translates to an empty output.
+    ``shapes`` bounds the batches' shapes, each a compilation of the search on JAX (see
+    :func:`xpseq.data.make_batches`).
     """
+    src_vocab, tgt_vocab = decoder.src_vocab, decoder.tgt_vocab
     results: list[dict | None] = [None] * len(sources)
     pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(s, add_eos=True), [])
                                           for s in sources]
     for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
-        hyp = (search(params, config, batch["src"], batch["src_len"], backend, options)
-               if searcher is None else searcher(batch["src"], batch["src_len"], options))
+        hyp = decoder.search(batch["src"], batch["src_len"], options)
         for i, best in zip(batch["index"], to_lists(hyp, batch["src_len"])):
             if i < 0:                                    # a row that only fills the shape
                 continue
@@ -263,8 +261,8 @@ def bucket_table(models: dict[str, tuple[dict, Any]], task: Task, backend: Backe
     for bucket, pairs in task.test.items():
         row: list = [bucket, len(pairs)]
         for name, (params, config) in models.items():
-            out = translate(params, config, [s for s, _ in pairs], task.src_vocab,
-                            task.tgt_vocab, backend, options, shapes=shapes)
+            decoder = CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab, backend)
+            out = translate(decoder, [s for s, _ in pairs], options, shapes=shapes)
             result = score([o["tokens"] for o in out], pairs)
             result["hypotheses"] = [o["tokens"] for o in out]
             details[name][bucket] = result
@@ -283,12 +281,12 @@ def timed_search_comparison(params: dict, config: Any, pairs: Sequence[Pair],
     runs += [(f"beam k={k}", SearchOptions(method="beam", k=k, length_penalty="avg"))
              for k in beams]
     sources = [s for s, _ in pairs]
+    decoder = CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab, backend)
     out = []
     for label, options in runs:
-        translate(params, config, sources, task.src_vocab, task.tgt_vocab, backend, options)
+        translate(decoder, sources, options)
         start = time.perf_counter()
-        hyps = translate(params, config, sources, task.src_vocab, task.tgt_vocab, backend,
-                         options)
+        hyps = translate(decoder, sources, options)
         seconds = time.perf_counter() - start
         result = score([h["tokens"] for h in hyps], pairs)
         out.append({"search": label, "bleu": result["bleu"], "exact": result["exact"],
@@ -311,7 +309,8 @@ def decoder_inputs(params: dict, config: Any, pair: Pair, task: Task,
     gold = task.tgt_vocab.encode(target) + [EOS_ID]
     tgt_in = np.array([[BOS_ID, *gold[:-1]]])
     teacher_pred = _teacher_forced_predictions(params, config, src, src_len, tgt_in, backend)
-    own = translate(params, config, [source], task.src_vocab, task.tgt_vocab, backend)[0]
+    own = translate(CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab,
+                                      backend), [source])[0]
     own_ids = own["ids"] + [EOS_ID]
     tok = task.tgt_vocab.token
     rows = []

@@ -24,6 +24,7 @@ from xpseq.core.optim import adam
 from xpseq.core.precision import Policy
 from xpseq.data import Vocab
 from xpseq.search.decode import SearchOptions
+from xpseq.search.decoder import CheckpointDecoder
 from xpseq.train import callbacks as cb
 from xpseq.train import schedules
 from xpseq.train.loop import FitResult, TrainConfig
@@ -195,8 +196,8 @@ def predict(params: dict, config: Any, words: Sequence[str], src_vocab: Vocab,
             options: SearchOptions = SearchOptions()) -> list[list[str]]:
     """The phones of each word (one list per word, in order). ``params`` are arrays of
     ``backend``; characters the model never saw are read as ``<unk>``."""
-    results = translate(params, config, [word_tokens(w) for w in words], src_vocab,
-                        tgt_vocab, backend, options)
+    decoder = CheckpointDecoder(params, config, src_vocab, tgt_vocab, backend)
+    results = translate(decoder, [word_tokens(w) for w in words], options)
     return [list(r["tokens"]) for r in results]
 
 

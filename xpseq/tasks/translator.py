@@ -23,7 +23,7 @@ from typing import Any
 
 from xpseq import backends
 from xpseq.data import Vocab
-from xpseq.search import options_for
+from xpseq.search import CheckpointDecoder, options_for
 
 from .experiment import Task, model_config, train_model, training_config, translate
 
@@ -138,6 +138,12 @@ class Translator:
         return cls(params, config, task.src_vocab, task.tgt_vocab, be,
                    history=result.history, task=task)
 
+    @property
+    def decoder(self) -> CheckpointDecoder:
+        """The model as a :class:`~xpseq.search.Decoder` (its parameters on its backend)."""
+        return CheckpointDecoder(self.params, self.config, self.src_vocab, self.tgt_vocab,
+                                 self.backend, metadata=self.metadata)
+
     def translate(self, sentences: Iterable[str | Sequence[str]], *, beam: int = 1,
                   n_best: int = 1) -> list[Any]:
         """Translate sentences (strings, split on whitespace, or token lists), in order.
@@ -167,8 +173,7 @@ class Translator:
         options = options_for(beam, n_best, caller="translate")
         tokens = [_sentence_tokens(i, s) for i, s in enumerate(_sentences(sentences))]
         with backends.blas_threads():
-            results = translate(self.params, self.config, tokens, self.src_vocab,
-                                self.tgt_vocab, self.backend, options)
+            results = translate(self.decoder, tokens, options)
         if n_best == 1:
             return [" ".join(r["tokens"]) for r in results]
         return [[" ".join(h) for h in r["n_best"]] for r in results]

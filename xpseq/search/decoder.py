@@ -1,0 +1,165 @@
+"""The one door for decoding: a :class:`Decoder` is a trained model ready to decode,
+whatever runs it.
+
+Two implementations: :class:`CheckpointDecoder`, a model's parameters on a backend (one
+model, or an :class:`~xpseq.search.Ensemble`), and :class:`xpseq.export.runtime.OnnxModel`,
+an ONNX export on onnxruntime. :func:`xpseq.load_decoder` chooses by what it is given (a
+checkpoint file or an export folder); :func:`xpseq.tasks.translate`, ``Translator``,
+``G2P`` and the commands decode through it and never ask which one they have.
+
+>>> import numpy as np
+>>> from xpseq import backends, models
+>>> from xpseq.data import Vocab
+>>> from xpseq.search import CheckpointDecoder, SearchOptions
+>>> config = models.get("rnn").Config(src_vocab=6, tgt_vocab=6, embed=4, hidden=3)
+>>> params = models.get("rnn").init_params(config, seed=0)
+>>> vocab = Vocab.from_list(["<pad>", "<unk>", "<s>", "</s>", "a", "b"])
+>>> decoder = CheckpointDecoder(params, config, vocab, vocab, backends.get("numpy"))
+>>> hyp = decoder.search(np.array([[4, 5, 3]]), np.array([3]), SearchOptions())
+>>> hyp.tokens.shape[:2]
+(1, 1)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol, runtime_checkable
+
+import numpy as np
+
+from xpseq import models
+from xpseq.backends import Backend
+from xpseq.core.decoding import Hypotheses
+from xpseq.core.precision import Policy
+from xpseq.data import Vocab
+
+from .decode import Ensemble, SearchOptions, search
+
+__all__ = ["Decoder", "CheckpointDecoder"]
+
+
+@runtime_checkable
+class Decoder(Protocol):
+    """What decoding needs of a trained model.
+
+    Attributes
+    ----------
+    src_vocab, tgt_vocab : Vocab
+        The vocabularies of its sources and outputs.
+    metadata : dict
+        What the model says it was trained for (``task``; for a G2P model ``stress`` and
+        ``tokens``), empty when it says nothing.
+    name : str
+        How a message names it: the backend (``"numpy"``, ``"torch with torch.compile"``)
+        or ``"onnxruntime"``.
+
+    Methods
+    -------
+    search(src (B, S), src_len (B,), options) -> Hypotheses
+        Greedy or beam search of a padded batch of NumPy ids; NumPy results
+        (:func:`xpseq.search.search`'s).
+    encode(src, src_len) -> (encoded, state)
+        The encoded source and the decoder's first state.
+    step(encoded, state, y_prev (B,)) -> (log_probs (B, V), state, attention (B, S) or None)
+        One step of the decoder.
+    """
+
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    metadata: dict[str, Any]
+
+    @property
+    def name(self) -> str: ...
+
+    def search(self, src: np.ndarray, src_len: np.ndarray,
+               options: SearchOptions = ...) -> Hypotheses: ...
+
+    def encode(self, src: np.ndarray, src_len: np.ndarray) -> tuple[Any, Any]: ...
+
+    def step(self, encoded: Any, state: Any, y_prev: Any) -> tuple[Any, Any, Any]: ...
+
+
+class CheckpointDecoder:
+    """A model's parameters on a backend as a :class:`Decoder`.
+
+    Parameters
+    ----------
+    params : dict of arrays, or a sequence of them for an :class:`Ensemble`
+        The parameters (NumPy arrays are converted to ``backend``'s, their dtype kept).
+    config : a model configuration, or an :class:`Ensemble` of them
+    src_vocab, tgt_vocab : Vocab
+    backend : Backend
+    metadata : dict, optional
+        What the model was trained for (a checkpoint's metadata).
+    precision : ``None``, ``"bf16"`` or a :class:`~xpseq.core.precision.Policy`
+        Decode in this precision unless the search options ask for one.
+
+    Raises
+    ------
+    ValueError
+        ``precision`` is not a precision, or the backend has no bfloat16 for it.
+    """
+
+    def __init__(self, params: Any, config: Any, src_vocab: Vocab, tgt_vocab: Vocab,
+                 backend: Backend, *, metadata: Mapping[str, Any] | None = None,
+                 precision: Policy | str | None = None) -> None:
+        self.config = config
+        self.backend = backend
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.metadata = dict(metadata or {})
+        self.precision = Policy.of(precision, "CheckpointDecoder: precision")
+        self.precision.compute_dtype(backend.xp)        # no bfloat16: a clear error
+        if isinstance(config, Ensemble):
+            self.params: Any = [backend.asarray_tree(dict(p)) for p in params]
+        else:
+            self.params = backend.asarray_tree(dict(params))
+
+    @property
+    def name(self) -> str:
+        pieces = self.backend.capabilities.compile == "pieces"
+        return f"{self.backend.name} with torch.compile" if pieces else self.backend.name
+
+    def __repr__(self) -> str:
+        what = "an ensemble" if isinstance(self.config, Ensemble) else \
+            f"a {models.of(self.config).kind} model"
+        return f"<CheckpointDecoder of {what} on {self.name}>"
+
+    def search(self, src: np.ndarray, src_len: np.ndarray,
+               options: SearchOptions = SearchOptions()) -> Hypotheses:
+        """:func:`xpseq.search.search` of the batch, in the decoder's precision unless
+        ``options`` asks for one."""
+        if self.precision.reduced and not Policy.of(options.precision).reduced:
+            options = _with_precision(options, self.precision)
+        return search(self.params, self.config, src, src_len, self.backend, options)
+
+    def encode(self, src: np.ndarray, src_len: np.ndarray) -> tuple[Any, Any]:
+        """The model's ``encode`` and its decoder's first state (arrays of the backend;
+        the state grows with each step)."""
+        kernels = self._kernels()
+        params = self.precision.cast_params(self.params, xp=self.backend.xp)
+        encoded = kernels.encode(params, self.config, self.backend.asarray(np.asarray(src)),
+                                 self.backend.asarray(np.asarray(src_len)),
+                                 scan=self.backend.scan, xp=self.backend.xp)
+        _, state = kernels.decoder(params, self.config, encoded, max_len=None,
+                                   xp=self.backend.xp)
+        return encoded, state
+
+    def step(self, encoded: Any, state: Any, y_prev: Any) -> tuple[Any, Any, Any]:
+        """One step of the model's decoder from ``state`` on the previous ids."""
+        kernels = self._kernels()
+        params = self.precision.cast_params(self.params, xp=self.backend.xp)
+        run, _ = kernels.decoder(params, self.config, encoded, max_len=None,
+                                 xp=self.backend.xp)
+        log_probs, state, weights = run(state, self.backend.asarray(np.asarray(y_prev)))
+        return log_probs, state, weights
+
+    def _kernels(self) -> Any:
+        if isinstance(self.config, Ensemble):
+            raise TypeError("CheckpointDecoder: an ensemble decodes through search only "
+                            "(its members' steps are averaged inside it)")
+        return models.of(self.config).kernels
+
+
+def _with_precision(options: SearchOptions, precision: Policy) -> SearchOptions:
+    import dataclasses
+
+    return dataclasses.replace(options, precision=precision)
