@@ -1,7 +1,8 @@
 """The package's floor plan, checked: who may import what, and how big a piece may grow.
 
 * No module imports a private name (``_x``), or anything from a private module, of
-  another folder of xpseq: a folder's private names are its own.
+  another folder of xpseq, nor reads one as an attribute of a module it imported
+  (``transformer._logits``): a folder's private names are its own.
 * ``backends/`` knows no model and no cell: it imports nothing from ``xpseq.models``,
   ``xpseq.core.recurrent``, ``xpseq.core.vjp`` or ``xpseq.core.kernels``.
 * ``core/`` and ``models/`` never look at a backend: no ``xpseq.backends`` import, no
@@ -58,10 +59,54 @@ def is_folder(dotted: str) -> bool:
     return (PACKAGE.parent / dotted.replace(".", "/")).is_dir()
 
 
-def private_reaches(path: pathlib.Path, source: str | None = None) -> list[str]:
-    """Every import in ``path`` of another folder's private module or name."""
-    mine = folder_of(path)
+def is_module(dotted: str) -> bool:
+    """Whether ``dotted`` names a module or package of xpseq (not a name inside one)."""
+    path = PACKAGE.parent / dotted.replace(".", "/")
+    return path.is_dir() or path.with_suffix(".py").is_file()
+
+
+def private_attributes(path: pathlib.Path, source: str | None = None) -> list[str]:
+    """Every read in ``path`` of a private name (``_x``) as an attribute of an xpseq
+    module of another folder: ``transformer._logits`` after ``from xpseq.models import
+    transformer``, ``xpseq.models.rnn._forward`` after ``import xpseq``."""
+    tree = ast.parse(path.read_text(encoding="utf-8") if source is None else source)
+    here, mine = folder_of(path).split("."), folder_of(path)
+    bound: dict[str, str] = {}                 # local name -> the module it is
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = here[:len(here) - (node.level - 1)] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                if full.startswith("xpseq") and is_module(full):
+                    bound[alias.asname or alias.name] = full
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("xpseq"):
+                    bound[alias.asname or "xpseq"] = alias.name if alias.asname else "xpseq"
     bad = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            continue
+        chain, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+            value = value.value
+        if isinstance(value, ast.Name) and value.id in bound:
+            module = ".".join([bound[value.id], *reversed(chain)])
+            owner = module if is_folder(module) else module.rsplit(".", 1)[0]
+            if owner != mine and is_module(module):
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} reads the "
+                           f"private name {node.attr} of {module}")
+    return bad
+
+
+def private_reaches(path: pathlib.Path, source: str | None = None) -> list[str]:
+    """Every import in ``path`` of another folder's private module or name, and every read
+    of one as an attribute (:func:`private_attributes`)."""
+    mine = folder_of(path)
+    bad = private_attributes(path, source)
     for target, names, line in imports(path, source):
         owner = target if is_folder(target) else target.rsplit(".", 1)[0]
         if owner == mine:
@@ -82,6 +127,19 @@ def test_the_private_import_check_catches_a_reach():
     found = private_reaches(PACKAGE / "train" / "loop.py", source)
     assert len(found) == 2, found
     assert "_forward" in found[0] and "xpseq.core._scan" in found[1]
+
+
+def test_the_private_attribute_check_catches_a_read():
+    source = ("import xpseq\nfrom xpseq.models import transformer\nfrom ..train import step\n"
+              "transformer._logits(p)\nxpseq.models.rnn._forward(p)\nstep._build(p)\n"
+              "transformer.forward(p)._private\n")
+    found = private_attributes(PACKAGE / "tour" / "kv_cache.py", source)
+    assert len(found) == 3, found
+    assert "_logits of xpseq.models.transformer" in found[0]
+    assert "_forward of xpseq.models.rnn" in found[1]
+    assert "_build of xpseq.train.step" in found[2]
+    own = "from . import kv_cache\nkv_cache._x\n"                  # its own folder's
+    assert private_attributes(PACKAGE / "tour" / "lesson.py", own) == []
 
 
 def test_no_module_imports_another_folders_private_names():

@@ -53,6 +53,9 @@ class Context:
         self.affinity = affinity if affinity is not None else common.Affinity(args.threads,
                                                                              False)
         self._details: dict[str, Any] = {}
+        #: The ``train`` section's measurement, made once by :func:`benchmarks.train.timings`
+        #: for every section that uses it (``None`` until then).
+        self.train_timings: dict | None = None
 
     # ----------------------------------------------------------------- the report
 
@@ -65,7 +68,7 @@ class Context:
         ``train`` is the ``train`` timings wherever a section measured them."""
         out = {name: self._details.get(name) for name in sections}
         if "train" in out:
-            out["train"] = vars(self).get("train_timings")     # None unless measured
+            out["train"] = self.train_timings                  # None unless measured
         return out
 
     # ------------------------------------------------------------ the RNN model set-up
@@ -185,14 +188,6 @@ class Context:
                 if pairs and len(out) < self.args.beam_sentences:
                     out.append(pairs.pop(0))
         return tuple(out)
-
-    @functools.cached_property
-    def train_timings(self) -> dict:
-        """The ``train`` section's measurement (see :func:`benchmarks.train.measure`),
-        made once for every section that uses it."""
-        from . import train
-
-        return train.measure(self)
 
     # --------------------------------------------------------------- the Transformer
 

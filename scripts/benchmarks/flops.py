@@ -26,6 +26,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from . import train
 from .context import Context
 from .shared import HAND, HAND_JAX, Row, matmul_gflops
 
@@ -49,7 +50,7 @@ def run(context: Context) -> list[Row]:
     """The matmul rate, the step's FLOPs, and each implementation's GFLOP/s as a fraction
     of the matmul rate."""
     args = context.args
-    r = context.train_timings
+    r = train.timings(context)
     flops = sum(step_flops(context.config, b["src"].shape[0], b["src"].shape[1],
                            b["tgt_in"].shape[1]) for b in context.timed)
     peak = matmul_gflops(args.matmul, args.repeats)

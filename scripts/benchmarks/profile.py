@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import _common as common
 
+from . import train
 from .context import Context
 from .peers import keras_model, kinds, make_flax_step, warm
 from .shared import HAND, Row, float32_on, on_backend, to_torch
@@ -60,7 +61,7 @@ def run(context: Context) -> list[Row]:
     from xpseq.models.rnn import loss as xpseq_loss
 
     args = context.args
-    context.train_timings                      # warms every implementation up
+    train.timings(context)                     # warms every implementation up
     rows = []
     impls = {}
     for name, gradients in (("xpseq-torch", None), (HAND, "hand-derived")):

@@ -51,10 +51,17 @@ def check_native_loss(context: Context) -> tuple[float, float]:
     return loss_diff, step_diff
 
 
+def timings(context: Context) -> dict:
+    """:func:`measure`, made once per run and kept on the context (``train_timings``)."""
+    if context.train_timings is None:
+        context.train_timings = measure(context)
+    return context.train_timings
+
+
 def measure(context: Context) -> dict:
     """Seconds per repeat of ``--steps`` steps for xpseq-JAX, xpseq-torch (each both ways
-    of differentiating) and native PyTorch, with the derived rates; ask for it as
-    ``context.train_timings`` (made once)."""
+    of differentiating) and native PyTorch, with the derived rates; ask for it with
+    :func:`timings` (made once)."""
     native = context.native
     args = context.args
     loss_diff, step_diff = check_native_loss(context)
@@ -96,7 +103,7 @@ def measure(context: Context) -> dict:
 
 def run(context: Context) -> list[Row]:
     """The native loss check and each implementation's throughput against native."""
-    r = context.train_timings
+    r = timings(context)
     tps = r["tokens_per_s"]
     native = tps["native-torch"]
     spread = {n: f"fastest/slowest repeat {min(t) / max(t):.2f}, CPU/wall "

@@ -63,7 +63,7 @@ from xpseq.core import checks, kernels, shapes, vjp
 from .protocol import DictConfig, Model, ModelKernels, check_loss_inputs, check_params
 
 __all__ = ["TransformerConfig", "Config", "param_shapes", "init_params", "loss",
-           "loss_and_grad", "cross_attention", "dropout_shapes", "MODEL"]
+           "loss_and_grad", "forward", "cross_attention", "dropout_shapes", "MODEL"]
 
 NORMS = ("pre", "post")
 POSITIONS = ("sinusoidal", "learned")
@@ -255,6 +255,20 @@ def loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[st
     the masks :func:`dropout_shapes` names, or ``None``)."""
     xp = _check_inputs("loss", params, config, batch, keep)
     return _loss(params, config, batch, keep, scan=None, xp=xp)
+
+
+def forward(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
+            tgt_in: Any, *, need_weights: bool = True) -> tuple[Any, Any]:
+    """Teacher-forced logits ``(B, T, V_tgt)`` of the whole target in one pass (causal
+    self-attention, every position at once; no dropout), and every decoder layer's
+    cross-attention weights ``(decoder_layers, B, heads, T, S)`` (``None`` without
+    ``need_weights``). The RNN's :func:`xpseq.models.rnn.forward` is its counterpart.
+
+    ``src (B, S)``, ``src_len (B,)``, ``tgt_in (B, T)`` (``<s> y_1 ... y_{T-1}``), padded.
+    """
+    batch = {"src": src, "src_len": src_len, "tgt_in": tgt_in}
+    xp = _check_inputs("forward", params, config, batch, None, loss=False)
+    return _logits(params, config, src, src_len, tgt_in, xp=xp, need_weights=need_weights)
 
 
 def cross_attention(params: Mapping[str, Any], config: TransformerConfig, src: Any,

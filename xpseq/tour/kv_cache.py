@@ -48,8 +48,8 @@ def teacher_forced(name: str, config: Any, params: dict, batch: dict) -> np.ndar
     be = backends.get(name)
 
     def forward(p: dict, b: dict) -> Any:
-        logits, _ = transformer._logits(p, config, b["src"], b["src_len"], b["tgt_in"],
-                                        xp=be.xp, need_weights=False)
+        logits, _ = transformer.forward(p, config, b["src"], b["src_len"], b["tgt_in"],
+                                        need_weights=False)
         return C.log_softmax(logits)
 
     p, b = ({k: be.asarray(v) for k, v in d.items()} for d in (params, batch))

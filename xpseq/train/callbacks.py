@@ -36,16 +36,41 @@ import math
 import os
 import pathlib
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from xpseq.core import checks
 from xpseq.core.optim import scale_learning_rate
 
-if TYPE_CHECKING:
-    from .loop import Loop
-
-__all__ = ["Callback", "EarlyStopping", "ReduceLROnPlateau", "RestoreBest", "TimeLimit",
+__all__ = ["Loop", "Callback", "EarlyStopping", "ReduceLROnPlateau", "RestoreBest", "TimeLimit",
            "SaveCheckpoint", "EpochMetrics", "MetricsLog", "place_checkpoint"]
+
+
+class Loop(Protocol):
+    """What a callback sees of a training run (:class:`xpseq.train.loop.Loop` is the one
+    :func:`xpseq.train.fit` passes): the run's ``config``, ``train`` settings and
+    ``place`` (where it runs); ``params`` and ``opt_state`` (backend arrays) and their NumPy
+    copies; ``state`` (JSON-serialisable progress, ``history`` among it); ``dev_batches``;
+    ``watched`` and ``improved`` (the monitored value of the last epoch); ``stop``,
+    ``stopped``, ``restored`` and ``final_params``, which callbacks set; ``started``."""
+
+    config: Any
+    train: Any
+    place: Any
+    params: dict
+    opt_state: dict
+    state: dict
+    dev_batches: Sequence[Any]
+    watched: float | None
+    improved: bool
+    stop: str | None
+    stopped: str
+    restored: bool
+    final_params: dict | None
+    started: float
+
+    def params_numpy(self) -> dict: ...
+
+    def opt_state_numpy(self) -> dict: ...
 
 
 class Callback:
