@@ -6,7 +6,7 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import xpseq
-import xpseq.tasks.experiment as experiment
+import xpseq.search
 import xpseq.tasks.translator as translator_module
 from xpseq import backends, g2p
 
@@ -67,12 +67,12 @@ def test_translator_and_g2p_compute_inside_the_limit(uncontrolled: None,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[set[int]] = []
 
-    def fake_translate(params, config, tokens, *args, **kwargs):
+    def fake_translate(decoder, tokens, *args, **kwargs):
         seen.append(blas())
         return [{"tokens": ["x"], "n_best": [["AH"]]} for _ in tokens]
 
     monkeypatch.setattr(translator_module, "translate", fake_translate)
-    monkeypatch.setattr(experiment, "translate", fake_translate)   # what G2P imports
+    monkeypatch.setattr(xpseq.search, "translate", fake_translate)   # what G2P calls
     task = xpseq.toy_task(n_train=20, n_dev=5, n_test_per_bucket=2)
     model = xpseq.Translator({}, None, task.src_vocab, task.tgt_vocab, backends.get("numpy"))
     assert model.translate(["the cat"]) == ["x"]

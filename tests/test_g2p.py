@@ -31,7 +31,7 @@ from helpers import assert_ok, load_script, show
 
 from xpseq import backends
 from xpseq.core.optim import adam
-from xpseq.data import Vocab
+from xpseq.data import Vocab, cmudict
 from xpseq.models.rnn import Seq2SeqConfig, forward, init_params
 from xpseq.search import SearchOptions
 from xpseq.tasks import g2p_recipe
@@ -101,13 +101,13 @@ def wer_by_hand(predictions, references) -> float:
     ("", []),
 ])
 def test_word_tokens_lower_cases_strips_and_keeps_punctuation(word, expected):
-    assert g2p_recipe.word_tokens(word) == expected
+    assert cmudict.word_tokens(word) == expected
 
 
 @pytest.mark.parametrize("bad", [b"cat", None, 3, ["c", "a", "t"]])
 def test_word_tokens_refuses_non_strings(bad):
     with pytest.raises(TypeError, match=type(bad).__name__):
-        g2p_recipe.word_tokens(bad)
+        cmudict.word_tokens(bad)
 
 
 # --------------------------------------------------------------------------- g2p_task

@@ -82,10 +82,10 @@ def stub_translate(decoder, sources, *args, **kwargs) -> list[dict]:
 def stubbed(monkeypatch):
     """The shipped model on NumPy, loaded before any measurement, decoding with
     :func:`stub_translate`."""
-    import xpseq.tasks.experiment as experiment
+    import xpseq.search
 
     model = g2p.load(backend="numpy")
-    monkeypatch.setattr(experiment, "translate", stub_translate)
+    monkeypatch.setattr(xpseq.search, "translate", stub_translate)     # what G2P calls
     return model
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from xpseq.data import Vocab
-from xpseq.search import SearchOptions
+from xpseq.search import CheckpointDecoder, SearchOptions
 from xpseq.tasks import translate
 from xpseq.train import checkpoint as ckpt
 
@@ -36,8 +36,10 @@ def test_format1_checkpoint_translates_as_before(backend, search):
     loaded = ckpt.load(FIXTURES / "rnn_format1.safetensors", backend)
     assert loaded.config.cell == "lstm" and loaded.config.attention == "general"
     sources = [s.split() for s in EXPECTED["sources"]]
-    out = translate(loaded.params, loaded.config, sources, Vocab.from_list(loaded.vocabs["src"]),
-                    Vocab.from_list(loaded.vocabs["tgt"]), backend, SEARCHES[search])
+    decoder = CheckpointDecoder(loaded.params, loaded.config,
+                                Vocab.from_list(loaded.vocabs["src"]),
+                                Vocab.from_list(loaded.vocabs["tgt"]), backend)
+    out = translate(decoder, sources, SEARCHES[search])
     expected = EXPECTED["searches"][search]
     assert [" ".join(r["tokens"]) for r in out] == [e["tokens"] for e in expected]
     assert [[" ".join(h) for h in r["n_best"]] for r in out] == [e["n_best"] for e in expected]

@@ -1,4 +1,4 @@
-"""Decoding a model (search, to_lists, experiment.translate), scoring (BLEU, exact match,
+"""Decoding a model (search, to_lists, translate), scoring (BLEU, exact match,
 tables) and pictures (heatmaps, loss curves), with tiny random models."""
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def test_to_lists_of_a_real_search(backend):
     assert ended > 0
 
 
-# ---------------------------------------------------------------- experiment.translate
+# ------------------------------------------------------------------------- translate
 
 
 def test_translate_returns_results_in_input_order():

@@ -26,6 +26,7 @@ def run(context: Context) -> list[Row]:
     import torch
 
     from xpseq.search import SearchOptions
+    from xpseq.search import CheckpointDecoder
     from xpseq.tasks import translate
     from xpseq.tasks.metrics import exact_match
 
@@ -46,10 +47,10 @@ def run(context: Context) -> list[Row]:
 
     def batched(name: str) -> Callable[[], None]:
         be, p = on[name]
+        decoder = CheckpointDecoder(p, context.config, task.src_vocab, task.tgt_vocab, be)
 
         def run() -> None:
-            outputs[name] = translate(p, context.config, sources, task.src_vocab,
-                                      task.tgt_vocab, be, options)
+            outputs[name] = translate(decoder, sources, options)
         return run
 
     def loop() -> None:

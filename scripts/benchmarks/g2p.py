@@ -56,9 +56,9 @@ BATCH_CALLS = 20
 def largest_batch(model: Any, words: list[str]) -> tuple[Any, Any]:
     """``(src, src_len)`` of the largest batch ``model.pronounce(words)`` decodes: the
     words' characters (and ``</s>``) in batches of up to 256 of one length bucket, as
-    ``xpseq.tasks.experiment.translate`` makes them."""
+    ``xpseq.search.translate`` makes them."""
     from xpseq.data import make_batches
-    from xpseq.tasks.g2p_recipe import word_tokens
+    from xpseq.data.cmudict import word_tokens
 
     pairs = [(model.src_vocab.encode(word_tokens(w), add_eos=True), []) for w in words]
     batch = max(make_batches(pairs, 256, bucket=8), key=lambda b: b["src"].size)

@@ -251,6 +251,7 @@ def beam_profile(context: Context) -> dict:
     """:func:`torch_profile` of one batched beam search on PyTorch (warmed up first) of the
     ``beam`` section's sentences with the context's trained model."""
     from xpseq.search import SearchOptions
+    from xpseq.search import CheckpointDecoder
     from xpseq.tasks import translate
 
     args = context.args
@@ -259,8 +260,10 @@ def beam_profile(context: Context) -> dict:
                             attention=False)
     tparams = {k: context.torch.asarray(v) for k, v in context.trained["params"].items()}
 
+    decoder = CheckpointDecoder(tparams, context.config, context.task.src_vocab,
+                                context.task.tgt_vocab, context.torch)
+
     def search() -> None:
-        translate(tparams, context.config, sources, context.task.src_vocab,
-                  context.task.tgt_vocab, context.torch, options)
+        translate(decoder, sources, options)
     search()
     return torch_profile(search, 1)

@@ -152,6 +152,7 @@ def search_rows(context: Context, config: Any, trained: dict) -> list[Row]:
     at a time, on PyTorch; the outputs must be identical. Then batched greedy search, in
     output tokens per second."""
     from xpseq.search import SearchOptions
+    from xpseq.search import CheckpointDecoder
     from xpseq.tasks import translate
     from xpseq.tasks.metrics import exact_match
 
@@ -167,10 +168,10 @@ def search_rows(context: Context, config: Any, trained: dict) -> list[Row]:
 
     def decode(key: str, name: str, options: SearchOptions, batch_size: int) -> Callable:
         be, params = on[name]
+        decoder = CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab, be)
 
         def run() -> None:
-            outputs[key] = translate(params, config, sources, task.src_vocab, task.tgt_vocab,
-                                     be, options, batch_size=batch_size)
+            outputs[key] = translate(decoder, sources, options, batch_size=batch_size)
         return run
 
     fns = {"loop": decode("loop", "torch", beam, 1),

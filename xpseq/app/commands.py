@@ -216,7 +216,7 @@ def _search_options(args: argparse.Namespace):
 def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[str]]:
     """Token lists from the arguments or stdin: words split on whitespace, or, for a G2P
     checkpoint, one word per argument or line read as its (lower-cased) characters."""
-    from xpseq.tasks.g2p_recipe import word_tokens
+    from xpseq.data.cmudict import word_tokens
 
     lines = args.sentences if args.sentences else stdin.lines()
     out = []

@@ -56,7 +56,7 @@ import numpy as np
 from .tsv import write_parallel_tsv
 
 __all__ = ["data_path", "read_cmudict", "split_words", "G2PSplit", "load_g2p", "export_tsv",
-           "PARTS"]
+           "word_tokens", "PARTS"]
 
 #: A pronunciation: a tuple of ARPAbet phones, e.g. ``("K", "AE1", "T")``.
 Pronunciation = tuple[str, ...]
@@ -128,6 +128,14 @@ def _resolve(path, where: str) -> str:
     if not os.path.isfile(name):
         raise FileNotFoundError(errno.ENOENT, f"{where}: no such file", name)
     return name
+
+
+def word_tokens(word: str) -> list[str]:
+    """A word as the model reads it: its characters, lower-cased, outer whitespace removed
+    (the dictionary's words are lower case)."""
+    if not isinstance(word, str):
+        raise TypeError(f"word_tokens: word must be a str, got {type(word).__name__}")
+    return list(word.strip().lower())
 
 
 def read_cmudict(path: str | os.PathLike | None = None, *, stress: bool = False) -> Lexicon:

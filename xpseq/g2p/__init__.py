@@ -196,7 +196,7 @@ class G2P:
 
     def unknown_characters(self, word: str) -> list[str]:
         """The characters of ``word`` (as the model reads it) that the model never saw."""
-        from xpseq.tasks.g2p_recipe import word_tokens
+        from xpseq.data.cmudict import word_tokens
 
         from .text import fold
 
@@ -485,7 +485,7 @@ class G2P:
         """The answers to checked ``words`` (decoded together), as :meth:`pronounce`;
         a warning points ``stacklevel`` frames up (the caller of ``pronounce``, the
         reader of ``pronounce_iter``)."""
-        from xpseq.tasks.g2p_recipe import word_tokens
+        from xpseq.data.cmudict import word_tokens
 
         from .text import fold
 
@@ -529,7 +529,7 @@ class G2P:
         to the smallest size there that holds it, with copies of its shortest word whose
         answers are dropped: chunks of every size then need a handful of programs (batch
         sizes 16, 64 and 256 per length bucket), not one each."""
-        from xpseq.tasks.experiment import translate
+        from xpseq.search import translate
 
         buckets: dict[int, list[int]] = {}
         for i, word in enumerate(tokens):

@@ -9,7 +9,7 @@ checkpoint file or an export folder); :func:`xpseq.tasks.translate`, ``Translato
 
 >>> import numpy as np
 >>> from xpseq import backends, models
->>> from xpseq.data import Vocab
+>>> from xpseq.data import Vocab, make_batches
 >>> from xpseq.search import CheckpointDecoder, SearchOptions
 >>> config = models.get("rnn").Config(src_vocab=6, tgt_vocab=6, embed=4, hidden=3)
 >>> params = models.get("rnn").init_params(config, seed=0)
@@ -22,7 +22,7 @@ checkpoint file or an export folder); :func:`xpseq.tasks.translate`, ``Translato
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, cast, runtime_checkable
 
 import numpy as np
 
@@ -30,11 +30,11 @@ from xpseq import models
 from xpseq.backends import Backend
 from xpseq.core.decoding import Hypotheses
 from xpseq.core.precision import Policy
-from xpseq.data import Vocab
+from xpseq.data import Vocab, make_batches
 
-from .decode import Ensemble, SearchOptions, search
+from .decode import Ensemble, SearchOptions, search, to_lists
 
-__all__ = ["Decoder", "CheckpointDecoder"]
+__all__ = ["Decoder", "CheckpointDecoder", "translate"]
 
 
 @runtime_checkable
@@ -157,6 +157,39 @@ class CheckpointDecoder:
             raise TypeError("CheckpointDecoder: an ensemble decodes through search only "
                             "(its members' steps are averaged inside it)")
         return models.of(self.config).kernels
+
+
+def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
+              options: SearchOptions = SearchOptions(), *,
+              batch_size: int = 256, shapes: int | None = None) -> list[dict[str, Any]]:
+    """Translate token lists with ``decoder`` (a :class:`~xpseq.search.Decoder`: a
+    checkpoint on a backend, :func:`xpseq.load_decoder`, or an ONNX export); results come
+    back in the order of ``sources``.
+
+    Each result: ``tokens`` (the output words), ``score`` (its summed log-probability),
+    ``n_best`` and ``n_best_scores`` (every hypothesis kept, best first), ``attention`` of
+    shape ``(rows, len(source) + 1)`` over the source and its ``</s>``; the rows are the output
+    words and the ``</s>`` that ended it (``len(tokens) + 1`` rows), or only the words
+    when the output was cut at its length limit without ``</s>``.
+    Unknown source words become ``<unk>``; an empty source translates to an empty output.
+    ``shapes`` bounds the batches' shapes, each a compilation of the search on JAX (see
+    :func:`xpseq.data.make_batches`).
+    """
+    src_vocab, tgt_vocab = decoder.src_vocab, decoder.tgt_vocab
+    results: list[dict[str, Any] | None] = [None] * len(sources)
+    pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(s, add_eos=True), [])
+                                          for s in sources]
+    for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
+        hyp = decoder.search(batch["src"], batch["src_len"], options)
+        for i, best in zip(batch["index"], to_lists(hyp, batch["src_len"])):
+            if i < 0:                                    # a row that only fills the shape
+                continue
+            top = best[0]
+            results[int(i)] = {"tokens": tgt_vocab.decode(top["tokens"]), "ids": top["tokens"],
+                               "score": top["score"], "attention": top["attention"],
+                               "n_best": [tgt_vocab.decode(h["tokens"]) for h in best],
+                               "n_best_scores": [h["score"] for h in best]}
+    return cast(list[dict[str, Any]], results)                # every source translated
 
 
 def _with_precision(options: SearchOptions, precision: Policy) -> SearchOptions:

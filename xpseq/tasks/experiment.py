@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Sequence, cast
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -18,8 +18,8 @@ from xpseq import models
 from xpseq.backends import Backend
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, Vocab, make_batches, make_dataset
-from xpseq.search.decode import SearchOptions, to_lists
-from xpseq.search.decoder import CheckpointDecoder, Decoder
+from xpseq.search.decode import SearchOptions
+from xpseq.search.decoder import CheckpointDecoder, translate
 from xpseq.train.callbacks import Callback, EarlyStopping, SaveCheckpoint, place_checkpoint
 from xpseq.train.loop import FitResult, TrainConfig, fit
 from xpseq.train.schedules import warmup_inverse_sqrt
@@ -190,40 +190,6 @@ def train_model(task: Task, backend: Backend, config: Any = None,
                  dev_batches=task.batches(task.dev, 256, bucket, shapes=shapes), train=train,
                  callbacks=callbacks, resume=resume)
     return config, result
-
-
-def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
-              options: SearchOptions = SearchOptions(), *,
-              batch_size: int = 256, shapes: int | None = None) -> list[dict]:
-    """Translate token lists with ``decoder`` (a :class:`~xpseq.search.Decoder`: a
-    checkpoint on a backend, :func:`xpseq.load_decoder`, or an ONNX export); results come
-    back in the order of ``sources``.
-
-    Each result: ``tokens`` (the output words), ``score`` (its summed log-probability),
-    ``n_best`` and ``n_best_scores`` (every hypothesis kept, best first), ``attention`` of
-    shape
-    ``(rows, len(source) + 1)`` over the source and its ``</s>``; the rows are the output
-    words and the ``</s>`` that ended it (``len(tokens) + 1`` rows), or only the words
-    when the output was cut at its length limit without ``</s>``.
-    Unknown source words become ``<unk>``; an empty source translates to an empty output.
-    ``shapes`` bounds the batches' shapes, each a compilation of the search on JAX (see
-    :func:`xpseq.data.make_batches`).
-    """
-    src_vocab, tgt_vocab = decoder.src_vocab, decoder.tgt_vocab
-    results: list[dict | None] = [None] * len(sources)
-    pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(s, add_eos=True), [])
-                                          for s in sources]
-    for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
-        hyp = decoder.search(batch["src"], batch["src_len"], options)
-        for i, best in zip(batch["index"], to_lists(hyp, batch["src_len"])):
-            if i < 0:                                    # a row that only fills the shape
-                continue
-            top = best[0]
-            results[int(i)] = {"tokens": tgt_vocab.decode(top["tokens"]), "ids": top["tokens"],
-                               "score": top["score"], "attention": top["attention"],
-                               "n_best": [tgt_vocab.decode(h["tokens"]) for h in best],
-                               "n_best_scores": [h["score"] for h in best]}
-    return cast(list[dict], results)                # every source translated
 
 
 def attention_labels(source: Sequence[str], result: dict, src_vocab: Vocab) -> tuple[list, list]:

@@ -23,6 +23,7 @@ from xpseq.core import checks
 from xpseq.core.optim import adam
 from xpseq.core.precision import Policy
 from xpseq.data import Vocab
+from xpseq.data.cmudict import word_tokens
 from xpseq.search.decode import SearchOptions
 from xpseq.search.decoder import CheckpointDecoder
 from xpseq.train import callbacks as cb
@@ -31,7 +32,7 @@ from xpseq.train.loop import FitResult, TrainConfig
 
 from .experiment import Task, model_config, task_from_pairs, train_model, translate
 
-__all__ = ["RECIPE", "MODELS", "FIRST_RECIPE", "SEARCHES", "recipe", "word_tokens", "g2p_task",
+__all__ = ["RECIPE", "MODELS", "FIRST_RECIPE", "SEARCHES", "recipe", "g2p_task",
            "train", "predict", "evaluate"]
 
 #: The defaults of ``xpseq train --task g2p`` (the model kind's own options are in
@@ -77,14 +78,6 @@ SEARCHES: tuple[tuple[str, SearchOptions], ...] = (
     ("greedy", SearchOptions()),
     ("beam k=5", SearchOptions(method="beam", k=5, length_penalty="avg")),
 )
-
-
-def word_tokens(word: str) -> list[str]:
-    """A word as the model reads it: its characters, lower-cased, outer whitespace removed
-    (the dictionary's words are lower case)."""
-    if not isinstance(word, str):
-        raise TypeError(f"word_tokens: word must be a str, got {type(word).__name__}")
-    return list(word.strip().lower())
 
 
 def g2p_task(split: Any) -> Task:
