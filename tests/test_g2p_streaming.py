@@ -366,3 +366,27 @@ def test_translate_names_sentences_and_a_bad_item():
     with pytest.raises(TypeError, match=r"translate: sentences\[0\]\[1\] must be a str "
                                         "token, got int"):
         model.translate([["the", 1]])
+
+
+def test_translate_answers_a_first_line_before_stdin_closes():
+    """``xpseq translate`` streams standard input as ``g2p`` does: a sentence written to an
+    open pipe is answered before the pipe closes, and the next after it; the unknown
+    words are summed up in one note at the end."""
+    proc = subprocess.Popen([sys.executable, "-m", "xpseq", "translate", str(FIXTURE),
+                             "--backend", "numpy"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+    lines = Lines(proc)
+    try:
+        proc.stdin.write(b"the cat sees the dog\n")
+        proc.stdin.flush()
+        first = lines.take(1, timeout=60)           # stdin is still open
+        assert first and first[0].strip(), first
+        proc.stdin.write(b"the zzz\n")
+        proc.stdin.flush()
+        second = lines.take(1, timeout=60)
+        assert second and second[0].strip(), second
+    finally:
+        proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    notes = [n for n in proc.stderr.read().decode().splitlines() if "unknown" in n]
+    assert notes == ["xpseq: note: 1 unknown source word(s) read as <unk>: zzz"], notes

@@ -213,14 +213,28 @@ def _search_options(args: argparse.Namespace):
                          precision=precision)
 
 
-def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[str]]:
-    """Token lists from the arguments or stdin: words split on whitespace, or, for a G2P
-    checkpoint, one word per argument or line read as its (lower-cased) characters."""
+#: ``xpseq translate`` reads standard input in chunks of at most this many lines, each
+#: answered (and stdout flushed) before the next is read.
+TRANSLATE_CHUNK = 64
+
+
+def _sentence_chunks(args: argparse.Namespace) -> Any:
+    """The sentences of the arguments (one chunk), or of stdin as they come: chunks of at
+    most :data:`TRANSLATE_CHUNK` lines, a chunk cut short when no more input is ready (so
+    a pipe's first line is answered before it closes)."""
+    return iter([args.sentences]) if args.sentences else stdin.chunks(TRANSLATE_CHUNK,
+                                                                      "sentences")
+
+
+def _tokens(lines: Sequence[str], args: argparse.Namespace, g2p: bool,
+            first: int = 0) -> list[list[str]]:
+    """Token lists of ``lines`` (numbered from ``first + 1`` in notes): words split on
+    whitespace, or, for a G2P checkpoint, one word per line read as its (lower-cased)
+    characters."""
     from xpseq.data.cmudict import word_tokens
 
-    lines = args.sentences if args.sentences else stdin.lines()
     out = []
-    for i, line in enumerate(lines, 1):
+    for i, line in enumerate(lines, first + 1):
         tokens = word_tokens(line) if g2p else line.split()
         if len(tokens) > args.max_tokens:
             print(f"xpseq: note: sentence {i} has {len(tokens)} tokens; cut to the first "
@@ -231,7 +245,11 @@ def _read_sentences(args: argparse.Namespace, g2p: bool = False) -> list[list[st
 
 
 def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
-    unknown = sorted({t for s in sentences for t in s if t not in vocab})
+    _note_unknown_words({t for s in sentences for t in s if t not in vocab})
+
+
+def _note_unknown_words(words: set[str]) -> None:
+    unknown = sorted(words)
     if unknown:
         shown = ", ".join(unknown[:10]) + (" ..." if len(unknown) > 10 else "")
         print(f"xpseq: note: {len(unknown)} unknown source word(s) read as <unk>: {shown}",
@@ -498,19 +516,32 @@ def _decoder(args: argparse.Namespace, path: str):
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    """Translate the sentences of the arguments, or of stdin as they come
+    (:func:`_sentence_chunks`): each chunk answered and stdout flushed before the next is
+    read, so memory does not grow with the input. The unknown source words are summed up
+    in one note at the end."""
     decoder = _decoder(args, args.checkpoint)
-    sentences = _read_sentences(args, g2p=decoder.metadata.get("task") == "g2p")
-    _note_unknown(sentences, decoder.src_vocab)
+    g2p = decoder.metadata.get("task") == "g2p"
     options = dataclasses.replace(_search_options(args), attention=False)   # never printed
-    results = _translate_nonempty(decoder, sentences, options)
-    _print_translations(results, args.n_best)
+    unknown: set[str] = set()
+    first = 0
+    try:
+        for lines in _sentence_chunks(args):
+            sentences = _tokens(lines, args, g2p, first)
+            unknown.update(t for s in sentences for t in s if t not in decoder.src_vocab)
+            _print_translations(_translate_nonempty(decoder, sentences, options),
+                                args.n_best, first)
+            sys.stdout.flush()
+            first += len(lines)
+    finally:
+        _note_unknown_words(unknown)
     return 0
 
 
-def _print_translations(results: list[dict | None], n_best: int) -> None:
+def _print_translations(results: list[dict | None], n_best: int, first: int = 0) -> None:
     """``translate``'s output: a line a sentence, or with ``--n-best N`` its N best as
-    ``index<TAB>rank<TAB>score<TAB>translation``."""
-    for i, result in enumerate(results):
+    ``index<TAB>rank<TAB>score<TAB>translation`` (sentences numbered from ``first``)."""
+    for i, result in enumerate(results, first):
         if result is None:
             print("" if n_best == 1 else f"{i}\t0\t\t")
         elif n_best == 1:

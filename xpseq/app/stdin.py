@@ -1,5 +1,5 @@
-"""Standard input as the commands read it: every line at once (``translate``), or lines
-as they come, in chunks (``g2p``); decoded as UTF-8 whatever the locale says, a closed or
+"""Standard input as the commands read it: lines as they come, in chunks (``translate``,
+``g2p``); decoded as UTF-8 whatever the locale says, a closed or
 undecodable input a one-line :class:`~xpseq.app.errors.CommandError`.
 """
 
@@ -11,24 +11,7 @@ from typing import Any
 
 from .errors import CommandError
 
-__all__ = ["lines", "chunks", "split_lines", "LINE_BYTES"]
-
-
-def lines() -> list[str]:
-    """The lines of standard input, decoded as UTF-8 whatever the locale says."""
-    if sys.stdin is None:
-        raise CommandError("no sentences given and standard input is closed")
-    try:
-        data = sys.stdin.buffer.read()
-    except (OSError, ValueError) as err:
-        raise CommandError(f"cannot read standard input: {err}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise CommandError(f"standard input is not UTF-8 (line {line}: {err.reason} at byte "
-                           f"{err.start})") from None
-    return text.removeprefix("\ufeff").splitlines()
+__all__ = ["chunks", "split_lines", "LINE_BYTES"]
 
 
 #: The longest line ``xpseq g2p`` reads from stdin (in bytes): far beyond any word it
@@ -36,7 +19,7 @@ def lines() -> list[str]:
 LINE_BYTES = 2**20
 
 
-def chunks(size: int) -> Any:
+def chunks(size: int, what: str = "words") -> Any:
     """The lines of stdin as they come, in lists of at most ``size`` (a generator).
 
     Reads the descriptor itself (no buffer holds lines back): a list ends at ``size``
@@ -44,14 +27,15 @@ def chunks(size: int) -> Any:
     each read). Each line is decoded as UTF-8 whatever the locale says (a leading BOM
     removed; ``\\r\\n`` or ``\\n`` ends it). Closed stdin, input that is not UTF-8 and a
     line of more than :data:`LINE_BYTES` bytes are :class:`CommandError`s, raised
-    after the lines before them are yielded."""
+    after the lines before them are yielded. ``what`` names the lines in the messages
+    (``"words"``, ``"sentences"``)."""
     if sys.stdin is None:
-        raise CommandError("no words given and standard input is closed")
-    read, ready = _reader()
-    return split_lines(read, ready, size)
+        raise CommandError(f"no {what} given and standard input is closed")
+    read, ready = _reader(what)
+    return split_lines(read, ready, size, what)
 
 
-def _reader() -> tuple[Any, Any]:
+def _reader(what: str = "words") -> tuple[Any, Any]:
     """``(read, ready)`` for stdin: ``read()`` returns the bytes available (``b""`` at
     its end), ``ready()`` whether a read would not wait."""
     import select
@@ -71,7 +55,7 @@ def _reader() -> tuple[Any, Any]:
             return os.read(fd, 65536)
         except OSError as err:
             if err.errno == errno.EBADF:
-                raise CommandError("no words given and standard input is closed") from None
+                raise CommandError(f"no {what} given and standard input is closed") from None
             raise CommandError(f"cannot read standard input: {err.strerror}") from None
 
     def ready() -> bool:
@@ -83,7 +67,7 @@ def _reader() -> tuple[Any, Any]:
     return read, ready
 
 
-def split_lines(read: Any, ready: Any, size: int) -> Any:
+def split_lines(read: Any, ready: Any, size: int, what: str = "words") -> Any:
     """:func:`chunks`' generator over ``read`` and ``ready``."""
     from xpseq.g2p import MAX_WORD_LENGTH
 
@@ -103,10 +87,11 @@ def split_lines(read: Any, ready: Any, size: int) -> Any:
             parts = data.split(b"\n")
             if len(pending) + len(parts[0]) > LINE_BYTES:    # the line being read
                 eof = True
+                bound = (f" (a word has at most {MAX_WORD_LENGTH} characters)"
+                         if what == "words" else "")
                 failure = CommandError(
                     f"standard input line {number + len(lines) + 1} is longer than "
-                    f"{LINE_BYTES} bytes (a word has at most {MAX_WORD_LENGTH} "
-                    "characters)")
+                    f"{LINE_BYTES} bytes{bound}")
                 break
             if len(parts) > 1:
                 lines.append(bytes(pending + parts[0]))
