@@ -32,22 +32,38 @@ APP = ROOT / "xpseq" / "app"
 # ----------------------------------------------------------------- floor plan
 
 
-def app_imports(source: str) -> set[str]:
-    """The ``xpseq.app`` modules that the source of an app module imports, at its top or
-    inside a function."""
+def app_imports(source: str, package: str = "xpseq.app") -> set[str]:
+    """The ``xpseq.app`` modules (a subpackage, such as ``commands``, counts as one) that the
+    source of an app module in ``package`` imports, at its top or inside a function."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
-            if node.level == 1:
-                module = "xpseq.app" + (f".{module}" if module else "")
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base) + (f".{module}" if module else "")
             if module == "xpseq.app":
                 found.update(f"xpseq.app.{a.name}" for a in node.names)
             elif module.startswith("xpseq.app."):
                 found.add(module)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("xpseq.app."))
-    return {m for m in found if (APP / f"{m.split('.')[2]}.py").exists()}
+    tops = {".".join(m.split(".")[:3]) for m in found}
+    return {m for m in tops if (APP / f"{m.split('.')[2]}.py").exists()
+            or (APP / m.split(".")[2]).is_dir()}
+
+
+def app_graph() -> dict[str, set[str]]:
+    """``xpseq.app`` module -> the app modules it imports; a subpackage's modules are one
+    node (its imports of itself left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(APP.rglob("*.py")):
+        parts = path.relative_to(APP).with_suffix("").parts
+        node = f"xpseq.app.{parts[0]}"
+        package = "xpseq.app" if len(parts) == 1 else f"xpseq.app.{parts[0]}"
+        graph.setdefault(node, set()).update(app_imports(path.read_text(encoding="utf-8"),
+                                                         package) - {node})
+    return graph
 
 
 def test_the_import_check_sees_lazy_and_relative_imports():
@@ -59,8 +75,8 @@ def test_the_import_check_sees_lazy_and_relative_imports():
 
 
 def test_the_app_modules_import_each_other_without_a_cycle():
-    graph = {f"xpseq.app.{p.stem}": app_imports(p.read_text(encoding="utf-8"))
-             for p in sorted(APP.glob("*.py"))}
+    graph = app_graph()
+    assert "xpseq.app.options" in graph["xpseq.app.commands"]
     assert "xpseq.app.options" in graph["xpseq.app.cli"]
     assert "xpseq.app.commands" in graph["xpseq.app.cli"]
     importers_of_cli = sorted(m for m, targets in graph.items() if "xpseq.app.cli" in targets)
@@ -323,7 +339,7 @@ def test_the_command_translator_and_train_model_train_alike(kind, tmp_path, monk
     ``train_model`` with no TrainConfig: the configs' defaults and one table."""
     from xpseq import backends
 
-    monkeypatch.setattr(commands, "_toy_task", lambda spec: TASK)
+    monkeypatch.setattr(commands.train, "_toy_task", lambda spec: TASK)
     monkeypatch.setenv("XPSEQ_DEBUG", "1")                   # let Captured through
     with pytest.raises(Captured):
         cli.main(["train", "--quick", "--model", kind, "--backend", "numpy", "--out",
@@ -388,15 +404,15 @@ def test_the_demo_at_full_size_trains_the_commands_models(monkeypatch, tmp_path,
 X64_CHILD = textwrap.dedent("""
     import json, jax
     from xpseq import backends
-    from xpseq.app import commands
+    from xpseq.app.commands import common
     seen = []
     real = backends.get
     backends.get = lambda name, *a, **k: seen.append((name, bool(jax.config.jax_enable_x64))) \\
         or real(name, *a, **k)
     before = bool(jax.config.jax_enable_x64)
-    commands._backend("numpy")
+    common._backend("numpy")
     after_numpy = bool(jax.config.jax_enable_x64)
-    commands._backend("jax")
+    common._backend("jax")
     print(json.dumps({"before": before, "after_numpy": after_numpy, "seen": seen,
                       "after": bool(jax.config.jax_enable_x64)}))
 """)

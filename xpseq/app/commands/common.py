@@ -1,0 +1,219 @@
+"""What the subcommands share: choosing the backend (one default rule per purpose; JAX's
+64-bit mode and compilation cache for the command's own process), loading a checkpoint or
+an export as a Decoder, search options, notes on unknown words, the toy and G2P data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+from typing import Any, Sequence
+
+from xpseq import backends
+from xpseq.core import checks
+
+from .. import options as opts
+from ..errors import CommandError, oserror_message
+
+
+def _backend(name: str | None, compile: bool = False,
+             purpose: str = "train") -> backends.Backend:
+    """``--backend``, or the one default rule for ``purpose`` (``XPSEQ_BACKEND``, else the
+    fastest installed for training or for decoding: :func:`xpseq.backends.default_name`);
+    ``--compile`` (``compile``) is torch with torch.compile whatever the default. Every
+    subcommand (and the demo) gets its backend here: ``train`` and ``demo`` for training,
+    ``translate``, ``evaluate``, ``heatmap`` and ``g2p`` for decoding.
+
+    The command is an application, and on JAX it enables 64-bit types for its own process
+    (``jax_enable_x64``), before the backend is created, so that ``--dtype float64``
+    computes in float64, and JAX's persistent compilation cache (:func:`_enable_jax_cache`);
+    the library never changes JAX's configuration itself."""
+    try:
+        name = name or ("torch" if compile else backends.default_name(purpose))
+        if name == "jax":
+            _enable_jax_x64()
+            _enable_jax_cache()
+        backend = backends.get(name, compile=compile)
+    except (ValueError, ModuleNotFoundError) as err:
+        raise CommandError(str(err)) from None
+    return backend
+
+
+def _named(backend: backends.Backend) -> str:
+    """The backend's name for a message: ``torch with torch.compile`` for ``--compile``."""
+    pieces = backend.capabilities.compile == "pieces"
+    return f"{backend.name} with torch.compile" if pieces else backend.name
+
+
+def _enable_jax_x64() -> None:
+    """``jax.config.update("jax_enable_x64", True)``, when JAX is installed (without it,
+    :func:`xpseq.backends.get` says how to install it)."""
+    try:
+        import jax
+    except ModuleNotFoundError:
+        return
+    jax.config.update("jax_enable_x64", True)
+
+
+#: The environment variable that moves (a folder) or turns off (``0``, ``off``) the
+#: command's persistent JAX compilation cache.
+JAX_CACHE_ENV = "XPSEQ_JAX_CACHE"
+
+
+#: The most the cache may hold; JAX removes the least recently used programs beyond it.
+JAX_CACHE_BYTES = 2**30
+
+
+def jax_cache_dir() -> pathlib.Path | None:
+    """The folder of the command's persistent JAX compilation cache: ``$XPSEQ_JAX_CACHE``
+    when it names one, ``None`` (no cache) when it is ``0``, ``off``, ``false`` or ``no``,
+    else ``xpseq/jax`` in the user's cache folder (``$XDG_CACHE_HOME``, else
+    ``~/.cache``)."""
+    text = os.environ.get(JAX_CACHE_ENV, "").strip()
+    if text.lower() in ("0", "off", "false", "no"):
+        return None
+    if text:
+        return pathlib.Path(text).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join("~", ".cache")
+    return pathlib.Path(base).expanduser() / "xpseq" / "jax"
+
+
+def _enable_jax_cache() -> None:
+    """JAX's persistent compilation cache for the command's own process, in
+    :func:`jax_cache_dir` (at most :data:`JAX_CACHE_BYTES`): a program compiled once (a
+    training step, a search) is read back in later runs instead of compiled again (JAX
+    keeps those that took at least ``jax_persistent_cache_min_compile_time_secs``, 1 s by
+    default, to compile). A cache folder the user gave JAX itself
+    (``JAX_COMPILATION_CACHE_DIR``) is left as it is; a folder that cannot be made means no
+    cache."""
+    try:
+        import jax
+    except ModuleNotFoundError:
+        return
+    folder = jax_cache_dir()
+    if folder is None or jax.config.jax_compilation_cache_dir is not None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    if jax.config.jax_compilation_cache_max_size == -1:             # JAX's: no limit
+        jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_BYTES)
+
+
+def _load(path: str, backend: backends.Backend, dtype: str):
+    from xpseq.data import Vocab
+    from xpseq.train import checkpoint as ckpt
+
+    try:
+        loaded = ckpt.load(path)
+    except (FileNotFoundError, ckpt.CheckpointError) as err:
+        raise CommandError(str(err)) from None
+    if not loaded.vocabs:
+        raise CommandError(f"{path}: the checkpoint holds no vocabularies; it cannot translate")
+    params = {k: backend.asarray(v.astype(dtype)) for k, v in loaded.params.items()}
+    return (loaded, params, Vocab.from_list(loaded.vocabs["src"]),
+            Vocab.from_list(loaded.vocabs["tgt"]))
+
+
+def _search_options(args: argparse.Namespace):
+    from xpseq.search import SearchOptions
+
+    precision = opts.precision_of(args)
+    n_best = getattr(args, "n_best", 1)           # (evaluate and heatmap score the best)
+    if args.beam == 1 and n_best == 1:
+        return SearchOptions(precision=precision)
+    return SearchOptions(method="beam", k=args.beam, n_best=n_best,
+                         length_penalty=args.length_penalty, alpha=args.alpha,
+                         precision=precision)
+
+
+def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
+    _note_unknown_words({t for s in sentences for t in s if t not in vocab})
+
+
+def _note_unknown_words(words: set[str]) -> None:
+    unknown = sorted(words)
+    if unknown:
+        shown = ", ".join(unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+        print(f"xpseq: note: {len(unknown)} unknown source word(s) read as <unk>: {shown}",
+              file=sys.stderr)
+
+
+def _translate_nonempty(decoder, sentences, options):
+    from xpseq.tasks import translate
+
+    keep = [i for i, s in enumerate(sentences) if s]
+    done = translate(decoder, [sentences[i] for i in keep], options)
+    out: list[dict | None] = [None] * len(sentences)
+    for i, result in zip(keep, done):
+        out[i] = result
+    return out
+
+
+#: What a toy checkpoint's metadata may say about its data, and the largest values read
+#: from a file (the command builds the test set again from them).
+TOY_DATA_LIMITS = {"n_train": 10**6, "n_dev": 10**5, "n_test_per_bucket": 10**5,
+                   "seed": 2**32 - 1}
+
+
+def _read_tsv(path: str, tokens: str) -> list:
+    """The pairs of a TSV corpus, or a one-line error (missing, a folder, unreadable,
+    malformed, or empty)."""
+    from xpseq.data import read_parallel_tsv
+
+    if os.path.isdir(path):
+        raise CommandError(f"{path} is a folder, not a TSV file")
+    try:
+        pairs = read_parallel_tsv(path, tokens=tokens)
+    except OSError as err:
+        raise CommandError(oserror_message(err)) from None
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    if not pairs:
+        raise CommandError(f"{path}: no sentence pairs (the file is empty)")
+    return pairs
+
+
+def _toy_task(spec: Any):
+    from xpseq.tasks import toy_task
+
+    if not isinstance(spec, dict) or set(spec) - set(TOY_DATA_LIMITS):
+        unknown = sorted(set(spec) - set(TOY_DATA_LIMITS)) if isinstance(spec, dict) else spec
+        raise CommandError(f"the checkpoint's metadata describes its toy data with unknown "
+                           f"entries {unknown!r}; expected some of {sorted(TOY_DATA_LIMITS)}")
+    for key, value in spec.items():
+        limit = TOY_DATA_LIMITS[key]
+        if not checks.is_int(value) or not 0 <= value <= limit:
+            raise CommandError(f"the checkpoint's metadata says {key} = {value!r}; expected an "
+                               f"int in [0, {limit}]")
+    return toy_task(**spec)
+
+
+def _load_g2p(stress: bool, seed: int = 0):
+    from xpseq.data.cmudict import load_g2p
+
+    try:
+        return load_g2p(stress=stress, seed=seed)
+    except (ModuleNotFoundError, ValueError) as err:
+        raise CommandError(str(err)) from None
+
+
+def _decoder(args: argparse.Namespace, path: str):
+    """The model at ``path`` as a :class:`~xpseq.search.Decoder`, as ``--backend``,
+    ``--compile`` and ``--dtype`` ask: a checkpoint on a backend, or with ``--backend
+    onnxruntime`` an ONNX export's folder (one-line errors for what does not apply)."""
+    from xpseq.search import CheckpointDecoder
+    from xpseq.tasks.decoders import EXPORT_ENGINE
+
+    from ..export import onnx_export
+
+    if args.backend == EXPORT_ENGINE:
+        return onnx_export(path, args)
+    backend = _backend(args.backend, args.compile, "decode")
+    loaded, params, src_vocab, tgt_vocab = _load(path, backend, args.dtype)
+    return CheckpointDecoder(params, loaded.config, src_vocab, tgt_vocab, backend,
+                             metadata=loaded.metadata)

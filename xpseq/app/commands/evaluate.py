@@ -1,0 +1,99 @@
+"""``xpseq evaluate``: BLEU and exact match by bucket, or a G2P model's PER and WER.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import CommandError
+from .common import _backend, _load, _load_g2p, _read_tsv, _search_options, _toy_task
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from xpseq.tasks import Task, bucket_table
+    from xpseq.tasks.metrics import format_table
+
+    backend = _backend(args.backend, args.compile, "decode")
+    if args.shipped or len(args.checkpoint) > 1:
+        return _evaluate_g2p_model(args, backend)
+    if not args.checkpoint:
+        raise CommandError("evaluate needs a CHECKPOINT (or --shipped, the shipped G2P model)")
+    args.checkpoint = args.checkpoint[0]
+    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
+    is_g2p = (loaded.metadata or {}).get("task") == "g2p"
+    if args.task == "g2p" or (args.task is None and is_g2p):
+        if not is_g2p:
+            raise CommandError(f"{args.checkpoint} was not trained with --task g2p")
+        if args.test_file:
+            raise CommandError("a g2p checkpoint is scored on the dictionary's split "
+                               "(--part); --test is for TSV checkpoints")
+        return _evaluate_g2p(args, loaded.metadata, params, loaded.config, src_vocab,
+                             tgt_vocab, backend)
+    if args.test_file:
+        pairs = _read_tsv(args.test_file, args.tokens)
+        task = Task([], [], {"test": pairs}, src_vocab, tgt_vocab)
+    else:
+        from xpseq.app.demo import FULL
+
+        meta = loaded.metadata or {}
+        if meta.get("task") == "toy" and "data" in meta:
+            spec = meta["data"]
+        elif args.task == "toy":
+            # A toy model trained from Python keeps no record of its data: the demo's
+            # test sentences (seed --seed), read with the checkpoint's vocabularies.
+            spec = dict(FULL["data"], seed=args.seed)
+        else:
+            raise CommandError("this checkpoint records no toy data (it was trained from "
+                               "Python or on other data): pass --task toy for the demo's "
+                               "test sentences, or --test FILE.tsv")
+        toy = _toy_task(spec)
+        task = Task([], [], toy.test, src_vocab, tgt_vocab)
+    # The table's column: the attention of an rnn model, or the model kind.
+    name = getattr(loaded.config, "attention", loaded.model.kind)
+    name = "seq2seq" if name == "none" else name
+    headers, rows, details = bucket_table({name: (params, loaded.config)}, task, backend,
+                                          _search_options(args))
+    print(format_table(headers, rows))
+    first = next(iter(details[name].values()))
+    print(f"\nBLEU: sacrebleu {first['signature']}")
+    return 0
+
+
+def _evaluate_g2p_model(args, backend) -> int:
+    """``evaluate --shipped`` or several G2P checkpoints (an ensemble)."""
+    from xpseq import g2p
+
+    if args.shipped and args.checkpoint:
+        raise CommandError("--shipped evaluates the shipped model; give no CHECKPOINT with it")
+    if args.test_file or args.task not in (None, "g2p"):
+        raise CommandError("the shipped model and ensembles of checkpoints are G2P models, "
+                           "scored on the dictionary's split (no --test, --task g2p)")
+    try:
+        model = g2p.G2P(None if args.shipped else args.checkpoint, backend=backend)
+    except (FileNotFoundError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    return _evaluate_g2p(args, model.metadata, model.params, model.config, model.src_vocab,
+                         model.tgt_vocab, backend)
+
+
+def _evaluate_g2p(args, meta, params, config, src_vocab, tgt_vocab, backend) -> int:
+    from xpseq.search import SearchOptions
+    from xpseq.tasks import g2p_recipe
+    from xpseq.tasks.metrics import format_table
+
+    split = _load_g2p(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
+    k = args.beam if args.beam > 1 else 5
+    searches = [("greedy", SearchOptions()),
+                (f"beam k={k}", SearchOptions(method="beam", k=k,
+                                              length_penalty=args.length_penalty,
+                                              alpha=args.alpha))]
+    rows = g2p_recipe.evaluate(params, config, split, src_vocab, tgt_vocab, backend,
+                        part=args.part, searches=searches, limit=args.limit)
+    print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
+          f"{rows[0]['words']} {args.part} words, decoded on {backend.name}")
+    plain = ["PER % (stress removed)", "WER % (stress removed)"] if split.stress else []
+    print(format_table(["search", "PER %", "WER %", *plain, "words", "seconds"],
+                       [[r["search"], r["per"], r["wer"], *([r["per_no_stress"],
+                         r["wer_no_stress"]] if plain else []), r["words"], r["seconds"]]
+                        for r in rows]))
+    return 0

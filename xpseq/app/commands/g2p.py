@@ -1,0 +1,161 @@
+"""``xpseq g2p``: pronunciations of words or running text, standard input answered as it
+comes, with notes on what the model cannot read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from .. import options as opts
+from .. import stdin
+from ..errors import CommandError
+from .common import _backend, _decoder
+
+
+def cmd_g2p(args: argparse.Namespace) -> int:
+    """Pronounce the words of the arguments, or of stdin as they come: chunks of at most
+    :data:`xpseq.g2p.CHUNK` words, each answered (and stdout flushed) before the next is
+    read, a chunk cut short when no more input is ready (so a pipe's first word is
+    answered before it closes; memory does not grow with the input). A word longer than
+    :data:`xpseq.g2p.MAX_WORD_LENGTH` gets a note and an empty answer. Stdin that is
+    closed, not UTF-8, or holds a line over :data:`xpseq.app.stdin.LINE_BYTES` is a
+    :class:`CommandError` (the lines before it answered)."""
+    from xpseq import g2p
+    from xpseq.tasks.decoders import EXPORT_ENGINE
+
+    if args.text:                   # the arguments are one text; stdin a text a line
+        chunks = stdin.chunks(64) if not args.words else iter([[" ".join(args.words)]])
+    else:
+        chunks = (stdin.chunks(g2p.CHUNK) if not args.words else
+                  (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words),
+                                                              g2p.CHUNK)))
+    try:
+        if args.backend == EXPORT_ENGINE:
+            if not args.model or len(args.model) != 1:
+                raise CommandError("--backend onnxruntime decodes one ONNX export: --model "
+                                   "DIR (xpseq export --shipped --onnx DIR writes the "
+                                   "shipped model's)")
+            model = g2p.G2P(_decoder(args, args.model[0]))
+        else:
+            model = g2p.load(args.model or None,
+                             backend=_backend(args.backend, args.compile, "decode"),
+                             precision=opts.precision_of(args))
+    except (FileNotFoundError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    try:                # (--no-stress is stress=False; without it, the model's own)
+        if args.lookup or (args.text and not args.model_only):    # a one-line error
+            model.lexicon(args.stress)
+    except (ModuleNotFoundError, FileNotFoundError) as err:
+        raise CommandError(f"{'--text' if args.text else '--lookup'}: {err}") from None
+    notes = _G2PNotes()
+    try:
+        for words in chunks:
+            sys.stdout.write(_g2p_answer(model, words, args, notes))
+            sys.stdout.flush()
+    finally:
+        notes.summary()
+    return 0
+
+
+#: ``xpseq g2p`` notes each of the first this many words with characters the model does
+#: not know (and each of the first this many words too long), then sums up the others in
+#: one line at the end.
+G2P_NOTES_SHOWN = 10
+
+
+def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
+                notes: _G2PNotes) -> str:
+    """The output lines of one chunk of ``words``: ``word<TAB>phones`` (``--n-best`` N
+    lines a word), an empty line for an empty word, ``word<TAB>`` for a word longer than
+    :data:`xpseq.g2p.MAX_WORD_LENGTH` (with a note); notes go to ``notes``."""
+    import warnings
+
+    from xpseq import g2p
+
+    asked = []
+    for word in words:
+        notes.count += 1
+        length = len(word.strip())
+        if args.text:
+            continue
+        if length > g2p.MAX_WORD_LENGTH:
+            notes.long_word(word.strip())
+        elif length:
+            asked.append(word)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", g2p.UnknownCharacterWarning)
+        if args.text:
+            try:
+                texts = model.phonemize_lines(words, lookup=not args.model_only,
+                                              stress=args.stress, beam=args.beam)
+            except ValueError as err:
+                raise CommandError(str(err)) from None
+        else:
+            answers = iter(model.pronounce(asked, beam=args.beam, n_best=args.n_best,
+                                           lookup=args.lookup, stress=args.stress)
+                           if asked else [])
+    for warning in caught:          # pronounce names the characters it left out
+        if issubclass(warning.category, g2p.UnknownCharacterWarning):
+            notes.unknown(warning.message)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
+    if args.text:
+        return "".join(" ".join("|" if t == " " else t for t in tokens) + "\n"
+                       for tokens in texts)
+    lines = []
+    for word in (w.strip() for w in words):
+        if not word:
+            lines.append("")
+        elif len(word) > g2p.MAX_WORD_LENGTH:
+            lines.append(f"{word}\t")
+        else:
+            answer = next(answers)
+            lines += [f"{word}\t{' '.join(phones)}"
+                      for phones in ([answer] if args.n_best == 1 else answer)]
+    return "".join(line + "\n" for line in lines)
+
+
+class _G2PNotes:
+    """The notes of ``xpseq g2p`` on stderr, so many words never flood it: the first
+    :data:`G2P_NOTES_SHOWN` words of each kind (with characters the model does not know;
+    too long) get a note each, the others one summary line at the end of the run."""
+
+    def __init__(self) -> None:
+        self.count = 0                      # words read so far, for the notes' numbers
+        self.unknown_words = 0
+        self.unknown_chars: set[str] = set()
+        self.long_words = 0
+
+    def unknown(self, warning: Any) -> None:
+        self.unknown_words += 1
+        if len(self.unknown_chars) < 1000:
+            self.unknown_chars.update(getattr(warning, "characters", ()))
+        if self.unknown_words <= G2P_NOTES_SHOWN:
+            print(f"xpseq: note: {warning}", file=sys.stderr)
+
+    def long_word(self, word: str) -> None:
+        from xpseq.g2p import MAX_WORD_LENGTH
+
+        self.long_words += 1
+        if self.long_words <= G2P_NOTES_SHOWN:
+            print(f"xpseq: note: word {self.count} ({word[:20]!r}...) has {len(word)} "
+                  f"characters, more than {MAX_WORD_LENGTH}; its answer is empty",
+                  file=sys.stderr)
+
+    def summary(self) -> None:
+        from xpseq.g2p import MAX_WORD_LENGTH
+
+        more = self.unknown_words - G2P_NOTES_SHOWN
+        if more > 0:
+            chars = sorted(self.unknown_chars)
+            shown = ", ".join(map(repr, chars[:20])) + (", ..." if len(chars) > 20 else "")
+            print(f"xpseq: note: {more} more word(s) held characters the model does not "
+                  f"know ({shown}); each was answered from its other characters",
+                  file=sys.stderr)
+        more = self.long_words - G2P_NOTES_SHOWN
+        if more > 0:
+            print(f"xpseq: note: {more} more word(s) had more than {MAX_WORD_LENGTH} "
+                  "characters; their answers are empty", file=sys.stderr)

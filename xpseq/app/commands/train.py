@@ -1,0 +1,273 @@
+"""``xpseq train``: the toy task, a TSV corpus or the G2P recipe, on one process or several
+(``--devices``), its outputs checked and locked, ``--resume`` of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Sequence
+
+from xpseq import backends
+
+from .. import options as opts
+from .. import outputs
+from ..errors import CommandError
+from .common import _backend, _load_g2p, _named, _read_tsv, _toy_task
+
+
+def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
+    """The backend for ``train --devices N`` (N > 1). JAX: the host's cores become N CPU
+    devices (``--xla_force_host_platform_device_count``, set before JAX starts). PyTorch:
+    inside a process group (``torchrun``, or one this function started) the backend;
+    otherwise it starts N processes that each run this command in a ``gloo`` group, waits
+    for them and returns ``None``."""
+    try:
+        name = args.backend or ("torch" if args.compile else backends.default_name())
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    if name not in ("jax", "torch"):
+        raise CommandError(f"--devices {args.devices}: data parallelism needs --backend jax "
+                           f"or torch; {name} trains on one process")
+    if name == "jax":
+        processes = _jax_processes(args.devices)
+        local = args.devices // (processes[1] if processes else 1)
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags and "jax" not in sys.modules:
+            os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_count="
+                                       f"{local}").strip()
+        backend = _backend("jax")
+        if processes:
+            coordinator, count, index = processes
+            backend.join_processes(coordinator, count, index)
+            if index != 0:                               # one process prints and writes
+                sys.stdout = sys.stderr = open(os.devnull, "w")
+                args.writes = False
+        return _backend(name)
+    from xpseq.train import parallel
+
+    backend = _backend(name, args.compile)
+    group = backend.process_group()
+    if group is None and "WORLD_SIZE" in os.environ:
+        group = parallel.join_group()                          # started by torchrun
+    if group is not None:
+        if group[0] != 0:                                # one process prints and writes
+            sys.stdout = sys.stderr = open(os.devnull, "w")
+            args.writes = False
+        return backend
+    parallel.spawn(_main_in_group, args.devices, args.entry, args.argv)
+    return None
+
+
+def _jax_processes(devices: int) -> tuple[str, int, int] | None:
+    """``(coordinator, processes, this process's index)`` from ``XPSEQ_COORDINATOR``
+    (``HOST:PORT`` of process 0), ``XPSEQ_PROCESSES`` and ``XPSEQ_PROCESS_ID``, for a JAX
+    run over several machines (each runs the same command); ``None`` when unset."""
+    names = ("XPSEQ_COORDINATOR", "XPSEQ_PROCESSES", "XPSEQ_PROCESS_ID")
+    given = [n for n in names if os.environ.get(n)]
+    if not given:
+        return None
+    if len(given) < 3:
+        raise CommandError(f"a JAX run over several processes needs {', '.join(names)}; "
+                           f"only {', '.join(given)} set")
+    try:
+        count, index = (int(os.environ[n]) for n in names[1:])
+    except ValueError:
+        raise CommandError("XPSEQ_PROCESSES and XPSEQ_PROCESS_ID must be integers") from None
+    if count < 1 or not 0 <= index < count:
+        raise CommandError(f"XPSEQ_PROCESS_ID must lie in [0, XPSEQ_PROCESSES = {count}), "
+                           f"got {index}")
+    if devices % count:
+        raise CommandError(f"--devices {devices} must be a multiple of XPSEQ_PROCESSES "
+                           f"({count}): each process brings as many devices")
+    return os.environ["XPSEQ_COORDINATOR"], count, index
+
+
+def _main_in_group(entry: Any, argv: Sequence[str]) -> None:
+    """One process of ``train --devices N`` on torch: the command's entry point ``entry``
+    (``xpseq.app.cli.main``, which sets ``args.entry``) on ``argv``, failing loudly."""
+    code = entry(argv)
+    if code:
+        raise SystemExit(code)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    if args.allow_data_change and not args.resume:
+        raise CommandError("--allow-data-change is an option of --resume")
+    inputs = {"--config": args.config, "--train": args.train_file, "--dev": args.dev_file}
+    outputs.check_outputs(args, inputs)   # before any work, and before other processes start
+    args.writes = True                    # this process writes the checkpoint
+    backend = (_parallel_backend(args) if args.devices > 1
+               else _backend(args.backend, args.compile))
+    if backend is None:                   # the processes of a torch group did the work
+        return 0
+    if not args.writes:
+        return _train(args, backend)
+    with outputs.OutputLock(args.out):
+        return _train(args, backend)
+
+
+def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
+    """``train`` on ``backend``, once the outputs are checked (and locked)."""
+    from xpseq.tasks import model_config, task_from_pairs, train_model
+    from xpseq.tasks.experiment import training_config
+    from xpseq.train.callbacks import EarlyStopping
+
+    opts.precision_of(args).compute_dtype(backend.xp)   # no bfloat16: refused first
+    resumed = _resumed(args)
+    data_files = {name: outputs.fingerprint(path)
+                  for name, path in outputs.data_files(args).items()
+                  if path and os.path.isfile(path)}    # (what is not is refused when read)
+    if resumed is not None:
+        outputs.check_same_data(args, resumed, data_files)
+    if args.task == "g2p":
+        return _train_g2p(args, backend, resumed, data_files)
+    kind = args.model = args.model or "rnn"
+    defaults = opts.kind_defaults(kind)
+    foreign = [f"--{n.replace('_', '-')}" for n in opts.KIND_OPTIONS
+               if n not in defaults and getattr(args, n) is not None]
+    if foreign:
+        raise CommandError(f"{', '.join(sorted(foreign))}: not an option of --model {kind}")
+    if args.stress or args.time_limit is not None or args.monitor is not None:
+        raise CommandError("--stress, --time-limit and --monitor are options of --task g2p")
+    if args.task == "toy":
+        from xpseq.app.demo import FULL, QUICK
+
+        spec = dict((QUICK if args.quick else FULL)["data"], seed=args.seed)
+        shapes = (QUICK if args.quick else FULL)["shapes"]     # the demo's batch shapes
+        task = _toy_task(spec)
+        metadata = {"task": "toy", "data": spec}
+    else:
+        shapes = None
+        if not args.train_file or not args.dev_file:
+            raise CommandError("--task tsv needs --train FILE and --dev FILE")
+        train = _read_tsv(args.train_file, args.tokens)
+        dev = _read_tsv(args.dev_file, args.tokens)
+        task = task_from_pairs(train, dev, {})
+        metadata = {"task": "tsv", "tokens": args.tokens}
+    metadata["data_files"] = data_files
+    if resumed is not None and resumed.vocabs:     # the run keeps its vocabularies
+        from xpseq.data import Vocab
+        from xpseq.tasks import Task
+
+        task = Task(task.train, task.dev, task.test, Vocab.from_list(resumed.vocabs["src"]),
+                    Vocab.from_list(resumed.vocabs["tgt"]))
+    options = {name: getattr(args, name) for name in defaults}
+    options.update({k: v for k, v in defaults.items() if options[k] is None})
+    print(f"training on {_named(backend)} ({args.dtype}): {len(task.train)} sentence pairs, "
+          f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {kind}",
+          file=sys.stderr)
+    config = model_config(task, kind, **opts.config_fields(kind, options))
+    settings = training_config(kind, epochs=options["epochs"], lr=options["lr"],
+                               warmup=options.get("warmup"), seed=args.seed,
+                               progress=not args.no_progress, devices=args.devices,
+                               precision=opts.precision_of(args))
+    metadata["options"] = _stored_options(args, options)
+    _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
+                            max_tokens=options.get("max_tokens"), shapes=shapes,
+                            dtype=args.dtype, checkpoint=args.out, metadata=metadata,
+                            callbacks=[EarlyStopping(patience=3), _metrics_log(args.out)],
+                            resume=resumed)
+    if _nothing_trained(args, resumed, result):
+        return 0
+    last = result.history[-1]
+    print(f"saved {args.out}: {len(result.history)} epochs, train loss "
+          f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
+    return 0
+
+
+def _nothing_trained(args: argparse.Namespace, resumed: Any, result: Any) -> bool:
+    """Say so (and return True) when ``--resume`` found the run already finished: no
+    epoch ran and nothing was written."""
+    if resumed is None or result.train_state["epoch"] > resumed.train_state["epoch"] \
+            or result.stopped == "max_steps":
+        return False
+    print(f"nothing to train: {args.resume} already holds {len(result.history)} epochs "
+          f"(--epochs {args.epochs}); it is unchanged. Give a larger --epochs to continue.")
+    return True
+
+
+def _stored_options(args: argparse.Namespace, effective: dict) -> dict:
+    """The run's options as ``train --resume`` (and the record) reads them: every option of
+    the command, with the model's and training's defaults filled in."""
+    stored = {k: v for k, v in vars(args).items() if k not in opts.NOT_STORED}
+    stored.update(effective)
+    return stored
+
+
+def _resumed(args: argparse.Namespace) -> Any:
+    """The checkpoint ``--resume`` names, loaded (``None`` without it); its parameters
+    must have the run's ``--dtype``."""
+    from xpseq.train import checkpoint
+
+    if not args.resume:
+        return None
+    try:
+        loaded = checkpoint.load(args.resume)
+    except FileNotFoundError:
+        raise CommandError(f"--resume {args.resume}: no such checkpoint") from None
+    except checkpoint.CheckpointError as err:
+        raise CommandError(str(err)) from None
+    dtypes = sorted({str(a.dtype) for a in loaded.params.values()})
+    if dtypes != [args.dtype]:
+        raise CommandError(f"--resume {args.resume}: its parameters are {', '.join(dtypes)}, "
+                           f"the run's --dtype {args.dtype}; a resumed run keeps its dtype")
+    return loaded
+
+
+def _metrics_log(out: str) -> Any:
+    """The metrics log of ``train --out M.safetensors``: ``M.metrics.csv``, and TensorBoard
+    event files in ``M.tb/`` when tensorboardX or ``tensorboard`` is installed."""
+    from xpseq.train.callbacks import MetricsLog
+
+    written = outputs.train_outputs(out)
+    return MetricsLog(written["the metrics log"],
+                      tensorboard=written["the TensorBoard folder"])
+
+
+def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any,
+               data_files: dict) -> int:
+    from xpseq.tasks import g2p_recipe
+
+    if args.train_file or args.dev_file or args.quick:
+        raise CommandError("--task g2p reads the CMU dictionary; --train, --dev and --quick "
+                           "are options of the other tasks")
+    kind = args.model or g2p_recipe.RECIPE["model"]
+    overrides = {k: getattr(args, k) for k in opts.KIND_OPTIONS if getattr(args, k) is not None}
+    if "layers" in overrides and kind == "transformer":
+        overrides["encoder_layers"] = overrides["decoder_layers"] = overrides.pop("layers")
+    foreign = sorted(f"--{k.replace('_', '-')}" for k in overrides
+                     if k not in g2p_recipe.RECIPE and k not in g2p_recipe.MODELS[kind])
+    if foreign:
+        raise CommandError(f"{', '.join(foreign)}: not an option of the G2P recipe with "
+                           f"--model {kind}")
+    overrides["model"] = kind
+    if args.time_limit is not None:
+        overrides["time_limit_minutes"] = args.time_limit
+    if args.monitor is not None:
+        overrides["monitor"] = args.monitor
+    split = _load_g2p(args.stress)
+    recipe, _ = g2p_recipe.recipe(**overrides)
+    print(f"training G2P on {_named(backend)} ({args.dtype}): CMU dictionary, stress "
+          f"{'kept' if args.stress else 'removed'}, {len(split.train)} train / "
+          f"{len(split.dev)} dev / {len(split.test)} test words; at most "
+          f"{recipe['epochs']} epochs or {recipe['time_limit_minutes']} minutes",
+          file=sys.stderr)
+    start = time.perf_counter()
+    _, result, _ = g2p_recipe.train(split, backend, checkpoint=args.out, seed=args.seed,
+                             dtype=args.dtype, progress=not args.no_progress,
+                             devices=args.devices, callbacks=[_metrics_log(args.out)],
+                             precision=opts.precision_of(args),
+                             resume=resumed,
+                             metadata={"options": _stored_options(args, {}),
+                                       "data_files": data_files}, **overrides)
+    if _nothing_trained(args, resumed, result):
+        return 0
+    best = result.history[result.best_epoch - 1]
+    wer = f", dev WER {best['dev_wer']:.2f} %" if "dev_wer" in best else ""
+    print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "
+          f"{result.best_epoch}, dev loss {best['dev_loss']:.4f}{wer}; {result.stopped}) in "
+          f"{(time.perf_counter() - start) / 60:.1f} min")
+    return 0

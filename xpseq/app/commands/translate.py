@@ -1,0 +1,121 @@
+"""``xpseq translate`` (sentences of the arguments, or of standard input as they come) and
+``xpseq heatmap`` (one sentence's attention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any, Sequence
+
+from .. import stdin
+from ..errors import CommandError
+from .common import (
+    _decoder,
+    _note_unknown,
+    _note_unknown_words,
+    _search_options,
+    _translate_nonempty,
+)
+
+#: ``xpseq translate`` reads standard input in chunks of at most this many lines, each
+#: answered (and stdout flushed) before the next is read.
+TRANSLATE_CHUNK = 64
+
+
+def _sentence_chunks(args: argparse.Namespace) -> Any:
+    """The sentences of the arguments (one chunk), or of stdin as they come: chunks of at
+    most :data:`TRANSLATE_CHUNK` lines, a chunk cut short when no more input is ready (so
+    a pipe's first line is answered before it closes)."""
+    return iter([args.sentences]) if args.sentences else stdin.chunks(TRANSLATE_CHUNK,
+                                                                      "sentences")
+
+
+def _tokens(lines: Sequence[str], args: argparse.Namespace, g2p: bool,
+            first: int = 0) -> list[list[str]]:
+    """Token lists of ``lines`` (numbered from ``first + 1`` in notes): words split on
+    whitespace, or, for a G2P checkpoint, one word per line read as its (lower-cased)
+    characters."""
+    from xpseq.data.cmudict import word_tokens
+
+    out = []
+    for i, line in enumerate(lines, first + 1):
+        tokens = word_tokens(line) if g2p else line.split()
+        if len(tokens) > args.max_tokens:
+            print(f"xpseq: note: sentence {i} has {len(tokens)} tokens; cut to the first "
+                  f"{args.max_tokens} (--max-tokens)", file=sys.stderr)
+            tokens = tokens[:args.max_tokens]
+        out.append(tokens)
+    return out
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    """Translate the sentences of the arguments, or of stdin as they come
+    (:func:`_sentence_chunks`): each chunk answered and stdout flushed before the next is
+    read, so memory does not grow with the input. The unknown source words are summed up
+    in one note at the end."""
+    decoder = _decoder(args, args.checkpoint)
+    g2p = decoder.metadata.get("task") == "g2p"
+    options = dataclasses.replace(_search_options(args), attention=False)   # never printed
+    unknown: set[str] = set()
+    first = 0
+    try:
+        for lines in _sentence_chunks(args):
+            sentences = _tokens(lines, args, g2p, first)
+            unknown.update(t for s in sentences for t in s if t not in decoder.src_vocab)
+            _print_translations(_translate_nonempty(decoder, sentences, options),
+                                args.n_best, first)
+            sys.stdout.flush()
+            first += len(lines)
+    finally:
+        _note_unknown_words(unknown)
+    return 0
+
+
+def _print_translations(results: list[dict | None], n_best: int, first: int = 0) -> None:
+    """``translate``'s output: a line a sentence, or with ``--n-best N`` its N best as
+    ``index<TAB>rank<TAB>score<TAB>translation`` (sentences numbered from ``first``)."""
+    for i, result in enumerate(results, first):
+        if result is None:
+            print("" if n_best == 1 else f"{i}\t0\t\t")
+        elif n_best == 1:
+            print(" ".join(result["tokens"]))
+        else:
+            for rank, (hyp, score) in enumerate(zip(result["n_best"],
+                                                    result["n_best_scores"])):
+                print(f"{i}\t{rank}\t{score:.4f}\t{' '.join(hyp)}")
+
+
+#: The longest sentence ``heatmap`` draws, in words: wider, its columns cannot be read
+#: (and 5,000 words took a minute and 3 GB to draw).
+HEATMAP_MAX_WORDS = 100
+
+
+def cmd_heatmap(args: argparse.Namespace) -> int:
+    from xpseq.app.plots import ascii_heatmap, save_heatmap
+    from xpseq.tasks import attention_labels
+
+    decoder = _decoder(args, args.checkpoint)
+    src_vocab = decoder.src_vocab
+    tokens = args.sentence.split()
+    if not tokens:
+        raise CommandError("the sentence is empty")
+    if len(tokens) > HEATMAP_MAX_WORDS:
+        raise CommandError(f"the sentence has {len(tokens)} words; a heatmap draws at most "
+                           f"{HEATMAP_MAX_WORDS} (xpseq translate takes longer text)")
+    _note_unknown([tokens], src_vocab)
+    [result] = _translate_nonempty(decoder, [tokens], _search_options(args))
+    if result["attention"] is None:
+        raise CommandError("this model has no attention (its decoder returns no weights)")
+    source, output = attention_labels(tokens, result, src_vocab)
+    print(" ".join(result["tokens"]))
+    print(ascii_heatmap(result["attention"], source, output))
+    if args.png:
+        try:
+            path = save_heatmap(args.png, result["attention"], source, output,
+                                title=" ".join(tokens))
+        except OSError as err:
+            raise CommandError(f"cannot write {args.png}: {err.strerror or err}") from None
+        print(f"wrote {path}")
+    return 0
