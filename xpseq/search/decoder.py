@@ -52,15 +52,12 @@ class Decoder(Protocol):
         How a message names it: the backend (``"numpy"``, ``"torch with torch.compile"``)
         or ``"onnxruntime"``.
 
-    Methods
-    -------
-    search(src (B, S), src_len (B,), options) -> Hypotheses
-        Greedy or beam search of a padded batch of NumPy ids; NumPy results
-        (:func:`xpseq.search.search`'s).
-    encode(src, src_len) -> (encoded, state)
-        The encoded source and the decoder's first state.
-    step(encoded, state, y_prev (B,)) -> (log_probs (B, V), state, attention (B, S) or None)
-        One step of the decoder.
+    Its methods: ``search(src, src_len, options)``, greedy or beam search of a padded
+    batch of NumPy ids ``(B, S)`` with their lengths ``(B,)``, NumPy results
+    (:func:`xpseq.search.search`'s :class:`~xpseq.core.decoding.Hypotheses`);
+    ``encode(src, src_len) -> (encoded, state)``, the encoded source and the decoder's
+    first state; ``step(encoded, state, y_prev) -> (log_probs (B, V), state, attention
+    (B, S) or None)``, one step of the decoder.
     """
 
     src_vocab: Vocab
