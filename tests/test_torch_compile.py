@@ -67,6 +67,7 @@ def test_the_compiled_backend_is_torch_cached_apart():
     assert (eager.name, eager.capabilities.compile, compiled.name,
             compiled.capabilities.compile) == ("torch", "none", "torch", "pieces")
     assert eager.cache_key != compiled.cache_key
+    assert (eager.label, compiled.label) == ("torch", "torch with torch.compile")
     config = CONFIGS["rnn"]
     assert make_train_step(config, OPTIMIZER, eager) is not make_train_step(
         config, OPTIMIZER, compiled)

@@ -119,6 +119,12 @@ class Backend:
         return self.capabilities.gradients
 
     @property
+    def label(self) -> str:
+        """The backend's name for a message: its name, ``"torch with torch.compile"`` for a
+        torch backend made with ``compile=True``."""
+        return self.name
+
+    @property
     def cache_key(self) -> tuple[str, str]:
         """What a built program depends on about its backend, for
         :mod:`xpseq.backends.programs`: the name and what it compiles (eager and compiled

@@ -153,6 +153,11 @@ class TorchBackend(Backend):
                              "CUDA device")
         super().__init__(xp_torch, device=place)
 
+    @property
+    def label(self) -> str:
+        """``"torch"``, or ``"torch with torch.compile"`` made with ``compile=True``."""
+        return "torch with torch.compile" if self.capabilities.compile == "pieces" else "torch"
+
     def __repr__(self) -> str:
         compiled = " (torch.compile)" if self.capabilities.compile == "pieces" else ""
         return f"<xpseq backend {self.name!r}{compiled} on {self.device}>"

@@ -112,8 +112,7 @@ class CheckpointDecoder:
 
     @property
     def name(self) -> str:
-        pieces = self.backend.capabilities.compile == "pieces"
-        return f"{self.backend.name} with torch.compile" if pieces else self.backend.name
+        return self.backend.label
 
     def __repr__(self) -> str:
         what = "an ensemble" if isinstance(self.config, Ensemble) else \

@@ -41,12 +41,6 @@ def _backend(name: str | None, compile: bool = False,
     return backend
 
 
-def _named(backend: backends.Backend) -> str:
-    """The backend's name for a message: ``torch with torch.compile`` for ``--compile``."""
-    pieces = backend.capabilities.compile == "pieces"
-    return f"{backend.name} with torch.compile" if pieces else backend.name
-
-
 def _enable_jax_x64() -> None:
     """``jax.config.update("jax_enable_x64", True)``, when JAX is installed (without it,
     :func:`xpseq.backends.get` says how to install it)."""

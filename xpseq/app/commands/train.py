@@ -15,7 +15,7 @@ from xpseq import backends
 from .. import options as opts
 from .. import outputs
 from ..errors import CommandError
-from .common import _backend, _load_g2p, _named, _read_tsv, _toy_task
+from .common import _backend, _load_g2p, _read_tsv, _toy_task
 
 
 def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
@@ -156,7 +156,7 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
                     Vocab.from_list(resumed.vocabs["tgt"]))
     options = {name: getattr(args, name) for name in defaults}
     options.update({k: v for k, v in defaults.items() if options[k] is None})
-    print(f"training on {_named(backend)} ({args.dtype}): {len(task.train)} sentence pairs, "
+    print(f"training on {backend.label} ({args.dtype}): {len(task.train)} sentence pairs, "
           f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {kind}",
           file=sys.stderr)
     config = model_config(task, kind, **opts.config_fields(kind, options))
@@ -250,7 +250,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
         overrides["monitor"] = args.monitor
     split = _load_g2p(args.stress)
     recipe, _ = g2p_recipe.recipe(**overrides)
-    print(f"training G2P on {_named(backend)} ({args.dtype}): CMU dictionary, stress "
+    print(f"training G2P on {backend.label} ({args.dtype}): CMU dictionary, stress "
           f"{'kept' if args.stress else 'removed'}, {len(split.train)} train / "
           f"{len(split.dev)} dev / {len(split.test)} test words; at most "
           f"{recipe['epochs']} epochs or {recipe['time_limit_minutes']} minutes",
