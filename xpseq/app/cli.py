@@ -40,7 +40,7 @@ from .commands import (
 )
 from .errors import CommandError, oserror_message
 from .export import cmd_export
-from .options import DEFAULT_BACKEND, positive
+from .options import DEFAULT_BACKEND, DEFAULT_DECODE_BACKEND, positive
 
 __all__ = ["main", "build", "positive"]   # positive: also the scripts' argparse type
 
@@ -131,7 +131,7 @@ def _translate(sub: Any) -> None:
     p = sub.add_parser("translate", help="translate sentences with a checkpoint",
                        description="Translate sentences given as arguments, or one per line "
                        "on stdin. Unknown words become <unk>; an empty line gives an empty line.")
-    opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND + "; onnxruntime: "
+    opts.backend_options(p, "backend to decode on " + DEFAULT_DECODE_BACKEND + "; onnxruntime: "
                          "CHECKPOINT is an ONNX export (the folder of xpseq export --onnx)",
                          extra=("onnxruntime",))
     opts.precision_option(p)
@@ -168,17 +168,14 @@ def _g2p(sub: Any) -> None:
                        "uses checkpoints of xpseq train --task g2p instead. --text reads "
                        "running text instead of words.")
     p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
-    p.add_argument("--backend", choices=(*backends.NAMES, "onnxruntime"), default=None,
-                   help="backend to decode on (default: $XPSEQ_BACKEND, else torch if "
-                   "installed, else numpy: the soonest to answer a list of words, start-up "
-                   "included); onnxruntime: --model DIR is an ONNX export (xpseq export "
-                   "--shipped --onnx DIR writes the shipped model's)")
+    opts.backend_option(p, "backend to decode on " + DEFAULT_DECODE_BACKEND + "; onnxruntime: "
+                        "--model DIR is an ONNX export (xpseq export --shipped --onnx DIR "
+                        "writes the shipped model's)", extra=("onnxruntime",))
     opts.compile_option(p)
-    p.add_argument("--precision", choices=opts.PRECISION_CHOICES, default="dtype",
-                   help="dtype: decode in float32 (default); bf16: matrix products and "
-                   "activations in bfloat16 (jax and torch; faster where the processor "
-                   "multiplies bfloat16 natively, AVX512-BF16 or AMX; the answers may differ "
-                   "from float32's, see the G2P guide)")
+    opts.precision_option(p, "dtype: decode in float32 (default); bf16: matrix products and "
+                          "activations in bfloat16 (jax and torch; faster where the "
+                          "processor multiplies bfloat16 natively, AVX512-BF16 or AMX; the "
+                          "answers may differ from float32's, see the G2P guide)")
     p.add_argument("--model", action="append", metavar="PATH",
                    help="a checkpoint of xpseq train --task g2p instead of the shipped model "
                    "(repeat for an ensemble)")
@@ -211,7 +208,7 @@ def _evaluate(sub: Any) -> None:
                        "their ensemble; --shipped: the shipped model) prints phone and word "
                        "error rates on the dictionary's test split (or --part dev), for "
                        "greedy and beam search (k = --beam, 5 by default).")
-    opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
+    opts.backend_options(p, "backend to decode on " + DEFAULT_DECODE_BACKEND)
     opts.precision_option(p)
     p.add_argument("checkpoint", nargs="*", help="the checkpoint (several G2P checkpoints: "
                    "their ensemble)")
@@ -279,7 +276,7 @@ def _heatmap(sub: Any) -> None:
                        "columns the source words), and with --png as an image too. The model "
                        "must have attention: an rnn with attention, or a Transformer (its last "
                        "layer's cross-attention, averaged over the heads).")
-    opts.backend_options(p, "backend to decode on " + DEFAULT_BACKEND)
+    opts.backend_options(p, "backend to decode on " + DEFAULT_DECODE_BACKEND)
     opts.precision_option(p)
     p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors)")
     p.add_argument("sentence", help="the source sentence (quoted)")

@@ -37,7 +37,8 @@ from xpseq.search import MAX_BEAM
 from xpseq.tasks.experiment import training_defaults
 
 __all__ = ["Parser", "positive", "number_in", "seed_value", "DEFAULT_BACKEND",
-           "global_options", "compile_option", "backend_options", "precision_option",
+           "DEFAULT_DECODE_BACKEND", "global_options", "compile_option", "backend_option",
+           "backend_options", "precision_option",
            "precision_of", "PRECISION_CHOICES", "search_options", "data_options",
            "run_options", "model_options", "training_options", "g2p_options", "train_options",
            "MODEL_OPTIONS", "TRAINING_OPTIONS", "KIND_OPTIONS", "TOY_MODEL_DEFAULTS",
@@ -201,7 +202,12 @@ _positive, _positive_float = positive(int), positive(float)
 beam_size = positive(at_most=MAX_BEAM, why=" (memory grows with the beam)")
 
 #: How every command picks its backend when --backend is not given.
-DEFAULT_BACKEND = "(default: $XPSEQ_BACKEND, else the fastest installed: jax, torch, numpy)"
+#: How ``--backend``'s help names the default rule, for training and for decoding
+#: (:data:`xpseq.backends.PREFERENCE`).
+DEFAULT_BACKEND = ("(default: $XPSEQ_BACKEND, else the fastest installed for training: "
+                   f"{', '.join(backends.PREFERENCE['train'])})")
+DEFAULT_DECODE_BACKEND = ("(default: $XPSEQ_BACKEND, else the fastest installed for "
+                          f"decoding: {', '.join(backends.PREFERENCE['decode'])})")
 
 # ------------------------------------------------------------------------ defaults
 
@@ -310,13 +316,19 @@ COMPILE_COST = ("Each new batch shape is compiled first: at the benchmarks' size
                 "training step then ran about twice as fast, the Transformer's no faster")
 
 
+def backend_option(parser: argparse.ArgumentParser, backend_help: str, *,
+                   extra: tuple[str, ...] = ()) -> Actions:
+    """``--backend`` (``extra``: backends of this subcommand alone, e.g. ``onnxruntime``)."""
+    return _added(parser.add_argument("--backend", choices=(*backends.NAMES, *extra),
+                                      default=None, help=backend_help))
+
+
 def backend_options(parser: argparse.ArgumentParser, backend_help: str, *,
                     extra: tuple[str, ...] = ()) -> Actions:
     """``--backend``, ``--compile``, ``--dtype``, ``--seed``: what every model subcommand
     takes (``extra``: backends of this subcommand alone, e.g. ``onnxruntime``)."""
     return _added(
-        parser.add_argument("--backend", choices=(*backends.NAMES, *extra), default=None,
-                            help=backend_help),
+        *backend_option(parser, backend_help, extra=extra).values(),
         *compile_option(parser).values(),
         parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                             help="floating dtype of the parameters (default: float32)"),
@@ -328,11 +340,12 @@ def backend_options(parser: argparse.ArgumentParser, backend_help: str, *,
 PRECISION_CHOICES = ("dtype", "bf16")
 
 
-def precision_option(parser: argparse.ArgumentParser) -> Actions:
-    """``--precision``: what the matrix products and activations are computed in."""
+def precision_option(parser: argparse.ArgumentParser, help: str | None = None) -> Actions:
+    """``--precision``: what the matrix products and activations are computed in (``help``:
+    a subcommand's own words for it)."""
     return _added(
         parser.add_argument("--precision", choices=PRECISION_CHOICES, default="dtype",
-                            help="dtype: compute in --dtype (default); bf16: mixed "
+                            help=help or "dtype: compute in --dtype (default); bf16: mixed "
                             "precision, matrix products and activations in bfloat16 with "
                             "the parameters, softmax, layer-norm statistics and the loss in "
                             "float32 (jax and torch; fastest where the processor multiplies "
