@@ -233,7 +233,8 @@ def test_sections_share_what_the_context_builds_once(monkeypatch):
     from benchmarks.context import Context
 
     context = Context(bench.parse_args(TINY + ["--only", "train,flops"]))
-    assert set(vars(context)) == {"args", "affinity", "_details"}       # nothing built yet
+    assert set(vars(context)) == {"args", "affinity", "_details", "train_timings"}
+    assert context.train_timings is None                                # nothing built yet
     names = ("xpseq-jax", "xpseq-jax, hand-derived recurrences", "xpseq-torch",
              "xpseq-torch, hand-derived backward", "native-torch")
     timings = {"times": {n: [0.5, 0.25] for n in names}, "tokens": 100, "loss_diff": 0.0,
