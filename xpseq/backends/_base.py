@@ -47,8 +47,8 @@ class Capabilities:
         Whether the library has bfloat16 (``precision="bf16"``).
     """
 
-    gradients: str
-    compile: str
+    gradients: str = "hand-derived"
+    compile: str = "none"
     lazy: bool = False
     bfloat16: bool = False
 

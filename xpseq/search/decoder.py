@@ -41,6 +41,13 @@ __all__ = ["Decoder", "CheckpointDecoder", "translate"]
 class Decoder(Protocol):
     """What decoding needs of a trained model.
 
+    Its methods: ``search(src, src_len, options)``, greedy or beam search of a padded
+    batch of NumPy ids ``(B, S)`` with their lengths ``(B,)``, NumPy results
+    (:func:`xpseq.search.search`'s :class:`~xpseq.core.decoding.Hypotheses`);
+    ``encode(src, src_len) -> (encoded, state)``, the encoded source and the decoder's
+    first state; ``step(encoded, state, y_prev) -> (log_probs (B, V), state, attention
+    (B, S) or None)``, one step of the decoder.
+
     Attributes
     ----------
     src_vocab, tgt_vocab : Vocab
@@ -51,13 +58,6 @@ class Decoder(Protocol):
     name : str
         How a message names it: the backend (``"numpy"``, ``"torch with torch.compile"``)
         or ``"onnxruntime"``.
-
-    Its methods: ``search(src, src_len, options)``, greedy or beam search of a padded
-    batch of NumPy ids ``(B, S)`` with their lengths ``(B,)``, NumPy results
-    (:func:`xpseq.search.search`'s :class:`~xpseq.core.decoding.Hypotheses`);
-    ``encode(src, src_len) -> (encoded, state)``, the encoded source and the decoder's
-    first state; ``step(encoded, state, y_prev) -> (log_probs (B, V), state, attention
-    (B, S) or None)``, one step of the decoder.
     """
 
     src_vocab: Vocab
