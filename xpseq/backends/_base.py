@@ -257,7 +257,7 @@ class Backend:
         Here (NumPy, array_api_strict), without automatic differentiation, ``fn`` must
         carry a hand-derived rule attached with :func:`xpseq.core.vjp.defvjp`:
         ``fn.vjp(*args)`` returns ``(fn(*args), backprop)``, and the gradient is
-        ``backprop(1)`` (:func:`xpseq.core.vjp.value_and_grad_by_rule`). The training
+        ``backprop(1)`` (:func:`xpseq.core.rules.value_and_grad_by_rule`). The training
         step's loss has one.
 
         Raises

@@ -131,7 +131,6 @@ class G2P:
         self._plain_paths: list[pathlib.Path] = []
         self._plain: G2P | None = None
         self._lexicons: dict[bool, dict[str, Any]] = {}
-        self._backend = backend
         precision = Policy.of(precision, "G2P: precision")
         if isinstance(model, Decoder):
             decoder, paths = model, []
@@ -222,8 +221,7 @@ class G2P:
         if stress or not self._plain_paths:
             return self
         if self._plain is None:
-            self._plain = G2P(self._plain_paths, backend=getattr(self.decoder, "backend",
-                                                                 self._backend),
+            self._plain = G2P(self._plain_paths, backend=self.backend,
                               precision=self.precision)
         return self._plain
 

@@ -22,6 +22,7 @@ checkpoint file or an export folder); :func:`xpseq.tasks.translate`, ``Translato
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping, Protocol, Sequence, cast, runtime_checkable
 
 import numpy as np
@@ -124,7 +125,7 @@ class CheckpointDecoder:
         """:func:`xpseq.search.search` of the batch, in the decoder's precision unless
         ``options`` asks for one."""
         if self.precision.reduced and not Policy.of(options.precision).reduced:
-            options = _with_precision(options, self.precision)
+            options = dataclasses.replace(options, precision=self.precision)
         return search(self.params, self.config, src, src_len, self.backend, options)
 
     def encode(self, src: np.ndarray, src_len: np.ndarray) -> tuple[Any, Any]:
@@ -186,9 +187,3 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
                                "n_best": [tgt_vocab.decode(h["tokens"]) for h in best],
                                "n_best_scores": [h["score"] for h in best]}
     return cast(list[dict[str, Any]], results)                # every source translated
-
-
-def _with_precision(options: SearchOptions, precision: Policy) -> SearchOptions:
-    import dataclasses
-
-    return dataclasses.replace(options, precision=precision)
