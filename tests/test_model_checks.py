@@ -102,7 +102,8 @@ def test_a_model_kind_with_another_padding_id_is_refused():
     with pytest.raises(ValueError, match="Config.pad_id must be 0"):
         protocol.Model(kind="pad_five", Config=PadFive, param_shapes=rnn.param_shapes,
                        init_params=rnn.init_params, loss=rnn.loss,
-                       loss_and_grad=rnn.loss_and_grad, dropout_shapes=rnn.dropout_shapes,
+                       loss_and_grad=rnn.loss_and_grad, forward=rnn.forward,
+                       dropout_shapes=rnn.dropout_shapes,
                        kernels=rnn.kernels)
 
 

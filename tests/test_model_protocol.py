@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import array_api_compat
 import numpy as np
 import pytest
 
 from xpseq import backends, models
+from xpseq.models import protocol
 from xpseq.core import kernels, loops, vjp
 from xpseq.core.optim import adam
 from xpseq.data import make_batches
@@ -81,9 +83,10 @@ def decoder(params, config, encoded, *, attention=True, max_len=None, xp):
     return step, {"h": encoded["h"]}
 
 
-def nll_sum(params, config, batch, keep=None, *, scan=None, xp, custom_vjp=None):
-    h0 = encode(params, config, batch["src"], batch["src_len"], xp=xp)["h"]
-    emb = kernels.embedding(batch["tgt_in"], params["tgt_embed"], xp=xp)
+def forward(params, config, src, src_len, tgt_in, *, scan=None, xp=None):
+    xp = xp or array_api_compat.array_namespace(params["out.W"])
+    h0 = encode(params, config, src, src_len, xp=xp)["h"]
+    emb = kernels.embedding(tgt_in, params["tgt_embed"], xp=xp)
     xw = xp.permute_dims(kernels.linear(emb, params["dec.W_ih"], params["dec.b_ih"], xp=xp),
                          (1, 0, 2))                                           # (T, B, 3d)
     cell = {"W_hh": params["dec.W_hh"], "b_hh": params["dec.b_hh"]}
@@ -93,8 +96,13 @@ def nll_sum(params, config, batch, keep=None, *, scan=None, xp, custom_vjp=None)
         return h, h
 
     _, hs = (scan or loops.scan)(body, h0, xw)
-    logits = kernels.linear(xp.permute_dims(hs, (1, 0, 2)), params["out.W"], params["out.b"],
-                            xp=xp)
+    return kernels.linear(xp.permute_dims(hs, (1, 0, 2)), params["out.W"], params["out.b"],
+                          xp=xp), None
+
+
+def nll_sum(params, config, batch, keep=None, *, scan=None, xp, custom_vjp=None):
+    logits, _ = forward(params, config, batch["src"], batch["src_len"], batch["tgt_in"],
+                        scan=scan, xp=xp)
     return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
 
 
@@ -121,32 +129,31 @@ def loss_vjp(params, config, batch, keep=None, *, xp):
     (total, n), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
 
     def backprop(d_loss):
+        # Each part hands over the gradients of the parameters it used, nested by the
+        # names' first part; named_grads names them and sums the repeats (every step's).
         d_logits, _ = nll_bp(d_loss / n)
         d_hs, d_out_W, d_out_b = out_bp(d_logits)
+        trees = [{"out": {"W": d_out_W, "b": d_out_b}}]
         dh = xp.zeros_like(hs[0])
         d_xw = [None] * len(tape)
-        grads = {"dec.W_hh": 0.0, "dec.b_hh": 0.0}
         for t in reversed(range(len(tape))):
             d_xw[t], (dh,), g = tape[t](dh + d_hs[:, t, :])
-            grads["dec.W_hh"] = grads["dec.W_hh"] + g["W_hh"]
-            grads["dec.b_hh"] = grads["dec.b_hh"] + g["b_hh"]
-        d_temb, grads["dec.W_ih"], grads["dec.b_ih"] = xw_bp(xp.stack(d_xw, axis=1))
-        grads["tgt_embed"] = temb_bp(d_temb)[1]
-        grads["src_embed"] = emb_bp(xp.expand_dims(dh, axis=1) * real / count[..., None])[1]
-        grads.update({"out.W": d_out_W, "out.b": d_out_b})
-        return {name: grads[name] for name in params}
+            trees.append({"dec": g})
+        d_temb, d_W_ih, d_b_ih = xw_bp(xp.stack(d_xw, axis=1))
+        trees.append({"dec": {"W_ih": d_W_ih, "b_ih": d_b_ih}, "tgt_embed": temb_bp(d_temb)[1],
+                      "src_embed": emb_bp(xp.expand_dims(dh, axis=1) * real
+                                          / count[..., None])[1]})
+        return protocol.named_grads(protocol.nest_by_prefix(params, str), params, trees)
 
     return total / n, backprop
 
 
 def checked_loss(params, config, batch, *, keep=None):
     models.check_batch(config, {k: np.asarray(v) for k, v in batch.items()})
-    import array_api_compat
     return loss_kernel(params, config, batch, xp=array_api_compat.array_namespace(params["out.W"]))
 
 
 def checked_loss_and_grad(params, config, batch, *, keep=None):
-    import array_api_compat
     xp = array_api_compat.array_namespace(params["out.W"])
     value, backprop = loss_vjp(params, config, batch, xp=xp)
     return value, backprop(xp.ones((), dtype=params["out.W"].dtype))
@@ -154,7 +161,7 @@ def checked_loss_and_grad(params, config, batch, *, keep=None):
 
 BAG = models.Model(
     kind="bag", Config=BagConfig, param_shapes=param_shapes, init_params=init_params,
-    loss=checked_loss, loss_and_grad=checked_loss_and_grad,
+    loss=checked_loss, loss_and_grad=checked_loss_and_grad, forward=forward,
     dropout_shapes=lambda config, src_shape, tgt_shape: {},
     kernels=models.ModelKernels(loss=loss_kernel, loss_vjp=loss_vjp, nll_sum=nll_sum,
                                 encode=encode, decoder=decoder))
@@ -246,3 +253,59 @@ def test_an_outside_model_trains_on_jax_by_autodiff(registered):
     for name, value in np_result.params.items():
         np.testing.assert_allclose(jax_result.params[name], value, rtol=1e-8, atol=1e-11,
                                    err_msg=name)
+
+
+# ------------------------------------------------------- what every built-in kind keeps
+
+
+def test_named_grads_names_and_sums_the_parts_and_refuses_a_missing_one():
+    """The one way a hand-derived backward hands over its gradients: trees in the kind's
+    nesting, walked along the names; repeats add (a decoder step's, a shared table)."""
+    params = {"embed": np.zeros(2), "dec.W": np.zeros(2), "dec.b": np.zeros(1)}
+    names = protocol.nest_by_prefix(params, str)
+    assert names == {"embed": "embed", "dec": {"W": "dec.W", "b": "dec.b"}}
+    names["tables"] = ["embed", "embed"]               # one parameter in two places
+    grads = protocol.named_grads(names, params, [
+        {"dec": {"W": np.array([1.0, 2.0])}, "tables": [np.array([1.0, 1.0]),
+                                                        np.array([0.5, 0.0])]},
+        {"dec": {"W": np.array([3.0, 4.0]), "b": np.array([7.0])}, "embed": np.ones(2)}])
+    assert list(grads) == list(params)                 # the order of params
+    np.testing.assert_array_equal(grads["dec.W"], [4.0, 6.0])
+    np.testing.assert_array_equal(grads["embed"], [2.5, 2.0])
+    with pytest.raises(ValueError, match=r"no gradient for \['dec.b'\]"):
+        protocol.named_grads(names, params, [{"dec": {"W": 1.0}, "embed": 1.0}])
+
+
+KIND_CONFIGS = {
+    "rnn": dict(src_vocab=11, tgt_vocab=13, embed=6, hidden=5, attention="additive",
+                style="bahdanau"),
+    "transformer": dict(src_vocab=11, tgt_vocab=13, d_model=8, heads=2, d_ff=12,
+                        encoder_layers=1, decoder_layers=2),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KIND_CONFIGS))
+def test_forward_is_the_search_step_fed_the_gold_prefix(kind):
+    """The protocol's ``forward``: its log-softmax and weights at position ``t`` are the
+    decoder step's log-probabilities and attention after reading ``tgt_in[:, :t + 1]``,
+    for every built-in kind (what a heatmap of a gold target shows)."""
+    model = models.get(kind)
+    config = model.Config(**KIND_CONFIGS[kind])
+    params = model.init_params(config, seed=4)
+    rng = np.random.default_rng(0)
+    src = rng.integers(3, 11, size=(3, 5))
+    src_len = np.array([5, 2, 4])
+    tgt_in = np.concatenate([np.ones((3, 1), dtype=np.int64),
+                             rng.integers(3, 13, size=(3, 3))], axis=1)
+    logits, weights = model.forward(params, config, src, src_len, tgt_in)
+    assert logits.shape == (3, 4, 13) and weights.shape == (3, 4, 5)
+    xp = array_api_compat.array_namespace(src)
+    encoded = model.kernels.encode(params, config, src, src_len, scan=None, xp=xp)
+    step, state = model.kernels.decoder(params, config, encoded, xp=xp)
+    for t in range(tgt_in.shape[1]):
+        log_probs, state, attention = step(state, tgt_in[:, t])
+        row = logits[:, t] - logits[:, t].max(axis=-1, keepdims=True)
+        expected = row - np.log(np.exp(row).sum(axis=-1, keepdims=True))
+        np.testing.assert_allclose(log_probs, expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(attention, weights[:, t], rtol=1e-12, atol=1e-15)
+    assert np.all(weights[1, :, 2:] == 0.0)            # padding gets no weight

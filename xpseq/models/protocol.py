@@ -24,7 +24,7 @@ field (``from_dict`` still reads the ``pad_id`` that older checkpoints stored, w
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar, Mapping, cast
+from typing import Any, Callable, ClassVar, Iterable, Mapping, cast
 
 import array_api_compat.numpy as np_xp
 import numpy as np
@@ -32,7 +32,8 @@ import numpy as np
 from xpseq.core import checks
 
 __all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "check_params",
-           "check_loss_inputs", "BATCH_KEYS", "PAD_ID", "Grads", "sub_params", "DictConfig"]
+           "check_loss_inputs", "BATCH_KEYS", "PAD_ID", "nest_by_prefix", "named_grads",
+           "DictConfig"]
 
 #: The padding id of every model's loss: ``xpseq.data.PAD_ID``, the id of ``<pad>`` in the
 #: vocabularies, with which the batches and the search pad (``xpseq.data`` sits above the
@@ -115,6 +116,11 @@ class Model:
         Checked. ``batch`` holds :data:`BATCH_KEYS`.
     loss_and_grad : ``(params, config, batch, *, keep=None) -> (loss, grads)``
         Checked; the hand-derived backward pass.
+    forward : ``(params, config, src, src_len, tgt_in) -> (logits, weights)``
+        Checked; teacher forcing without dropout: ``logits (B, T, V_tgt)`` for
+        ``tgt_in (B, T)`` (``<s> y_1 ... y_{T-1}``), and ``weights (B, T, S)``, the
+        attention the search reports at each step for that prefix (``None`` for a model
+        without attention). A kind may take further keywords.
     dropout_shapes : ``(config, src_shape, tgt_shape) -> {name: shape}``
         The keep-masks one training step draws (empty without dropout).
     kernels : ModelKernels
@@ -127,6 +133,7 @@ class Model:
     init_params: Callable[..., dict[str, Any]]
     loss: Callable[..., Any]
     loss_and_grad: Callable[..., tuple[Any, ...]]
+    forward: Callable[..., tuple[Any, Any]]
     dropout_shapes: Callable[[Any, tuple[Any, ...], tuple[Any, ...]], dict[str, Any]]
     kernels: ModelKernels
 
@@ -170,23 +177,59 @@ class DictConfig:
         return cls(**data)
 
 
-class Grads(dict[str, Any]):
-    """Parameter gradients by name, summed as a hand-derived backward pass hands them over
-    (a parameter used several times, e.g. at every decoder step, gets the sum)."""
+def nest_by_prefix(names: Iterable[str], leaf: Callable[[str], Any]) -> dict[str, Any]:
+    """Flat names in a nesting by their first dotted part: ``"dec.W_ih"`` is
+    ``tree["dec"]["W_ih"]``, ``"src_embed"`` is ``tree["src_embed"]``; ``leaf(name)`` at each
+    name (``str`` for the names themselves, ``params.__getitem__`` for the arrays).
 
-    def add(self, name: str, g: Any) -> None:
-        self[name] = g if name not in self else self[name] + g
+    >>> nest_by_prefix(["embed", "dec.W", "dec.b"], str)
+    {'embed': 'embed', 'dec': {'W': 'dec.W', 'b': 'dec.b'}}
+    """
+    tree: dict[str, Any] = {}
+    for name in names:
+        head, dot, rest = name.partition(".")
+        if dot:
+            tree.setdefault(head, {})[rest] = leaf(name)
+        else:
+            tree[head] = leaf(name)
+    return tree
 
-    def add_all(self, prefix: str, grads: Mapping[str, Any]) -> None:
-        """Add ``{name: g}`` as ``prefix.name``."""
-        for name, g in grads.items():
-            self.add(f"{prefix}.{name}", g)
 
+def named_grads(names: Any, params: Mapping[str, Any],
+                trees: Iterable[Any]) -> dict[str, Any]:
+    """How a hand-derived backward pass hands over its parameter gradients, for every kind.
 
-def sub_params(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """The entries ``prefix.name`` of a flat parameter dict as ``{name: array}``."""
-    start = prefix + "."
-    return {k[len(start):]: v for k, v in params.items() if k.startswith(start)}
+    Each part of the backward pass returns the gradients of the parameters it used as a
+    tree: a part of the kind's nesting of its parameters (nested dicts and lists).
+    ``names`` is that nesting with each parameter's flat name at its leaves; this function
+    walks each tree of ``trees`` along it and returns one dict with the keys of
+    ``params``, in their order. A parameter met several times (at every decoder step, a
+    table shared by two embeddings, a tied output layer) gets the sum.
+
+    Raises
+    ------
+    ValueError
+        A parameter of ``params`` received no gradient (a backward pass that misses a
+        part of the model).
+    """
+    flat: dict[str, Any] = {}
+
+    def walk(name: Any, grad: Any) -> None:
+        if isinstance(name, str):
+            flat[name] = grad if name not in flat else flat[name] + grad
+        elif isinstance(name, Mapping):
+            for key, g in grad.items():
+                walk(name[key], g)
+        else:
+            for n, g in zip(name, grad):
+                walk(n, g)
+
+    for tree in trees:
+        walk(names, tree)
+    missing = [name for name in params if name not in flat]
+    if missing:
+        raise ValueError(f"named_grads: the backward pass gave no gradient for {missing}")
+    return {name: flat[name] for name in params}
 
 
 def check_ids(fname: str, config: Any, xp: Any, **arrays: Any) -> None:

@@ -43,12 +43,12 @@ from xpseq.core.recurrent import CELLS, cell_param_shapes, hand_derived_recurren
 
 from .protocol import (
     DictConfig,
-    Grads,
     Model,
     ModelKernels,
     check_loss_inputs,
     check_params,
-    sub_params,
+    named_grads,
+    nest_by_prefix,
 )
 
 __all__ = ["Seq2SeqConfig", "Config", "param_shapes", "init_params", "encode", "decode_step",
@@ -249,7 +249,8 @@ def decode_step(params: Mapping[str, Any], config: Seq2SeqConfig, y_prev: Any,
     if y_prev.ndim != 1:
         raise ValueError(f"decode_step: y_prev must have shape (batch,), got {tuple(y_prev.shape)}")
     emb = kernels.embedding(y_prev, params["tgt_embed"], xp=xp)
-    state, o, weights = _decoder_step(params, config, emb, state, encoded, keep, xp=xp)
+    state, o, weights = _decoder_step(_group(params, config), config, emb, state, encoded, keep,
+                                      xp=xp)
     return kernels.linear(o, params["out.W"], params["out.b"], xp=xp), state, weights
 
 
@@ -365,17 +366,18 @@ def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len:
         return kernels.run_sequence(cell, p, x, lengths, state0, reverse=reverse, scan=scan,
                                     recurrence=recurrence, xp=xp), None
 
-    return _encode_vjp(params, config, src, src_len, runner=runner, xp=xp)[0]
+    return _encode_vjp(_group(params, config), config, src, src_len, runner=runner, xp=xp)[0]
 
 
 def _decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str, Any], *,
              attention: bool = True, max_len: int | None = None,
              xp: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
     """The decoder as the protocol's pure step over ``encoded``, and its first state."""
+    g = _group(params, config)
 
     def step(state: dict[str, Any], y: Any) -> tuple[Any, ...]:
         emb = kernels.embedding(y, params["tgt_embed"], xp=xp)
-        state, o, weights = _decoder_step(params, config, emb, state, encoded, None, xp=xp)
+        state, o, weights = _decoder_step(g, config, emb, state, encoded, None, xp=xp)
         logits = kernels.linear(o, params["out.W"], params["out.b"], xp=xp)
         return kernels.log_softmax(logits, axis=-1, xp=xp), state, weights if attention else None
 
@@ -405,6 +407,7 @@ def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len
              tgt_in: Any, keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
              custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Any]:
     encoded = _encode(params, config, src, src_len, scan=scan, custom_vjp=custom_vjp, xp=xp)
+    g = _group(params, config)
     emb = kernels.embedding(tgt_in, params["tgt_embed"], xp=xp)
     emb = xp.permute_dims(emb, (1, 0, 2))                                           # (T,B,E)
     keep_t = None if keep is None else xp.permute_dims(keep, (1, 0, 2))             # (T,B,D)
@@ -412,7 +415,7 @@ def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len
     def body(state: dict[str, Any],
              inputs: tuple[Any, ...]) -> tuple[dict[str, Any], tuple[Any, ...]]:
         emb_t, keep_step = inputs
-        state, o, weights = _decoder_step(params, config, emb_t, state, encoded, keep_step, xp=xp)
+        state, o, weights = _decoder_step(g, config, emb_t, state, encoded, keep_step, xp=xp)
         return state, (o, weights)
 
     _, (o, weights) = (scan or python_scan)(body, encoded["state"], (emb, keep_t))
@@ -423,11 +426,30 @@ def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len
     return logits, weights
 
 
-def _decoder_step(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
+def _decoder_step(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
                   state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
                   xp: Any) -> tuple[dict[str, Any], Any, Any]:
     """One step from an embedded input: returns (new state, o_t, attention weights)."""
-    return _decoder_step_vjp(params, config, emb, state, encoded, keep, xp=xp)[0]
+    return _decoder_step_vjp(g, config, emb, state, encoded, keep, xp=xp)[0]
+
+
+# ------------------------------------------------------------------ nested parameters
+
+
+def _layout(config: Seq2SeqConfig, leaf: Callable[[str], Any]) -> dict[str, Any]:
+    """The parameters' nesting, ``leaf(name)`` at each flat name, by the names' first part::
+
+        {"src_embed", "tgt_embed", "enc_fwd": cell, "enc_bwd": cell, "dec": cell,
+         "att": {"W"} or {"W_q", "W_k", "v"} (general / additive only),
+         "out": {"W_u" (with attention), "W", "b"}}
+
+    with a cell ``{W_ih, b_ih, W_hh, b_hh}``."""
+    return nest_by_prefix(param_shapes(config), leaf)
+
+
+def _group(params: Mapping[str, Any], config: Seq2SeqConfig) -> dict[str, Any]:
+    """The flat parameter dict in :func:`_layout`'s nesting (the same arrays, no copies)."""
+    return _layout(config, params.__getitem__)
 
 
 # ------------------------------------------------- the same kernels with their backprop
@@ -436,7 +458,9 @@ def _decoder_step(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
 # (value, backprop) rules of :mod:`xpseq.core.vjp`, and returns its value together with a
 # backprop callback. JAX and PyTorch call them too and drop the callback (``_encode`` and
 # ``_decoder_step`` above), so the model's wiring is written once; only NumPy and
-# array_api_strict ever call the callbacks.
+# array_api_strict ever call the callbacks. Each callback returns the gradients of its
+# inputs and those of the parameters it used, nested as :func:`_layout` nests them (as the
+# Transformer's do); :func:`xpseq.models.protocol.named_grads` names and sums them.
 
 
 def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
@@ -447,94 +471,97 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
     through time); the encoder's two directions are :func:`xpseq.core.vjp.run_sequence`.
     """
     keep = _keep_mask(keep)
+    g = _group(params, config)
     src, src_len, tgt_in = batch["src"], batch["src_len"], batch["tgt_in"]
-    encoded, encode_bp = _encode_vjp(params, config, src, src_len, runner=vjp.run_sequence,
-                                     xp=xp)
-    emb, emb_bp = vjp.embedding(tgt_in, params["tgt_embed"], xp=xp)           # (B, T, E)
+    encoded, encode_bp = _encode_vjp(g, config, src, src_len, runner=vjp.run_sequence, xp=xp)
+    emb, emb_bp = vjp.embedding(tgt_in, g["tgt_embed"], xp=xp)                # (B, T, E)
     state, outputs, tape = encoded["state"], [], []
     for t in range(tgt_in.shape[1]):
         keep_t = None if keep is None else keep[:, t, :]
-        (state, o, _), bp = _decoder_step_vjp(params, config, emb[:, t, :], state, encoded,
-                                              keep_t, xp=xp)
+        (state, o, _), bp = _decoder_step_vjp(g, config, emb[:, t, :], state, encoded, keep_t,
+                                              xp=xp)
         outputs.append(o)
         tape.append(bp)
-    logits, out_bp = vjp.linear(xp.stack(outputs, axis=1), params["out.W"], params["out.b"],
-                                xp=xp)
+    logits, out_bp = vjp.linear(xp.stack(outputs, axis=1), g["out"]["W"], g["out"]["b"], xp=xp)
     (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp,
                                          smoothing=config.label_smoothing)
     denom = xp.maximum(count, xp.ones_like(count))
 
     def backprop(d_loss: Any) -> dict[str, Any]:
-        grads = Grads()
         d_logits, _ = nll_bp(d_loss / denom)
-        d_out, grads["out.W"], grads["out.b"] = out_bp(d_logits)
+        d_out, d_W, d_b = out_bp(d_logits)
+        trees: list[Any] = [{"out": {"W": d_W, "b": d_b}}]
         d_encoded = {k: xp.zeros_like(encoded[k]) for k in ("memory", "keys") if k in encoded}
         d_state = {k: xp.zeros_like(v) for k, v in encoded["state"].items()}
         d_emb = [None] * len(tape)
         for t in reversed(range(len(tape))):
-            d_emb[t], d_state = tape[t](d_state, d_out[:, t, :], d_encoded, grads)
-        _, grads["tgt_embed"] = emb_bp(xp.stack(d_emb, axis=1))
-        encode_bp(d_encoded, d_state, grads)
-        return {name: grads[name] for name in params}
+            d_emb[t], d_state, d_enc, step_grads = tape[t](d_state, d_out[:, t, :])
+            d_encoded = {k: d_encoded[k] + d_enc[k] if k in d_enc else d_encoded[k]
+                         for k in d_encoded}
+            trees.append(step_grads)
+        trees.append({"tgt_embed": emb_bp(xp.stack(d_emb, axis=1))[1]})
+        trees.append(encode_bp(d_encoded, d_state))
+        return named_grads(_layout(config, str), params, trees)
 
     return total / denom, backprop
 
 
-def _encode_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
+def _encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
                 runner: Callable[..., Any], xp: Any) -> tuple[dict[str, Any], Callable[..., Any]]:
-    """The encoder's value (see :func:`encode`) and
-    ``backprop(d_encoded, d_state, grads)``, which adds the encoder's parameter gradients
-    to ``grads``. ``runner`` runs one direction: :func:`xpseq.core.vjp.run_sequence`, or
-    the ``scan``-based runner (which returns no backprop) on the autodiff backends."""
-    x, emb_bp = vjp.embedding(src, params["src_embed"], xp=xp)             # (B, S, E)
+    """The encoder's value (see :func:`encode`) from the grouped parameters ``g`` and
+    ``backprop(d_encoded, d_state) -> grads`` (``src_embed``, ``enc_fwd``, ``enc_bwd`` and
+    the attention's keys projection). ``runner`` runs one direction:
+    :func:`xpseq.core.vjp.run_sequence`, or the ``scan``-based runner (which returns no
+    backprop) on the autodiff backends."""
+    x, emb_bp = vjp.embedding(src, g["src_embed"], xp=xp)                  # (B, S, E)
     zeros = kernels.initial_zeros(config.cell, config.hidden, x, xp=xp)
-    (fwd_out, fwd_state), fwd_bp = runner(config.cell, sub_params(params, "enc_fwd"), x, src_len,
-                                          zeros, reverse=False, xp=xp)
-    (bwd_out, bwd_state), bwd_bp = runner(config.cell, sub_params(params, "enc_bwd"), x, src_len,
-                                          zeros, reverse=True, xp=xp)
+    (fwd_out, fwd_state), fwd_bp = runner(config.cell, g["enc_fwd"], x, src_len, zeros,
+                                          reverse=False, xp=xp)
+    (bwd_out, bwd_state), bwd_bp = runner(config.cell, g["enc_bwd"], x, src_len, zeros,
+                                          reverse=True, xp=xp)
     memory, memory_bp = vjp.concat([fwd_out, bwd_out], xp=xp)                # (B, S, 2H)
     joined = [vjp.concat([f, b], xp=xp) for f, b in zip(fwd_state, bwd_state)]
     encoded = {"memory": memory, "mask": kernels.sequence_mask(src_len, src.shape[1], xp=xp,
                                                               like=src, axis=1),
                "state": _state_dict(config, tuple(s for s, _ in joined), xp=xp)}
-    keys_name = {"general": "att.W", "additive": "att.W_k"}.get(config.attention)
+    keys_name = {"general": "W", "additive": "W_k"}.get(config.attention)
     if keys_name:                                      # (B, S, D): W m_j, once per sentence
-        encoded["keys"], keys_bp = vjp.linear(memory, params[keys_name], None, xp=xp)
+        encoded["keys"], keys_bp = vjp.linear(memory, g["att"][keys_name], None, xp=xp)
 
-    def backprop(d_encoded: dict[str, Any], d_state: dict[str, Any], grads: Grads) -> None:
+    def backprop(d_encoded: dict[str, Any], d_state: dict[str, Any]) -> dict[str, Any]:
+        grads: dict[str, Any] = {}
         d_memory = d_encoded["memory"]
         if keys_name:
             d_keys_memory, d_W, _ = keys_bp(d_encoded["keys"])
             d_memory = d_memory + d_keys_memory
-            grads.add(keys_name, d_W)
+            grads["att"] = {keys_name: d_W}
         d_fwd_out, d_bwd_out = memory_bp(d_memory)
         names = ("h", "c") if config.cell == "lstm" else ("h",)
         halves = [bp(d_state[n]) for n, (_, bp) in zip(names, joined)]
-        dx_fwd, _, g = fwd_bp(d_fwd_out, tuple(f for f, _ in halves))
-        grads.add_all("enc_fwd", g)
-        dx_bwd, _, g = bwd_bp(d_bwd_out, tuple(b for _, b in halves))
-        grads.add_all("enc_bwd", g)
-        grads.add("src_embed", emb_bp(dx_fwd + dx_bwd)[1])
+        dx_fwd, _, grads["enc_fwd"] = fwd_bp(d_fwd_out, tuple(f for f, _ in halves))
+        dx_bwd, _, grads["enc_bwd"] = bwd_bp(d_bwd_out, tuple(b for _, b in halves))
+        grads["src_embed"] = emb_bp(dx_fwd + dx_bwd)[1]
+        return grads
 
     return encoded, backprop
 
 
-def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
+def _decoder_step_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
                       state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
                       xp: Any) -> tuple[tuple[Any, ...], Callable[..., Any]]:
     """One decoder step (see the module docstring) and
-    ``backprop(d_state, d_o, d_encoded, grads) -> (d_emb, d_state_prev)``: ``d_state`` is
+    ``backprop(d_state, d_o) -> (d_emb, d_state_prev, d_encoded, grads)``: ``d_state`` is
     the gradient of the next step's state, ``d_o`` that of this step's ``o_t`` from the
-    output layer; the gradients of the memory and keys are added into ``d_encoded``."""
+    output layer; ``d_encoded`` holds the gradients of the memory and keys this step read
+    (``{}`` without attention), ``grads`` those of the parameters it used."""
     step = vjp.CELL_STEPS[config.cell]
-    dec = sub_params(params, "dec")
+    dec = g["dec"]
     cell_state = (state["h"], state["c"]) if config.cell == "lstm" else (state["h"],)
     feed = [state["o"]] if config.input_feeding else []
     kind, luong = config.attention, config.style == "luong"
     weights = None
     if kind != "none" and not luong:   # bahdanau: attend with the previous state
-        (context, weights), att_bp = _attention_vjp(params, config, cell_state[0], encoded,
-                                                    xp=xp)
+        (context, weights), att_bp = _attention_vjp(g, config, cell_state[0], encoded, xp=xp)
     x, x_bp = vjp.concat([emb, *([context] if kind != "none" and not luong else []), *feed],
                          xp=xp)
     xw, xw_bp = vjp.linear(x, dec["W_ih"], dec["b_ih"], xp=xp)
@@ -543,18 +570,20 @@ def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any
         o = cell_state[0]
     else:
         if luong:                      # luong: attend with the new state
-            (context, weights), att_bp = _attention_vjp(params, config, cell_state[0], encoded,
+            (context, weights), att_bp = _attention_vjp(g, config, cell_state[0], encoded,
                                                         xp=xp)
         u, u_bp = vjp.concat([context, cell_state[0]], xp=xp)
-        pre, pre_bp = vjp.linear(u, params["out.W_u"], None, xp=xp)
+        pre, pre_bp = vjp.linear(u, g["out"]["W_u"], None, xp=xp)
         o, tanh_bp = vjp.tanh(pre, xp=xp)
     dropped = keep is not None and config.dropout > 0
     if dropped:
         o, drop_bp = vjp.dropout(o, keep, config.dropout, xp=xp)
     new_state = _state_dict(config, cell_state, xp=xp, o=o)
 
-    def backprop(d_state: dict[str, Any], d_o: Any, d_encoded: dict[str, Any],
-                 grads: Grads) -> tuple[Any, dict[str, Any]]:
+    def backprop(d_state: dict[str, Any], d_o: Any) -> tuple[Any, ...]:
+        grads: dict[str, Any] = {}
+        d_encoded: dict[str, Any] = {}
+        att_grads: dict[str, Any] = {}
         if config.input_feeding:
             d_o = d_o + d_state["o"]
         if dropped:
@@ -566,36 +595,39 @@ def _decoder_step_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, emb: Any
         else:
             (d_pre,) = tanh_bp(d_o)
             d_u, d_W_u, _ = pre_bp(d_pre)
-            grads.add("out.W_u", d_W_u)
+            grads["out"] = {"W_u": d_W_u}
             d_context, d_h = u_bp(d_u)
             d_cell[0] = d_cell[0] + d_h
             if luong:
-                d_cell[0] = d_cell[0] + att_bp(d_context, d_encoded, grads)
-        d_xw, d_prev, g = cell_bp(*d_cell)
-        grads.add_all("dec", g)
-        d_x, d_W_ih, d_b_ih = xw_bp(d_xw)
-        grads.add("dec.W_ih", d_W_ih)
-        grads.add("dec.b_ih", d_b_ih)
+                d_query, d_encoded, att_grads = att_bp(d_context)
+                d_cell[0] = d_cell[0] + d_query
+        d_xw, d_prev, grads["dec"] = cell_bp(*d_cell)
+        d_x, grads["dec"]["W_ih"], grads["dec"]["b_ih"] = xw_bp(d_xw)
         parts = list(x_bp(d_x))
         d_emb = parts.pop(0)
         d_prev = list(d_prev)
         if kind != "none" and not luong:
-            d_prev[0] = d_prev[0] + att_bp(d_context + parts.pop(0), d_encoded, grads)
+            d_query, d_encoded, att_grads = att_bp(d_context + parts.pop(0))
+            d_prev[0] = d_prev[0] + d_query
+        if att_grads:                  # additive attention's own weights
+            grads["att"] = att_grads
         d_state_prev = {"h": d_prev[0]}
         if config.cell == "lstm":
             d_state_prev["c"] = d_prev[1]
         if config.input_feeding:
             d_state_prev["o"] = parts.pop(0)
-        return d_emb, d_state_prev
+        return d_emb, d_state_prev, d_encoded, grads
 
     return (new_state, o, weights), backprop
 
 
-def _attention_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
+def _attention_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
                    encoded: dict[str, Any], *,
                    xp: Any) -> tuple[tuple[Any, Any], Callable[..., Any]]:
     """Context ``(B, 2H)`` and weights ``(B, S)`` for a query ``(B, D)``, and
-    ``backprop(d_context, d_encoded, grads) -> d_query``."""
+    ``backprop(d_context) -> (d_query, d_encoded, grads)``: ``d_encoded`` the gradients of
+    the memory and keys, ``grads`` those of ``att`` (``{}`` for a score without weights
+    of its own: dot, scaled dot, and general, whose keys the encoder projects)."""
     q = xp.expand_dims(query, axis=1)                                      # (B, 1, D)
     memory = encoded["memory"]
     kind = config.attention
@@ -605,30 +637,26 @@ def _attention_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
     elif kind == "general":
         scores, scores_bp = vjp.dot_scores(q, encoded["keys"], None, xp=xp)  # sᵀ (W m_j)
     else:  # additive
-        pq, pq_bp = vjp.linear(q, params["att.W_q"], None, xp=xp)
-        scores, scores_bp = vjp.additive_from_projections(pq, encoded["keys"], params["att.v"],
+        pq, pq_bp = vjp.linear(q, g["att"]["W_q"], None, xp=xp)
+        scores, scores_bp = vjp.additive_from_projections(pq, encoded["keys"], g["att"]["v"],
                                                           xp=xp)
     weights, softmax_bp = vjp.masked_softmax(scores, xp.expand_dims(encoded["mask"], axis=1),
                                              xp=xp)                        # (B, 1, S)
     context, pool_bp = vjp.weighted_sum(weights, memory, xp=xp)            # (B, 1, 2H)
 
-    def backprop(d_context: Any, d_encoded: dict[str, Any], grads: Grads) -> Any:
+    def backprop(d_context: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
         d_weights, d_memory = pool_bp(xp.expand_dims(d_context, axis=1))
-        d_encoded["memory"] = d_encoded["memory"] + d_memory
         d_scores, _ = softmax_bp(d_weights)
+        grads: dict[str, Any] = {}
         if kind in ("dot", "scaled_dot"):
-            d_q, d_memory = scores_bp(d_scores)
-            d_encoded["memory"] = d_encoded["memory"] + d_memory
-        elif kind == "general":
+            d_q, d_scored = scores_bp(d_scores)
+            return xp.squeeze(d_q, axis=1), {"memory": d_memory + d_scored}, grads
+        if kind == "general":
             d_q, d_keys = scores_bp(d_scores)
-            d_encoded["keys"] = d_encoded["keys"] + d_keys
         else:
-            d_pq, d_keys, d_v = scores_bp(d_scores)
-            d_encoded["keys"] = d_encoded["keys"] + d_keys
-            grads.add("att.v", d_v)
-            d_q, d_W_q, _ = pq_bp(d_pq)
-            grads.add("att.W_q", d_W_q)
-        return xp.squeeze(d_q, axis=1)
+            d_pq, d_keys, grads["v"] = scores_bp(d_scores)
+            d_q, grads["W_q"], _ = pq_bp(d_pq)
+        return xp.squeeze(d_q, axis=1), {"memory": d_memory, "keys": d_keys}, grads
 
     return (xp.squeeze(context, axis=1), xp.squeeze(weights, axis=1)), backprop
 
@@ -678,7 +706,7 @@ Config = Seq2SeqConfig
 #: This kind on the model protocol.
 MODEL = Model(kind="rnn", Config=Seq2SeqConfig, param_shapes=param_shapes,
               init_params=init_params, loss=loss, loss_and_grad=loss_and_grad,
-              dropout_shapes=dropout_shapes,
+              forward=forward, dropout_shapes=dropout_shapes,
               kernels=ModelKernels(loss=_loss, loss_vjp=_loss_vjp, nll_sum=_nll_sum,
                                    encode=_encode, decoder=_decoder,
                                    decoder_spec=_decoder_spec))

@@ -46,7 +46,7 @@ grow by a position a step.
 Parameters are stored flat (``dec0.self.W_q``: the checkpoint's names); the layers read
 them grouped into nested dicts (:func:`_group`), once per loss, encoding or search rather
 than once per decoder step, and the hand-derived backward returns its gradients in the
-same nesting, named again by :func:`_flat_grads`.
+same nesting, named and summed by :func:`xpseq.models.protocol.named_grads` (as the RNN's).
 """
 
 from __future__ import annotations
@@ -60,7 +60,14 @@ import numpy as np
 
 from xpseq.core import checks, kernels, shapes, vjp
 
-from .protocol import DictConfig, Model, ModelKernels, check_loss_inputs, check_params
+from .protocol import (
+    DictConfig,
+    Model,
+    ModelKernels,
+    check_loss_inputs,
+    check_params,
+    named_grads,
+)
 
 __all__ = ["TransformerConfig", "Config", "param_shapes", "init_params", "loss",
            "loss_and_grad", "forward", "cross_attention", "dropout_shapes", "MODEL"]
@@ -260,15 +267,19 @@ def loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[st
 def forward(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
             tgt_in: Any, *, need_weights: bool = True) -> tuple[Any, Any]:
     """Teacher-forced logits ``(B, T, V_tgt)`` of the whole target in one pass (causal
-    self-attention, every position at once; no dropout), and every decoder layer's
-    cross-attention weights ``(decoder_layers, B, heads, T, S)`` (``None`` without
-    ``need_weights``). The RNN's :func:`xpseq.models.rnn.forward` is its counterpart.
+    self-attention, every position at once; no dropout), and the attention ``(B, T, S)``
+    the search reports for that prefix: the last decoder layer's cross-attention weights,
+    averaged over the heads (``None`` without ``need_weights``; every layer's and head's
+    are :func:`cross_attention`'s). The model protocol's ``forward``, as
+    :func:`xpseq.models.rnn.forward`.
 
     ``src (B, S)``, ``src_len (B,)``, ``tgt_in (B, T)`` (``<s> y_1 ... y_{T-1}``), padded.
     """
     batch = {"src": src, "src_len": src_len, "tgt_in": tgt_in}
     xp = _check_inputs("forward", params, config, batch, None, loss=False)
-    return _logits(params, config, src, src_len, tgt_in, xp=xp, need_weights=need_weights)
+    last = (config.decoder_layers - 1,) if need_weights else ()
+    logits, weights = _logits(params, config, src, src_len, tgt_in, xp=xp, weights_of=last)
+    return logits, xp.mean(weights[-1], axis=1) if need_weights else None
 
 
 def cross_attention(params: Mapping[str, Any], config: TransformerConfig, src: Any,
@@ -279,7 +290,8 @@ def cross_attention(params: Mapping[str, Any], config: TransformerConfig, src: A
     averaged over the heads.)"""
     batch = {"src": src, "src_len": src_len, "tgt_in": tgt_in}
     xp = _check_inputs("cross_attention", params, config, batch, None, loss=False)
-    return _logits(params, config, src, src_len, tgt_in, xp=xp)[1]
+    return xp.stack(_logits(params, config, src, src_len, tgt_in, xp=xp,
+                            weights_of=range(config.decoder_layers))[1], axis=0)
 
 
 def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
@@ -334,29 +346,6 @@ def _layout(config: TransformerConfig, leaf: Callable[[str], Any]) -> dict[str, 
 def _group(params: Mapping[str, Any], config: TransformerConfig) -> dict[str, Any]:
     """The flat parameter dict in :func:`_layout`'s nesting (the same arrays, no copies)."""
     return _layout(config, params.__getitem__)
-
-
-def _flat_grads(config: TransformerConfig, params: Mapping[str, Any],
-                *trees: dict[str, Any]) -> dict[str, Any]:
-    """Gradient trees, each a part of :func:`_layout`'s nesting, as one dict with the names
-    of ``params``; a parameter met in several places (a shared table, the learned
-    positions, a tied output layer) gets the sum."""
-    flat: dict[str, Any] = {}
-
-    def walk(names: Any, grads: Any) -> None:
-        if isinstance(names, str):
-            flat[names] = grads if names not in flat else flat[names] + grads
-        elif isinstance(names, dict):
-            for key, g in grads.items():
-                walk(names[key], g)
-        else:
-            for n, g in zip(names, grads):
-                walk(n, g)
-
-    names = _layout(config, str)
-    for tree in trees:
-        walk(names, tree)
-    return {name: flat[name] for name in params}
 
 
 # ------------------------------------------------------- the layers with their backprop
@@ -669,7 +658,8 @@ def _loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mappi
         d_logits, _ = nll_bp(d_loss / denom)
         d_cross, dec_grads = dec_bp(d_logits)
         d_memory, cross_grads = cross_bp(d_cross)
-        return _flat_grads(config, params, dec_grads, cross_grads, enc_bp(d_memory))
+        return named_grads(_layout(config, str), params,
+                           (dec_grads, cross_grads, enc_bp(d_memory)))
 
     return total / denom, backprop
 
@@ -686,22 +676,21 @@ def _loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[s
 def _nll_sum(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
              keep: Any = None, *, scan: Callable[..., Any] | None, xp: Any,
              custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Any]:
-    logits, _ = _logits(params, config, batch["src"], batch["src_len"], batch["tgt_in"], xp=xp,
-                        need_weights=False)
+    logits, _ = _logits(params, config, batch["src"], batch["src_len"], batch["tgt_in"], xp=xp)
     return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
 
 
 def _logits(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
-            tgt_in: Any, *, xp: Any, need_weights: bool = True) -> tuple[Any, Any]:
-    """Teacher-forced logits ``(B, T, V)`` and every decoder layer's cross-attention
-    weights ``(layers, B, h, T, S)`` (``None`` without ``need_weights``; no dropout)."""
+            tgt_in: Any, *, xp: Any, weights_of: Container[int] = ()) -> tuple[Any, list[Any]]:
+    """Teacher-forced logits ``(B, T, V)`` (no dropout) and per decoder layer its
+    cross-attention weights ``(B, h, T, S)`` (``None`` for the layers not in
+    ``weights_of``)."""
     g = _group(params, config)
     memory, src_keep, _ = _encoder_vjp(g, config, src, src_len, None, xp=xp)
     cross, _ = _cross_keys_vjp(g, config, memory, xp=xp)
-    layers = range(config.decoder_layers) if need_weights else ()
     logits, weights, _, _ = _decoder_forward(g, config, tgt_in, cross, src_keep,
-                                             weights_of=layers, xp=xp)
-    return logits, xp.stack(weights, axis=0) if need_weights else None
+                                             weights_of=weights_of, xp=xp)
+    return logits, weights
 
 
 def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any, *,
@@ -795,7 +784,7 @@ def _check_inputs(fname: str, params: Mapping[str, Any], config: TransformerConf
 
 MODEL = Model(kind="transformer", Config=TransformerConfig, param_shapes=param_shapes,
               init_params=init_params, loss=loss, loss_and_grad=loss_and_grad,
-              dropout_shapes=dropout_shapes,
+              forward=forward, dropout_shapes=dropout_shapes,
               kernels=ModelKernels(loss=_loss, loss_vjp=_loss_vjp, nll_sum=_nll_sum,
                                    encode=_encode, decoder=_decoder,
                                    decoder_spec=_decoder_spec, loss_vjp_compiles=True))
