@@ -19,7 +19,8 @@ import textwrap
 
 import pytest
 
-from xpseq.app import cli, commands, demo, options
+from xpseq.app import cli, commands, demo
+from xpseq.app.commands import train_options
 from xpseq.models.rnn import Seq2SeqConfig
 from xpseq.models.transformer import TransformerConfig
 from xpseq.tasks import experiment, toy_task, translator
@@ -146,7 +147,7 @@ def test_the_app_touches_no_private_name_of_another_object():
 def recorded(monkeypatch) -> list[argparse.Namespace]:
     """``cli.main`` with a ``train`` that records its arguments instead of training."""
     runs: list[argparse.Namespace] = []
-    monkeypatch.setattr(cli, "cmd_train", lambda args: runs.append(args) or 0)
+    monkeypatch.setattr(commands.train, "run", lambda args: runs.append(args) or 0)
     return runs
 
 
@@ -266,14 +267,15 @@ def config_defaults(cls) -> dict:
 
 def test_the_model_defaults_are_the_configs_but_for_the_toy_tables():
     rnn, tf = config_defaults(Seq2SeqConfig), config_defaults(TransformerConfig)
-    assert options.model_defaults("rnn") == {
+    assert train_options.model_defaults("rnn") == {
         **{k: rnn[k] for k in ("attention", "style", "cell", "embed", "hidden", "dropout")},
-        **options.TOY_MODEL_DEFAULTS["rnn"]}
-    assert options.model_defaults("transformer") == {
+        **train_options.TOY_MODEL_DEFAULTS["rnn"]}
+    assert train_options.model_defaults("transformer") == {
         "d_model": tf["d_model"], "heads": tf["heads"], "layers": tf["encoder_layers"],
         "d_ff": tf["d_ff"], "norm": tf["norm"], "dropout": tf["dropout"],
-        "label_smoothing": tf["label_smoothing"], **options.TOY_MODEL_DEFAULTS["transformer"]}
-    assert options.TOY_MODEL_DEFAULTS == {"rnn": {"dropout": 0.1},
+        "label_smoothing": tf["label_smoothing"],
+        **train_options.TOY_MODEL_DEFAULTS["transformer"]}
+    assert train_options.TOY_MODEL_DEFAULTS == {"rnn": {"dropout": 0.1},
                                          "transformer": {"dropout": 0.1,
                                                          "label_smoothing": 0.1}}
 
@@ -283,12 +285,12 @@ def test_train_help_states_the_defaults(capsys):
         cli.main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for kind in ("rnn", "transformer"):
-        values = options.kind_defaults(kind)
-        for name in options.MODEL_OPTIONS[kind]:
+        values = train_options.kind_defaults(kind)
+        for name in train_options.MODEL_OPTIONS[kind]:
             flag = "--" + name.replace("_", "-")
             pattern = rf"(?<!\[){flag} \S+ [^()]*\(default: {re.escape(str(values[name]))}\)"
             assert re.search(pattern, text), (flag, values[name], text)
-        training = ", ".join(f"{n} {values[n]}" for n in options.TRAINING_OPTIONS[kind]
+        training = ", ".join(f"{n} {values[n]}" for n in train_options.TRAINING_OPTIONS[kind]
                              if values[n] is not None)
         assert f"{kind}: {training}" in text, (training, text)
     assert "epochs 5, lr 0.003, batch_size 64;" in text
@@ -346,7 +348,7 @@ def test_the_command_translator_and_train_model_train_alike(kind, tmp_path, monk
                   str(tmp_path / "m.safetensors"), "--no-progress"])
     with pytest.raises(Captured):
         translator.Translator.train(TASK, model=kind, backend="numpy", progress=False,
-                                    **options.TOY_MODEL_DEFAULTS[kind])
+                                    **train_options.TOY_MODEL_DEFAULTS[kind])
     with pytest.raises(Captured):
         experiment.train_model(TASK, backends.get("numpy"), fitted[1]["config"])
     command, python, plain = fitted
@@ -364,9 +366,9 @@ def test_the_command_translator_and_train_model_train_alike(kind, tmp_path, monk
         assert lr == table["lr"] * warmup_inverse_sqrt(table["warmup"])
     else:
         assert lr == table["lr"]
-    defaults = options.kind_defaults(kind)
+    defaults = train_options.kind_defaults(kind)
     assert command["config"] == experiment.model_config(
-        TASK, kind, **options.config_fields(kind, defaults))
+        TASK, kind, **train_options.config_fields(kind, defaults))
 
 
 def test_the_demo_at_full_size_trains_the_commands_models(monkeypatch, tmp_path, fitted):
@@ -392,7 +394,7 @@ def test_the_demo_at_full_size_trains_the_commands_models(monkeypatch, tmp_path,
     attention, seq2seq, transformer = fitted
     task = toy_task(**demo.FULL["data"])
     for seen, kind in ((attention, "rnn"), (transformer, "transformer")):
-        fields = options.config_fields(kind, options.kind_defaults(kind))
+        fields = train_options.config_fields(kind, train_options.kind_defaults(kind))
         assert seen["config"] == experiment.model_config(task, kind, **fields)
         assert seen["train"].optimizer.hyperparams == \
             experiment.training_config(kind).optimizer.hyperparams

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from xpseq import backends, models
-from xpseq.models import protocol
 from xpseq.core import kernels, loops, vjp
 from xpseq.core.optim import adam
 from xpseq.data import make_batches
 from xpseq.data.batching import EOS_ID
+from xpseq.models import protocol
 from xpseq.search import SearchOptions, search
 from xpseq.testing import GRAD_ATOL, GRAD_RTOL
 from xpseq.train import TrainConfig, fit

@@ -537,14 +537,12 @@ def test_lesson15_cache_and_teacher_forcing_equal_recomputing_each_prefix():
     without a mask or a cache: its last position is the truth for position ``t``."""
     pytest.importorskip("jax")
     pytest.importorskip("torch")
-    from xpseq import backends
     from xpseq.models import transformer as TM
 
     f = facts(15)
     config = TM.TransformerConfig.from_dict(f["config"])
     params = TM.init_params(config, seed=f["seed"])
     src, src_len, tgt_in = (np.asarray(f[k]) for k in ("src", "src_len", "tgt_in"))
-    xp = backends.get("numpy").xp
     truth = []
     for t in range(tgt_in.shape[1]):
         logits, _ = TM.forward(params, config, src, src_len, tgt_in[:, :t + 1])

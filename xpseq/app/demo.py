@@ -20,12 +20,10 @@ import time
 import numpy as np
 
 from xpseq.backends import Backend
-from xpseq.tasks.experiment import TRAINING_DEFAULTS
-
-from .options import TOY_MODEL_DEFAULTS
+from xpseq.tasks.experiment import TOY_MODEL_DEFAULTS, TRAINING_DEFAULTS
 
 # The demo's two sizes. "model" (with the batches' "bucket") and "transformer" are the model
-# options the demo sets beyond the toy task's (xpseq.app.options.TOY_MODEL_DEFAULTS): none
+# options the demo sets beyond the toy task's (xpseq.tasks.experiment.TOY_MODEL_DEFAULTS): none
 # at full size, where the models have their kinds' default sizes (Seq2SeqConfig,
 # TransformerConfig). The step sizes are xpseq.tasks.experiment.TRAINING_DEFAULTS'; each
 # model trains for at most "epochs" epochs (the same for all three, so that their curves

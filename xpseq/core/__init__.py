@@ -31,27 +31,39 @@ module            contents
 ================  ==========================================================================
 """
 
-from . import (attention, decoding, delegation, kernels, layers, losses, masking, optim,
-               precision, recurrent, shapes, vjp)
+from . import (
+               attention,
+               decoding,
+               delegation,
+               kernels,
+               layers,
+               losses,
+               masking,
+               optim,
+               precision,
+               recurrent,
+               shapes,
+               vjp,
+)
 from .attention import (
-    additive_scores,
-    attend,
-    dot_scores,
-    general_scores,
-    multi_head_attention,
-    scaled_dot_product_attention,
+               additive_scores,
+               attend,
+               dot_scores,
+               general_scores,
+               multi_head_attention,
+               scaled_dot_product_attention,
 )
 from .decoding import beam_search, greedy_search, tile_beams
 from .layers import (
-    dropout,
-    embedding,
-    feed_forward,
-    gelu,
-    layer_norm,
-    linear,
-    relu,
-    sigmoid,
-    sinusoidal_positions,
+               dropout,
+               embedding,
+               feed_forward,
+               gelu,
+               layer_norm,
+               linear,
+               relu,
+               sigmoid,
+               sinusoidal_positions,
 )
 from .loops import scan
 from .losses import cross_entropy

@@ -4,7 +4,8 @@ positions.
 
 Weights applied as ``W x`` have shape ``(out, in)``, as in ``torch.nn.Linear``. The public
 functions check shapes and dtypes; the models call the unchecked kernels
-(:mod:`xpseq.core.kernels`: ``kernels.linear`` ...) inside their loops, after checking their own inputs once.
+(:mod:`xpseq.core.kernels`: ``kernels.linear`` ...) inside their loops, after checking
+their own inputs once.
 """
 
 from __future__ import annotations

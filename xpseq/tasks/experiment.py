@@ -27,7 +27,7 @@ from xpseq.train.schedules import warmup_inverse_sqrt
 from .metrics import corpus_bleu, exact_match
 
 __all__ = ["Task", "toy_task", "task_from_pairs", "model_config", "TRAINING_DEFAULTS",
-           "training_defaults", "training_config", "train_model", "translate",
+           "TOY_MODEL_DEFAULTS", "training_defaults", "training_config", "train_model", "translate",
            "attention_labels", "score", "bucket_table", "decoder_inputs"]
 
 Pair = tuple[list[str], list[str]]
@@ -108,6 +108,14 @@ def model_config(task: Task, kind: str = "rnn", **fields: Any) -> Any:
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
     "rnn": {"epochs": 5, "lr": 3e-3, "batch_size": 64, "warmup": None},
     "transformer": {"epochs": 8, "lr": 1e-3, "batch_size": 64, "warmup": 400},
+}
+
+
+#: Where the toy and TSV tasks' models (``xpseq train``, ``xpseq demo``) differ from their
+#: kind's ``Config`` defaults: dropout 0.1, and label smoothing 0.1 for the Transformer.
+TOY_MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "rnn": {"dropout": 0.1},
+    "transformer": {"dropout": 0.1, "label_smoothing": 0.1},
 }
 
 

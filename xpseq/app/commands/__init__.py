@@ -1,21 +1,38 @@
-"""What each ``xpseq`` subcommand does, one module per subcommand (``cmd_<name>(args)``),
-and what they share (:mod:`.common`: choosing the backend, loading a checkpoint or an
-export as a Decoder, the toy and G2P data). The options and their defaults are
-:mod:`xpseq.app.options`'; what ``train`` may write, :mod:`xpseq.app.outputs`; standard
-input, :mod:`xpseq.app.stdin`; the parser, the exit codes and the one-line errors
-:mod:`xpseq.app.cli`'s (which imports this package, never the other way round); a
-:class:`~xpseq.app.errors.CommandError` is such a line.
+"""The ``xpseq`` subcommands, one module each, and what they share.
+
+Each module owns its subcommand whole: ``add_parser(sub)`` builds its parser and options
+(from the shared ones of :mod:`xpseq.app.options`), ``check(args)`` (where there is one)
+refuses options that do not go together, and ``run(args) -> exit code`` does the work.
+:mod:`xpseq.app.cli` only puts the parsers together (:data:`COMMANDS`, in the order of
+``xpseq --help``), parses, dispatches and turns failures into one-line errors; it imports
+this package, never the other way round.
+
+============================  ==============================================================
+module                        subcommand
+============================  ==============================================================
+:mod:`.demo`                  ``demo``: the attention experiment on the toy task
+:mod:`.train`                 ``train`` (its options: :mod:`.train_options`; ``--config``
+                              and ``--resume``: :mod:`.train_config`)
+:mod:`.translate`             ``translate``: sentences of the arguments or of standard input
+:mod:`.g2p`                   ``g2p``: pronunciations of words or running text
+:mod:`.evaluate`              ``evaluate``: BLEU and exact match; PER and WER for G2P
+:mod:`.data`                  ``data``: a task's data as TSV
+:mod:`.export`                ``export``: a checkpoint as ONNX graphs
+:mod:`.heatmap`               ``heatmap``: one translation's attention
+:mod:`.tour`                  ``tour``: the autodiff tour
+:mod:`.common`                what several share: the backend, a checkpoint or an export as
+                              a Decoder, search options, notes, the toy and G2P data
+============================  ==============================================================
 """
 
+from . import data, demo, evaluate, export, g2p, heatmap, tour, train, translate
 from .common import JAX_CACHE_BYTES, JAX_CACHE_ENV, TOY_DATA_LIMITS, jax_cache_dir
-from .data import cmd_data
-from .demo import cmd_demo, cmd_tour
-from .evaluate import cmd_evaluate
-from .g2p import G2P_NOTES_SHOWN, cmd_g2p
-from .train import cmd_train
-from .translate import HEATMAP_MAX_WORDS, TRANSLATE_CHUNK, cmd_heatmap, cmd_translate
+from .g2p import G2P_NOTES_SHOWN
+from .heatmap import HEATMAP_MAX_WORDS
+from .translate import TRANSLATE_CHUNK
 
-__all__ = ["cmd_data", "cmd_demo", "cmd_evaluate", "cmd_g2p", "cmd_heatmap", "cmd_tour",
-           "cmd_train", "cmd_translate", "G2P_NOTES_SHOWN", "HEATMAP_MAX_WORDS",
-           "TRANSLATE_CHUNK", "TOY_DATA_LIMITS", "JAX_CACHE_BYTES", "JAX_CACHE_ENV",
-           "jax_cache_dir"]
+__all__ = ["COMMANDS", "G2P_NOTES_SHOWN", "HEATMAP_MAX_WORDS", "TRANSLATE_CHUNK",
+           "TOY_DATA_LIMITS", "JAX_CACHE_BYTES", "JAX_CACHE_ENV", "jax_cache_dir"]
+
+#: The subcommands' modules, in the order ``xpseq --help`` lists them.
+COMMANDS = (demo, train, translate, g2p, evaluate, data, export, heatmap, tour)

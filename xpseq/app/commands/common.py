@@ -203,11 +203,46 @@ def _decoder(args: argparse.Namespace, path: str):
     from xpseq.search import CheckpointDecoder
     from xpseq.tasks.decoders import EXPORT_ENGINE
 
-    from ..export import onnx_export
-
     if args.backend == EXPORT_ENGINE:
-        return onnx_export(path, args)
+        return _onnx_export(path, args)
     backend = _backend(args.backend, args.compile, "decode")
     loaded, params, src_vocab, tgt_vocab = _load(path, backend, args.dtype)
     return CheckpointDecoder(params, loaded.config, src_vocab, tgt_vocab, backend,
                              metadata=loaded.metadata)
+
+
+def _check_export(path: str, args: argparse.Namespace) -> None:
+    """``--backend onnxruntime``: a one-line error unless ``path`` is a folder (an export),
+    onnxruntime is installed and no option asks what an export fixes."""
+    if args.compile:
+        raise CommandError("--compile is torch's; --backend onnxruntime decodes an ONNX "
+                           "export")
+    if opts.precision_of(args).reduced:
+        raise CommandError("--precision: an ONNX export computes in the dtype it was "
+                           "exported in; --backend onnxruntime takes no --precision")
+    if not os.path.isdir(path):
+        raise CommandError(f"--backend onnxruntime decodes an ONNX export (the folder of "
+                           f"xpseq export CHECKPOINT --onnx DIR); {path} is not a folder")
+    import importlib.util
+
+    if importlib.util.find_spec("onnxruntime") is None:
+        raise CommandError("--backend onnxruntime needs onnxruntime: pip install "
+                           "'xpseq[onnx]'")
+
+
+def _onnx_export(path: str, args: argparse.Namespace) -> Any:
+    """``--backend onnxruntime``: the :class:`~xpseq.export.runtime.OnnxModel` of the export
+    folder ``path``, or a one-line error (a checkpoint given, options an export fixes)."""
+    from xpseq.export.runtime import OnnxModel
+
+    _check_export(path, args)
+    try:
+        model = OnnxModel(path, threads=backends.threads_set() or 1)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
+    if dtype != "float32" and dtype != model.meta["dtype"]:
+        raise CommandError(f"--dtype {dtype}: {path} was exported in "
+                           f"{model.meta['dtype']} (export it again with --dtype "
+                           f"{dtype})")
+    return model

@@ -5,13 +5,37 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+from typing import Any
 
+from .. import options as opts
 from .. import outputs
 from ..errors import CommandError
 from .common import _load_g2p, _toy_task
 
 
-def cmd_data(args: argparse.Namespace) -> int:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``xpseq data``'s parser and options."""
+    p = sub.add_parser("data", help="export a task's data as TSV (the G2P split, the toy task)",
+                       description="g2p: write the seeded CMU dictionary split as train.tsv, "
+                       "dev.tsv and test.tsv (word<TAB>phones, one line per pronunciation), "
+                       "so that other G2P tools train and score on exactly the same words. "
+                       "toy: write the toy task's pairs (the demo's, or --quick's) as "
+                       "train.tsv, dev.tsv and test-0.tsv ... test-4.tsv (by phrase count), "
+                       "source<TAB>target, which train --task tsv reads.")
+    p.add_argument("dataset", choices=("g2p", "toy"))
+    p.add_argument("--export", required=True, metavar="DIR", help="the folder to write")
+    p.add_argument("--force", action="store_true",
+                   help="replace TSV files of the same names already in DIR")
+    p.add_argument("--stress", action="store_true", help="g2p: keep the stress marks")
+    p.add_argument("--quick", action="store_true", help="toy: the small toy dataset")
+    p.add_argument("--seed", type=opts.seed_value, default=0,
+                   help="the split's seed (g2p; default: 0, the published split) or the toy "
+                   "data's")
+    p.set_defaults(func=run, parser=p)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
     from xpseq.data.cmudict import export_tsv
 
     if args.dataset == "toy":

@@ -1,25 +1,45 @@
-"""``xpseq demo`` and ``xpseq tour``.
-"""
+"""``xpseq demo``: the attention experiment end to end on the toy task."""
 
 from __future__ import annotations
 
 import argparse
 import pathlib
+from typing import Any
 
+from .. import options as opts
 from .common import _backend
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``xpseq demo``'s parser and options."""
+    p = sub.add_parser("demo", help="train seq2seq, attention and a Transformer on the toy "
+                       "task and compare them",
+                       description="The attention experiment end to end: trains three models "
+                       "on the toy English->Zhoric task, the plain seq2seq baseline (an LSTM "
+                       "without attention), the attention LSTM (Luong general attention) and a "
+                       "small Transformer, then prints BLEU and exact match by sentence length "
+                       "(0-4 phrases; 4 is longer than anything in training), greedy vs beam "
+                       "search, an attention heatmap and teacher forcing vs autoregressive "
+                       "decoding, and writes the heatmap, the loss curves and the three "
+                       "checkpoints to --out.")
+    opts.backend_options(p, "training backend " + opts.DEFAULT_BACKEND)
+    p.add_argument("--quick", action="store_true",
+                   help="a small smoke run: less data, smaller models, one epoch (under a "
+                   "minute)")
+    p.add_argument("--out", default="out", metavar="DIR",
+                   help="folder for the PNGs and the three checkpoints (default: out)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run, check=check, parser=p)
+    return p
+
+
+def check(args: argparse.Namespace) -> None:
+    opts.check_compile(args)
+
+
+def run(args: argparse.Namespace) -> int:
     from xpseq.app.demo import run_demo
 
     backend = _backend(args.backend, args.compile)
     return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,
                     seed=args.seed, progress=not args.no_progress)
-
-
-def cmd_tour(args: argparse.Namespace) -> int:
-    from xpseq.tour import main as tour
-
-    argv = (["--lesson", str(args.lesson)] if args.lesson else []) + \
-        (["--list"] if args.list else []) + (["--code"] if getattr(args, "code", False) else [])
-    return tour(argv, prog=args.parser.prog)

@@ -4,12 +4,48 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from .. import options as opts
 from ..errors import CommandError
 from .common import _backend, _load, _load_g2p, _read_tsv, _search_options, _toy_task
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``xpseq evaluate``'s parser and options."""
+    p = sub.add_parser("evaluate", help="BLEU and exact match by bucket; PER and WER for G2P",
+                       description="Translate a test set with a checkpoint and print corpus "
+                       "BLEU (sacrebleu) and exact match per bucket: the toy task's phrase "
+                       "counts 0-4, or one row for a TSV test file. A G2P checkpoint (several: "
+                       "their ensemble; --shipped: the shipped model) prints phone and word "
+                       "error rates on the dictionary's test split (or --part dev), for "
+                       "greedy and beam search (k = --beam, 5 by default).")
+    opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND)
+    opts.precision_option(p)
+    p.add_argument("checkpoint", nargs="*", help="the checkpoint (several G2P checkpoints: "
+                   "their ensemble)")
+    p.add_argument("--shipped", action="store_true",
+                   help="evaluate the G2P model that ships with xpseq")
+    p.add_argument("--test", dest="test_file", help="test pairs as TSV (default: the toy "
+                   "task's test buckets, for a toy checkpoint)")
+    p.add_argument("--tokens", choices=("word", "char"), default="word")
+    p.add_argument("--task", choices=("toy", "tsv", "g2p"), default=None,
+                   help="what the checkpoint was trained on (default: its metadata says)")
+    p.add_argument("--part", choices=("test", "dev"), default="test",
+                   help="g2p: the words to score (default: test)")
+    p.add_argument("--limit", type=opts.positive(int), default=None, metavar="N",
+                   help="g2p: score only the first N words")
+    opts.search_options(p, n_best=False)
+    p.set_defaults(func=run, check=check, parser=p)
+    return p
+
+
+def check(args: argparse.Namespace) -> None:
+    opts.check_search(args)
+    opts.check_compile(args)
+
+
+def run(args: argparse.Namespace) -> int:
     from xpseq.tasks import Task, bucket_table
     from xpseq.tasks.metrics import format_table
 

@@ -14,7 +14,77 @@ from ..errors import CommandError
 from .common import _backend, _decoder
 
 
-def cmd_g2p(args: argparse.Namespace) -> int:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``xpseq g2p``'s parser and options."""
+    from xpseq import g2p
+    from xpseq.search import MAX_BEAM
+
+    p = sub.add_parser("g2p", help="pronounce English words with the shipped G2P model (or "
+                       "your own)",
+                       description="The ARPAbet phones of each word, given as arguments or one "
+                       "per line on stdin (UTF-8), printed as word<TAB>phones in input order (N "
+                       "lines a word with --n-best N). Stdin is answered as it comes, in chunks "
+                       f"of at most {g2p.CHUNK} words (fewer when no more input is ready yet), "
+                       "so answers start before the input ends and memory does not grow with "
+                       "it. Words are read lower-cased; characters the model does not know are "
+                       "left out with a note on stderr (a note for each of the first "
+                       f"{G2P_NOTES_SHOWN} such words, then one line at the end for the rest); "
+                       "an empty line gives an empty line; a word of more than "
+                       f"{g2p.MAX_WORD_LENGTH} characters gets a note and the answer "
+                       "word<TAB> (nothing). Input that is not UTF-8 stops the run with an "
+                       "error naming its line (the answers printed before it stay). No "
+                       "training, no network: the model ships with xpseq (CMU dictionary, "
+                       "stress digits kept: AH0 L OW1; --no-stress removes them); --model "
+                       "uses checkpoints of xpseq train --task g2p instead. --text reads "
+                       "running text instead of words.")
+    p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
+    opts.backend_option(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND + "; onnxruntime: "
+                        "--model DIR is an ONNX export (xpseq export --shipped --onnx DIR "
+                        "writes the shipped model's)", extra=("onnxruntime",))
+    opts.compile_option(p)
+    opts.precision_option(p, "dtype: decode in float32 (default); bf16: matrix products and "
+                          "activations in bfloat16 (jax and torch; faster where the "
+                          "processor multiplies bfloat16 natively, AVX512-BF16 or AMX; the "
+                          "answers may differ from float32's, see the G2P guide)")
+    p.add_argument("--model", action="append", metavar="PATH",
+                   help="a checkpoint of xpseq train --task g2p instead of the shipped model "
+                   "(repeat for an ensemble)")
+    p.add_argument("--lookup", action="store_true",
+                   help="answer words of the CMU dictionary from it, the others from the "
+                   "model")
+    p.add_argument("--beam", type=opts.beam_size, default=1, metavar="K",
+                   help=f"beam size, at most {MAX_BEAM}; 1 is greedy search (default: 1)")
+    p.add_argument("--n-best", type=opts.beam_size, default=1, metavar="N",
+                   help="print the N best pronunciations (N <= K)")
+    p.add_argument("--no-stress", dest="stress", action="store_false", default=None,
+                   help="remove the vowels' stress digits (AH0 -> AH); by default they "
+                   "are printed, as the CMU dictionary writes them")
+    p.add_argument("--text", action="store_true",
+                   help="read running text (the arguments as one text, or each line of "
+                   "stdin): numbers, dates, times, currency and percentages spelled out, "
+                   "dictionary words from the dictionary, the others from the model; "
+                   "prints a line of phones per text, | between words and around "
+                   "punctuation, which is kept (HH AH0 L OW1 | , | W ER1 L D)")
+    p.add_argument("--model-only", action="store_true",
+                   help="with --text: every word from the model, none from the dictionary")
+    p.set_defaults(func=run, check=check, parser=p, more="words")
+    return p
+
+
+def check(args: argparse.Namespace) -> None:
+    """What the options of ``g2p`` mean together."""
+    if args.text and (args.n_best > 1 or args.lookup):
+        args.parser.error("--text gives one pronunciation per word, dictionary words "
+                          "from the dictionary (--model-only turns that off); --n-best "
+                          "and --lookup are options of words, not of --text")
+    if args.model_only and not args.text:
+        args.parser.error("--model-only is an option of --text (words alone come from "
+                          "the model unless --lookup)")
+    opts.check_search(args)
+    opts.check_compile(args)
+
+
+def run(args: argparse.Namespace) -> int:
     """Pronounce the words of the arguments, or of stdin as they come: chunks of at most
     :data:`xpseq.g2p.CHUNK` words, each answered (and stdout flushed) before the next is
     read, a chunk cut short when no more input is ready (so a pipe's first word is

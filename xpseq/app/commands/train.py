@@ -15,7 +15,31 @@ from xpseq import backends
 from .. import options as opts
 from .. import outputs
 from ..errors import CommandError
+from . import train_options
 from .common import _backend, _load_g2p, _read_tsv, _toy_task
+
+
+def add_parser(sub: Any) -> tuple[argparse.ArgumentParser, dict[str, argparse.Action]]:
+    """``xpseq train``'s parser and options."""
+    p = sub.add_parser("train", help="train a model and save a checkpoint",
+                       description="Train an rnn or a Transformer (--model) on the toy task, "
+                       "a TSV corpus or the CMU dictionary (--task) and write the checkpoint "
+                       "--out M.safetensors as it trains, with a metrics log beside it "
+                       "(M.metrics.csv). Toy and TSV runs stop early after 3 epochs without "
+                       "a better dev loss; --task g2p follows its recipe. --config FILE.toml "
+                       "takes the options from a file; --resume continues a run.")
+    actions = train_options.add_options(p, "training backend " + opts.DEFAULT_BACKEND)
+    p.set_defaults(func=run, check=check, parser=p)
+    return p, actions
+
+
+def check(args: argparse.Namespace) -> None:
+    """``--out`` (required, except with ``--resume``, which continues its checkpoint) and
+    ``--compile`` with torch only."""
+    args.out = args.out or args.resume
+    if not args.out:
+        args.parser.error("the following arguments are required: --out")
+    opts.check_compile(args)
 
 
 def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
@@ -93,7 +117,7 @@ def _main_in_group(entry: Any, argv: Sequence[str]) -> None:
         raise SystemExit(code)
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.allow_data_change and not args.resume:
         raise CommandError("--allow-data-change is an option of --resume")
     inputs = {"--config": args.config, "--train": args.train_file, "--dev": args.dev_file}
@@ -125,8 +149,8 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     if args.task == "g2p":
         return _train_g2p(args, backend, resumed, data_files)
     kind = args.model = args.model or "rnn"
-    defaults = opts.kind_defaults(kind)
-    foreign = [f"--{n.replace('_', '-')}" for n in opts.KIND_OPTIONS
+    defaults = train_options.kind_defaults(kind)
+    foreign = [f"--{n.replace('_', '-')}" for n in train_options.KIND_OPTIONS
                if n not in defaults and getattr(args, n) is not None]
     if foreign:
         raise CommandError(f"{', '.join(sorted(foreign))}: not an option of --model {kind}")
@@ -159,7 +183,7 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     print(f"training on {backend.label} ({args.dtype}): {len(task.train)} sentence pairs, "
           f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {kind}",
           file=sys.stderr)
-    config = model_config(task, kind, **opts.config_fields(kind, options))
+    config = model_config(task, kind, **train_options.config_fields(kind, options))
     settings = training_config(kind, epochs=options["epochs"], lr=options["lr"],
                                warmup=options.get("warmup"), seed=args.seed,
                                progress=not args.no_progress, devices=args.devices,
@@ -192,7 +216,7 @@ def _nothing_trained(args: argparse.Namespace, resumed: Any, result: Any) -> boo
 def _stored_options(args: argparse.Namespace, effective: dict) -> dict:
     """The run's options as ``train --resume`` (and the record) reads them: every option of
     the command, with the model's and training's defaults filled in."""
-    stored = {k: v for k, v in vars(args).items() if k not in opts.NOT_STORED}
+    stored = {k: v for k, v in vars(args).items() if k not in train_options.NOT_STORED}
     stored.update(effective)
     return stored
 
@@ -235,7 +259,8 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
         raise CommandError("--task g2p reads the CMU dictionary; --train, --dev and --quick "
                            "are options of the other tasks")
     kind = args.model or g2p_recipe.RECIPE["model"]
-    overrides = {k: getattr(args, k) for k in opts.KIND_OPTIONS if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in train_options.KIND_OPTIONS
+                 if getattr(args, k) is not None}
     if "layers" in overrides and kind == "transformer":
         overrides["encoder_layers"] = overrides["decoder_layers"] = overrides.pop("layers")
     foreign = sorted(f"--{k.replace('_', '-')}" for k in overrides

@@ -1,6 +1,4 @@
-"""``xpseq translate`` (sentences of the arguments, or of standard input as they come) and
-``xpseq heatmap`` (one sentence's attention).
-"""
+"""``xpseq translate``: sentences of the arguments, or of standard input as they come."""
 
 from __future__ import annotations
 
@@ -9,11 +7,10 @@ import dataclasses
 import sys
 from typing import Any, Sequence
 
+from .. import options as opts
 from .. import stdin
-from ..errors import CommandError
 from .common import (
     _decoder,
-    _note_unknown,
     _note_unknown_words,
     _search_options,
     _translate_nonempty,
@@ -22,6 +19,31 @@ from .common import (
 #: ``xpseq translate`` reads standard input in chunks of at most this many lines, each
 #: answered (and stdout flushed) before the next is read.
 TRANSLATE_CHUNK = 64
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``xpseq translate``'s parser and options."""
+    p = sub.add_parser("translate", help="translate sentences with a checkpoint",
+                       description="Translate sentences given as arguments, or one per line "
+                       "on stdin. Unknown words become <unk>; an empty line gives an empty line.")
+    opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND
+                         + "; onnxruntime: CHECKPOINT is an ONNX export (the folder of "
+                         "xpseq export --onnx)",
+                         extra=("onnxruntime",))
+    opts.precision_option(p)
+    p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors), or with "
+                   "--backend onnxruntime an ONNX export's folder")
+    p.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
+    p.add_argument("--max-tokens", type=opts.positive(int), default=256,
+                   help="cut longer sentences to this many tokens (default: 256)")
+    opts.search_options(p)
+    p.set_defaults(func=run, check=check, parser=p, more="sentences")
+    return p
+
+
+def check(args: argparse.Namespace) -> None:
+    opts.check_search(args)
+    opts.check_compile(args)
 
 
 def _sentence_chunks(args: argparse.Namespace) -> Any:
@@ -50,7 +72,7 @@ def _tokens(lines: Sequence[str], args: argparse.Namespace, g2p: bool,
     return out
 
 
-def cmd_translate(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Translate the sentences of the arguments, or of stdin as they come
     (:func:`_sentence_chunks`): each chunk answered and stdout flushed before the next is
     read, so memory does not grow with the input. The unknown source words are summed up
@@ -85,37 +107,3 @@ def _print_translations(results: list[dict | None], n_best: int, first: int = 0)
             for rank, (hyp, score) in enumerate(zip(result["n_best"],
                                                     result["n_best_scores"])):
                 print(f"{i}\t{rank}\t{score:.4f}\t{' '.join(hyp)}")
-
-
-#: The longest sentence ``heatmap`` draws, in words: wider, its columns cannot be read
-#: (and 5,000 words took a minute and 3 GB to draw).
-HEATMAP_MAX_WORDS = 100
-
-
-def cmd_heatmap(args: argparse.Namespace) -> int:
-    from xpseq.app.plots import ascii_heatmap, save_heatmap
-    from xpseq.tasks import attention_labels
-
-    decoder = _decoder(args, args.checkpoint)
-    src_vocab = decoder.src_vocab
-    tokens = args.sentence.split()
-    if not tokens:
-        raise CommandError("the sentence is empty")
-    if len(tokens) > HEATMAP_MAX_WORDS:
-        raise CommandError(f"the sentence has {len(tokens)} words; a heatmap draws at most "
-                           f"{HEATMAP_MAX_WORDS} (xpseq translate takes longer text)")
-    _note_unknown([tokens], src_vocab)
-    [result] = _translate_nonempty(decoder, [tokens], _search_options(args))
-    if result["attention"] is None:
-        raise CommandError("this model has no attention (its decoder returns no weights)")
-    source, output = attention_labels(tokens, result, src_vocab)
-    print(" ".join(result["tokens"]))
-    print(ascii_heatmap(result["attention"], source, output))
-    if args.png:
-        try:
-            path = save_heatmap(args.png, result["attention"], source, output,
-                                title=" ".join(tokens))
-        except OSError as err:
-            raise CommandError(f"cannot write {args.png}: {err.strerror or err}") from None
-        print(f"wrote {path}")
-    return 0

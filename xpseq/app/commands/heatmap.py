@@ -1,0 +1,68 @@
+"""``xpseq heatmap``: the attention of one translation, in the terminal and as a PNG."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .. import options as opts
+from ..errors import CommandError
+from .common import _decoder, _note_unknown, _search_options, _translate_nonempty
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """``xpseq heatmap``'s parser and options."""
+    p = sub.add_parser("heatmap", help="the attention of one translation, in the terminal "
+                       "(and as a PNG with --png)",
+                       description="Translate one sentence, print the translation and draw "
+                       "its attention weights in the terminal (rows are the generated words, "
+                       "columns the source words), and with --png as an image too. The model "
+                       "must have attention: an rnn with attention, or a Transformer (its last "
+                       "layer's cross-attention, averaged over the heads).")
+    opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND)
+    opts.precision_option(p)
+    p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors)")
+    p.add_argument("sentence", help="the source sentence (quoted)")
+    p.add_argument("--png", help="also write the heatmap to this PNG")
+    opts.search_options(p, n_best=False)
+    p.set_defaults(func=run, check=check, parser=p)
+    return p
+
+
+def check(args: argparse.Namespace) -> None:
+    opts.check_search(args)
+    opts.check_compile(args)
+
+
+#: The longest sentence ``heatmap`` draws, in words: wider, its columns cannot be read
+#: (and 5,000 words took a minute and 3 GB to draw).
+HEATMAP_MAX_WORDS = 100
+
+
+def run(args: argparse.Namespace) -> int:
+    from xpseq.app.plots import ascii_heatmap, save_heatmap
+    from xpseq.tasks import attention_labels
+
+    decoder = _decoder(args, args.checkpoint)
+    src_vocab = decoder.src_vocab
+    tokens = args.sentence.split()
+    if not tokens:
+        raise CommandError("the sentence is empty")
+    if len(tokens) > HEATMAP_MAX_WORDS:
+        raise CommandError(f"the sentence has {len(tokens)} words; a heatmap draws at most "
+                           f"{HEATMAP_MAX_WORDS} (xpseq translate takes longer text)")
+    _note_unknown([tokens], src_vocab)
+    [result] = _translate_nonempty(decoder, [tokens], _search_options(args))
+    if result["attention"] is None:
+        raise CommandError("this model has no attention (its decoder returns no weights)")
+    source, output = attention_labels(tokens, result, src_vocab)
+    print(" ".join(result["tokens"]))
+    print(ascii_heatmap(result["attention"], source, output))
+    if args.png:
+        try:
+            path = save_heatmap(args.png, result["attention"], source, output,
+                                title=" ".join(tokens))
+        except OSError as err:
+            raise CommandError(f"cannot write {args.png}: {err.strerror or err}") from None
+        print(f"wrote {path}")
+    return 0
