@@ -258,15 +258,27 @@ def test_a_word_beyond_the_limit_is_a_note_and_an_empty_answer():
     assert len(lines) == 3 and lines[1] == f"{long}\t"
     assert lines[0].startswith("cat\t") and lines[2].startswith("dog\t") and lines[2] != "dog\t"
     assert done.stderr.decode().splitlines() == [
-        f"xpseq: note: word 2 ('{'a' * 20}'...) has 65 characters, more than 64; its answer "
-        "is empty"]
+        f"xpseq: note: '{'a' * 20}'... has 65 characters, more than 64 "
+        "(xpseq.g2p.MAX_WORD_LENGTH); answered with no phones"]
     longest = "a" * 64                                  # at the limit: answered
     done = run("--beam", "2", "--n-best", "2", stdin=f"  {longest}  \n".encode())
     assert done.returncode == 0 and done.stderr == b""
     assert [line.split("\t")[0] for line in done.stdout.decode().splitlines()] == [longest] * 2
 
 
-def test_pronounce_refuses_a_word_beyond_the_limit(stubbed):
+def test_text_mode_leaves_a_word_beyond_the_limit_out_with_a_note_and_carries_on():
+    """The one policy in --text too: a note, the word left out, the next lines answered
+    (a 72-letter word used to stop the run with the chunk unanswered)."""
+    done = run("--text", "--model-only", stdin=f"hi {'a' * 72} .\nhi\n".encode())
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.decode().splitlines()
+    assert first == second + " | ." and "|" not in second          # 'hi', then '.'
+    assert done.stderr.decode().splitlines() == [
+        f"xpseq: note: '{'a' * 20}'... has 72 characters, more than 64 "
+        "(xpseq.g2p.MAX_WORD_LENGTH); answered with no phones"]
+
+
+def test_pronounce_answers_a_word_beyond_the_limit_with_a_warning_and_no_phones(stubbed):
     from xpseq.data.cmudict import read_cmudict
 
     assert g2p.MAX_WORD_LENGTH == 64
@@ -275,14 +287,19 @@ def test_pronounce_refuses_a_word_beyond_the_limit(stubbed):
     except ModuleNotFoundError:         # without the cmudict package
         longest = 28
     assert longest == 28 and 2 * longest <= g2p.MAX_WORD_LENGTH
-    with pytest.raises(ValueError, match=r"pronounce: words\[1\] has 65 characters; a word "
-                                         r"may have at most 64"):
-        g2p.pronounce(["cat", "b" * 65], backend="numpy")
+    with pytest.warns(g2p.LongWordWarning, match=r"'bbbbbbbbbbbbbbbbbbbb'\.\.\. has 65 "
+                      r"characters, more than 64") as caught:
+        answers = g2p.pronounce(["cat", " b" + "b" * 64 + " "], backend="numpy")
+    assert answers == [["HH", "AH"], []]                  # answered with no phones
+    assert [(w.message.word, w.message.length) for w in caught] == [("b" * 65, 65)]
     assert g2p.pronounce(["cat", " " * 100 + "b" * 64], backend="numpy") == [["HH", "AH"]] * 2
-    answers = g2p.pronounce_iter(["cat"] * 3 + ["b" * 65], chunk=3, backend="numpy")
+    with pytest.warns(g2p.LongWordWarning):
+        answers = g2p.pronounce(["b" * 65], n_best=2, beam=2, backend="numpy")
+    assert answers == [[[]]]
+    answers = g2p.pronounce_iter(["cat"] * 3 + ["b" * 65, "cat"], chunk=3, backend="numpy")
     assert [next(answers) for _ in range(3)] == [["HH", "AH"]] * 3   # the first chunk
-    with pytest.raises(ValueError, match=r"pronounce_iter: words\[3\] has 65 characters"):
-        next(answers)
+    with pytest.warns(g2p.LongWordWarning, match="has 65 characters"):
+        assert list(answers) == [[], ["HH", "AH"]]
 
 
 # ------------------------------------------------------------------- the Python API

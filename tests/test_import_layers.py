@@ -3,8 +3,8 @@
 From the bottom: the math (``core``); what knows an array library (``backends``) and what
 knows a model (``models``), neither aware of the other; the data (``data``) and the
 numerical testing helpers (``testing``); training (``train``); decoding (``search``); the
-ONNX export and its decoding (``export``); tasks and recipes (``tasks``, whose
-``load_decoder`` opens a checkpoint or an export); the front ends built on them (``g2p``,
+ONNX export and its decoding (``export``, whose ``load_decoder`` opens a checkpoint or an
+export); tasks and recipes (``tasks``); the front ends built on them (``g2p``,
 ``tour``); the command (``app``). Every import counts, at the top of a module or inside a
 function. The package's own ``__init__`` and ``__main__`` sit
 above all of them.

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from . import backends, core
 
 if TYPE_CHECKING:                # what __getattr__ below imports when first used
-    from .tasks.decoders import load_decoder
+    from .export.decoders import load_decoder
     from .tasks.experiment import task_from_pairs, toy_task
     from .tasks.translator import Translator, load
 
@@ -44,8 +44,9 @@ __all__ = ["backends", "core", "Translator", "load", "load_decoder", "toy_task",
            "task_from_pairs", "__version__"]
 __version__ = "0.1.0.dev0"
 
-_FRONT_DOOR = {"Translator": "translator", "load": "translator", "toy_task": "experiment",
-               "task_from_pairs": "experiment", "load_decoder": "decoders"}
+_FRONT_DOOR = {"Translator": "tasks.translator", "load": "tasks.translator",
+               "toy_task": "tasks.experiment", "task_from_pairs": "tasks.experiment",
+               "load_decoder": "export.decoders"}
 
 
 def __getattr__(name: str) -> Any:
@@ -53,5 +54,5 @@ def __getattr__(name: str) -> Any:
     if name in _FRONT_DOOR:
         import importlib
 
-        return getattr(importlib.import_module(f"xpseq.tasks.{_FRONT_DOOR[name]}"), name)
+        return getattr(importlib.import_module(f"xpseq.{_FRONT_DOOR[name]}"), name)
     raise AttributeError(f"module 'xpseq' has no attribute {name!r}")

@@ -27,7 +27,10 @@ The graphs are recorded by running the model's own kernels on ``ndonnx`` arrays
 (:mod:`xpseq.backends._onnx`): the parameters are constants, the inputs
 ``ndonnx.argument`` arrays whose batch and lengths are symbolic, and an RNN encoder's
 loop over the source an ONNX ``Loop``. :mod:`xpseq.export.runtime` decodes with them over
-onnxruntime (greedy and beam search, the same loops as :func:`xpseq.search.search`).
+onnxruntime (greedy and beam search, the same loops as :func:`xpseq.search.search`), and
+:func:`xpseq.export.decoders.load_decoder` (``xpseq.load_decoder``) opens either a
+checkpoint on a backend or an export on onnxruntime as one
+:class:`~xpseq.search.Decoder`.
 """
 
 from __future__ import annotations

@@ -4,14 +4,12 @@
 module            contents
 ================  ==========================================================================
 ``experiment``    Task, toy_task, task_from_pairs, train_model, translate, bucket tables
-``decoders``      load_decoder: a checkpoint (on a backend) or an ONNX export, ready to decode
 ``g2p_recipe``    grapheme-to-phoneme on the CMU Pronouncing Dictionary: recipe, evaluation
 ``metrics``       BLEU (sacrebleu), exact match, edit distance, PER / WER, text tables
 ``translator``    the front door: Translator (train, translate, evaluate, save) and load
 ================  ==========================================================================
 """
 
-from .decoders import load_decoder
 from .experiment import (
     Task,
     attention_labels,
@@ -28,4 +26,4 @@ from .experiment import (
 
 __all__ = ["Task", "toy_task", "task_from_pairs", "model_config", "train_model", "translate",
            "attention_labels", "score", "bucket_table", "timed_search_comparison",
-           "decoder_inputs", "load_decoder"]
+           "decoder_inputs"]

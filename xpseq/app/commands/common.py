@@ -200,8 +200,8 @@ def _decoder(args: argparse.Namespace, path: str):
     """The model at ``path`` as a :class:`~xpseq.search.Decoder`, as ``--backend``,
     ``--compile`` and ``--dtype`` ask: a checkpoint on a backend, or with ``--backend
     onnxruntime`` an ONNX export's folder (one-line errors for what does not apply)."""
+    from xpseq.export.decoders import EXPORT_ENGINE
     from xpseq.search import CheckpointDecoder
-    from xpseq.tasks.decoders import EXPORT_ENGINE
 
     if args.backend == EXPORT_ENGINE:
         return _onnx_export(path, args)

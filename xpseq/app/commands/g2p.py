@@ -31,8 +31,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        f"{G2P_NOTES_SHOWN} such words, then one line at the end for the rest); "
                        "an empty line gives an empty line; a word of more than "
                        f"{g2p.MAX_WORD_LENGTH} characters gets a note and the answer "
-                       "word<TAB> (nothing). Input that is not UTF-8 stops the run with an "
-                       "error naming its line (the answers printed before it stay). No "
+                       "word<TAB> (nothing; with --text the word is left out). Input "
+                       "that is not UTF-8 stops the run with an error naming its line (the "
+                       "answers printed before it stay). No "
                        "training, no network: the model ships with xpseq (CMU dictionary, "
                        "stress digits kept: AH0 L OW1; --no-stress removes them); --model "
                        "uses checkpoints of xpseq train --task g2p instead. --text reads "
@@ -89,11 +90,12 @@ def run(args: argparse.Namespace) -> int:
     :data:`xpseq.g2p.CHUNK` words, each answered (and stdout flushed) before the next is
     read, a chunk cut short when no more input is ready (so a pipe's first word is
     answered before it closes; memory does not grow with the input). A word longer than
-    :data:`xpseq.g2p.MAX_WORD_LENGTH` gets a note and an empty answer. Stdin that is
+    :data:`xpseq.g2p.MAX_WORD_LENGTH` gets a note and an empty answer, in word and text
+    mode alike (the library's policy). Stdin that is
     closed, not UTF-8, or holds a line over :data:`xpseq.app.stdin.LINE_BYTES` is a
     :class:`CommandError` (the lines before it answered)."""
     from xpseq import g2p
-    from xpseq.tasks.decoders import EXPORT_ENGINE
+    from xpseq.export.decoders import EXPORT_ENGINE
 
     if args.text:                   # the arguments are one text; stdin a text a line
         chunks = stdin.chunks(64) if not args.words else iter([[" ".join(args.words)]])
@@ -138,24 +140,17 @@ G2P_NOTES_SHOWN = 10
 def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
                 notes: _G2PNotes) -> str:
     """The output lines of one chunk of ``words``: ``word<TAB>phones`` (``--n-best`` N
-    lines a word), an empty line for an empty word, ``word<TAB>`` for a word longer than
-    :data:`xpseq.g2p.MAX_WORD_LENGTH` (with a note); notes go to ``notes``."""
+    lines a word), an empty line for an empty word; the library's policy for a word
+    holds (:mod:`xpseq.g2p`: a word over :data:`xpseq.g2p.MAX_WORD_LENGTH` characters is
+    answered ``word<TAB>``, nothing), and its warnings become notes in ``notes``."""
     import warnings
 
     from xpseq import g2p
 
-    asked = []
-    for word in words:
-        notes.count += 1
-        length = len(word.strip())
-        if args.text:
-            continue
-        if length > g2p.MAX_WORD_LENGTH:
-            notes.long_word(word.strip())
-        elif length:
-            asked.append(word)
+    asked = [] if args.text else [word for word in words if word.strip()]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", g2p.UnknownCharacterWarning)
+        warnings.simplefilter("always", g2p.LongWordWarning)
         if args.text:
             try:
                 texts = model.phonemize_lines(words, lookup=not args.model_only,
@@ -166,9 +161,11 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
             answers = iter(model.pronounce(asked, beam=args.beam, n_best=args.n_best,
                                            lookup=args.lookup, stress=args.stress)
                            if asked else [])
-    for warning in caught:          # pronounce names the characters it left out
+    for warning in caught:          # what the library left out, and why
         if issubclass(warning.category, g2p.UnknownCharacterWarning):
             notes.unknown(warning.message)
+        elif issubclass(warning.category, g2p.LongWordWarning):
+            notes.long_word(warning.message)
         else:
             warnings.showwarning(warning.message, warning.category, warning.filename,
                                  warning.lineno)
@@ -179,12 +176,10 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
     for word in (w.strip() for w in words):
         if not word:
             lines.append("")
-        elif len(word) > g2p.MAX_WORD_LENGTH:
-            lines.append(f"{word}\t")
-        else:
-            answer = next(answers)
-            lines += [f"{word}\t{' '.join(phones)}"
-                      for phones in ([answer] if args.n_best == 1 else answer)]
+            continue
+        answer = next(answers)
+        lines += [f"{word}\t{' '.join(phones)}"
+                  for phones in ([answer] if args.n_best == 1 else answer)]
     return "".join(line + "\n" for line in lines)
 
 
@@ -194,7 +189,6 @@ class _G2PNotes:
     too long) get a note each, the others one summary line at the end of the run."""
 
     def __init__(self) -> None:
-        self.count = 0                      # words read so far, for the notes' numbers
         self.unknown_words = 0
         self.unknown_chars: set[str] = set()
         self.long_words = 0
@@ -206,14 +200,10 @@ class _G2PNotes:
         if self.unknown_words <= G2P_NOTES_SHOWN:
             print(f"xpseq: note: {warning}", file=sys.stderr)
 
-    def long_word(self, word: str) -> None:
-        from xpseq.g2p import MAX_WORD_LENGTH
-
+    def long_word(self, warning: Any) -> None:
         self.long_words += 1
         if self.long_words <= G2P_NOTES_SHOWN:
-            print(f"xpseq: note: word {self.count} ({word[:20]!r}...) has {len(word)} "
-                  f"characters, more than {MAX_WORD_LENGTH}; its answer is empty",
-                  file=sys.stderr)
+            print(f"xpseq: note: {warning}", file=sys.stderr)
 
     def summary(self) -> None:
         from xpseq.g2p import MAX_WORD_LENGTH

@@ -1,0 +1,504 @@
+"""The G2P model: a :class:`~xpseq.search.Decoder` that reads a word's characters and
+writes its phones, with the CMU dictionary beside it (see :mod:`xpseq.g2p`)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import pathlib
+import warnings
+from collections.abc import Iterable, Iterator
+from typing import Any, Sequence, cast
+
+from xpseq import backends
+from xpseq.core import checks
+from xpseq.core.precision import Policy
+from xpseq.search.decoder import Decoder
+
+__all__ = ["G2P", "shipped", "UnknownCharacterWarning", "LongWordWarning",
+           "MAX_WORD_LENGTH", "CHUNK", "MODEL_DIR"]
+
+#: The folder of the shipped model: ``shipped.json`` and the checkpoints it names.
+MODEL_DIR = pathlib.Path(__file__).resolve().parent / "model"
+
+#: The most characters a word may have (surrounding whitespace removed). The longest word
+#: of the CMU dictionary has 28 (``antidisestablishmentarianism``; of its 126,052 words 53
+#: have more than 17), so 64 leaves room for any English word, name or compound, while
+#: bounding the work of one word: the search runs up to ``2 n + 5`` steps for ``n``
+#: characters, each step attending over all of them, so the work grows as ``n²`` (a
+#: 10,000-letter "word" took two minutes; one of 64 letters takes well under a second).
+MAX_WORD_LENGTH = 64
+
+#: Words decoded together by :func:`pronounce_iter` (and ``xpseq g2p``), by default.
+CHUNK = 512
+
+#: Batch sizes a compiling backend decodes (see :meth:`G2P._decode`): the last is the
+#: batch size of a longer list, whose remainder takes the smallest size that holds it.
+_PADDED_SIZES = (16, 64, 128, 256)
+
+class UnknownCharacterWarning(UserWarning):
+    """A word held characters the model never saw; they were left out.
+
+    ``word`` is the word (surrounding whitespace removed) and ``characters`` the sorted
+    list of the characters left out."""
+
+    def __init__(self, message: str, *, word: str = "", characters: Sequence[str] = ()):
+        super().__init__(message)
+        self.word = word
+        self.characters = list(characters)
+
+
+class LongWordWarning(UserWarning):
+    """A word had more than :data:`MAX_WORD_LENGTH` characters: it was answered with no
+    phones (in running text: left out).
+
+    ``word`` is the word (surrounding whitespace removed) and ``length`` its length."""
+
+    def __init__(self, message: str, *, word: str = "", length: int = 0):
+        super().__init__(message)
+        self.word = word
+        self.length = length
+
+
+def shipped() -> dict[str, Any]:
+    """The shipped model's manifest: ``files`` (its checkpoints, an ensemble when several),
+    ``stress``, and the ``scores`` measured on the test split with the command that
+    measured them; ``no_stress``, when present, is the stress-free model that ships beside
+    a stressed one and answers ``stress=False`` (its files and scores)."""
+    path = MODEL_DIR / "shipped.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no shipped G2P model: {path} is missing (a broken "
+                                "installation?)")
+    return cast(dict[str, Any], json.loads(path.read_text(encoding="utf-8")))
+
+
+class G2P:
+    """A G2P model (one checkpoint, several decoded as an ensemble, or an ONNX export)
+    through its :class:`~xpseq.search.Decoder`.
+
+    Parameters
+    ----------
+    model : checkpoint paths (``xpseq train --task g2p`` writes them), an ONNX export's
+        folder (``xpseq export --onnx DIR``; ``xpseq export --shipped --onnx DIR`` for the
+        shipped model: decoded by onnxruntime in the same search loops), a
+        :class:`~xpseq.search.Decoder`, or ``None`` for the shipped model. Several
+        checkpoints make an ensemble (the same vocabularies and stress marks).
+    backend : a checkpoint's backend: a name or object; ``None`` for the default backend for
+        decoding (:func:`xpseq.backends.default`, ``"decode"``). See
+        :func:`xpseq.load_decoder`.
+    precision : ``None`` (float32, the default) or ``"bf16"``: decode with the matrix
+        products and activations in bfloat16 (:mod:`xpseq.core.precision`; JAX and
+        PyTorch only). Faster where the processor multiplies bfloat16 natively, slower
+        where it does not; the answers may differ from float32's (the G2P guide gives the
+        shipped model's scores both ways).
+    """
+
+    def __init__(self, model: str | pathlib.Path | Sequence[str | pathlib.Path] | Decoder
+                 | None = None, *, backend: str | backends.Backend | None = None,
+                 precision: Policy | str | None = None):
+        from xpseq.export.decoders import load_decoder
+
+        #: The stress-free model that answers ``stress=False`` beside a stressed shipped
+        #: one (the manifest's ``no_stress`` entry), loaded when first asked.
+        self._plain_paths: list[pathlib.Path] = []
+        self._plain: G2P | None = None
+        self._lexicons: dict[bool, dict[str, Any]] = {}
+        precision = Policy.of(precision, "G2P: precision")
+        if isinstance(model, Decoder):
+            decoder, paths = model, []
+        else:
+            if model is None:
+                manifest = shipped()
+                model = [MODEL_DIR / name for name in manifest["files"]]
+                self._plain_paths = [MODEL_DIR / name for name in
+                                     (manifest.get("no_stress") or {}).get("files", [])]
+            elif isinstance(model, (str, pathlib.Path)):
+                model = [model]
+            paths = [pathlib.Path(p) for p in model]
+            if not paths:
+                raise ValueError("G2P: model must name at least one checkpoint")
+            try:
+                decoder = load_decoder(paths, backend=backend, precision=precision)
+            except ValueError as err:
+                raise ValueError("G2P: " + str(err).removeprefix("load_decoder: ")) from None
+        meta = decoder.metadata
+        if meta.get("task") != "g2p":
+            what = " and ".join(map(str, paths)) or str(getattr(decoder, "folder", decoder))
+            raise ValueError(f"G2P: {what} is not a G2P model (it was not trained by xpseq "
+                             "train --task g2p)")
+        self.decoder = decoder
+        self.paths = paths
+        self.metadata = dict(meta)
+        self.stress = bool(meta.get("stress"))
+        self.src_vocab, self.tgt_vocab = decoder.src_vocab, decoder.tgt_vocab
+
+    @property
+    def backend(self) -> backends.Backend | None:
+        """The backend its checkpoint decodes on (``None`` for an export: onnxruntime)."""
+        return getattr(self.decoder, "backend", None)
+
+    @property
+    def params(self) -> Any:
+        """The checkpoint's parameters on :attr:`backend` (a list for an ensemble)."""
+        return self._checkpoint("params")
+
+    @property
+    def config(self) -> Any:
+        """The checkpoint's configuration (an :class:`~xpseq.search.Ensemble` for
+        several)."""
+        return self._checkpoint("config")
+
+    def _checkpoint(self, name: str) -> Any:
+        if not hasattr(self.decoder, name):
+            raise TypeError(f"G2P.{name}: {self.decoder!r} is an ONNX export; it has graphs, "
+                            "not parameters")
+        return getattr(self.decoder, name)
+
+    @property
+    def precision(self) -> Policy:
+        """The precision it decodes in (an export's: its own dtype, ``Policy(None)``)."""
+        return getattr(self.decoder, "precision", Policy(None))
+
+    @property
+    def compiles_programs(self) -> bool:
+        """Whether its decoder compiles whole searches (JAX), one per batch shape."""
+        backend = getattr(self.decoder, "backend", None)
+        return backend is not None and backend.capabilities.compile == "program"
+
+    def unknown_characters(self, word: str) -> list[str]:
+        """The characters of ``word`` (as the model reads it) that the model never saw."""
+        from xpseq.data.cmudict import word_tokens
+
+        from .text import fold
+
+        return sorted({c for c in word_tokens(fold(word)) if c not in self.src_vocab})
+
+    def lexicon(self, stress: bool | None = None) -> dict[str, Any]:
+        """The CMU dictionary, read once: word -> pronunciations (with stress digits as the
+        model's when ``stress`` is None)."""
+        return self._read_lexicon(self._stress(stress, "lexicon"))
+
+    def _read_lexicon(self, stress: bool) -> dict[str, Any]:
+        """The CMU dictionary with or without its stress digits, read once (unchecked
+        against the model: the homograph rule reads the stressed one for any model)."""
+        if stress not in self._lexicons:
+            from xpseq.data.cmudict import read_cmudict
+
+            self._lexicons[stress] = read_cmudict(stress=stress)
+        return self._lexicons[stress]
+
+    def _for(self, stress: bool) -> G2P:
+        """The model that answers: this one, or for ``stress=False`` the stress-free model
+        that ships beside a stressed shipped model."""
+        if stress or not self._plain_paths:
+            return self
+        if self._plain is None:
+            self._plain = G2P(self._plain_paths, backend=self.backend,
+                              precision=self.precision)
+        return self._plain
+
+    def _stress(self, stress: Any, caller: str) -> bool:
+        """``stress`` checked against the model: None is the model's own; True needs a
+        model that predicts stress digits."""
+        if stress is None:
+            return self.stress
+        if not isinstance(stress, bool):
+            raise TypeError(f"{caller}: stress must be True, False or None, got "
+                            f"{type(stress).__name__}")
+        if stress and not self.stress:
+            raise ValueError(f"{caller}: stress=True, but the model "
+                             f"({', '.join(pathlib.Path(p).name for p in self.paths)}) was "
+                             "trained with stress removed, so it has no stress digits to "
+                             "give; pass "
+                             "stress=False (or None), or use a model trained with --stress")
+        return stress
+
+    def pronounce(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
+                  lookup: bool = False, stress: bool | None = None) -> list[Any]:
+        """The phones of each word, in the order of ``words``.
+
+        Parameters
+        ----------
+        words : iterable of str
+            The words: a list, a tuple, a generator ... (not one str: ``["cat"]``, not
+            ``"cat"``). A word of more than :data:`MAX_WORD_LENGTH` characters (its
+            surrounding whitespace removed) is answered with no phones and a
+            :class:`LongWordWarning`.
+        beam : int
+            Beam size, at most :data:`xpseq.search.MAX_BEAM` (1: greedy search).
+        n_best : int
+            Pronunciations per word (``<= beam``).
+        lookup : bool
+            Answer the words of the CMU dictionary from it (its pronunciations, in the
+            dictionary's order) and the others from the model.
+        stress : bool or None
+            Give the vowels' stress digits (``AH0``, ``OW1``: 0 none, 1 primary, 2
+            secondary), as the CMU dictionary writes them; ``False`` removes them
+            (``AH``, ``OW``; n-best entries that become the same are given once);
+            ``None`` (the default) as the model predicts: with stress for the shipped
+            model. ``True`` with a model trained with stress removed is a ``ValueError``.
+
+        Returns
+        -------
+        list
+            With ``n_best == 1`` a list of phone lists (``list[list[str]]``), one per
+            word; otherwise a list of ``n_best`` phone lists per word
+            (``list[list[list[str]]]``, best first; from the dictionary, as many as it
+            has, at most ``n_best``; an empty or over-long word: one empty list).
+
+        Raises
+        ------
+        TypeError
+            ``words`` is one str, not iterable, or holds an item that is not a str (the
+            error names its index and type); nothing is decoded then.
+        ValueError
+            A bad ``beam`` / ``n_best``; nothing is decoded then.
+
+        Notes
+        -----
+        All the words are read and checked before any is decoded; :meth:`pronounce_iter`
+        answers an iterable of any length chunk by chunk instead.
+        """
+        return self._pronounce(words, beam, n_best, lookup, stress)
+
+    def _pronounce(self, words: Any, beam: Any, n_best: Any, lookup: bool,
+                   stress: Any = None) -> list[Any]:
+        """:meth:`pronounce`, called by it or by :func:`pronounce`: a warning points at
+        the caller of either."""
+        from xpseq.search import options_for
+
+        options = options_for(beam, n_best, caller="pronounce")
+        stress = self._stress(stress, "pronounce")
+        listed = [_checked(i, word, "pronounce")
+                  for i, word in enumerate(_iterable(words, "pronounce"))]
+        return self._for(stress)._answer(listed, options, n_best, lookup, stress,
+                                         stacklevel=4)
+
+    def pronounce_iter(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
+                       lookup: bool = False, stress: bool | None = None,
+                       chunk: int = CHUNK) -> Iterator[Any]:
+        """The phones of each word, one answer at a time, in the order of ``words``.
+
+        What :meth:`pronounce` returns as a list, yielded one word at a time:
+        ``words`` is read ``chunk`` words at a time, each chunk decoded together and its
+        answers yielded before the next chunk is read, so that a generator of any
+        length (the lines of a large file) is answered with memory that does not grow
+        with it, and the first answers come before the last words are read.
+
+        Parameters
+        ----------
+        words : iterable of str
+            As for :meth:`pronounce` (a generator is read lazily: at most ``chunk``
+            words ahead of the answers).
+        beam, n_best, lookup, stress : as for :meth:`pronounce`
+        chunk : int
+            Words decoded together (default :data:`CHUNK`, 512): more is faster per
+            word, up to a few hundred, and holds more words at once.
+
+        Yields
+        ------
+        list
+            Per word, what :meth:`pronounce` has in its list: a phone list
+            (``list[str]``), or with ``n_best > 1`` a list of phone lists.
+
+        Raises
+        ------
+        TypeError, ValueError
+            ``words`` not an iterable of str, a bad ``beam`` / ``n_best`` / ``chunk``:
+            when this method is called. An item that is not a str: when its chunk is read
+            (the answers of the chunks before it have been yielded by then), naming its
+            index.
+        """
+        from xpseq.search import options_for
+
+        options = options_for(beam, n_best, caller="pronounce_iter")
+        stress = self._stress(stress, "pronounce_iter")
+        if not checks.is_int(chunk) or chunk < 1:
+            raise ValueError(f"pronounce_iter: chunk must be a positive int, got {chunk!r}")
+        items = _iterable(words, "pronounce_iter")
+        model = self._for(stress)
+        if lookup:
+            model.lexicon(stress)           # its errors now, not at the first answer
+        return model._answers(items, options, n_best, lookup, stress, chunk)
+
+    def phonemize(self, text: str, *, lookup: bool = True, stress: bool | None = None,
+                  beam: int = 1) -> list[str]:
+        """The phones of running ``text``, in order, as g2p_en gives them.
+
+        The text is read as :func:`xpseq.g2p.text.normalize` says (numbers, currency,
+        percentages, dates and times spelled out; accents removed; apostrophes and
+        hyphens kept inside words); each word is answered from the CMU dictionary if it
+        has it (its first pronunciation; ``lookup=False`` asks the model for every word),
+        a hyphenated word it lacks part by part (``x-wing``: ``x`` then ``wing``), an
+        abbreviation it lacks letter by letter, and any other word by the model. A
+        dictionary word spelled like another that differs by stress (*the* ˈrecord, *to*
+        reˈcord) is chosen by the word before it (:mod:`xpseq.g2p.homographs`).
+
+        Parameters
+        ----------
+        text : str
+            Running text, any length (decoded together: see :func:`phonemize_lines`
+            for many lines).
+        lookup : bool
+            Dictionary words from the dictionary (default), or every word from the model.
+        stress : bool or None
+            As for :meth:`pronounce`.
+        beam : int
+            Beam size of the model's search (1: greedy).
+
+        Returns
+        -------
+        list of str
+            Phones; ``" "`` between two words, and around a punctuation mark, which is
+            itself a token (``","``, ``"?"``, ``"..."``). A word none of whose characters
+            the model knows (another script) is left out, with an
+            :class:`UnknownCharacterWarning`, and so is a word of more than
+            :data:`MAX_WORD_LENGTH` characters, with a :class:`LongWordWarning`.
+
+        Raises
+        ------
+        TypeError
+            ``text`` is not a str.
+        ValueError
+            A bad ``beam``.
+        ModuleNotFoundError
+            num2words (for numbers) or the dictionary's package (for ``lookup``) is not
+            installed: ``pip install "xpseq[g2p]"``.
+        """
+        [phones] = self._phonemize([text], lookup, stress, beam, "phonemize")
+        return phones
+
+    def phonemize_lines(self, lines: Iterable[str], *, lookup: bool = True,
+                        stress: bool | None = None, beam: int = 1) -> list[list[str]]:
+        """:meth:`phonemize` of each of ``lines`` (texts), their words decoded together:
+        one list of tokens per line."""
+        return self._phonemize(_iterable(lines, "phonemize_lines"), lookup, stress, beam,
+                               "phonemize_lines")
+
+    def _phonemize(self, texts: Iterable[Any], lookup: bool, stress: Any, beam: Any,
+                   caller: str) -> list[list[str]]:
+        from xpseq.search import options_for
+
+        from .reading import read_texts
+
+        options = options_for(beam, 1, caller=caller)
+        stress = self._stress(stress, caller)
+        if self._for(stress) is not self:
+            return self._for(stress)._phonemize(texts, lookup, stress, beam, caller)
+        return read_texts(self, texts, lookup=lookup, stress=stress, options=options,
+                          caller=caller)
+
+    def _answers(self, items: Iterator[Any], options: Any, n_best: int, lookup: bool,
+                 stress: bool, chunk: int) -> Iterator[Any]:
+        """:meth:`pronounce_iter`'s generator: ``chunk`` checked words, their answers."""
+        start = 0
+        while True:
+            words = [_checked(i, word, "pronounce_iter")
+                     for i, word in enumerate(itertools.islice(items, chunk), start)]
+            if not words:
+                return
+            start += len(words)
+            yield from self._answer(words, options, n_best, lookup, stress, stacklevel=3)
+
+    def _answer(self, words: list[str], options: Any, n_best: int, lookup: bool,
+                stress: bool, *, stacklevel: int) -> list[Any]:
+        """The answers to checked ``words`` (decoded together), as :meth:`pronounce`: the
+        one place where the policies for a word hold (a dictionary word from the
+        dictionary; characters the model never saw left out, with an
+        :class:`UnknownCharacterWarning`; a word over :data:`MAX_WORD_LENGTH` answered with
+        no phones, with a :class:`LongWordWarning`); a warning points ``stacklevel`` frames
+        up (the caller of ``pronounce``, the
+        reader of ``pronounce_iter``)."""
+        from xpseq.data.cmudict import word_tokens
+
+        from .text import fold
+
+        answers: list[Any] = [None] * len(words)
+        todo = []
+        lexicon = self.lexicon(stress) if lookup else {}
+        for i, word in enumerate(words):
+            key = fold(word).strip()
+            if len(word.strip()) > MAX_WORD_LENGTH:
+                warnings.warn(LongWordWarning(
+                    f"{word.strip()[:20]!r}... has {len(word.strip())} characters, more than "
+                    f"{MAX_WORD_LENGTH} (xpseq.g2p.MAX_WORD_LENGTH); answered with no phones",
+                    word=word.strip(), length=len(word.strip())), stacklevel=stacklevel)
+                answers[i] = [[]]
+                continue
+            if key in lexicon:
+                answers[i] = [list(p) for p in lexicon[key][:n_best]]
+                continue
+            characters = word_tokens(key)
+            tokens = [c for c in characters if c in self.src_vocab]
+            if len(tokens) < len(characters):
+                unknown = sorted(set(characters) - set(tokens))
+                shown = ", ".join(map(repr, unknown))
+                warnings.warn(UnknownCharacterWarning(
+                    f"{word.strip()!r}: the model knows no {shown}; answered from the "
+                    "other characters", word=word.strip(), characters=unknown),
+                    stacklevel=stacklevel)
+            if tokens:
+                todo.append((i, tokens))
+            else:
+                answers[i] = [[]]
+        for (i, _), hyps in zip(todo, self._decode([t for _, t in todo], options)):
+            if self.stress and not stress:      # the digits removed, repeats given once
+                hyps = [list(h) for h in dict.fromkeys(
+                    tuple(p.rstrip("012") for p in h) for h in hyps)]
+            answers[i] = [list(h) for h in hyps]
+        return [a[0] for a in answers] if n_best == 1 else answers
+
+    def _decode(self, tokens: list[list[str]], options: Any) -> list[list[list[str]]]:
+        """The n-best phone lists of each of ``tokens`` (character lists, all known to the
+        model), decoded together.
+
+        Words of the same length bucket (8 characters, with the ``</s>`` the encoder
+        reads) are decoded together, so that a chunk's long words do not make its short
+        ones pad to their length (a search costs its batch's longest source). On a
+        backend that compiles its search (JAX: one program per batch shape) each bucket
+        is decoded in batches of :data:`_PADDED_SIZES`' largest, and its remainder padded
+        to the smallest size there that holds it, with copies of its shortest word whose
+        answers are dropped: chunks of every size then need a handful of programs (batch
+        sizes 16, 64 and 256 per length bucket), not one each."""
+        from xpseq.search import translate
+
+        buckets: dict[int, list[int]] = {}
+        for i, word in enumerate(tokens):
+            buckets.setdefault(len(word) // 8, []).append(i)
+        answers: list[Any] = [None] * len(tokens)
+        with backends.blas_threads():           # (the caller's threads are restored)
+            for _, where in sorted(buckets.items()):
+                asked = [tokens[i] for i in where]
+                if self.compiles_programs:
+                    full, rest = divmod(len(asked), _PADDED_SIZES[-1])
+                    size = full * _PADDED_SIZES[-1] + (
+                        next(s for s in _PADDED_SIZES if s >= rest) if rest else 0)
+                    asked += [min(asked, key=len)] * (size - len(asked))
+                results = translate(self.decoder, asked, options,
+                                    batch_size=_PADDED_SIZES[-1])
+                for i, result in zip(where, results):
+                    answers[i] = [list(h) for h in result["n_best"]]
+        return answers
+
+
+def _iterable(words: Any, caller: str) -> Iterator[Any]:
+    """An iterator over ``words`` if it is an iterable of words (not one str); a
+    TypeError otherwise."""
+    if isinstance(words, (str, bytes)):
+        raise TypeError(f"{caller}: words must be a sequence of str (a list of words such "
+                        f"as ['cat'], not one {type(words).__name__})")
+    try:
+        return iter(words)
+    except TypeError:
+        raise TypeError(f"{caller}: words must be an iterable of str (a list, a tuple, a "
+                        f"generator ...), got {type(words).__name__}") from None
+
+
+def _checked(index: int, word: Any, caller: str) -> str:
+    """``word`` (item ``index`` of ``words``) if it is a str."""
+    if not isinstance(word, str):
+        raise TypeError(f"{caller}: words[{index}] must be a str, got "
+                        f"{type(word).__name__}")
+    return word
+
+

@@ -1,0 +1,87 @@
+"""Running text to phones: the text front end of :meth:`xpseq.g2p.G2P.phonemize`.
+
+One pipeline, in four steps::
+
+    normalize   the text as tokens: numbers, currency, dates and times spelled out,
+                accents removed, punctuation its own token    (xpseq.g2p.text.normalize)
+    pieces      what to say for each word: itself when the dictionary has it (or without
+                lookup), else a hyphenated word's parts or an abbreviation's letters
+    answer      the dictionary's pronunciation (a noun / verb homograph chosen by the word
+                before: xpseq.g2p.homographs), the model's for every other piece, all of
+                the text's decoded together and each once
+    join        the phones of each line, " " between words and around punctuation
+
+The model answers under the one policy of :meth:`xpseq.g2p.G2P._answer` (unknown
+characters left out, an over-long word left out, each with its warning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import homographs
+from .text import normalize
+
+__all__ = ["read_texts", "is_word"]
+
+
+def is_word(token: str) -> bool:
+    """Whether a token of :func:`xpseq.g2p.text.normalize` is a word (not punctuation)."""
+    return any(c.isalpha() for c in token)
+
+
+def read_texts(model: Any, texts: Iterable[Any], *, lookup: bool, stress: bool,
+               options: Any, caller: str, stacklevel: int = 5) -> list[list[str]]:
+    """The phones of each of ``texts`` (see :meth:`xpseq.g2p.G2P.phonemize`): ``model``
+    (a :class:`~xpseq.g2p.G2P`) answers the words the dictionary does not (every word
+    without ``lookup``), decoded together with the search ``options``; ``stress`` is
+    already checked against the model. A warning points ``stacklevel`` frames up."""
+    lines = []
+    for text in texts:                                                   # normalize
+        if not isinstance(text, str):
+            raise TypeError(f"{caller}: text must be a str, got {type(text).__name__}")
+        lines.append(normalize(text))
+    lexicon = model.lexicon(stress) if lookup else {}
+    pieces = {t: _pieces(t, lexicon, lookup) for line in lines for t in line if is_word(t)}
+    asked = list(dict.fromkeys(p for said in pieces.values() for p in said  # each once
+                               if p not in lexicon))
+    heard = dict(zip(asked, model._answer(asked, options, 1, False, stress,  # answer
+                                          stacklevel=stacklevel)))
+    stressed = model._read_lexicon(True) if lookup else {}   # homographs: digits kept
+
+    def said(token: str, previous: str | None) -> list[str]:
+        if token in lexicon:
+            choice = homographs.choose(stressed[token], previous)
+            if choice is not None:
+                return [p if stress else p.rstrip("012") for p in stressed[token][choice]]
+        return [p for piece in pieces[token] for p in (
+            lexicon[piece][0] if piece in lexicon else heard[piece])]
+
+    return [_join(line, said) for line in lines]                          # join
+
+
+def _pieces(token: str, lexicon: Mapping[str, Any], lookup: bool) -> list[str]:
+    """What to pronounce for a word: itself, or its parts or letters."""
+    if token in lexicon or not lookup:
+        return [token]
+    if "-" in token.strip("-"):
+        return [p for part in token.split("-") if part for p in _pieces(part, lexicon, lookup)]
+    if token.endswith(".") and len(token) > 2:           # n.b.: the letters n. b.
+        return [c + "." for c in token if c != "."]
+    return [token]
+
+
+def _join(line: list[str], said: Any) -> list[str]:
+    """One line's phones: ``said(word, previous word)`` for each word (``previous`` is
+    ``None`` after punctuation), punctuation as itself, ``" "`` between."""
+    tokens: list[str] = []
+    previous = None
+    for token in line:
+        if is_word(token):
+            phones, previous = said(token, previous), token
+        else:
+            phones, previous = [token], None
+        if phones:
+            tokens += ([" "] if tokens else []) + list(phones)
+    return tokens
