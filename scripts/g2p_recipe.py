@@ -373,11 +373,11 @@ def score(model, split, backend, part, search, limit=None) -> dict:
     """PER and WER of ``model`` (params, config, src vocab, tgt vocab) on ``part`` (for a
     split with stress kept, also with the stress digits removed: ``per_no_stress``,
     ``wer_no_stress``)."""
+    from xpseq.search import CheckpointDecoder
     from xpseq.tasks import g2p_recipe
 
-    params, config, src_vocab, tgt_vocab = model
-    [row] = g2p_recipe.evaluate(params, config, split, src_vocab, tgt_vocab, backend, part=part,
-                         searches=[search], limit=limit)
+    decoder = CheckpointDecoder(*model, backend)
+    [row] = g2p_recipe.evaluate(decoder, split, part=part, searches=[search], limit=limit)
     return {k: v for k, v in row.items() if k != "predictions"}
 
 

@@ -415,3 +415,7 @@ def test_one_decoding_door_for_a_checkpoint_and_its_export(trained_rnn, tmp_path
         xpseq.load_decoder(folder, precision="bf16")
     with pytest.raises(ValueError, match="is not a folder"):
         xpseq.load_decoder(path, backend="onnxruntime")
+    (tmp_path / "empty").mkdir()                   # a folder but no export: said so
+    with pytest.raises(ValueError, match="empty is a folder, not a checkpoint file .nor an "
+                       "ONNX export: it holds no model.json"):
+        xpseq.load_decoder(tmp_path / "empty", backend="numpy")

@@ -35,6 +35,7 @@ def measure() -> dict:
     """Train both models and measure: exact match and BLEU per bucket, greedy vs beam."""
     from xpseq import backends
     from xpseq.core.optim import adam
+    from xpseq.search import CheckpointDecoder
     from xpseq.tasks import (
         bucket_table,
         model_config,
@@ -52,7 +53,9 @@ def measure() -> dict:
         train = TrainConfig(epochs=6, optimizer=adam(5e-3), seed=0, progress=False)
         config, fitted = train_model(task, be, config, train, **BATCHING)
         models[name] = ({k: be.asarray(v) for k, v in fitted.params.items()}, config)
-    _, _, details = bucket_table(models, task, be)
+    _, _, details = bucket_table({name: CheckpointDecoder(*model, task.src_vocab,
+                                                          task.tgt_vocab, be)
+                                  for name, model in models.items()}, task)
     mixed = [pair for bucket in task.test.values() for pair in bucket]
     subset = [mixed[i] for i in np.random.default_rng(0).permutation(len(mixed))[:200]]
     params, config = models["attention"]

@@ -33,7 +33,7 @@ from xpseq import backends
 from xpseq.core.optim import adam
 from xpseq.data import Vocab, cmudict
 from xpseq.models.rnn import Seq2SeqConfig, forward, init_params
-from xpseq.search import SearchOptions
+from xpseq.search import CheckpointDecoder, SearchOptions
 from xpseq.tasks import g2p_recipe
 from xpseq.tasks.metrics import g2p_scores
 from xpseq.train import make_train_step
@@ -47,6 +47,11 @@ SPECIALS = {"<pad>", "<s>", "</s>", "<unk>"}
 # Documented in xpseq/data/cmudict.py for the bundled file, seed 0, stress removed.
 WORDS = {"train": 113_446, "dev": 6_302, "test": 6_304}
 PRONUNCIATIONS_NO_STRESS = 134_860
+
+
+def dec(params, config, task, be):
+    """The model as a Decoder, with the task's vocabularies."""
+    return CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab, be)
 
 
 def small_split(full, n_train: int = 300, n_dev: int = 60, n_test: int = 60):
@@ -264,7 +269,7 @@ def test_learning_curve_of_the_best_epoch_is_greedy_on_the_first_dev_words(train
     be = backends.get("numpy")
     words, refs = split.references("dev")
     words, refs = ["".join(w) for w in words[:20]], refs[:20]
-    predictions = g2p_recipe.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
+    predictions = g2p_recipe.predict(dec(result.params, config, task, be), words)
     scores = g2p_scores(predictions, refs)
     record = result.history[result.best_epoch - 1]
     assert record["dev_wer"] == pytest.approx(scores.wer, abs=1e-12)
@@ -276,14 +281,13 @@ def test_evaluate_matches_predict_and_g2p_scores(trained):
     split, _, config, result, task = trained
     be = backends.get("numpy")
     params = {k: be.asarray(v) for k, v in result.params.items()}
-    rows = g2p_recipe.evaluate(params, config, split, task.src_vocab, task.tgt_vocab, be)
+    rows = g2p_recipe.evaluate(dec(params, config, task, be), split)
     assert [r["search"] for r in rows] == ["greedy", "beam k=5"]
     words, refs = split.references("test")
     words = ["".join(w) for w in words]
     assert len(words) == 60
     for row, (_, options) in zip(rows, g2p_recipe.SEARCHES):
-        predictions = g2p_recipe.predict(params, config, words, task.src_vocab, task.tgt_vocab, be,
-                                  options)
+        predictions = g2p_recipe.predict(dec(params, config, task, be), words, options)
         assert row["predictions"] == predictions
         scores = g2p_scores(predictions, refs)
         assert (row["per"], row["wer"], row["words"]) == (scores.per, scores.wer, 60)
@@ -293,11 +297,11 @@ def test_evaluate_matches_predict_and_g2p_scores(trained):
                    for p in ps)
     assert g2p_recipe.SEARCHES[1][1] == SearchOptions(method="beam", k=5, length_penalty="avg")
     # ``limit`` and ``part``: the first 7 dev words, greedy only.
-    [row] = g2p_recipe.evaluate(params, config, split, task.src_vocab, task.tgt_vocab, be,
-                         part="dev", searches=g2p_recipe.SEARCHES[:1], limit=7)
+    [row] = g2p_recipe.evaluate(dec(params, config, task, be), split, part="dev",
+                                searches=g2p_recipe.SEARCHES[:1], limit=7)
     dev_words, dev_refs = split.references("dev")
-    predictions = g2p_recipe.predict(params, config, ["".join(w) for w in dev_words[:7]],
-                              task.src_vocab, task.tgt_vocab, be)
+    predictions = g2p_recipe.predict(dec(params, config, task, be),
+                                     ["".join(w) for w in dev_words[:7]])
     assert row["words"] == 7
     assert (row["per"], row["wer"]) == tuple(g2p_scores(predictions, dev_refs[:7])[:2])
 
@@ -309,14 +313,15 @@ def test_evaluate_counts_a_word_right_when_any_reference_matches(trained):
     split, _, config, result, task = trained
     be = backends.get("numpy")
     words = list(split.test)
-    greedy = g2p_recipe.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
+    greedy = g2p_recipe.predict(dec(result.params, config, task, be), words)
     assert all(greedy), "the model should predict some phones for every word"
     original = [[list(p) for p in split.test[w]] for w in words]
     assert wer_by_hand(greedy, original) == 100.0
     test = {w: prons + [tuple(greedy[i])] if i % 2 == 0 else prons
             for i, (w, prons) in enumerate(split.test.items())}
-    [row] = g2p_recipe.evaluate(result.params, config, dataclasses.replace(split, test=test),
-                         task.src_vocab, task.tgt_vocab, be, searches=g2p_recipe.SEARCHES[:1])
+    [row] = g2p_recipe.evaluate(dec(result.params, config, task, be),
+                                dataclasses.replace(split, test=test),
+                                searches=g2p_recipe.SEARCHES[:1])
     assert row["predictions"] == greedy
     assert row["wer"] == 50.0
     # Phone errors come only from the odd words, each against its closest reference.
@@ -335,9 +340,9 @@ def test_predict_reads_words_as_lower_cased_characters(trained):
     split, _, config, result, task = trained
     be = backends.get("numpy")
     words = list(split.test)[:5]
-    lower = g2p_recipe.predict(result.params, config, words, task.src_vocab, task.tgt_vocab, be)
-    upper = g2p_recipe.predict(result.params, config, [f" {w.upper()} " for w in words],
-                        task.src_vocab, task.tgt_vocab, be)
+    lower = g2p_recipe.predict(dec(result.params, config, task, be), words)
+    upper = g2p_recipe.predict(dec(result.params, config, task, be),
+                               [f" {w.upper()} " for w in words])
     assert upper == lower
     assert len(lower) == 5 and all(isinstance(p, list) for p in lower)
 
@@ -355,8 +360,7 @@ def test_train_refuses_unknown_recipe_options(small):
 def test_evaluate_refuses_a_bad_limit(trained):
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="limit must be an int >= 1"):
-            g2p_recipe.evaluate({}, None, trained[0], None, None, backends.get("numpy"),
-                         limit=bad)
+            g2p_recipe.evaluate(None, trained[0], limit=bad)
 
 
 # ------------------------------------------------------------------- command line
@@ -437,7 +441,8 @@ def test_cli_evaluate_prints_per_and_wer_for_greedy_and_beam(cli_checkpoint, ful
     words, refs = ["".join(w) for w in words[:30]], refs[:30]
     be = backends.get("numpy")
     for name, options in g2p_recipe.SEARCHES:
-        predictions = g2p_recipe.predict(params, config, words, src_vocab, tgt_vocab, be, options)
+        predictions = g2p_recipe.predict(CheckpointDecoder(params, config, src_vocab, tgt_vocab, be),
+                                         words, options)
         scores = g2p_scores(predictions, refs)
         assert rows[name][1:4] == [f"{scores.per:.2f}", f"{scores.wer:.2f}", "30"], show(done)
 
@@ -452,8 +457,8 @@ def test_cli_translate_prints_phones_for_a_capitalised_word(cli_checkpoint):
     params, config, src_vocab, tgt_vocab = _checkpoint_model(cli_checkpoint)
     assert phones, show(done)
     assert all(ARPABET.fullmatch(p) and p in tgt_vocab for p in phones), show(done)
-    expected = g2p_recipe.predict(params, config, ["hello"], src_vocab, tgt_vocab,
-                           backends.get("numpy"))
+    expected = g2p_recipe.predict(CheckpointDecoder(params, config, src_vocab, tgt_vocab,
+                                                    backends.get("numpy")), ["hello"])
     assert phones == expected[0]
 
 

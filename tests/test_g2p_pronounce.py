@@ -23,7 +23,7 @@ from helpers import assert_ok, show
 from xpseq import backends, g2p
 from xpseq.core.precision import Policy
 from xpseq.data import Vocab
-from xpseq.search import Ensemble, SearchOptions
+from xpseq.search import CheckpointDecoder, Ensemble, SearchOptions
 from xpseq.tasks import g2p_recipe as recipe
 from xpseq.train import checkpoint
 
@@ -61,8 +61,8 @@ def by_hand(path, words, options=SearchOptions()):
     """Each word alone, through the recipe's ``predict`` (lower-cased characters)."""
     ckpt = checkpoint.load(path, backends.get("numpy"))
     src, tgt = Vocab.from_list(ckpt.vocabs["src"]), Vocab.from_list(ckpt.vocabs["tgt"])
-    return [recipe.predict(ckpt.params, ckpt.config, [w], src, tgt, backends.get("numpy"),
-                           options)[0] for w in words]
+    decoder = CheckpointDecoder(ckpt.params, ckpt.config, src, tgt, backends.get("numpy"))
+    return [recipe.predict(decoder, [w], options)[0] for w in words]
 
 
 def xpseq(*args, stdin: str = "") -> subprocess.CompletedProcess:

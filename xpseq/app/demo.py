@@ -109,9 +109,9 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
         print(f"  {time.perf_counter() - t0:.1f} s in all")
 
     _title("by source length: phrases 0-3 as in training, 4 longer than any training sentence")
-    order = {name: models[name] for name in ("seq2seq", "attention", "transformer")}
-    headers, rows, details = bucket_table(order, task, backend,
-                                          shapes=SEARCH_SHAPES)
+    order = {name: CheckpointDecoder(*models[name], task.src_vocab, task.tgt_vocab, backend)
+             for name in ("seq2seq", "attention", "transformer")}
+    headers, rows, details = bucket_table(order, task, shapes=SEARCH_SHAPES)
     print(format_table(headers, rows))
     print(f"BLEU: sacrebleu, signature {details['attention'][0]['signature']}")
     print("\nAt 4 phrases (longer than anything seen in training):")

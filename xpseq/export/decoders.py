@@ -63,6 +63,10 @@ def load_decoder(path: Path | Sequence[Path], *,
     if not paths:
         raise ValueError("load_decoder: path must name a checkpoint or an export folder")
     folders = [pathlib.Path(p) for p in paths if pathlib.Path(p).is_dir()]
+    for folder in folders if backend != EXPORT_ENGINE else ():  # (asked: OnnxModel says)
+        if not (folder / "model.json").is_file():
+            raise ValueError(f"load_decoder: {folder} is a folder, not a checkpoint file (nor "
+                             "an ONNX export: it holds no model.json)")
     if folders or backend == EXPORT_ENGINE:
         return _export(paths, backend, dtype, precision)
     return _checkpoints(paths, backend, dtype, precision)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from xpseq.backends import Backend
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, Vocab, make_batches, make_dataset
 from xpseq.search.decode import SearchOptions
-from xpseq.search.decoder import CheckpointDecoder, translate
+from xpseq.search.decoder import CheckpointDecoder, Decoder, translate
 from xpseq.train.callbacks import Callback, EarlyStopping, SaveCheckpoint, place_checkpoint
 from xpseq.train.loop import FitResult, TrainConfig, fit
 from xpseq.train.schedules import warmup_inverse_sqrt
@@ -218,24 +218,24 @@ def score(hypotheses: Sequence[Sequence[str]], pairs: Sequence[Pair]) -> dict:
             "length_diff": float(np.mean([len(h) - len(r) for h, r in zip(hypotheses, refs)]))}
 
 
-def bucket_table(models: dict[str, tuple[dict, Any]], task: Task, backend: Backend,
+def bucket_table(decoders: Mapping[str, Decoder], task: Task,
                  options: SearchOptions = SearchOptions(), *,
                  shapes: int | None = None) -> tuple[list[str], list[list], dict]:
-    """BLEU and exact match per test bucket for each named model (``shapes``: as in
-    :func:`translate`).
+    """BLEU and exact match per test bucket for each named model, a
+    :class:`~xpseq.search.Decoder` (a checkpoint on a backend or an ONNX export) that reads
+    ``task``'s sentences with its own vocabularies (``shapes``: as in :func:`translate`).
 
     Returns the headers and rows of the table and ``{name: {bucket: score dict and the
     hypotheses}}``.
     """
     headers = ["phrases", "sentences"]
-    for name in models:
+    for name in decoders:
         headers += [f"{name} BLEU", f"{name} exact"]
     details: dict[str, dict[str, Any]]
-    rows, details = [], {name: {} for name in models}
+    rows, details = [], {name: {} for name in decoders}
     for bucket, pairs in task.test.items():
         row: list = [bucket, len(pairs)]
-        for name, (params, config) in models.items():
-            decoder = CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab, backend)
+        for name, decoder in decoders.items():
             out = translate(decoder, [s for s, _ in pairs], options, shapes=shapes)
             result = score([o["tokens"] for o in out], pairs)
             result["hypotheses"] = [o["tokens"] for o in out]

@@ -22,10 +22,9 @@ from xpseq.backends import Backend
 from xpseq.core import checks
 from xpseq.core.optim import adam
 from xpseq.core.precision import Policy
-from xpseq.data import Vocab
 from xpseq.data.cmudict import word_tokens
 from xpseq.search.decode import SearchOptions
-from xpseq.search.decoder import CheckpointDecoder
+from xpseq.search.decoder import CheckpointDecoder, Decoder
 from xpseq.train import callbacks as cb
 from xpseq.train import schedules
 from xpseq.train.loop import FitResult, TrainConfig
@@ -154,8 +153,10 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     parts: list[cb.Callback] = []
     if dev_words != 0:
         def dev_scores(record: dict, params: dict) -> dict:
-            [row] = evaluate(params, config, split, task.src_vocab, task.tgt_vocab, backend,
-                             part="dev", searches=SEARCHES[:1], limit=dev_words)
+            decoder = CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab,
+                                        backend)
+            [row] = evaluate(decoder, split, part="dev", searches=SEARCHES[:1],
+                             limit=dev_words)
             return {"dev_wer": row["wer"], "dev_per": row["per"]}
 
         parts.append(cb.EpochMetrics(dev_scores))
@@ -184,22 +185,20 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     return config, result, task
 
 
-def predict(params: dict, config: Any, words: Sequence[str], src_vocab: Vocab,
-            tgt_vocab: Vocab, backend: Backend,
+def predict(decoder: Decoder, words: Sequence[str],
             options: SearchOptions = SearchOptions()) -> list[list[str]]:
-    """The phones of each word (one list per word, in order). ``params`` are arrays of
-    ``backend``; characters the model never saw are read as ``<unk>``."""
-    decoder = CheckpointDecoder(params, config, src_vocab, tgt_vocab, backend)
+    """The phones of each word (one list per word, in order) from ``decoder`` (a
+    :class:`~xpseq.search.Decoder`: a checkpoint on a backend, an ensemble, an ONNX
+    export); characters the model never saw are read as ``<unk>``."""
     results = translate(decoder, [word_tokens(w) for w in words], options)
     return [list(r["tokens"]) for r in results]
 
 
-def evaluate(params: dict, config: Any, split: Any, src_vocab: Vocab,
-             tgt_vocab: Vocab, backend: Backend, *, part: str = "test",
+def evaluate(decoder: Decoder, split: Any, *, part: str = "test",
              searches: Sequence[tuple[str, SearchOptions]] = SEARCHES,
              limit: int | None = None) -> list[dict]:
     """PER and WER (:func:`xpseq.tasks.metrics.g2p_scores`) of the words of ``split``'s
-    ``part`` for each named search.
+    ``part`` for each named search, decoded by ``decoder`` (see :func:`predict`).
 
     ``limit`` scores only the first ``limit`` words (for quick checks). Returns one dict
     per search: ``search``, ``per``, ``wer`` (percent), ``words``, ``seconds`` (decoding
@@ -218,8 +217,7 @@ def evaluate(params: dict, config: Any, split: Any, src_vocab: Vocab,
     rows = []
     for name, options in searches:
         start = time.perf_counter()
-        predictions = predict(params, config, ["".join(w) for w in words], src_vocab,
-                              tgt_vocab, backend, options)
+        predictions = predict(decoder, ["".join(w) for w in words], options)
         seconds = time.perf_counter() - start
         scores = g2p_scores(predictions, references)
         rows.append({"search": name, "per": scores.per, "wer": scores.wer,

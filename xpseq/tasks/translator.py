@@ -199,8 +199,7 @@ class Translator:
         task = Task([], [], test, self.src_vocab, self.tgt_vocab)
         options = options_for(beam, caller="evaluate")
         with backends.blas_threads():
-            _, _, details = bucket_table({"model": (self.params, self.config)}, task,
-                                         self.backend, options)
+            _, _, details = bucket_table({"model": self.decoder}, task, options)
         return {bucket: {"bleu": d["bleu"], "exact": d["exact"],
                          "sentences": len(test[bucket])}
                 for bucket, d in details["model"].items()}

@@ -98,21 +98,6 @@ def _enable_jax_cache() -> None:
         jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_BYTES)
 
 
-def _load(path: str, backend: backends.Backend, dtype: str):
-    from xpseq.data import Vocab
-    from xpseq.train import checkpoint as ckpt
-
-    try:
-        loaded = ckpt.load(path)
-    except (FileNotFoundError, ckpt.CheckpointError) as err:
-        raise CommandError(str(err)) from None
-    if not loaded.vocabs:
-        raise CommandError(f"{path}: the checkpoint holds no vocabularies; it cannot translate")
-    params = {k: backend.asarray(v.astype(dtype)) for k, v in loaded.params.items()}
-    return (loaded, params, Vocab.from_list(loaded.vocabs["src"]),
-            Vocab.from_list(loaded.vocabs["tgt"]))
-
-
 def _search_options(args: argparse.Namespace):
     from xpseq.search import SearchOptions
 
@@ -196,19 +181,24 @@ def _load_g2p(stress: bool, seed: int = 0):
         raise CommandError(str(err)) from None
 
 
-def _decoder(args: argparse.Namespace, path: str):
-    """The model at ``path`` as a :class:`~xpseq.search.Decoder`, as ``--backend``,
-    ``--compile`` and ``--dtype`` ask: a checkpoint on a backend, or with ``--backend
-    onnxruntime`` an ONNX export's folder (one-line errors for what does not apply)."""
-    from xpseq.export.decoders import EXPORT_ENGINE
-    from xpseq.search import CheckpointDecoder
+def _decoder(args: argparse.Namespace, path: str) -> Any:
+    """The model at ``path`` as a :class:`~xpseq.search.Decoder`
+    (:func:`xpseq.load_decoder`), as ``--backend``, ``--compile`` and ``--dtype`` ask: a
+    checkpoint on a backend, or with ``--backend onnxruntime`` an ONNX export's folder
+    (one-line errors for what does not apply)."""
+    from xpseq.export.decoders import EXPORT_ENGINE, load_decoder
 
+    dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
     if args.backend == EXPORT_ENGINE:
-        return _onnx_export(path, args)
-    backend = _backend(args.backend, args.compile, "decode")
-    loaded, params, src_vocab, tgt_vocab = _load(path, backend, args.dtype)
-    return CheckpointDecoder(params, loaded.config, src_vocab, tgt_vocab, backend,
-                             metadata=loaded.metadata)
+        _check_export(path, args)
+        backend: Any = EXPORT_ENGINE
+        dtype = None if dtype == "float32" else dtype     # the default: the export's own
+    else:
+        backend = _backend(args.backend, args.compile, "decode")
+    try:
+        return load_decoder(path, backend=backend, dtype=dtype)
+    except (FileNotFoundError, ValueError) as err:       # CheckpointError: a ValueError
+        raise CommandError(str(err).removeprefix("load_decoder: ")) from None
 
 
 def _check_export(path: str, args: argparse.Namespace) -> None:
@@ -228,21 +218,3 @@ def _check_export(path: str, args: argparse.Namespace) -> None:
     if importlib.util.find_spec("onnxruntime") is None:
         raise CommandError("--backend onnxruntime needs onnxruntime: pip install "
                            "'xpseq[onnx]'")
-
-
-def _onnx_export(path: str, args: argparse.Namespace) -> Any:
-    """``--backend onnxruntime``: the :class:`~xpseq.export.runtime.OnnxModel` of the export
-    folder ``path``, or a one-line error (a checkpoint given, options an export fixes)."""
-    from xpseq.export.runtime import OnnxModel
-
-    _check_export(path, args)
-    try:
-        model = OnnxModel(path, threads=backends.threads_set() or 1)
-    except ValueError as err:
-        raise CommandError(str(err)) from None
-    dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
-    if dtype != "float32" and dtype != model.meta["dtype"]:
-        raise CommandError(f"--dtype {dtype}: {path} was exported in "
-                           f"{model.meta['dtype']} (export it again with --dtype "
-                           f"{dtype})")
-    return model

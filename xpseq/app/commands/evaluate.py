@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import options as opts
 from ..errors import CommandError
-from .common import _backend, _load, _load_g2p, _read_tsv, _search_options, _toy_task
+from .common import _backend, _decoder, _load_g2p, _read_tsv, _search_options, _toy_task
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -46,32 +46,31 @@ def check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from xpseq import models
     from xpseq.tasks import Task, bucket_table
     from xpseq.tasks.metrics import format_table
 
-    backend = _backend(args.backend, args.compile, "decode")
     if args.shipped or len(args.checkpoint) > 1:
-        return _evaluate_g2p_model(args, backend)
+        return _evaluate_g2p_model(args)
     if not args.checkpoint:
         raise CommandError("evaluate needs a CHECKPOINT (or --shipped, the shipped G2P model)")
     args.checkpoint = args.checkpoint[0]
-    loaded, params, src_vocab, tgt_vocab = _load(args.checkpoint, backend, args.dtype)
-    is_g2p = (loaded.metadata or {}).get("task") == "g2p"
+    decoder = _decoder(args, args.checkpoint)
+    meta = decoder.metadata
+    is_g2p = meta.get("task") == "g2p"
     if args.task == "g2p" or (args.task is None and is_g2p):
         if not is_g2p:
             raise CommandError(f"{args.checkpoint} was not trained with --task g2p")
         if args.test_file:
             raise CommandError("a g2p checkpoint is scored on the dictionary's split "
                                "(--part); --test is for TSV checkpoints")
-        return _evaluate_g2p(args, loaded.metadata, params, loaded.config, src_vocab,
-                             tgt_vocab, backend)
+        return _evaluate_g2p(args, decoder)
     if args.test_file:
         pairs = _read_tsv(args.test_file, args.tokens)
-        task = Task([], [], {"test": pairs}, src_vocab, tgt_vocab)
+        task = Task([], [], {"test": pairs}, decoder.src_vocab, decoder.tgt_vocab)
     else:
         from xpseq.app.demo import FULL
 
-        meta = loaded.metadata or {}
         if meta.get("task") == "toy" and "data" in meta:
             spec = meta["data"]
         elif args.task == "toy":
@@ -83,19 +82,18 @@ def run(args: argparse.Namespace) -> int:
                                "Python or on other data): pass --task toy for the demo's "
                                "test sentences, or --test FILE.tsv")
         toy = _toy_task(spec)
-        task = Task([], [], toy.test, src_vocab, tgt_vocab)
+        task = Task([], [], toy.test, decoder.src_vocab, decoder.tgt_vocab)
     # The table's column: the attention of an rnn model, or the model kind.
-    name = getattr(loaded.config, "attention", loaded.model.kind)
+    name = getattr(decoder.config, "attention", models.of(decoder.config).kind)
     name = "seq2seq" if name == "none" else name
-    headers, rows, details = bucket_table({name: (params, loaded.config)}, task, backend,
-                                          _search_options(args))
+    headers, rows, details = bucket_table({name: decoder}, task, _search_options(args))
     print(format_table(headers, rows))
     first = next(iter(details[name].values()))
     print(f"\nBLEU: sacrebleu {first['signature']}")
     return 0
 
 
-def _evaluate_g2p_model(args, backend) -> int:
+def _evaluate_g2p_model(args: argparse.Namespace) -> int:
     """``evaluate --shipped`` or several G2P checkpoints (an ensemble)."""
     from xpseq import g2p
 
@@ -104,29 +102,33 @@ def _evaluate_g2p_model(args, backend) -> int:
     if args.test_file or args.task not in (None, "g2p"):
         raise CommandError("the shipped model and ensembles of checkpoints are G2P models, "
                            "scored on the dictionary's split (no --test, --task g2p)")
+    backend = _backend(args.backend, args.compile, "decode")
     try:
         model = g2p.G2P(None if args.shipped else args.checkpoint, backend=backend)
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
-    return _evaluate_g2p(args, model.metadata, model.params, model.config, model.src_vocab,
-                         model.tgt_vocab, backend)
+    return _evaluate_g2p(args, model.decoder)
 
 
-def _evaluate_g2p(args, meta, params, config, src_vocab, tgt_vocab, backend) -> int:
+def _evaluate_g2p(args: argparse.Namespace, decoder: Any) -> int:
+    """PER and WER of ``decoder`` (a G2P model) on the dictionary's split, greedy and beam
+    search, in ``--precision``."""
     from xpseq.search import SearchOptions
     from xpseq.tasks import g2p_recipe
     from xpseq.tasks.metrics import format_table
 
+    meta = decoder.metadata
     split = _load_g2p(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
     k = args.beam if args.beam > 1 else 5
-    searches = [("greedy", SearchOptions()),
+    precision = opts.precision_of(args)
+    searches = [("greedy", SearchOptions(precision=precision)),
                 (f"beam k={k}", SearchOptions(method="beam", k=k,
                                               length_penalty=args.length_penalty,
-                                              alpha=args.alpha))]
-    rows = g2p_recipe.evaluate(params, config, split, src_vocab, tgt_vocab, backend,
-                        part=args.part, searches=searches, limit=args.limit)
+                                              alpha=args.alpha, precision=precision))]
+    rows = g2p_recipe.evaluate(decoder, split, part=args.part, searches=searches,
+                               limit=args.limit)
     print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
-          f"{rows[0]['words']} {args.part} words, decoded on {backend.name}")
+          f"{rows[0]['words']} {args.part} words, decoded on {decoder.name}")
     plain = ["PER % (stress removed)", "WER % (stress removed)"] if split.stress else []
     print(format_table(["search", "PER %", "WER %", *plain, "words", "seconds"],
                        [[r["search"], r["per"], r["wer"], *([r["per_no_stress"],
