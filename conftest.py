@@ -9,6 +9,8 @@ SciPy's ``xp`` fixture reads ``xp_capabilities``:
   ``forward_only``, and ``slow`` unless the marker names it in ``quick=``.
 * ``grad_backend``: the selected backends whose gradients are automatic (jax, torch);
   numpy and array_api_strict differentiate only functions with a hand-derived rule.
+* ``forward_backend``: the selected forward-only backends (dask, onnx) alone, for a test of
+  what only they need checked against NumPy; marked as ``backend`` marks them.
 
 Select backends with ``pytest --backend jax --backend torch`` (or ``--backend jax,torch``)
 or the environment variable ``XPSEQ_BACKENDS=jax,torch``; the default is all of them. A
@@ -67,16 +69,20 @@ def selected_backends(config: pytest.Config) -> list[str]:
     return names
 
 
-def backend_params(metafunc: pytest.Metafunc, names: list[str]) -> list[Any]:
+def backend_params(metafunc: pytest.Metafunc, names: list[str], *,
+                   forward_only: bool = False) -> list[Any]:
     """The ``backend`` fixture's parameters for one test: the selected backends that
-    train, and with ``@pytest.mark.forward`` the forward-only ones, marked."""
+    train, and with ``@pytest.mark.forward`` the forward-only ones, each marked
+    ``forward_only`` and ``slow`` unless the marker's ``quick=`` names it. With
+    ``forward_only`` (the ``forward_backend`` fixture): those alone."""
     forward = metafunc.definition.get_closest_marker("forward")
     quick = () if forward is None else forward.kwargs.get("quick", ())
     params: list[Any] = []
     for name in names:
         if backends.capabilities(name).trains:
-            params.append(name)
-        elif forward is not None:
+            if not forward_only:
+                params.append(name)
+        elif forward is not None or forward_only:
             marks = [pytest.mark.forward_only] + ([] if name in quick else [pytest.mark.slow])
             params.append(pytest.param(name, marks=marks, id=name))
     return params
@@ -100,6 +106,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = selected_backends(metafunc.config)
     if "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend", backend_params(metafunc, names), indirect=True)
+    if "forward_backend" in metafunc.fixturenames:
+        metafunc.parametrize("forward_backend",
+                             backend_params(metafunc, names, forward_only=True), indirect=True)
     if "grad_backend" in metafunc.fixturenames:
         metafunc.parametrize("grad_backend", [n for n in names if backends.capabilities(
             n).gradients == "autodiff"], indirect=True)
@@ -115,6 +124,12 @@ def _get(name: str) -> backends.Backend:
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> backends.Backend:
     """One of the selected backends (parametrised)."""
+    return _get(request.param)
+
+
+@pytest.fixture
+def forward_backend(request: pytest.FixtureRequest) -> backends.Backend:
+    """One of the selected forward-only backends (parametrised)."""
     return _get(request.param)
 
 

@@ -738,18 +738,16 @@ def test_encoder_states_match_the_unpadded_sequences(backend, cell):
 DASK_QUICK = ("additive-lstm-bahdanau",)
 
 
-@pytest.mark.parametrize(("library", "cid"), [
-    *(pytest.param("onnx", c, marks=pytest.mark.slow) for c in IDS),
-    *(("dask", c) if c in DASK_QUICK else pytest.param("dask", c, marks=pytest.mark.slow)
-      for c in IDS + DROPOUT_IDS)])
-def test_forward_on_forward_libraries_matches_numpy(library, cid):
+@pytest.mark.forward(quick=("dask",))
+@pytest.mark.parametrize("cid", [c if c in DASK_QUICK else pytest.param(c, marks=pytest.mark.slow)
+                                 for c in IDS + DROPOUT_IDS])
+def test_forward_on_forward_libraries_matches_numpy(forward_backend, cid):
     """Every configuration's forward pass and loss on the libraries that only run forward,
     against NumPy (float64): ndonnx (``backends.get("onnx")``), eager: recorded and
     computed as an ONNX graph, 10-25 s a configuration (the quick tier traces a model
     through ndonnx in tests/test_export.py); dask.array (``backends.get("dask")``, dropout
     included): built as a task graph and computed, 1 to 2 s each."""
-    pytest.importorskip("ndonnx" if library == "onnx" else "dask.array")
-    out = evaluate(backends.get(library), cid)
+    out = evaluate(forward_backend, cid)
     ref = reference(cid)
     np.testing.assert_allclose(out.logits, ref.logits, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
     if ref.weights is not None:
@@ -807,23 +805,22 @@ def transformer_variant(name: str) -> tuple[Any, dict[str, np.ndarray]]:
     return config, transformer.init_params(config, seed=3)
 
 
-def quick_on_dask(cases: list[tuple[str, ...]], quick: set[tuple[str, ...]]) -> list[Any]:
-    """``cases`` as parameters, those not in ``quick`` marked slow."""
-    return [c if c in quick else pytest.param(*c, marks=pytest.mark.slow) for c in cases]
+def quick_only(cases: list[Any], quick: Any) -> list[Any]:
+    """``cases`` as parameters, all but ``quick`` marked slow."""
+    return [c if c == quick else pytest.param(*(c if isinstance(c, tuple) else (c,)),
+                                              marks=pytest.mark.slow) for c in cases]
 
 
-@pytest.mark.parametrize(("library", "variant"), quick_on_dask(
-    [(lib, v) for lib in ("dask", "onnx") for v in TRANSFORMER_VARIANTS],
-    {("dask", "pre")}))                                       # 1 to 4 s; the rest slow
-def test_transformer_forward_on_forward_libraries(library, variant):
+@pytest.mark.forward(quick=("dask",))
+@pytest.mark.parametrize("variant", quick_only(list(TRANSFORMER_VARIANTS), "pre"))  # 1 to 4 s
+def test_transformer_forward_on_forward_libraries(forward_backend, variant):
     """ndonnx (eager: each operation recorded and run by onnxruntime; 20 s a variant) and
     dask.array: the Transformer's loss and every layer's cross-attention weights equal
     NumPy float64's to the forward tolerance."""
-    pytest.importorskip("ndonnx" if library == "onnx" else "dask.array")
     from xpseq.models import transformer
 
     config, params = transformer_variant(variant)
-    be = backends.get(library)
+    be = forward_backend
     on_be, batch = be.asarray_tree(params), be.asarray_tree(TRANSFORMER_BATCH)
     args = ("src", "src_len", "tgt_in")
     np.testing.assert_allclose(
@@ -835,20 +832,18 @@ def test_transformer_forward_on_forward_libraries(library, variant):
                                rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
 
 
-@pytest.mark.parametrize(("library", "variant", "method"), quick_on_dask(
-    [*((lib, v, m) for lib in ("dask", "onnx") for v, m in (("pre", "greedy"),
-                                                             ("post-learned", "beam"))),
-     ("dask", "pre", "beam")], {("dask", "pre", "greedy")}))          # 4 s; the rest slow
-def test_transformer_search_on_forward_libraries(library, variant, method):
+@pytest.mark.forward(quick=("dask",))
+@pytest.mark.parametrize(("variant", "method"), quick_only(
+    [("pre", "greedy"), ("post-learned", "beam"), ("pre", "beam")], ("pre", "greedy")))
+def test_transformer_search_on_forward_libraries(forward_backend, variant, method):
     """Greedy and beam search of the Transformer on ndonnx and dask.array (its key/value
     cache growing step by step; four steps, as each step of these libraries costs a
     second or more) give NumPy's ids and lengths, and its scores and attention to the
     forward tolerance."""
-    pytest.importorskip("ndonnx" if library == "onnx" else "dask.array")
     from xpseq.search.decode import SearchOptions, search
 
     config, params = transformer_variant(variant)
-    be = backends.get(library)
+    be = forward_backend
     options = (SearchOptions(max_len_a=0.0, max_len_b=4) if method == "greedy" else
                SearchOptions(method="beam", k=3, n_best=2, max_len_a=0.0, max_len_b=4))
     src, src_len = TRANSFORMER_BATCH["src"], TRANSFORMER_BATCH["src_len"]
