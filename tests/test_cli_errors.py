@@ -71,6 +71,8 @@ def build(folder: pathlib.Path) -> None:
     variant("unknown_data", lambda m: m["metadata"].update(data={"n_train": 5, "colour": 1}))
     variant("huge_data", lambda m: m["metadata"]["data"].update(n_test_per_bucket=10**8))
     variant("no_vocabs", lambda m: m.update(vocabs=None))
+    os.mkfifo(folder / "fifo.safetensors")                   # never opened: it would block
+    (folder / "loop.safetensors").symlink_to(folder / "loop.safetensors")
     nan = {k: v.copy() for k, v in good.params.items()}
     nan["out.W"][0, 0] = np.nan
     made["nan"] = ckpt.save(folder / "nan.safetensors", **dict(fields, params=nan),
@@ -212,6 +214,10 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
         "checkpoint missing": Case(["translate", folder / "nope.safetensors", words], 1,
                                    "does not exist"),
         "checkpoint a folder": Case(["translate", folder, words], 1, "is a folder"),
+        "checkpoint a FIFO": Case(["translate", folder / "fifo.safetensors", words], 1,
+                                  "fifo.safetensors is a FIFO (named pipe), not a checkpoint"),
+        "checkpoint a link loop": Case(["translate", folder / "loop.safetensors", words], 1,
+                                       "loop.safetensors is a symbolic link loop"),
         "checkpoint truncated": Case(["translate", c["truncated"], words], 1,
                                      "not a readable checkpoint"),
         "one byte flipped": Case(["translate", c["flipped"], words], 1,

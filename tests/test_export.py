@@ -419,3 +419,105 @@ def test_one_decoding_door_for_a_checkpoint_and_its_export(trained_rnn, tmp_path
     with pytest.raises(ValueError, match="empty is a folder, not a checkpoint file .nor an "
                        "ONNX export: it holds no model.json"):
         xpseq.load_decoder(tmp_path / "empty", backend="numpy")
+
+
+# ------------------------------------------------------- an export changed, cut short
+
+
+def copy_of(folder, to):
+    import shutil
+
+    shutil.copytree(folder, to)
+    return to
+
+
+def test_a_changed_or_swapped_file_is_refused_by_the_digest(trained_rnn, tmp_path):
+    """model.json stores a digest over the graphs and itself: a vocabulary word dropped,
+    swapped or added, or a step graph copied from another export of the same shape, is
+    refused instead of decoding wrong answers."""
+    _, path, _ = trained_rnn
+    first = export.onnx(path, tmp_path / "a")
+    other = export.onnx(path, tmp_path / "b", dtype="float64")
+    OnnxModel(first)                                            # as written: it loads
+    meta = json.loads((first / "model.json").read_text())
+    tgt = meta["vocabs"]["tgt"]
+    edits = {"dropped": tgt[:-1], "swapped": [*tgt[:4], tgt[5], tgt[4], *tgt[6:]],
+             "added": [*tgt, "extra"]}
+    for name, words in edits.items():
+        folder = copy_of(first, tmp_path / name)
+        changed = dict(meta, vocabs=dict(meta["vocabs"], tgt=words))
+        (folder / "model.json").write_text(json.dumps(changed))
+        with pytest.raises(ValueError, match="do not match the digest"):
+            OnnxModel(folder)
+    swapped = copy_of(first, tmp_path / "swapped-graph")
+    (swapped / "step.onnx").write_bytes((other / "step.onnx").read_bytes())
+    with pytest.raises(ValueError, match="do not match the digest"):
+        OnnxModel(swapped)
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda meta: dict(meta, vocabs=None), "vocabs missing or not what an xpseq export"),
+    (lambda meta: dict(meta, format=1, digest=None), "format 1, written by an older xpseq"),
+    (lambda meta: "[" * 100_000 + "]" * 100_000, "nests too deep"),
+    (lambda meta: [meta], "is not the model.json of an xpseq export")])
+def test_a_malformed_model_json_is_one_line_naming_the_file(trained_rnn, tmp_path, edit,
+                                                             says):
+    _, path, _ = trained_rnn
+    folder = export.onnx(path, tmp_path / "toy")
+    changed = edit(json.loads((folder / "model.json").read_text()))
+    (folder / "model.json").write_text(changed if isinstance(changed, str) else
+                                       json.dumps(changed))
+    with pytest.raises(ValueError, match=says) as caught:
+        OnnxModel(folder)
+    assert str(folder / "model.json") in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_export_cut_short_leaves_nothing_in_the_folder(trained_rnn, tmp_path,
+                                                         monkeypatch):
+    """The files are written beside the folder and moved in only when complete: a failure
+    while writing (a full disk, here the second move refused) leaves the folder as it was,
+    no temporary folder behind, and a retry succeeds."""
+    import os
+
+    _, path, _ = trained_rnn
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    real, calls = os.link, []
+
+    def link(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "link", link)
+    with pytest.raises(OSError, match="No space left"):
+        export.onnx(path, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]        # no .partial
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    monkeypatch.setattr(os, "link", real)
+    OnnxModel(export.onnx(path, out))
+
+
+def test_the_command_refuses_a_bad_target_or_source_before_any_work(trained_rnn, tmp_path,
+                                                                    capsys, monkeypatch):
+    """``--onnx`` a file, or a checkpoint that does not exist: said before the trace (which
+    takes seconds), naming what is wrong."""
+    from xpseq.app import cli
+
+    def no_trace(*args, **kwargs):
+        raise AssertionError("traced before the arguments were checked")
+
+    monkeypatch.setattr(export, "trace", no_trace)
+    _, path, _ = trained_rnn
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    for argv, says in (([str(path), "--onnx", str(notes)], f"{notes} is not a folder"),
+                       ([str(tmp_path / "nothere.safetensors"), "--onnx", str(tmp_path / "o")],
+                        f"no checkpoint {tmp_path / 'nothere.safetensors'}")):
+        assert cli.main(["export", *argv]) == 1
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and err.startswith("xpseq: error: "), err
+        assert says in err, err
+    assert notes.read_text() == "mine" and not (tmp_path / "o").exists()

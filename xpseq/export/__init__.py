@@ -46,13 +46,30 @@ from xpseq import backends, models
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 
 __all__ = ["onnx", "trace", "names_of", "rebuild", "without_empty_checks", "graph_shapes",
-           "FORMAT", "DTYPES", "kinds"]
+           "digest", "FORMAT", "DTYPES", "kinds"]
 
-#: The version of the folder's layout, written into ``model.json``.
-FORMAT = 1
+#: The version of the folder's layout, written into ``model.json``. Format 2 added the
+#: digest (:func:`digest`); an export of format 1 (without it) is refused: export again.
+FORMAT = 2
 #: The dtypes an export computes in.
 DTYPES = ("float32", "float64")
 FILES = ("encoder.onnx", "step.onnx", "model.json")
+
+
+def digest(encoder: bytes, step: bytes, meta: Mapping[str, Any]) -> str:
+    """The SHA-256 that ``model.json`` stores as ``digest``: over the two graphs' bytes and
+    ``meta`` itself (its ``digest`` entry aside, as canonical JSON), each part preceded by
+    its length. :class:`~xpseq.export.runtime.OnnxModel` refuses a folder whose files no
+    longer give it: an edited vocabulary, a graph copied from another export."""
+    import hashlib
+
+    text = json.dumps({k: v for k, v in meta.items() if k != "digest"}, sort_keys=True,
+                      ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    h = hashlib.sha256()
+    for part in (encoder, step, text):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
 
 
 def kinds() -> list[str]:
@@ -269,28 +286,41 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
     shipped G2P model's) stay float16 in the graphs, cast where they are read: half the
     size, and the values the checkpoint decodes with. Returns the folder.
 
+    The files are written into a temporary folder beside ``folder`` (``.NAME.partial-*``)
+    and moved into ``folder`` only when all three are complete, so that an export
+    interrupted (killed, a full disk) leaves no partial files in ``folder``: at most that
+    hidden temporary folder, removed on any error the process sees.
+
     Raises
     ------
+    FileNotFoundError
+        ``checkpoint`` does not exist.
     xpseq.train.checkpoint.CheckpointError
         ``checkpoint`` is not an xpseq checkpoint.
     ValueError
-        It holds no vocabularies, ``dtype`` is not one of :data:`DTYPES`, or ``folder``
-        already holds one of the files.
+        It holds no vocabularies, ``dtype`` is not one of :data:`DTYPES`, ``folder`` is not
+        a folder, or already holds one of the files (all checked before the tracing).
     """
     from xpseq.search import SearchOptions
     from xpseq.train import checkpoint as ckpt
 
+    out = pathlib.Path(folder)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"export: {out} is not a folder (the export writes three files into "
+                         "a folder)")
+    existing = [f for f in FILES if (out / f).exists() or (out / f).is_symlink()]
+    if existing:
+        raise ValueError(f"export: {out} already holds {', '.join(existing)}; choose an "
+                         "empty folder (nothing is overwritten)")
+    if not os.path.exists(checkpoint):
+        raise FileNotFoundError(f"export: no checkpoint {os.fspath(checkpoint)} (no such "
+                                "file)")
     loaded = ckpt.load(checkpoint)
     if not loaded.vocabs:
         raise ValueError(f"export: {checkpoint} holds no vocabularies; an export needs them")
     stored = str(next(iter(loaded.params.values())).dtype)
     if dtype is None:
         dtype = "float64" if stored == "float64" else "float32"
-    out = pathlib.Path(folder)
-    existing = [f for f in FILES if (out / f).exists()]
-    if existing:
-        raise ValueError(f"export: {out} already holds {', '.join(existing)}; choose an "
-                         "empty folder (nothing is overwritten)")
     encoder, step, spec = trace(loaded.params, loaded.config, dtype=dtype)
     options = SearchOptions()
     meta = {
@@ -310,11 +340,36 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
         "graphs": spec,
         "source": os.fspath(checkpoint),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    for name, proto in (("encoder.onnx", encoder), ("step.onnx", step)):
-        with open(out / name, "xb") as graph:
-            graph.write(proto.SerializeToString())
-    with open(out / "model.json", "x", encoding="utf-8") as text:
-        json.dump(meta, text, indent=1, ensure_ascii=False)
-        text.write("\n")
+    graphs = {"encoder.onnx": encoder.SerializeToString(),
+              "step.onnx": step.SerializeToString()}
+    meta["digest"] = digest(graphs["encoder.onnx"], graphs["step.onnx"], meta)
+    _write(out, {**graphs, "model.json": (json.dumps(meta, indent=1, ensure_ascii=False)
+                                          + "\n").encode("utf-8")})
     return out
+
+
+def _write(out: pathlib.Path, files: Mapping[str, bytes]) -> None:
+    """``files`` into the folder ``out`` all or none: written and synced in a temporary
+    folder beside it, then moved in (renamed, each refused if its name appeared in
+    ``out`` meanwhile); the temporary folder is removed whatever happens."""
+    import shutil
+    import tempfile
+
+    out.mkdir(parents=True, exist_ok=True)
+    partial = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        for name, data in files.items():
+            with open(partial / name, "xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        for name in files:
+            os.link(partial / name, out / name)        # fails if the name exists
+    except BaseException:
+        for name in files:                             # what was moved in, taken back
+            if (out / name).exists() and (partial / name).exists() and os.path.samefile(
+                    out / name, partial / name):
+                (out / name).unlink()
+        raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)

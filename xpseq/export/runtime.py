@@ -13,7 +13,7 @@ import json
 import math
 import os
 import pathlib
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from xpseq.core.precision import Policy
 from xpseq.data import Vocab
 from xpseq.search import SearchOptions, run
 
-from . import FILES, FORMAT
+from . import FILES, FORMAT, digest
 
 __all__ = ["OnnxModel"]
 
@@ -50,28 +50,33 @@ class OnnxModel:
         if missing:
             raise ValueError(f"OnnxModel: {self.folder} is not an xpseq ONNX export (no "
                              f"{', '.join(missing)})")
-        try:
-            self.meta = json.loads((self.folder / "model.json").read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ValueError(f"OnnxModel: {self.folder / 'model.json'} is not JSON: {e}") \
-                from None
-        if not isinstance(self.meta, dict) or self.meta.get("format") != FORMAT:
-            raise ValueError(f"OnnxModel: {self.folder / 'model.json'} is not an xpseq "
-                             f"export of format {FORMAT}")
+        self.meta = _read_meta(self.folder / "model.json")
+        graphs = {name: (self.folder / name).read_bytes() for name in FILES[:2]}
+        if digest(graphs["encoder.onnx"], graphs["step.onnx"], self.meta) != \
+                self.meta["digest"]:
+            raise ValueError(f"OnnxModel: the files of {self.folder} do not match the digest "
+                             "its model.json stores: a graph or model.json was changed or "
+                             "replaced since the export wrote them; export the checkpoint "
+                             "again")
         opts = onnxruntime.SessionOptions()
         if threads is not None:
             opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
         self._encoder = onnxruntime.InferenceSession(
-            str(self.folder / "encoder.onnx"), opts, providers=["CPUExecutionProvider"])
+            graphs["encoder.onnx"], opts, providers=["CPUExecutionProvider"])
         self._step = onnxruntime.InferenceSession(
-            str(self.folder / "step.onnx"), opts, providers=["CPUExecutionProvider"])
+            graphs["step.onnx"], opts, providers=["CPUExecutionProvider"])
         self._enc_names = [o.name for o in self._encoder.get_outputs()]
         self._step_inputs = [i.name for i in self._step.get_inputs()]
         self._step_outputs = [o.name for o in self._step.get_outputs()]
         self.attends = "attention" in self._step_outputs
         self.src_vocab = Vocab.from_list(self.meta["vocabs"]["src"])
         self.tgt_vocab = Vocab.from_list(self.meta["vocabs"]["tgt"])
+        [log_probs] = [o for o in self._step.get_outputs() if o.name == "log_probs"]
+        if log_probs.shape[-1] != len(self.tgt_vocab):
+            raise ValueError(f"OnnxModel: {self.folder}'s step graph gives "
+                             f"{log_probs.shape[-1]} log-probabilities a step but its "
+                             f"target vocabulary has {len(self.tgt_vocab)} words")
         #: What the checkpoint said it was trained for (task; a G2P model's stress).
         self.metadata: dict[str, Any] = dict(self.meta.get("metadata") or {})
 
@@ -127,3 +132,31 @@ class OnnxModel:
             return step, state
 
         return run(decoder, encoded, src_len, options=options, max_len=max_len, xp=xp)
+
+
+def _read_meta(path: pathlib.Path) -> dict[str, Any]:
+    """``model.json`` read and checked, or a ValueError naming it and the problem."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"OnnxModel: {path} is not JSON: {e}") from None
+    except RecursionError:
+        raise ValueError(f"OnnxModel: {path} is not an xpseq export's model.json (its JSON "
+                         "nests too deep)") from None
+    if not isinstance(meta, dict) or meta.get("format") not in range(1, FORMAT + 1):
+        raise ValueError(f"OnnxModel: {path} is not the model.json of an xpseq export")
+    if meta["format"] != FORMAT or not isinstance(meta.get("digest"), str):
+        raise ValueError(f"OnnxModel: {path} is of format {meta['format']}, written by an "
+                         f"older xpseq without a digest over its files; export the "
+                         f"checkpoint again (format {FORMAT})")
+    vocabs = meta.get("vocabs")
+    expected = {"kind": str, "config": dict, "dtype": str, "vocabs": dict, "search": dict,
+                "special_ids": dict, "graphs": dict}
+    wrong = [k for k, t in expected.items() if not isinstance(meta.get(k), t)]
+    if not wrong and not all(isinstance(vocabs.get(side), list) and vocabs[side] and all(
+            isinstance(w, str) for w in vocabs[side]) for side in ("src", "tgt")):
+        wrong = ["vocabs"]
+    if wrong:
+        raise ValueError(f"OnnxModel: {path}: {', '.join(wrong)} missing or not what an xpseq "
+                         "export writes")
+    return cast(dict[str, Any], meta)

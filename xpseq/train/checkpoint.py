@@ -218,6 +218,29 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
     return path
 
 
+def _not_a_file(path: pathlib.Path) -> None:
+    """Raise what ``path``, which is not a regular file, is instead: missing
+    (FileNotFoundError), a symbolic link loop or a special file (CheckpointError)."""
+    import errno
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise FileNotFoundError(f"checkpoint {path} is a symbolic link to "
+                                    f"{os.readlink(path)}, which does not exist") from None
+        raise FileNotFoundError(f"checkpoint {path} does not exist") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise CheckpointError(f"{path} is a symbolic link loop (it never reaches a "
+                                  "file)") from None
+        raise CheckpointError(f"{path}: {err.strerror}") from None
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    kind = next((k for test, k in kinds if test(mode)), "a special file")
+    raise CheckpointError(f"{path} is {kind}, not a checkpoint file")
+
+
 def load(path: str | os.PathLike, backend: Any = None, *,
          allow_nonfinite: bool = False) -> Checkpoint:
     """Read and verify a checkpoint; convert its arrays to ``backend`` if one is given.
@@ -252,7 +275,7 @@ def load(path: str | os.PathLike, backend: Any = None, *,
     if path.is_dir():
         raise CheckpointError(f"{path} is a folder, not a checkpoint file")
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
+        _not_a_file(path)
     if not os.access(path, os.R_OK):
         raise CheckpointError(f"{path}: permission denied (the file is not readable)")
     from safetensors import SafetensorError, safe_open

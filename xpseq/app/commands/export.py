@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         folder = export.onnx(path, args.onnx, dtype=args.dtype)
     except ModuleNotFoundError as err:   # ndonnx: the message names xpseq[onnx]
         raise CommandError(str(err)) from None
+    except FileNotFoundError as err:     # the checkpoint: export.onnx names it
+        raise CommandError(str(err).removeprefix("export: ")) from None
     except OSError as err:
         raise CommandError(f"cannot write {args.onnx}: {err.strerror or err}") from None
     except ValueError as err:            # CheckpointError included: not an xpseq file
