@@ -149,7 +149,7 @@ def _read_meta(path: pathlib.Path) -> dict[str, Any]:
         raise ValueError(f"OnnxModel: {path} is of format {meta['format']}, written by an "
                          f"older xpseq without a digest over its files; export the "
                          f"checkpoint again (format {FORMAT})")
-    vocabs = meta.get("vocabs")
+    vocabs: dict[str, Any] = meta.get("vocabs") or {}
     expected = {"kind": str, "config": dict, "dtype": str, "vocabs": dict, "search": dict,
                 "special_ids": dict, "graphs": dict}
     wrong = [k for k, t in expected.items() if not isinstance(meta.get(k), t)]
