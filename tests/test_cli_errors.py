@@ -44,7 +44,8 @@ class Case:
 
 
 VARIANTS = ("good", "no_config", "meta_list", "meta_string", "short_vocab", "twice_word",
-            "unknown_data", "huge_data", "no_vocabs", "nan", "flipped", "truncated")
+            "unknown_data", "huge_data", "no_vocabs", "nan", "flipped", "truncated",
+            "overflow")
 
 
 def build(folder: pathlib.Path) -> None:
@@ -77,6 +78,9 @@ def build(folder: pathlib.Path) -> None:
     nan["out.W"][0, 0] = np.nan
     made["nan"] = ckpt.save(folder / "nan.safetensors", **dict(fields, params=nan),
                             allow_nonfinite=True)
+    huge = {k: v.copy() for k, v in good.params.items()}
+    huge["out.W"][:] = 3e38                       # finite, but its products overflow
+    made["overflow"] = ckpt.save(folder / "overflow.safetensors", **dict(fields, params=huge))
     flipped = folder / "flipped.safetensors"
     data = bytearray(made["good"].read_bytes())
     at = data.index(b"0.", data.index(b"dropout")) + 2    # the config's dropout 0.1 -> 0.3
@@ -232,6 +236,13 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
         "word twice": Case(["translate", c["twice_word"], words], 1, "twice"),
         "no vocabularies": Case(["translate", c["no_vocabs"], words], 1,
                                 "holds no vocabularies"),
+        "weights overflow": Case(["translate", c["overflow"], words], 1,
+                                 "the model's scores are not finite"),
+        "weights overflow on torch": Case(["translate", c["overflow"], words, "--backend",
+                                           "torch", "--n-best", "2", "--beam", "2"], 1,
+                                          "the model's scores are not finite"),
+        "weights overflow, heatmap": Case(["heatmap", c["overflow"], words], 1,
+                                          "the model's scores are not finite"),
         "unknown data keys": Case(["evaluate", c["unknown_data"], "--backend", "numpy"], 1,
                                   "unknown entries ['colour']"),
         "huge data sizes": Case(["evaluate", c["huge_data"], "--backend", "numpy"], 1,

@@ -169,6 +169,8 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
     words and the ``</s>`` that ended it (``len(tokens) + 1`` rows), or only the words
     when the output was cut at its length limit without ``</s>``.
     Unknown source words become ``<unk>``; an empty source translates to an empty output.
+    A model whose best score for a source is not finite (weights that overflow) raises a
+    ``FloatingPointError`` instead of an empty or wrong answer.
     ``shapes`` bounds the batches' shapes, each a compilation of the search on JAX (see
     :func:`xpseq.data.make_batches`).
     """
@@ -177,7 +179,14 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
     pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(s, add_eos=True), [])
                                           for s in sources]
     for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
-        hyp = decoder.search(batch["src"], batch["src_len"], options)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # checked below
+            hyp = decoder.search(batch["src"], batch["src_len"], options)
+        best = np.asarray(hyp.scores)[:, 0][np.asarray(batch["index"]) >= 0]
+        if not np.all(np.isfinite(best)):
+            raise FloatingPointError(
+                "translate: the model's scores are not finite (a NaN or infinite "
+                "log-probability): its weights overflow in the dtype it decodes in, or are "
+                "damaged; no translation is given")
         for i, best in zip(batch["index"], to_lists(hyp, batch["src_len"])):
             if i < 0:                                    # a row that only fills the shape
                 continue
