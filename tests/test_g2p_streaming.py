@@ -407,3 +407,15 @@ def test_translate_answers_a_first_line_before_stdin_closes():
     assert proc.wait(timeout=60) == 0
     notes = [n for n in proc.stderr.read().decode().splitlines() if "unknown" in n]
     assert notes == ["xpseq: note: 1 unknown source word(s) read as <unk>: zzz"], notes
+
+
+def test_notes_never_enter_the_answers_when_stderr_is_closed():
+    """``2>&-``: Python's ``sys.stderr`` is None, and a note printed to it would land on
+    standard output among the answers; the command drops the notes instead."""
+    argv = [sys.executable, "-m", "xpseq", "g2p", "--backend", "numpy", "h3llo", "cat"]
+    done = subprocess.run(["sh", "-c", 'exec "$0" "$@" 2>&-', *argv], capture_output=True,
+                          timeout=120, cwd=ROOT, env=ENV)
+    assert done.returncode == 0
+    lines = done.stdout.decode().splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["h3llo", "cat"], lines
+    assert "note" not in done.stdout.decode()

@@ -110,6 +110,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _keep_notes_out_of_stdout()
     parsed = _parse(argv)
     if isinstance(parsed, int):
         return parsed
@@ -151,6 +152,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"xpseq: error: {_one_line(err)}", file=sys.stderr)
         return 1
+
+
+def _keep_notes_out_of_stdout() -> None:
+    """With standard error closed (``2>&-``) Python sets ``sys.stderr`` to ``None``, and
+    ``print(..., file=sys.stderr)`` then writes to standard output: the notes would enter
+    the answers. Descriptor 2 goes to ``os.devnull`` instead (the notes are dropped, as
+    the caller asked), so that no file opened later takes it either."""
+    if sys.stderr is not None:
+        return
+    fd = os.open(os.devnull, os.O_WRONLY)
+    if fd != 2:
+        os.dup2(fd, 2)
+        os.close(fd)
+    sys.stderr = open(2, "w", closefd=False)
 
 
 def _notes(show: Any) -> Any:
