@@ -13,8 +13,20 @@ import struct
 import subprocess
 import sys
 import types
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]   # the checkout
+
+
+def two_cpus() -> Any:
+    """A ``skipif`` mark for a test that runs ``--devices 2`` (or another option bounded by
+    the usable CPUs) where this process may use only one."""
+    import pytest
+
+    from xpseq.backends import usable_cpus
+
+    return pytest.mark.skipif(usable_cpus() < 2, reason="needs two usable CPUs (--devices 2 "
+                              "is refused beyond the CPUs this process may use)")
 
 
 def load_script(name: str) -> types.ModuleType:

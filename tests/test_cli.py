@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import assert_ok, show
+from helpers import assert_ok, show, two_cpus
 
 from xpseq import backends
 from xpseq.data import EOS_ID, make_dataset, write_parallel_tsv
@@ -486,6 +486,7 @@ def test_train_translate_and_evaluate_a_transformer(workdir):
 
 
 @pytest.mark.slow  # training over two devices
+@two_cpus()
 def test_train_on_two_devices(workdir):
     """``--devices 2``: on torch two processes of a gloo group train (one prints and writes
     the checkpoint, which translates); numpy is refused with a one-line error."""

@@ -138,6 +138,8 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
         "lr negative": Case([*train, "--lr", "-1"], 2, "argument --lr"),
         "lr huge": Case([*train, "--lr", "1e39"], 2, "argument --lr"),
         "lr text": Case([*train, "--lr", "fast"], 2, "argument --lr: expected a number"),
+        "devices beyond the CPUs": Case([*train, "--devices", "100000"], 2,
+                                        "argument --devices: expected at most"),
         "dropout 1.5": Case([*train, "--dropout", "1.5"], 2, "argument --dropout"),
         "dropout -inf": Case([*train, "--dropout", "-inf"], 2,
                              "argument --dropout: expected a number in [0, 1), got -inf"),

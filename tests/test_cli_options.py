@@ -18,6 +18,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import two_cpus
 
 from xpseq.app import cli, commands, demo
 from xpseq.app.commands import train_options
@@ -236,7 +237,8 @@ def test_resume_brings_the_stored_options_back(resumed):
     (["--dtype", "float32"], "--dtype"),          # the parser's default, not the run's
     (["--quick", "--lr", "0.5"], "--lr, --quick"),
     (["--hidden", "4"], None),                    # the stored value: nothing changes
-    (["--no-progress", "--devices", "2", "--out", "b.safetensors"], None),
+    pytest.param(["--no-progress", "--devices", "2", "--out", "b.safetensors"], None,
+                 marks=two_cpus()),
     (["--compile", "--backend", "torch"], None),  # how this process runs, not the run
 ])
 def test_resume_refuses_what_would_change_the_run(resumed, capsys, typed, refused):

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import assert_ok  # noqa: F401  (keeps tests/ on the path for the children)
+from helpers import assert_ok, two_cpus  # noqa: F401  (assert_ok: tests/ on the children's path)
 from parallel_runs import batches_and_configs, torch_in_group, train
 
 from xpseq import backends, models
@@ -107,6 +107,7 @@ def test_torch_processes_stop_together_and_one_writes_the_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
+@two_cpus()
 def test_jax_processes_train_like_devices_of_one_process(tmp_path):
     """``xpseq train --backend jax --devices 2`` as two JAX processes of one CPU device each
     (``XPSEQ_COORDINATOR`` / ``XPSEQ_PROCESSES`` / ``XPSEQ_PROCESS_ID``, as on two
@@ -150,6 +151,7 @@ def test_jax_processes_train_like_devices_of_one_process(tmp_path):
         [h["train_loss"] for h in b.train_state["history"]], rel=1e-12)
 
 
+@two_cpus()
 def test_jax_processes_need_all_three_variables(tmp_path):
     import os
 
@@ -162,3 +164,37 @@ def test_jax_processes_need_all_three_variables(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "needs XPSEQ_COORDINATOR, XPSEQ_PROCESSES, XPSEQ_PROCESS_ID" in done.stderr
     assert not (tmp_path / "m.ckpt").exists()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_worker_ends_when_its_parent_is_killed():
+    """A process of ``spawn`` asks the kernel for SIGTERM when its parent ends: its parent
+    killed with SIGKILL (no chance to end its workers), it does not live on."""
+    import os
+    import signal
+    import time
+
+    worker = ("import os, time; from xpseq.train import parallel; "
+              "parallel._end_with({parent}); print(os.getpid(), flush=True); time.sleep(120)")
+    parent = ("import os, subprocess, sys, time; "
+              f"code = {worker!r}.format(parent=os.getpid()); "
+              "subprocess.Popen([sys.executable, '-c', code]); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(proc.stdout.readline())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+        def alive(pid: int) -> bool:
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    return "\nState:\tZ" not in f.read()       # a zombie has ended
+            except FileNotFoundError:
+                return False
+
+        deadline = time.monotonic() + 30
+        while alive(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(child), "the worker outlived its killed parent"
+    finally:
+        proc.kill()

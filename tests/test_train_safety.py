@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import two_cpus
 
 from xpseq.app import cli
 from xpseq.train import checkpoint
@@ -168,6 +169,7 @@ def test_a_config_files_data_paths_are_read_from_its_folder(tmp_path, corpus, ca
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@two_cpus()
 def test_ctrl_c_of_a_torch_run_over_two_processes_is_one_line(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "p.safetensors"

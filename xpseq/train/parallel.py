@@ -18,6 +18,7 @@ target token, so no loss and no gradient).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -242,7 +243,7 @@ def spawn(fn: Callable[..., Any], processes: int, *args: Any) -> None:
     with socket.socket() as s:                       # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    context = mp.start_processes(_run_in_group, args=(processes, port, fn, args),
+    context = mp.start_processes(_run_in_group, args=(processes, port, os.getpid(), fn, args),
                                  nprocs=processes, join=False, start_method="spawn")
     try:
         while not context.join():
@@ -262,8 +263,8 @@ def spawn(fn: Callable[..., Any], processes: int, *args: Any) -> None:
         raise
 
 
-def _run_in_group(rank: int, processes: int, port: int, fn: Callable[..., Any],
-                  args: tuple) -> None:
+def _run_in_group(rank: int, processes: int, port: int, parent: int,
+                  fn: Callable[..., Any], args: tuple) -> None:
     import signal
 
     import torch
@@ -271,6 +272,7 @@ def _run_in_group(rank: int, processes: int, port: int, fn: Callable[..., Any],
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)        # the parent handles Ctrl-C ...
     signal.signal(signal.SIGTERM, _end_quietly)         # ... and ends this process
+    _end_with(parent)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=processes)
@@ -278,6 +280,22 @@ def _run_in_group(rank: int, processes: int, port: int, fn: Callable[..., Any],
         fn(*args)
     finally:
         dist.destroy_process_group()
+
+
+def _end_with(parent: int) -> None:
+    """This process is sent SIGTERM when its parent ends, however it ends (``kill -9``
+    included): Linux's ``PR_SET_PDEATHSIG``; elsewhere nothing is set. A parent already
+    gone ends it at once."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)                    # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):                    # not Linux
+        return
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _end_quietly(signum: int, frame: Any) -> None:

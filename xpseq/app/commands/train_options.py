@@ -23,6 +23,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from xpseq import models
+from xpseq.backends import usable_cpus
 from xpseq.core.recurrent import CELLS
 from xpseq.models.rnn import ATTENTIONS, STYLES
 from xpseq.tasks.experiment import TOY_MODEL_DEFAULTS, training_defaults
@@ -144,10 +145,13 @@ def run_options(parser: argparse.ArgumentParser) -> Actions:
                        help="with --resume: continue although the data files differ from "
                        "those the run began with (their size and SHA-256 are stored in the "
                        "checkpoint)"),
-        g.add_argument("--devices", type=_positive, default=1,
+        g.add_argument("--devices", type=positive(at_most=usable_cpus(),
+                                                  why=" (the CPUs this process may use)"),
+                       default=1,
                        help="train data-parallel on N devices: on jax the host's cores (or "
                        "its accelerators), on torch N processes of one thread; under "
-                       "torchrun, its process count (default: 1)"),
+                       "torchrun, its process count; at most the CPUs this process may use "
+                       f"({usable_cpus()} here) (default: 1)"),
         g.add_argument("--no-progress", action="store_true", help="no progress bars"))
 
 
