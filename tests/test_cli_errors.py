@@ -105,6 +105,7 @@ def build(folder: pathlib.Path) -> None:
     (folder / "latin1.toml").write_bytes(b"epochs = 1\n# caf\xe9\n")
     (folder / "table.toml").write_text("[train]\nepochs = 1\n")
     (folder / "dropout.toml").write_text("dropout = -inf\n")
+    (folder / "huge.toml").write_text("model = \"transformer\"\nlayers = 100000000\n")
     (folder / "exported").mkdir()
     (folder / "exported" / "train.tsv").write_text("my notes\n")
 
@@ -140,6 +141,16 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
         "lr text": Case([*train, "--lr", "fast"], 2, "argument --lr: expected a number"),
         "devices beyond the CPUs": Case([*train, "--devices", "100000"], 2,
                                         "argument --devices: expected at most"),
+        "layers 1e8": Case([*train, "--model", "transformer", "--layers", "100000000"], 2,
+                           "argument --layers: expected at most 1024"),
+        "hidden 1e6": Case([*train, "--hidden", "1000000"], 2,
+                           "argument --hidden: expected at most 65536"),
+        "layers 1e8 in a file": Case(config("huge.toml"), 2,
+                                     "huge.toml: layers = 100000000: expected at most 1024"),
+        "too big for memory": Case(["train", "--out", folder / "big.safetensors", "--backend",
+                                    "numpy", "--model", "transformer", "--d-model", "65536",
+                                    "--d-ff", "65536", "--layers", "64"], 1,
+                                   "GiB of memory are available; choose smaller sizes"),
         "dropout 1.5": Case([*train, "--dropout", "1.5"], 2, "argument --dropout"),
         "dropout -inf": Case([*train, "--dropout", "-inf"], 2,
                              "argument --dropout: expected a number in [0, 1), got -inf"),

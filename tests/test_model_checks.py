@@ -157,3 +157,27 @@ def test_the_models_compute_on_their_inputs_device(kind):
         for hyp in (greedy, beam):
             assert hyp.tokens.device == device and hyp.scores.device == device
             assert hyp.attention.device == device
+
+
+def test_sizes_have_stated_bounds_and_parameters_must_fit_in_memory(monkeypatch):
+    """A typo (``layers = 100000000``) is refused by the configuration at once, naming the
+    bound; sizes within the bounds whose parameters would not fit are refused by
+    ``init_params`` before any allocation, saying how much they need."""
+    from xpseq.models import protocol, rnn, transformer
+
+    with pytest.raises(ValueError, match=r"encoder_layers must be at most 1,024 .* got "
+                       r"100,000,000"):
+        transformer.TransformerConfig(src_vocab=5, tgt_vocab=5, encoder_layers=10**8)
+    with pytest.raises(ValueError, match="hidden must be at most 65,536"):
+        rnn.Seq2SeqConfig(src_vocab=5, tgt_vocab=5, hidden=2**16 + 1)
+    with pytest.raises(ValueError, match="src_vocab must be at most 16,777,216"):
+        rnn.Seq2SeqConfig(src_vocab=2**24 + 1, tgt_vocab=5)
+    big = transformer.TransformerConfig(src_vocab=5, tgt_vocab=5, d_model=2**16, d_ff=2**16,
+                                        encoder_layers=64, decoder_layers=64)
+    with pytest.raises(MemoryError, match=r"init_params: the parameters need [\d,.]+ GiB but"):
+        transformer.init_params(big)
+    monkeypatch.setattr(protocol, "available_memory", lambda: 10_000)   # 10 kB left
+    with pytest.raises(MemoryError, match="choose smaller sizes"):
+        rnn.init_params(rnn.Seq2SeqConfig(src_vocab=50, tgt_vocab=50))
+    monkeypatch.setattr(protocol, "available_memory", lambda: None)     # unknown: no check
+    assert rnn.init_params(rnn.Seq2SeqConfig(src_vocab=5, tgt_vocab=5, embed=2, hidden=2))

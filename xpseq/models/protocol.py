@@ -33,12 +33,63 @@ from xpseq.core import checks
 
 __all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "check_params",
            "check_loss_inputs", "BATCH_KEYS", "PAD_ID", "nest_by_prefix", "named_grads",
-           "DictConfig"]
+           "DictConfig", "SIZE_LIMITS", "check_size", "check_fits", "available_memory"]
 
 #: The padding id of every model's loss: ``xpseq.data.PAD_ID``, the id of ``<pad>`` in the
 #: vocabularies, with which the batches and the search pad (``xpseq.data`` sits above the
 #: models, so the constant is stated here too; a test holds the two equal).
 PAD_ID = 0
+
+#: The largest value of each kind of size a configuration takes, so that a typo (``layers =
+#: 100000000``) is refused at once rather than filling the memory: a vocabulary, a width
+#: (embedding, hidden units, ``d_model``, ``d_ff``, heads, positions) and a number of
+#: layers. :func:`check_fits` then refuses parameters that would not fit in memory.
+SIZE_LIMITS = {"vocab": 2**24, "width": 2**16, "layers": 1024}
+
+
+def check_size(owner: str, field: str, value: Any, kind: str) -> None:
+    """``value`` a positive int at most ``SIZE_LIMITS[kind]``, or a ValueError naming
+    ``owner.field``."""
+    limit = SIZE_LIMITS[kind]
+    if not checks.is_int(value) or value < 1:
+        raise ValueError(f"{owner}: {field} must be a positive int, got {value!r}")
+    if value > limit:
+        raise ValueError(f"{owner}: {field} must be at most {limit:,} (the largest {kind} "
+                         f"xpseq takes), got {value:,}")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this machine can still give (Linux: ``MemAvailable`` of
+    ``/proc/meminfo``; elsewhere its physical memory), or ``None`` if unknown."""
+    import os
+
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits(shapes: Mapping[str, tuple[int, ...]], bytes_per_value: int, caller: str,
+               *, copies: int = 1, what: str = "the parameters") -> None:
+    """Refuse, with a MemoryError that says how much, ``copies`` of arrays of ``shapes``
+    (``bytes_per_value`` bytes a value) that would not fit in the memory available now
+    (:func:`available_memory`; no check where it is unknown)."""
+    import math
+
+    needed = copies * bytes_per_value * sum(math.prod(s) for s in shapes.values())
+    free = available_memory()
+    if free is not None and needed > free:
+        raise MemoryError(f"{caller}: {what} need {needed / 2**30:,.1f} GiB but "
+                          f"{free / 2**30:,.1f} GiB of memory are available; choose smaller "
+                          "sizes")
+
 
 #: The arrays of a training batch.
 #:

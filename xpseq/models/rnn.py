@@ -45,8 +45,10 @@ from .protocol import (
     DictConfig,
     Model,
     ModelKernels,
+    check_fits,
     check_loss_inputs,
     check_params,
+    check_size,
     named_grads,
     nest_by_prefix,
 )
@@ -98,10 +100,9 @@ class Seq2SeqConfig(DictConfig):
     label_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab", "tgt_vocab", "embed", "hidden"):
-            value = getattr(self, name)
-            if not checks.is_int(value) or value < 1:
-                raise ValueError(f"Seq2SeqConfig: {name} must be a positive int, got {value!r}")
+        for name, kind in (("src_vocab", "vocab"), ("tgt_vocab", "vocab"), ("embed", "width"),
+                           ("hidden", "width")):
+            check_size("Seq2SeqConfig", name, getattr(self, name), kind)
         if self.cell not in CELLS:
             raise ValueError(f"Seq2SeqConfig: cell must be one of {list(CELLS)}, "
                              f"got {self.cell!r}")
@@ -184,9 +185,11 @@ def init_params(config: Seq2SeqConfig, seed: int = 0) -> dict[str, np.ndarray]:
     map (PyTorch's defaults). One ``numpy.random.default_rng(seed)`` draws them in the
     order of :func:`param_shapes`.
     """
+    shapes = param_shapes(config)
+    check_fits(shapes, 8, "init_params")                  # float64
     rng = np.random.default_rng(seed)
     params = {}
-    for name, shape in param_shapes(config).items():
+    for name, shape in shapes.items():
         if name.endswith("embed"):
             params[name] = rng.standard_normal(shape)
         else:

@@ -64,8 +64,10 @@ from .protocol import (
     DictConfig,
     Model,
     ModelKernels,
+    check_fits,
     check_loss_inputs,
     check_params,
+    check_size,
     named_grads,
 )
 
@@ -125,11 +127,11 @@ class TransformerConfig(DictConfig):
 
     def __post_init__(self) -> None:
         name = "TransformerConfig"
-        for field in ("src_vocab", "tgt_vocab", "d_model", "heads", "encoder_layers",
-                      "decoder_layers", "d_ff", "max_len"):
-            value = getattr(self, field)
-            if not checks.is_int(value) or value < 1:
-                raise ValueError(f"{name}: {field} must be a positive int, got {value!r}")
+        for field, kind in (("src_vocab", "vocab"), ("tgt_vocab", "vocab"),
+                            ("d_model", "width"), ("heads", "width"),
+                            ("encoder_layers", "layers"), ("decoder_layers", "layers"),
+                            ("d_ff", "width"), ("max_len", "width")):
+            check_size(name, field, getattr(self, field), kind)
         if self.d_model % self.heads:
             raise ValueError(f"{name}: heads ({self.heads}) must divide d_model "
                              f"({self.d_model})")
@@ -214,10 +216,12 @@ def param_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
 def init_params(config: TransformerConfig, seed: int = 0) -> dict[str, np.ndarray]:
     """A fresh parameter dict of NumPy float64 arrays (see the module docstring), drawn by
     one ``numpy.random.default_rng(seed)`` in the order of :func:`param_shapes`."""
+    shapes = param_shapes(config)
+    check_fits(shapes, 8, "init_params")                  # float64
     rng = np.random.default_rng(seed)
     d = config.d_model
     params = {}
-    for name, shape in param_shapes(config).items():
+    for name, shape in shapes.items():
         leaf = name.rsplit(".", 1)[-1]
         if name in ("embed", "src_embed", "tgt_embed", "pos"):
             params[name] = rng.standard_normal(shape) * d ** -0.5

@@ -10,7 +10,8 @@ import sys
 import time
 from typing import Any, Sequence
 
-from xpseq import backends
+from xpseq import backends, models
+from xpseq.models.protocol import check_fits
 
 from .. import options as opts
 from .. import outputs
@@ -180,10 +181,16 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
                     Vocab.from_list(resumed.vocabs["tgt"]))
     options = {name: getattr(args, name) for name in defaults}
     options.update({k: v for k, v in defaults.items() if options[k] is None})
+    config = model_config(task, kind, **train_options.config_fields(kind, options))
+    try:                  # the parameters, their gradients and Adam's two moments
+        check_fits(models.of(config).param_shapes(config), 8 if args.dtype == "float64" else 4,
+                   "train", copies=4, what="the parameters, their gradients and Adam's "
+                   f"moments in {args.dtype}")
+    except MemoryError as err:
+        raise CommandError(str(err).removeprefix("train: ")) from None
     print(f"training on {backend.label} ({args.dtype}): {len(task.train)} sentence pairs, "
           f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {kind}",
           file=sys.stderr)
-    config = model_config(task, kind, **train_options.config_fields(kind, options))
     settings = training_config(kind, epochs=options["epochs"], lr=options["lr"],
                                warmup=options.get("warmup"), seed=args.seed,
                                progress=not args.no_progress, devices=args.devices,

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from xpseq import models
 from xpseq.backends import usable_cpus
 from xpseq.core.recurrent import CELLS
+from xpseq.models.protocol import SIZE_LIMITS
 from xpseq.models.rnn import ATTENTIONS, STYLES
 from xpseq.tasks.experiment import TOY_MODEL_DEFAULTS, training_defaults
 
@@ -37,6 +38,9 @@ __all__ = ["add_options", "data_options", "run_options", "model_options",
            "config_fields", "NOT_CONFIGURABLE", "NOT_STORED", "RESUMABLE"]
 
 _positive, _positive_float = positive(int), positive(float)
+#: The model sizes' bounds (:data:`xpseq.models.protocol.SIZE_LIMITS`), checked as typed.
+_width = positive(at_most=SIZE_LIMITS["width"], why=" (the largest width xpseq takes)")
+_layers = positive(at_most=SIZE_LIMITS["layers"], why=" (the most layers xpseq takes)")
 
 # ------------------------------------------------------------------------ defaults
 
@@ -176,18 +180,18 @@ def model_options(parser: argparse.ArgumentParser) -> Actions:
                        help=f"rnn (default: {rnn['style']})"),
         g.add_argument("--cell", choices=tuple(CELLS), default=None,
                        help=f"rnn (default: {rnn['cell']})"),
-        g.add_argument("--embed", type=_positive, default=None,
+        g.add_argument("--embed", type=_width, default=None,
                        help=f"rnn: embedding size (default: {rnn['embed']})"),
-        g.add_argument("--hidden", type=_positive, default=None,
+        g.add_argument("--hidden", type=_width, default=None,
                        help=f"rnn: units per encoder direction (default: {rnn['hidden']})"),
-        g.add_argument("--d-model", type=_positive, default=None,
+        g.add_argument("--d-model", type=_width, default=None,
                        help=f"transformer (default: {tf['d_model']})"),
-        g.add_argument("--heads", type=_positive, default=None,
+        g.add_argument("--heads", type=_width, default=None,
                        help=f"transformer (default: {tf['heads']})"),
-        g.add_argument("--layers", type=_positive, default=None,
+        g.add_argument("--layers", type=_layers, default=None,
                        help=f"transformer: encoder and decoder layers, each (default: "
                        f"{tf['layers']})"),
-        g.add_argument("--d-ff", type=_positive, default=None,
+        g.add_argument("--d-ff", type=_width, default=None,
                        help=f"transformer (default: {tf['d_ff']})"),
         g.add_argument("--norm", choices=("pre", "post"), default=None,
                        help=f"transformer (default: {tf['norm']})"),
