@@ -181,8 +181,8 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
     for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # checked below
             hyp = decoder.search(batch["src"], batch["src_len"], options)
-        best = np.asarray(hyp.scores)[:, 0][np.asarray(batch["index"]) >= 0]
-        if not np.all(np.isfinite(best)):
+        top_scores = np.asarray(hyp.scores)[:, 0][np.asarray(batch["index"]) >= 0]
+        if not np.all(np.isfinite(top_scores)):
             raise FloatingPointError(
                 "translate: the model's scores are not finite (a NaN or infinite "
                 "log-probability): its weights overflow in the dtype it decodes in, or are "
