@@ -54,6 +54,18 @@ pytestmark = pytest.mark.skipif(
     ("3/4/2021", "march fourth twenty twenty-one"),
     ("2021-03-04", "march fourth twenty twenty-one"),
     ("12/25/99", "december twenty-fifth ninety-nine"),
+    # beyond 15 digits (999 trillion): digit by digit, as a reader says an account number
+    ("999999999999999", "nine hundred and ninety-nine trillion nine hundred and ninety-nine "
+     "billion nine hundred and ninety-nine million nine hundred and ninety-nine thousand "
+     "nine hundred and ninety-nine"),
+    ("1234567890123456", "one two three four five six seven eight nine zero one two three "
+     "four five six"),
+    ("-12345678901234567.5", "minus one two three four five six seven eight nine zero one "
+     "two three four five six seven point five"),
+    ("$10000000000000000", "one zero zero zero zero zero zero zero zero zero zero zero zero "
+     "zero zero zero zero dollars"),
+    ("10000000000000000th", "one zero zero zero zero zero zero zero zero zero zero zero zero "
+     "zero zero zero zero"),
 ])
 def test_numbers_are_spelled_out(text, words):
     assert normalize(text) == words.split()
@@ -115,6 +127,14 @@ def test_phonemize_takes_dictionary_words_from_the_dictionary(lexicon):
     assert g2p.phonemize("N.B.", stress=False) == expected(lexicon, ("n.", "b."))
     assert g2p.phonemize("a.k.a.", stress=False) == expected(lexicon, ("a.", "k.", "a."))
     assert expected(lexicon, ("a.",)) == ["EY"]             # the letter, not the article
+
+
+def test_a_number_of_any_length_is_said_digit_by_digit_not_an_error(lexicon):
+    """num2words fails beyond 10^306 and Python's int() beyond 4,300 digits: a
+    400-digit and a 5,000-digit number are said digit by digit instead."""
+    for digits in (400, 5000):
+        got = g2p.phonemize("1" + "0" * (digits - 1), stress=False)
+        assert got == expected(lexicon, "one", *["zero"] * (digits - 1))
 
 
 def test_phonemize_asks_the_model_for_other_words_once_batched(lexicon):

@@ -202,6 +202,18 @@ def test_other_backends_return_no_weights_when_not_asked(backend):
     close(backend, context, backend.to_numpy(reference), rtol=1e-12)
 
 
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_an_empty_batch_gives_an_empty_result_on_every_backend(backend, need_weights):
+    """Batch 0: an empty context (and weights), not torch's ``amax()`` error from the fused
+    path's finiteness check."""
+    q, k = (backend.asarray(np.zeros((0, n, 4))) for n in (3, 5))
+    context, weights = C.scaled_dot_product_attention(q, k, k, need_weights=need_weights)
+    assert tuple(context.shape) == (0, 3, 4)
+    assert (weights is None) != need_weights
+    if need_weights:
+        assert tuple(weights.shape) == (0, 3, 5)
+
+
 @pytest.mark.parametrize("where", ["q", "k", "v"])
 def test_the_fused_path_refuses_non_finite_input_too(where):
     be = backends.get("torch")

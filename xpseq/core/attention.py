@@ -230,7 +230,9 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
         context = delegation.fused_attention(q, k, v, keep, scale, xp=xp)
         if context is not None:
             # max and min propagate NaN and show infinities: two reductions, no temporary
-            finite = context.size == 0 or checks.concrete(
+            # (an empty result has nothing to check: torch's max refuses it; and torch's
+            # .size is a method, so the shape says whether it is empty)
+            finite = 0 in tuple(context.shape) or checks.concrete(
                 xp.isfinite(xp.max(context)) & xp.isfinite(xp.min(context)))
             if finite is False:
                 raise ValueError(f"{fname}: the result is not finite: q, k or v contain NaN "

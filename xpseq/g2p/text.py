@@ -77,11 +77,18 @@ def _num2words(value: Any, **kwargs: Any) -> str:
     return str(num2words(value, lang="en", **kwargs))
 
 
+#: The most digits of a whole number said as a number (999 trillion has 15); a longer one
+#: (an account or serial number, a 400-digit string) is said digit by digit, as a reader
+#: does, rather than in the -illions that num2words knows (up to 10^306; beyond, it fails).
+SPOKEN_DIGITS = 15
+
+
 def number_words(written: str, *, year: bool = True) -> list[str]:
     """The words of a written number: ``"1,234"`` -> ``['one', 'thousand', 'two', 'hundred',
     'and', 'thirty-four']``, ``"-2.05"`` -> ``['minus', 'two', 'point', 'zero', 'five']``,
     ``"1999"`` -> ``['nineteen', 'ninety-nine']`` (a year, with ``year=True``: four digits,
-    1000 to 2099)."""
+    1000 to 2099); a whole part of more than :data:`SPOKEN_DIGITS` digits digit by digit
+    (``"12345678901234567"`` -> ``['one', 'two', ...]``)."""
     if not re.fullmatch(rf"-?(?:{_NUMBER})", written):
         raise ValueError(f"number_words: written must be a number such as 42, 1,000, -3.5, "
                          f"got {written!r}")
@@ -90,10 +97,12 @@ def number_words(written: str, *, year: bool = True) -> list[str]:
     if year and not sign and not fraction and "," not in digits and len(whole) == 4 \
             and 1000 <= int(whole) <= 2099:
         text = _num2words(int(whole), to="year")
+    elif len(whole) > SPOKEN_DIGITS:
+        text = sign + " ".join(_num2words(int(d)) for d in whole)
     else:
         text = sign + _num2words(int(whole or "0"))
-        if fraction:
-            text += " point " + " ".join(_num2words(int(d)) for d in fraction)
+    if fraction:                        # (never a year's)
+        text += " point " + " ".join(_num2words(int(d)) for d in fraction)
     return text.replace(",", "").split()
 
 
@@ -158,6 +167,8 @@ def normalize(text: str) -> list[str]:
             tokens += number_words(m.group("clock")) + [f"{m.group('clock_meridiem')}.m."]
         elif m.group("percent"):
             tokens += number_words(m.group("percent"), year=False) + ["percent"]
+        elif kind == "ordinal" and len(value) > SPOKEN_DIGITS:     # as a long number
+            tokens += number_words(value, year=False)
         elif kind == "ordinal":
             tokens += _num2words(int(value), to="ordinal").split()
         elif kind == "number":
