@@ -139,6 +139,8 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
         "lr negative": Case([*train, "--lr", "-1"], 2, "argument --lr"),
         "lr huge": Case([*train, "--lr", "1e39"], 2, "argument --lr"),
         "lr text": Case([*train, "--lr", "fast"], 2, "argument --lr: expected a number"),
+        "resume a format-1 file": Case(["train", "--resume", FIXTURE], 1,
+                                       "not a checkpoint of xpseq train that can be continued"),
         "devices beyond the CPUs": Case([*train, "--devices", "100000"], 2,
                                         "argument --devices: expected at most"),
         "layers 1e8": Case([*train, "--model", "transformer", "--layers", "100000000"], 2,

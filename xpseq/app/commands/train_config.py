@@ -76,11 +76,17 @@ def _option_name(actions: Mapping[str, argparse.Action], dest: str) -> str:
 
 
 def _stored_options(path: str) -> dict:
-    """The options a checkpoint of ``xpseq train`` stored, for ``--resume``."""
+    """The options a checkpoint of ``xpseq train`` stored, for ``--resume``. A warning of
+    the load (a format-1 file's) is not shown here: the run loads the file again and shows
+    it as a note then, and an error here says enough alone."""
+    import warnings
+
     from xpseq.train import checkpoint
 
     try:
-        loaded = checkpoint.load(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", checkpoint.UnprotectedMetadataWarning)
+            loaded = checkpoint.load(path)
     except FileNotFoundError:
         raise CommandError(f"--resume {path}: no such checkpoint") from None
     except checkpoint.CheckpointError as err:
