@@ -17,7 +17,7 @@ from .errors import CommandError
 
 __all__ = ["check_writable", "train_outputs", "check_outputs", "is_checkpoint", "file_kind",
            "is_metrics_log", "OutputLock", "fingerprint", "data_files", "check_same_data",
-           "check_export"]
+           "check_export", "DEMO_FILES", "check_demo_outputs", "is_own_png"]
 
 
 def check_writable(path: str) -> None:
@@ -227,3 +227,45 @@ def check_export(args: argparse.Namespace, names: Sequence[str]) -> None:
         if not args.force:
             raise CommandError(f"{path} exists; choose another --export folder, or pass "
                                "--force to replace its TSV files")
+
+
+#: What ``xpseq demo`` writes into ``--out``.
+DEMO_FILES = ("seq2seq.safetensors", "attention.safetensors", "transformer.safetensors",
+              "attention_heatmap.png", "loss_curves.png")
+
+
+def is_own_png(path: pathlib.Path) -> bool:
+    """Whether ``path`` is a PNG that xpseq wrote (its ``Software`` text chunk, within the
+    first 4 kB, says ``xpseq``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"\x89PNG\r\n\x1a\n") and b"Software\x00xpseq" in head
+
+
+def check_demo_outputs(out: str, force: bool) -> None:
+    """``demo --out DIR``: refuse, before any training, to replace what the demo did not
+    make: ``DIR`` not a folder, one of :data:`DEMO_FILES` that is a folder or a special
+    file (a FIFO would block the run; never replaced), or an existing file that is not an
+    xpseq checkpoint or an xpseq PNG (unless ``force``)."""
+    folder = pathlib.Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise CommandError(f"--out {out} is not a folder (the demo writes {len(DEMO_FILES)} "
+                           "files into a folder)")
+    for name in DEMO_FILES:
+        path = folder / name
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise CommandError(f"{path}: {err.strerror}") from None
+        if not stat.S_ISREG(mode):
+            raise CommandError(f"{path} is {file_kind(mode)}; the demo writes a regular file "
+                               "there, choose another --out")
+        ours = is_checkpoint(path) if name.endswith(".safetensors") else is_own_png(path)
+        if not ours and not force:
+            raise CommandError(f"{path} exists and was not written by xpseq; choose another "
+                               "--out, or pass --force to replace it")

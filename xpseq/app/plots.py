@@ -92,6 +92,10 @@ def save_loss_curves(path: str | pathlib.Path, histories: Mapping[str, Sequence[
     return _save(plt, fig, path)
 
 
+#: The ``Software`` text of the PNGs xpseq writes.
+PNG_SOFTWARE = "xpseq"
+
+
 def _pyplot():
     """matplotlib's pyplot on the Agg backend (files only, no screen needed)."""
     import matplotlib
@@ -106,6 +110,8 @@ def _save(plt, fig, path: str | pathlib.Path) -> pathlib.Path:
     fig.tight_layout()
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, format="png")        # exactly at path, whatever its suffix
+    # exactly at path, whatever its suffix; the Software text names its writer, so that
+    # the demo knows a PNG of its own from a user's (xpseq.app.outputs.is_own_png)
+    fig.savefig(path, dpi=120, format="png", metadata={"Software": PNG_SOFTWARE})
     plt.close(fig)
     return path

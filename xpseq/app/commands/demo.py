@@ -7,6 +7,7 @@ import pathlib
 from typing import Any
 
 from .. import options as opts
+from .. import outputs
 from .common import _backend
 
 
@@ -27,7 +28,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="a small smoke run: less data, smaller models, one epoch (under a "
                    "minute)")
     p.add_argument("--out", default="out", metavar="DIR",
-                   help="folder for the PNGs and the three checkpoints (default: out)")
+                   help="folder for the PNGs and the three checkpoints (default: out); a "
+                   "file of the same name that xpseq did not write is not replaced")
+    p.add_argument("--force", action="store_true",
+                   help="replace files of those names in --out that xpseq did not write "
+                   "(never a folder or a special file)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run, check=check, parser=p)
     return p
@@ -40,6 +45,7 @@ def check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from xpseq.app.demo import run_demo
 
+    outputs.check_demo_outputs(args.out, args.force)
     backend = _backend(args.backend, args.compile)
     return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,
                     seed=args.seed, progress=not args.no_progress)
