@@ -11,7 +11,9 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, from the CPU wheel on disk; the constraints keep every later step on it.
 	$(PIP) install -c constraints.txt torch==2.13.0
-	$(PIP) install -c constraints.txt -e ".[dev]"
+	# compat: the checkout on the path by a .pth line, which mypy follows (a user's script
+	# type-checks against xpseq); setuptools' default finder hook is invisible to mypy.
+	$(PIP) install -c constraints.txt -e ".[dev]" --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -325,3 +325,20 @@ def test_save_heatmap_and_loss_curves_write_pngs(tmp_path):
         "seq2seq": [{"epoch": 1, "train_loss": 2.0, "dev_loss": None}],
     })
     assert curves.read_bytes()[:8] == PNG_MAGIC and curves.stat().st_size > 1000
+
+
+def test_translate_can_show_its_progress_on_stderr(capsys):
+    """``progress``: a tqdm bar of the sentences decoded, labelled, on standard error
+    (``xpseq evaluate`` shows one per search on a terminal); nothing on standard output,
+    and the same results as without it."""
+    words = [f"w{i}" for i in range(V - 4)]
+    vocab = Vocab.from_list(["<pad>", "<s>", "</s>", "<unk>", *words])
+    decoder = CheckpointDecoder(init_params(config("general"), seed=1), config("general"),
+                                vocab, vocab, backends.get("numpy"))
+    sentences = [words[:n] for n in (1, 3, 2, 5, 4)]
+    quiet = translate(decoder, sentences, batch_size=2)
+    capsys.readouterr()
+    shown = translate(decoder, sentences, batch_size=2, progress="greedy")
+    out, err = capsys.readouterr()
+    assert out == "" and "greedy:" in err and "/5 [" in err and "sentences" in err
+    assert [r["tokens"] for r in shown] == [r["tokens"] for r in quiet]

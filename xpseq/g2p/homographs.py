@@ -17,7 +17,7 @@ stress after it, with as many vowels (755 words of the dictionary have both).
 
 Homographs that differ by their sounds rather than their stress (*read*, *live*, *lead*,
 *tear*, *wind*, *close*) are not chosen: the dictionary's first pronunciation is given
-(``pronounce(..., lookup=True, n_best=k)`` lists the others). No part-of-speech tagger
+(``pronounce(..., lookup=True, beam=k, n_best=k)`` lists the others). No part-of-speech tagger
 runs: none that ships its model in a package registry and works offline was found
 dependable enough to add.
 """

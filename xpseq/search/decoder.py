@@ -158,7 +158,8 @@ class CheckpointDecoder:
 
 def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
               options: SearchOptions = SearchOptions(), *,
-              batch_size: int = 256, shapes: int | None = None) -> list[dict[str, Any]]:
+              batch_size: int = 256, shapes: int | None = None,
+              progress: bool | str = False) -> list[dict[str, Any]]:
     """Translate token lists with ``decoder`` (a :class:`~xpseq.search.Decoder`: a
     checkpoint on a backend, :func:`xpseq.load_decoder`, or an ONNX export); results come
     back in the order of ``sources``.
@@ -172,12 +173,19 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
     A model whose best score for a source is not finite (weights that overflow) raises a
     ``FloatingPointError`` instead of an empty or wrong answer.
     ``shapes`` bounds the batches' shapes, each a compilation of the search on JAX (see
-    :func:`xpseq.data.make_batches`).
+    :func:`xpseq.data.make_batches`). ``progress``: a tqdm bar of the sources decoded, on
+    standard error (a str: its label).
     """
     src_vocab, tgt_vocab = decoder.src_vocab, decoder.tgt_vocab
     results: list[dict[str, Any] | None] = [None] * len(sources)
     pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(s, add_eos=True), [])
                                           for s in sources]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(sources), unit=" sentences", leave=False,
+                   desc=progress if isinstance(progress, str) else None)
     for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # checked below
             hyp = decoder.search(batch["src"], batch["src_len"], options)
@@ -195,4 +203,8 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
                                "score": top["score"], "attention": top["attention"],
                                "n_best": [tgt_vocab.decode(h["tokens"]) for h in best],
                                "n_best_scores": [h["score"] for h in best]}
+        if bar is not None:
+            bar.update(int(np.sum(np.asarray(batch["index"]) >= 0)))
+    if bar is not None:
+        bar.close()
     return cast(list[dict[str, Any]], results)                # every source translated

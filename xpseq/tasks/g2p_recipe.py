@@ -186,21 +186,25 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
 
 
 def predict(decoder: Decoder, words: Sequence[str],
-            options: SearchOptions = SearchOptions()) -> list[list[str]]:
+            options: SearchOptions = SearchOptions(), *,
+            progress: bool | str = False) -> list[list[str]]:
     """The phones of each word (one list per word, in order) from ``decoder`` (a
     :class:`~xpseq.search.Decoder`: a checkpoint on a backend, an ensemble, an ONNX
-    export); characters the model never saw are read as ``<unk>``."""
-    results = translate(decoder, [word_tokens(w) for w in words], options)
+    export); characters the model never saw are read as ``<unk>``. ``progress``: a bar
+    on standard error (a str: its label)."""
+    results = translate(decoder, [word_tokens(w) for w in words], options,
+                        progress=progress)
     return [list(r["tokens"]) for r in results]
 
 
 def evaluate(decoder: Decoder, split: Any, *, part: str = "test",
              searches: Sequence[tuple[str, SearchOptions]] = SEARCHES,
-             limit: int | None = None) -> list[dict]:
+             limit: int | None = None, progress: bool = False) -> list[dict]:
     """PER and WER (:func:`xpseq.tasks.metrics.g2p_scores`) of the words of ``split``'s
     ``part`` for each named search, decoded by ``decoder`` (see :func:`predict`).
 
-    ``limit`` scores only the first ``limit`` words (for quick checks). Returns one dict
+    ``limit`` scores only the first ``limit`` words (for quick checks); ``progress`` shows
+    a bar per search on standard error. Returns one dict
     per search: ``search``, ``per``, ``wer`` (percent), ``words``, ``seconds`` (decoding
     time, JAX compilation included) and ``predictions``; for a split with stress kept
     also ``per_no_stress`` and ``wer_no_stress``: the predictions' stress digits removed,
@@ -217,7 +221,8 @@ def evaluate(decoder: Decoder, split: Any, *, part: str = "test",
     rows = []
     for name, options in searches:
         start = time.perf_counter()
-        predictions = predict(decoder, ["".join(w) for w in words], options)
+        predictions = predict(decoder, ["".join(w) for w in words], options,
+                              progress=name if progress else False)
         seconds = time.perf_counter() - start
         scores = g2p_scores(predictions, references)
         rows.append({"search": name, "per": scores.per, "wer": scores.wer,

@@ -179,12 +179,12 @@ class Translator:
         return [[" ".join(h) for h in r["n_best"]] for r in results]
 
     def evaluate(self, pairs: Sequence[tuple[Any, ...]] | None = None, *,
-                 beam: int = 1) -> dict[str, Any]:
+                 beam: int = 1) -> dict[int | str, dict[str, Any]]:
         """BLEU (sacrebleu) and exact match: on ``pairs`` (``(source, target)`` strings or
         token lists), or by test bucket of the task it was trained on.
 
-        Returns ``{bucket: {"bleu", "exact", "sentences"}}`` (one bucket, ``"test"``, for
-        ``pairs``).
+        Returns ``{bucket: {"bleu", "exact", "sentences"}}``: the toy task's buckets are its
+        extra phrases, ints ``0`` to ``4``; ``pairs`` make one bucket, ``"test"``.
         """
         from .experiment import bucket_table
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from .. import options as opts
@@ -126,7 +127,7 @@ def _evaluate_g2p(args: argparse.Namespace, decoder: Any) -> int:
                                               length_penalty=args.length_penalty,
                                               alpha=args.alpha, precision=precision))]
     rows = g2p_recipe.evaluate(decoder, split, part=args.part, searches=searches,
-                               limit=args.limit)
+                               limit=args.limit, progress=sys.stderr.isatty())
     print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
           f"{rows[0]['words']} {args.part} words, decoded on {decoder.name}")
     plain = ["PER % (stress removed)", "WER % (stress removed)"] if split.stress else []

@@ -61,7 +61,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="remove the vowels' stress digits (AH0 -> AH); by default they "
                    "are printed, as the CMU dictionary writes them")
     p.add_argument("--text", action="store_true",
-                   help="read running text (the arguments as one text, or each line of "
+                   help="read running text (each argument a text, or each line of "
                    "stdin): numbers, dates, times, currency and percentages spelled out, "
                    "dictionary words from the dictionary, the others from the model; "
                    "prints a line of phones per text, | between words and around "
@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     from xpseq import g2p
     from xpseq.export.decoders import EXPORT_ENGINE
 
-    if args.text:                   # the arguments are one text; stdin a text a line
-        chunks = stdin.chunks(64) if not args.words else iter([[" ".join(args.words)]])
+    if args.text:                   # each argument a text; stdin a text a line
+        chunks = stdin.chunks(64) if not args.words else iter([list(args.words)])
     else:
         chunks = (stdin.chunks(g2p.CHUNK) if not args.words else
                   (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words),
