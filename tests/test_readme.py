@@ -114,3 +114,74 @@ def test_every_install_page_leads_with_the_cpu_route():
         gpu = text.find("jax[cuda12]")
         assert gpu == -1 or gpu > text.index(second), page
     assert first in (ROOT / ".ci" / "install-cpu").read_text()
+
+
+SHELL_BLOCKS = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+def xpseq_lines() -> list[list[str]]:
+    """Every ``xpseq ...`` command line of the README's shell blocks, split as a shell
+    would (its comment dropped), the alternatives line ``demo | tour | --version`` as
+    three."""
+    import shlex
+
+    found = []
+    for text in SHELL_BLOCKS:
+        for line in text.splitlines():
+            words = shlex.split(line, comments=True)
+            if not words or words[0] != "xpseq":
+                continue
+            if "|" in words:                                    # xpseq demo | tour | ...
+                found += [["xpseq", w] for w in " ".join(words[1:]).split(" | ")]
+            else:
+                found.append(words)
+    return found
+
+
+def test_every_command_line_of_the_readme_is_one_the_command_takes():
+    """Each ``xpseq`` line the README prints parses as printed (options, choices, the
+    subcommand's own checks), so none stops on a missing or mistyped option."""
+    from xpseq.app import cli
+    from xpseq.backends import usable_cpus
+
+    lines = xpseq_lines()
+    assert len(lines) >= 15, lines
+    for words in lines:
+        argv = [w for w in words[1:] if w != "<"]               # (a redirection)
+        if argv == ["--version"] or ("--devices" in argv and usable_cpus() < 2):
+            continue                          # (--devices 2 is refused on one CPU)
+        try:
+            args, extra = cli.build().parser.parse_known_args(argv)
+        except SystemExit as err:
+            raise AssertionError(f"the README's `{' '.join(words)}` is refused") from err
+        more = getattr(args, "more", None)
+        assert not extra or (more and not any(e.startswith("-") for e in extra)), words
+        if getattr(args, "check", None) is not None:
+            args.check(args)
+
+
+def test_the_readme_pronunciation_lines_run_as_printed(tmp_path):
+    """The G2P lines (all but the 3-minute ``evaluate --shipped``) run from a shell as
+    printed, on NumPy, and answer what their comments say."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "words.txt").write_text("hello\nworld\n")
+    bin_dir = pathlib.Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+               XPSEQ_BACKEND="numpy")
+    block = next(b for b in SHELL_BLOCKS if "xpseq g2p" in b)
+    outputs = {}
+    for line in block.splitlines():
+        if not line.startswith("xpseq g2p"):
+            continue
+        done = subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, (line, done.stderr)
+        outputs[line.split("#")[0].strip()] = done.stdout
+    assert "hello\tHH EH1 L OW0" in outputs["xpseq g2p hello Dijkstra xylophone"]
+    assert outputs["xpseq g2p --no-stress hello"] == "hello\tHH EH L OW\n"
+    assert outputs["xpseq g2p < words.txt"].splitlines()[0] == "hello\tHH EH1 L OW0"
+    [text] = [v for k, v in outputs.items() if "--text" in k]
+    assert len(text.splitlines()) == 1 and " | $" not in text and "D AA1 L ER0 Z" in text
