@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: demo test test-slow test-full typecheck bench g2p docs clean
+.PHONY: demo test smoke test-slow test-full typecheck bench g2p docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,15 @@ demo: $(STAMP)
 # `make test-full` (or plain pytest) runs everything and compiles all 26.
 test: $(STAMP)
 	XPSEQ_JAX_SUBSET=1 $(BIN)/python -m pytest -n 2 -m "not slow"
+
+# A first check in under 2 minutes on 2 cores: the layout and import layers, the model
+# protocol (a model defined in a test trains, saves, reloads and searches), the shapes, the
+# search, the README's examples and command lines, on NumPy only.
+smoke: $(STAMP)
+	XPSEQ_BACKENDS=numpy $(BIN)/python -m pytest -n 2 -m "not slow" -k "not on_jax" \
+		tests/test_layout.py tests/test_import_layers.py tests/test_model_protocol.py \
+		tests/test_model_checks.py tests/test_shapes.py tests/test_translation.py \
+		tests/test_readme.py
 
 # The long checks: the benchmarks' harnesses run whole, training over several processes,
 # the demo's findings, 200-step bfloat16 parity, torch.compile (.ci/run runs them too).

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
     ("42", "forty-two"),
     ("1,000,000", "one million"),
     ("1,234", "one thousand two hundred and thirty-four"),
-    ("-5 and 3-5", "minus five and three - five"),
+    ("-5 and 3-5", "minus five and three to five"),              # a range
     ("3.14", "three point one four"),
     ("2.05", "two point zero five"),
     ("1999", "nineteen ninety-nine"),
@@ -76,8 +76,8 @@ def test_words_punctuation_accents_apostrophes_and_hyphens():
         "i", "paid", "two", "hundred", "and", "fifty", "dollars", "on", "march", "fourth",
         "twenty", "twenty-one", ",", "didn't", "i", "?"]
     assert normalize("Café, naïve—Zoë’s “quote”... STRASSE/straße!?") == [
-        "cafe", ",", "naive", "—", "zoe's", '"', "quote", '"...', "strasse", "/",
-        "strasse", "!?"]
+        "cafe", ",", "naive", "—", "zoe's", '"', "quote", '"...', "strasse",   # w/w: said
+        "strasse", "!?"]                                                     # as nothing
     assert normalize("the well-known x-ray, the parents' car, U.S. e.g.") == [
         "the", "well-known", "x-ray", ",", "the", "parents'", "car", ",", "u.s.", "e.g."]
     assert normalize("") == [] and normalize("  \n ") == []
@@ -226,3 +226,45 @@ def test_stress_homographs_are_chosen_by_the_word_before():
     assert homographs.choose(stressed["record"], "old") is None
     assert homographs.choose(stressed["record"], None) is None
     assert homographs.choose(stressed["cat"], "the") is None
+
+
+@pytest.mark.parametrize("text, words", [
+    # numbers a reader says
+    ("the 1990s", "the nineteen nineties"),
+    ("the '90s and 1800s", "the nineties and eighteen hundreds"),
+    ("call 555-1234", "call five five five one two three four"),
+    ("(212) 555-1234", "two one two five five five one two three four"),
+    ("2:03:45", "two oh three and forty-five seconds"),
+    ("in 1990-95, pages 3-5", "in nineteen ninety to ninety-five , pages three to five"),
+    ("1/2 3/4 2/3 5/8", "one half three quarters two thirds five eighths"),
+    ("24/7", "twenty-four slash seven"),
+    ("Henry VIII and Elizabeth II", "henry the eighth and elizabeth the second"),
+    ("World War II, Part IV", "world war two , part four"),
+    ("Malcolm X said I", "malcolm x said i"),                # one letter: not a numeral
+    # symbols, addresses
+    ("Tom & Jerry", "tom and jerry"),
+    ("me @ home", "me at home"),
+    ("5 + 3 = 8", "five plus three equals eight"),
+    ("#1 and/or #tag", "number one and or hash tag"),
+    ("mail ann.lee@example.com", "mail ann dot lee at example dot com"),
+    ("see www.example.org/news", "see w w w dot example dot org slash news"),
+    # abbreviations by their context, no pause left behind unless the text ends there
+    ("Dr. Smith lives on Elm Dr.", "doctor smith lives on elm drive ."),
+    ("St. Paul's is on Main St. near here", "saint paul's is on main street near here"),
+    ("Mr. and Mrs. Lee, Prof. Kim, Bob Jones Jr.", "mister and missus lee , professor kim , "
+     "bob jones junior ."),
+    ("Jan. 5, approx. 3 apples etc. vs. them", "january five , approximately three apples "
+     "et cetera versus them"),
+])
+def test_a_reader_says_symbols_addresses_abbreviations_and_numbers(text, words):
+    """The words as a reader says them; num2words' for every number (the expected strings
+    here are written from its words and the dictionary's entries)."""
+    assert normalize(text) == words.split()
+
+
+def test_the_new_readings_are_dictionary_words(lexicon):
+    """Every word these readings produce is in the CMU dictionary, so that phonemize says
+    it from there (the letters of ``www`` too)."""
+    said = normalize("Dr. St. Mrs. Prof. Jr. approx. etc. vs. & @ + = # 1/2 3/4 2/3 "
+                     "1990s 2:03:45 www.example.com 3-5 Henry VIII")
+    assert [w for w in said if w not in lexicon and w not in ".,"] == []

@@ -15,6 +15,21 @@ apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn'
 * times: ``10:30`` ten thirty, ``3:05`` three oh five, ``3:00`` three o'clock, ``9am``
   nine a.m., ``7:15 pm`` seven fifteen p.m.;
 * dates: ``3/4/2021`` (month/day/year) and ``2021-03-04`` march fourth twenty twenty-one;
+* times with seconds: ``2:03:45`` two oh three and forty-five seconds;
+* decades: ``1990s`` nineteen nineties, ``'90s`` nineties; ranges: ``1990-95`` nineteen
+  ninety to ninety-five, ``3-5`` three to five; fractions of a denominator up to 10:
+  ``1/2`` one half, ``3/4`` three quarters, ``5/8`` five eighths (``24/7``: twenty-four
+  slash seven); phone numbers digit by digit: ``555-1234``, ``(212) 555-1234``;
+* Roman numerals of two letters or more after a capitalised word: ``Henry VIII`` henry the
+  eighth, ``World War II`` world war two (after a word that counts: war, part, chapter ...);
+* symbols: ``&`` and, ``@`` at, ``+`` plus, ``=`` equals, ``#1`` number one, ``%``
+  percent, ``/`` between two words (``and/or``) nothing; e-mail and web addresses part by
+  part: ``ann.lee@example.com`` ann dot lee at example dot com, ``www.example.org`` w w w
+  dot example dot org;
+* abbreviations by their context: ``Dr.`` doctor before a name, drive after one; ``St.``
+  saint before a name, street after one; ``Mr.``, ``Mrs.``, ``Prof.``, ``Jr.``, ``Sr.``,
+  ``Jan.`` to ``Dec.``, ``approx.``, ``etc.``, ``vs.`` as their words; their period is no
+  pause unless the text ends there;
 * accents: ``café`` cafe, ``naïve`` naive.
 
 The numbers' words come from num2words (the ``xpseq[g2p]`` extra), never from tables of
@@ -38,20 +53,44 @@ MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augus
           "september", "october", "november", "december")
 
 _CURRENCIES = {"$": "USD", "€": "EUR", "£": "GBP", "₹": "INR"}
+#: Abbreviations said as words wherever they stand (the titles and ``st.`` by their
+#: context: :func:`_short`); their period is no pause unless the text ends there.
+_SHORT_WORDS = {"mr": ["mister"], "mrs": ["missus"], "prof": ["professor"],
+                "jr": ["junior"], "sr": ["senior"], "approx": ["approximately"],
+                "etc": ["et", "cetera"], "vs": ["versus"], "jan": ["january"],
+                "feb": ["february"], "mar": ["march"], "apr": ["april"], "jun": ["june"],
+                "jul": ["july"], "aug": ["august"], "sep": ["september"],
+                "sept": ["september"], "oct": ["october"], "nov": ["november"],
+                "dec": ["december"]}
+_SHORT = ("dr", "st", *sorted(_SHORT_WORDS, key=len, reverse=True))
+#: Symbols said as words; ``/`` between two words (and/or) is said as nothing.
+_SYMBOLS = {"&": ["and"], "@": ["at"], "+": ["plus"], "=": ["equals"], "#": ["number"],
+            "/": ["slash"], "%": ["percent"]}
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
+_TLD = r"com|org|net|edu|gov|io|info|co|uk|us|de|fr|ca|au|ai|dev"
 _TOKEN = re.compile(rf"""
-      (?P<currency>[$€£₹])\s?(?P<amount>{_NUMBER})
+      (?P<email>[a-z0-9][a-z0-9._+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)+)
+    | (?P<web>(?:https?://)?(?:www\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:{_TLD})\b(?:/[^\s]*)?)
+    | (?P<currency>[$€£₹])\s?(?P<amount>{_NUMBER})
           (?:\s?(?P<scale>thousand|million|billion|trillion)\b)?
     | (?P<iso>\d{{4}})-(?P<iso_month>1[0-2]|0[1-9])-(?P<iso_day>3[01]|[12]\d|0[1-9])(?!\d)
     | (?P<month>1[0-2]|0?[1-9])/(?P<day>3[01]|[12]\d|0?[1-9])/(?P<year>\d{{4}}|\d{{2}})(?!\d)
-    | (?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?!\d)
+    | (?P<second_hour>[01]?\d|2[0-3]):(?P<second_minute>[0-5]\d):(?P<seconds>[0-5]\d)(?!\d)
+    | (?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?![\d:])
           (?:\s?(?P<meridiem>[ap])(?:\.m\.|m\b))?
     | (?P<clock>1[0-2]|0?[1-9])\s?(?P<clock_meridiem>[ap])(?:\.m\.|m\b)
+    | (?P<phone>(?<![\d-])(?:\(\d{{3}}\)\s?|\d{{3}}[-.])?\d{{3}}-\d{{4}}(?![\d-]))
+    | (?P<decade>'\d{{2}}|(?<!\d)\d{{2}}|(?<!\d)\d{{4}})s\b
+    | (?P<range_from>(?<![\w.-])\d+)[-–](?P<range_to>\d+)(?![\d/:-]|[.,]\d)
+    | (?P<numerator>(?<![\w/])\d+)/(?P<denominator>\d+)(?![\d/])
     | (?P<percent>(?:(?<!\w)-)?(?:{_NUMBER}))\s?%
     | (?P<ordinal>\d+)(?:st|nd|rd|th)\b
     | (?P<number>(?:(?<!\w)-)?(?:{_NUMBER}))
     | (?P<abbreviation>(?:[^\W\d_]\.){{2,}})
+    | (?P<short>\b(?:{"|".join(_SHORT)})\.)
+    | (?P<roman>\b[IVX]{{2,}}\b)
     | (?P<word>[^\W\d_]+(?:['-][^\W\d_]+)*(?<=s)'|[^\W\d_]+(?:['-][^\W\d_]+)*)
+    | (?P<symbol>[&@+=#/%])
     | (?P<punctuation>[^\w\s]+)
 """, re.VERBOSE | re.IGNORECASE)
 
@@ -59,10 +98,16 @@ _TOKEN = re.compile(rf"""
 def fold(text: str) -> str:
     """``text`` with compatibility forms unified (NFKC), curly quotes made straight,
     letters stripped of their accents (NFKD, combining marks dropped) and case-folded."""
+    return _plain(text.casefold())
+
+
+def _plain(text: str) -> str:
+    """:func:`fold` but the case kept (the reader of running text needs it: ``Dr. Smith``,
+    ``Henry VIII``)."""
     text = unicodedata.normalize("NFKC", text)
     text = text.translate({0x2018: "'", 0x2019: "'", 0x02BC: "'", 0x201C: '"',
-                           0x201D: '"', 0x2010: "-", 0x2011: "-"})
-    text = "".join(c for c in unicodedata.normalize("NFKD", text.casefold())
+                           0x201D: '"', 0x2010: "-", 0x2011: "-", 0x2013: "-"})
+    text = "".join(c for c in unicodedata.normalize("NFKD", text)
                    if not unicodedata.combining(c))
     return unicodedata.normalize("NFC", text)
 
@@ -140,6 +185,92 @@ def _time(hour: str, minute: str, meridiem: str | None) -> list[str]:
     return words + ([f"{meridiem.lower()}.m."] if meridiem else [])
 
 
+def _plural(words: list[str]) -> list[str]:
+    """A decade's words: the last made plural (``ninety`` -> ``nineties``)."""
+    last = words[-1]
+    return words[:-1] + [last[:-1] + "ies" if last.endswith("y") else last + "s"]
+
+
+def _fraction(numerator: str, denominator: str) -> list[str]:
+    """``3/4`` three quarters, ``1/2`` one half, ``2/3`` two thirds."""
+    n, d = int(numerator), int(denominator)
+    one = n == 1
+    if d == 2:
+        name = ["half" if one else "halves"]
+    elif d == 4:
+        name = ["quarter" if one else "quarters"]
+    else:
+        name = _num2words(d, to="ordinal").split()
+        name = name if one else name[:-1] + [name[-1] + "s"]
+    return number_words(numerator, year=False) + name
+
+
+def _digits(text: str) -> list[str]:
+    """Each digit of ``text`` as a word (a phone number)."""
+    return [_num2words(int(c)) for c in text if c.isdigit()]
+
+
+def _parts(address: str) -> list[str]:
+    """An e-mail or web address part by part: ``dot``, ``at``, ``slash``, ``dash`` between
+    its words, its numbers spelled out, ``www`` and a part without a vowel letter by
+    letter."""
+    address = re.sub(r"^https?://", "", address, flags=re.IGNORECASE)
+    said = {".": "dot", "@": "at", "/": "slash", "-": "dash", "_": "underscore",
+            "+": "plus"}
+    out: list[str] = []
+    for piece in re.findall(r"[a-z]+|\d+|[.@/_+-]", address.lower()):
+        if piece in said:
+            out.append(said[piece])
+        elif piece.isdigit():
+            out += number_words(piece, year=False)
+        elif piece == "www" or not re.search(r"[aeiouy]", piece):
+            out += list(piece)
+        else:
+            out.append(piece)
+    return [w for w in out if w != "slash"] if address.endswith("/") else out
+
+
+#: Words after which a Roman numeral counts (World War II, Part IV) rather than ranks a
+#: name (Henry VIII: the eighth).
+_COUNTED = {"war", "part", "chapter", "volume", "vol", "act", "scene", "phase", "type",
+            "class", "grade", "stage", "level", "bowl", "book", "section", "appendix",
+            "episode", "season", "article", "title", "schedule", "psalm", "canto"}
+
+#: Roman numerals read after a name (``Henry VIII``), two letters or more: one letter
+#: (``Malcolm X``, ``I``) is too often not a numeral.
+_ROMAN = {"I": 1, "V": 5, "X": 10}
+
+
+def _roman(numeral: str) -> int | None:
+    """The value of an upper-case Roman numeral of I, V and X, or ``None`` if it is not
+    one written the usual way."""
+    total = 0
+    for here, after in zip(numeral, numeral[1:] + " "):
+        value = _ROMAN[here]
+        total += -value if _ROMAN.get(after, 0) > value else value
+    return total if 0 < total < 40 and _to_roman(total) == numeral else None
+
+
+def _to_roman(value: int) -> str:
+    out = ""
+    for symbol, amount in (("XL", 40), ("X", 10), ("IX", 9), ("V", 5), ("IV", 4), ("I", 1)):
+        while value >= amount:
+            out, value = out + symbol, value - amount
+    return out
+
+
+def _short(name: str, before: str, after: str) -> list[str]:
+    """An abbreviation of :data:`_SHORT` by its context: ``dr.`` doctor before a name,
+    drive after one; ``st.`` saint before a name, street after one."""
+    capital_after = after[:1].isupper()
+    capital_before = before[:1].isupper()
+    if name == "dr":
+        return ["drive"] if capital_before and not capital_after else ["doctor"]
+    if name == "st":
+        return ["saint"] if capital_after or not capital_before else ["street"]
+    return list(_SHORT_WORDS[name])
+
+
 def normalize(text: str) -> list[str]:
     """The tokens of running ``text``, in order: its words as they are said (lower case;
     numbers, dates, times, currency and percentages spelled out; accents removed) and its
@@ -153,18 +284,42 @@ def normalize(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"normalize: text must be a str, got {type(text).__name__}")
     tokens: list[str] = []
-    for m in _TOKEN.finditer(fold(text)):
+    plain = _plain(text)
+    matches = list(_TOKEN.finditer(plain))
+    for at, m in enumerate(matches):
         kind, value = m.lastgroup, m.group(m.lastgroup or 0)
-        if m.group("currency"):
+        before = matches[at - 1].group(0) if at else ""
+        after = matches[at + 1].group(0) if at + 1 < len(matches) else ""
+        if m.group("email") or m.group("web"):
+            tokens += _parts(value)
+        elif m.group("currency"):
             tokens += _currency(m.group("currency"), m.group("amount"), m.group("scale"))
         elif m.group("iso"):
             tokens += _date(m.group("iso"), m.group("iso_month"), m.group("iso_day"))
         elif m.group("month"):
             tokens += _date(m.group("year"), m.group("month"), m.group("day"))
+        elif m.group("second_hour"):
+            tokens += _time(m.group("second_hour"), m.group("second_minute"), None) + [
+                "and"] + number_words(str(int(m.group("seconds"))), year=False) + [
+                "second" if m.group("seconds") == "01" else "seconds"]
         elif m.group("hour"):
             tokens += _time(m.group("hour"), m.group("minute"), m.group("meridiem"))
         elif m.group("clock"):
             tokens += number_words(m.group("clock")) + [f"{m.group('clock_meridiem')}.m."]
+        elif m.group("phone"):
+            tokens += _digits(value)
+        elif m.group("decade"):
+            digits = m.group("decade").lstrip("'")
+            tokens += _plural(number_words(digits, year=len(digits) == 4))
+        elif m.group("range_from"):
+            tokens += (number_words(m.group("range_from")) + ["to"]
+                       + number_words(m.group("range_to"), year=len(m.group("range_to")) == 4))
+        elif m.group("numerator") and int(m.group("numerator")) < int(
+                m.group("denominator")) <= 10:
+            tokens += _fraction(m.group("numerator"), m.group("denominator"))
+        elif m.group("numerator"):                      # 24/7: the numbers, a slash
+            tokens += (number_words(m.group("numerator")) + ["slash"]
+                       + number_words(m.group("denominator")))
         elif m.group("percent"):
             tokens += number_words(m.group("percent"), year=False) + ["percent"]
         elif kind == "ordinal" and len(value) > SPOKEN_DIGITS:     # as a long number
@@ -173,6 +328,20 @@ def normalize(text: str) -> list[str]:
             tokens += _num2words(int(value), to="ordinal").split()
         elif kind == "number":
             tokens += number_words(value)
+        elif kind == "short":
+            tokens += _short(value[:-1].lower(), before, after)
+            if at + 1 == len(matches):                # the text ends here: a full stop
+                tokens.append(".")
+        elif kind == "roman" and value.isupper() and _roman(value) and before[:1].isupper() \
+                and before.isalpha():
+            number = _roman(value)
+            tokens += (number_words(str(number)) if before.lower() in _COUNTED else
+                       ["the"] + _num2words(number, to="ordinal").split())
+        elif kind == "symbol":
+            if value == "/" and before[-1:].isalpha() and after[:1].isalpha() \
+                    and m.start() == matches[at - 1].end() and m.end() == matches[at + 1].start():
+                continue                              # and/or: said as nothing
+            tokens += _SYMBOLS[value] if value != "#" or after[:1].isdigit() else ["hash"]
         else:
-            tokens.append(value)
+            tokens.append(value.casefold() if kind != "punctuation" else value)
     return tokens
