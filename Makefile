@@ -27,14 +27,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	XPSEQ_JAX_SUBSET=1 $(BIN)/python -m pytest -n 2 -m "not slow"
 
-# A first check in under 2 minutes on 2 cores: the layout and import layers, the model
-# protocol (a model defined in a test trains, saves, reloads and searches), the shapes, the
-# search, the README's examples and command lines, on NumPy only.
+# A first check in under 2 minutes on 2 cores (30 s measured): the layout and import layers,
+# the model protocol (a model defined in a test trains, saves, reloads and searches), the
+# shapes, the search, the README's examples and command lines, the text front end, the
+# core's errors and the command's options, on NumPy only.
 smoke: $(STAMP)
 	XPSEQ_BACKENDS=numpy $(BIN)/python -m pytest -n 2 -m "not slow" -k "not on_jax" \
 		tests/test_layout.py tests/test_import_layers.py tests/test_model_protocol.py \
 		tests/test_model_checks.py tests/test_shapes.py tests/test_translation.py \
-		tests/test_readme.py
+		tests/test_readme.py tests/test_g2p_text.py tests/test_errors.py \
+		tests/test_cli_options.py
 
 # The long checks: the benchmarks' harnesses run whole, training over several processes,
 # the demo's findings, 200-step bfloat16 parity, torch.compile (.ci/run runs them too).
