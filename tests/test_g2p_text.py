@@ -268,3 +268,38 @@ def test_the_new_readings_are_dictionary_words(lexicon):
     said = normalize("Dr. St. Mrs. Prof. Jr. approx. etc. vs. & @ + = # 1/2 3/4 2/3 "
                      "1990s 2:03:45 www.example.com 3-5 Henry VIII")
     assert [w for w in said if w not in lexicon and w not in ".,"] == []
+
+
+def sound_homograph_sentences():
+    path = ROOT / "tests" / "fixtures" / "sound_homographs.tsv"
+    return [tuple(line.split("\t")) for line in path.read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")]
+
+
+def test_sound_homographs_are_chosen_by_their_context(lexicon):
+    """On the 104 sentences of tests/fixtures/sound_homographs.tsv (read, live, lead,
+    wind, tear, bass, close, use, wound, résumé; each sense's pronunciation taken from
+    the dictionary's entries by hand), the context rules say the meant pronunciation far
+    more often than the dictionary's first entry; the G2P guide quotes these counts."""
+    from xpseq.data.cmudict import read_cmudict
+
+    stressed = read_cmudict(stress=True)
+    model = g2p.load()
+    rows = sound_homograph_sentences()
+    assert len(rows) >= 100
+    right = first = 0
+    wrong = []
+    for sentence, word, want in rows:
+        assert want.split() in [list(p) for p in stressed[word]], (word, want)  # an entry
+        said = normalize(sentence)
+        at = said.index("résumé" if "résumé" in said else word)
+        tokens = " ".join(model.phonemize(sentence)).split("   ")
+        assert len(tokens) == len(said), (sentence, tokens)
+        got = tokens[at].split()
+        right += got == want.split()
+        first += list(stressed[word][0]) == want.split()
+        if got != want.split():
+            wrong.append(sentence)
+    print(f"sound homographs: {right}/{len(rows)} right with the rules, {first}/{len(rows)} "
+          f"with the dictionary's first entry; wrong: {wrong}")
+    assert right >= 95 and right > first + 30, (right, first, wrong)

@@ -6,8 +6,8 @@ One pipeline, in four steps::
                 accents removed, punctuation its own token    (xpseq.g2p.text.normalize)
     pieces      what to say for each word: itself when the dictionary has it (or without
                 lookup), else a hyphenated word's parts or an abbreviation's letters
-    answer      the dictionary's pronunciation (a noun / verb homograph chosen by the word
-                before: xpseq.g2p.homographs), the model's for every other piece, all of
+    answer      the dictionary's pronunciation (a homograph chosen by the words around it:
+                xpseq.g2p.homographs), the model's for every other piece, all of
                 the text's decoded together and each once
     join        the phones of each line, " " between words and around punctuation
 
@@ -50,11 +50,16 @@ def read_texts(model: Any, texts: Iterable[Any], *, lookup: bool, stress: bool,
                                           stacklevel=stacklevel)))
     stressed = model._read_lexicon(True) if lookup else {}   # homographs: digits kept
 
-    def said(token: str, previous: str | None) -> list[str]:
-        if token in lexicon:
-            choice = homographs.choose(stressed[token], previous)
+    def said(token: str, before: str | None, before2: str | None,
+             after: str | None) -> list[str]:
+        spelled = homographs.ACCENT_CUES.get(token, (token,))[0]   # résumé: resume
+        if spelled in lexicon:
+            prons = stressed[spelled]
+            choice = homographs.choose_sound(token, prons, before, before2, after)
+            if choice is None:
+                choice = homographs.choose(prons, before)
             if choice is not None:
-                return [p if stress else p.rstrip("012") for p in stressed[token][choice]]
+                return [p if stress else p.rstrip("012") for p in prons[choice]]
         return [p for piece in pieces[token] for p in (
             lexicon[piece][0] if piece in lexicon else heard[piece])]
 
@@ -62,7 +67,10 @@ def read_texts(model: Any, texts: Iterable[Any], *, lookup: bool, stress: bool,
 
 
 def _pieces(token: str, lexicon: Mapping[str, Any], lookup: bool) -> list[str]:
-    """What to pronounce for a word: itself, or its parts or letters."""
+    """What to pronounce for a word: itself, or its parts or letters (``résumé``: the
+    dictionary's ``resume``, its accents a cue for :mod:`~xpseq.g2p.homographs`)."""
+    if token in homographs.ACCENT_CUES:
+        return [homographs.ACCENT_CUES[token][0]]
     if token in lexicon or not lookup:
         return [token]
     if "-" in token.strip("-"):
@@ -73,15 +81,19 @@ def _pieces(token: str, lexicon: Mapping[str, Any], lookup: bool) -> list[str]:
 
 
 def _join(line: list[str], said: Any) -> list[str]:
-    """One line's phones: ``said(word, previous word)`` for each word (``previous`` is
-    ``None`` after punctuation), punctuation as itself, ``" "`` between."""
+    """One line's phones: ``said(word, before, before2, after)`` for each word (its
+    neighbours within the clause: ``None`` beyond punctuation or the line's ends),
+    punctuation as itself, ``" "`` between."""
     tokens: list[str] = []
-    previous = None
-    for token in line:
-        if is_word(token):
-            phones, previous = said(token, previous), token
+    words = [t if is_word(t) else None for t in line]
+    for i, token in enumerate(line):
+        if words[i] is not None:
+            before = words[i - 1] if i >= 1 else None
+            before2 = words[i - 2] if i >= 2 and before is not None else None
+            after = words[i + 1] if i + 1 < len(line) else None
+            phones = said(token, before, before2, after)
         else:
-            phones, previous = [token], None
+            phones = [token]
         if phones:
             tokens += ([" "] if tokens else []) + list(phones)
     return tokens

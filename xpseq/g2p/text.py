@@ -30,7 +30,8 @@ apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn'
   saint before a name, street after one; ``Mr.``, ``Mrs.``, ``Prof.``, ``Jr.``, ``Sr.``,
   ``Jan.`` to ``Dec.``, ``approx.``, ``etc.``, ``vs.`` as their words; their period is no
   pause unless the text ends there;
-* accents: ``café`` cafe, ``naïve`` naive.
+* accents: ``café`` cafe, ``naïve`` naive; except ``résumé`` (``resumé``), which keeps
+  them as the cue for the noun (the verb is ``resume``).
 
 The numbers' words come from num2words (the ``xpseq[g2p]`` extra), never from tables of
 ours; accented letters are decomposed by :mod:`unicodedata` and their marks dropped
@@ -185,6 +186,12 @@ def _time(hour: str, minute: str, meridiem: str | None) -> list[str]:
     return words + ([f"{meridiem.lower()}.m."] if meridiem else [])
 
 
+#: Spellings whose accents tell a homograph apart (résumé, the noun; resume, the verb);
+#: normalize gives them as ``résumé`` (:data:`xpseq.g2p.homographs.ACCENT_CUES`).
+_ACCENTED_CUE = re.compile(r"\br(?:ésum[eé]|esumé)(?!\w)", re.IGNORECASE)
+_CUE_MARK = "\ue000"
+
+
 def _plural(words: list[str]) -> list[str]:
     """A decade's words: the last made plural (``ninety`` -> ``nineties``)."""
     last = words[-1]
@@ -284,7 +291,9 @@ def normalize(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"normalize: text must be a str, got {type(text).__name__}")
     tokens: list[str] = []
-    plain = _plain(text)
+    # résumé keeps its accents, the cue that tells the noun from the verb resume: marked
+    # here (a private-use character after it), as the accents go.
+    plain = _plain(_ACCENTED_CUE.sub(lambda m: m.group(0) + _CUE_MARK, text))
     matches = list(_TOKEN.finditer(plain))
     for at, m in enumerate(matches):
         kind, value = m.lastgroup, m.group(m.lastgroup or 0)
@@ -342,6 +351,11 @@ def normalize(text: str) -> list[str]:
                     and m.start() == matches[at - 1].end() and m.end() == matches[at + 1].start():
                 continue                              # and/or: said as nothing
             tokens += _SYMBOLS[value] if value != "#" or after[:1].isdigit() else ["hash"]
+        elif kind == "punctuation" and value.startswith(_CUE_MARK):
+            if tokens:
+                tokens[-1] = "résumé"
+            if value[1:]:
+                tokens.append(value[1:])
         else:
             tokens.append(value.casefold() if kind != "punctuation" else value)
     return tokens
