@@ -629,7 +629,7 @@ def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys, monkey
     assert manifest["stress"] is True and "wer_no_stress" in manifest["scores"]["greedy"]
     assert manifest["no_stress"]["files"] == ["plain.safetensors"]
     assert manifest["dev_wer_no_stress"] > 1.3 and (ship_to / "plain.safetensors").is_file()
-    monkeypatch.setattr(shipped_g2p, "MODEL_DIR", ship_to)
+    monkeypatch.setattr(shipped_g2p.converter, "MODEL_DIR", ship_to)   # where G2P reads it
     both = shipped_g2p.G2P()
     assert both.pronounce(words) == shipped_g2p.G2P(
         [ship_to / f for f in manifest["files"]]).pronounce(words)
