@@ -54,7 +54,7 @@ typecheck: $(STAMP)
 # The documentation site (Sphinx, PyData theme, MyST notebooks executed at every build),
 # into docs/_build/html; any warning fails the build.
 docs: $(STAMP)
-	$(PIP) install -c constraints.txt -e ".[docs]"
+	$(PIP) install -c constraints.txt -e ".[docs]" --config-settings editable_mode=compat
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
 # Benchmarks: ratios against native PyTorch and the peers, measured in one run (~2 min).
