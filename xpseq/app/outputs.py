@@ -209,24 +209,40 @@ def check_same_data(args: argparse.Namespace, resumed: Any, now: dict[str, dict]
                                "pass --allow-data-change")
 
 
-def check_export(args: argparse.Namespace, names: Sequence[str]) -> None:
-    """``data --export DIR``: refuse, before writing any, files ``DIR/<name>.tsv`` that
-    exist (unless ``--force``; never a folder or a special file)."""
-    folder = pathlib.Path(args.export)
-    if folder.exists() and not folder.is_dir():
-        raise CommandError(f"--export {args.export} is not a folder")
+def _existing_files(folder: str, names: Sequence[str], *, not_folder: str, writer: str,
+                    choose: str) -> list[pathlib.Path]:
+    """The files ``folder/<name>`` of ``names`` that exist, before any is written; a
+    CommandError (``not_folder``) when ``folder`` exists and is not a folder, or when a
+    name is taken by a folder or a special file, which is never replaced (``writer``
+    writes a regular file there; the message says to ``choose`` another)."""
+    base = pathlib.Path(folder)
+    if base.exists() and not base.is_dir():
+        raise CommandError(not_folder)
+    found = []
     for name in names:
-        path = folder / f"{name}.tsv"
+        path = base / name
         try:
             mode = path.stat().st_mode
         except FileNotFoundError:
             continue
+        except OSError as err:
+            raise CommandError(f"{path}: {err.strerror}") from None
         if not stat.S_ISREG(mode):
-            raise CommandError(f"{path} is {file_kind(mode)}; data writes a regular file "
-                               "there, choose another --export folder")
-        if not args.force:
-            raise CommandError(f"{path} exists; choose another --export folder, or pass "
-                               "--force to replace its TSV files")
+            raise CommandError(f"{path} is {file_kind(mode)}; {writer} writes a regular file "
+                               f"there, choose another {choose}")
+        found.append(path)
+    return found
+
+
+def check_export(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """``data --export DIR``: refuse, before writing any, files ``DIR/<name>.tsv`` that
+    exist (unless ``--force``; never a folder or a special file)."""
+    existing = _existing_files(args.export, [f"{name}.tsv" for name in names],
+                               not_folder=f"--export {args.export} is not a folder",
+                               writer="data", choose="--export folder")
+    if existing and not args.force:
+        raise CommandError(f"{existing[0]} exists; choose another --export folder, or pass "
+                           "--force to replace its TSV files")
 
 
 #: What ``xpseq demo`` writes into ``--out``.
@@ -250,22 +266,11 @@ def check_demo_outputs(out: str, force: bool) -> None:
     make: ``DIR`` not a folder, one of :data:`DEMO_FILES` that is a folder or a special
     file (a FIFO would block the run; never replaced), or an existing file that is not an
     xpseq checkpoint or an xpseq PNG (unless ``force``)."""
-    folder = pathlib.Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise CommandError(f"--out {out} is not a folder (the demo writes {len(DEMO_FILES)} "
-                           "files into a folder)")
-    for name in DEMO_FILES:
-        path = folder / name
-        try:
-            mode = path.stat().st_mode
-        except FileNotFoundError:
-            continue
-        except OSError as err:
-            raise CommandError(f"{path}: {err.strerror}") from None
-        if not stat.S_ISREG(mode):
-            raise CommandError(f"{path} is {file_kind(mode)}; the demo writes a regular file "
-                               "there, choose another --out")
-        ours = is_checkpoint(path) if name.endswith(".safetensors") else is_own_png(path)
+    existing = _existing_files(out, DEMO_FILES, writer="the demo", choose="--out",
+                               not_folder=f"--out {out} is not a folder (the demo writes "
+                               f"{len(DEMO_FILES)} files into a folder)")
+    for path in existing:
+        ours = is_checkpoint(path) if path.suffix == ".safetensors" else is_own_png(path)
         if not ours and not force:
             raise CommandError(f"{path} exists and was not written by xpseq; choose another "
                                "--out, or pass --force to replace it")
