@@ -19,6 +19,7 @@ imported by :func:`set_torch_threads` and :func:`pin_threads`, when they are cal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.metadata
 import json
@@ -28,19 +29,32 @@ import platform
 import shlex
 import sys
 import time
-from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 def jax_float64() -> None:
-    """Turn on JAX's 64-bit mode for this script's process: the scripts compare float64
-    results on every backend, and xpseq leaves the switch to its caller. Set before JAX
-    starts (``JAX_ENABLE_X64``), or through ``jax.config`` when it has already."""
+    """Turn on JAX's 64-bit mode for the whole of this script's process: for the scripts
+    that check float64 results only (``parity_report.py``, ``device_check.py``). A script
+    that times float32 code leaves it off, as a JAX user runs float32, and turns it on
+    around its float64 rows only (:func:`jax_x64_for`). Set before JAX starts
+    (``JAX_ENABLE_X64``), or through ``jax.config`` when it has already."""
     if "jax" in sys.modules:
         sys.modules["jax"].config.update("jax_enable_x64", True)
     else:
         os.environ["JAX_ENABLE_X64"] = "1"
 
 
-jax_float64()
+@contextlib.contextmanager
+def jax_x64_for(dtype: str) -> Iterator[None]:
+    """JAX's 64-bit mode on for the duration only (``jax.enable_x64``, scoped) when
+    ``dtype`` is ``"float64"`` and JAX is loaded; nothing otherwise. The float32 and
+    bfloat16 rows of a benchmark thus run with JAX's defaults (x64 off), unless the caller
+    turned it on for the process (``JAX_ENABLE_X64=1``)."""
+    if dtype != "float64" or "jax" not in sys.modules:
+        yield
+        return
+    with sys.modules["jax"].enable_x64(True):
+        yield
+
 
 #: The thread-count variables of OpenMP and the BLAS libraries NumPy and PyTorch use; they
 #: act only when set before the library loads.
@@ -127,16 +141,22 @@ CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_til
                 "amx_bf16", "amx_int8")
 
 
+def cpu_flags() -> str | None:
+    """All the CPU's flags, as ``lscpu`` lists them: ``/proc/cpuinfo``'s first ``flags``
+    line; None where that cannot be read (not Linux)."""
+    try:
+        text = pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                 if line.startswith("flags")), None)
+
+
 def cpu_features(flags: str | None = None) -> list[str] | None:
-    """Those of :data:`CPU_FEATURES` the CPU has, from ``/proc/cpuinfo``'s first ``flags``
-    line (or ``flags``, the text of one); None where that cannot be read (not Linux)."""
+    """Those of :data:`CPU_FEATURES` the CPU has, from :func:`cpu_flags` (or ``flags``,
+    the text of a flags line); None where that cannot be read (not Linux)."""
     if flags is None:
-        try:
-            text = pathlib.Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return None
-        flags = next((line.split(":", 1)[1] for line in text.splitlines()
-                      if line.startswith("flags")), None)
+        flags = cpu_flags()
         if flags is None:
             return None
     present = set(flags.split())
@@ -286,11 +306,16 @@ def time_calls(fn: Callable[[], Any], repeats: int,
     return first, times, out
 
 
+#: Every repeat :func:`take_turns` timed in this process, in order: one ``{name: [wall
+#: seconds, ...]}`` per call. ``bench.py`` stores them, by section, in its results file.
+TIMINGS: list[dict[str, list[float]]] = []
+
+
 def take_turns(fns: dict[str, Callable[[], Any]], repeats: int,
                cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Wall seconds of each function, ``repeats`` times, rotating which goes first in each
     round (so that the load of a shared machine falls on all alike); the process's CPU
-    seconds go into ``cpu`` if given."""
+    seconds go into ``cpu`` if given. The times are also appended to :data:`TIMINGS`."""
     names = list(fns)
     times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(repeats):
@@ -301,6 +326,7 @@ def take_turns(fns: dict[str, Callable[[], Any]], repeats: int,
             times[name].append(time.perf_counter() - start)
             if cpu is not None:
                 cpu.setdefault(name, []).append(time.process_time() - cpu_start)
+    TIMINGS.append(times)
     return times
 
 

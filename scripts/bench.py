@@ -58,6 +58,19 @@ the script also adds ``--xla_cpu_multi_thread_eigen=false`` to ``XLA_FLAGS`` (un
 ``MKL_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` are printed, not changed (set them before
 starting Python); ``OPENBLAS_CORETYPE`` is never touched. The ``train`` rows give each
 implementation's CPU seconds per wall second.
+
+Precision: the process runs with JAX's defaults, 64-bit mode off (unless the caller set
+``JAX_ENABLE_X64``), as a JAX user runs float32 code; the float64 checks that some sections
+make first turn it on around themselves only (``jax.enable_x64``). ``bench.json`` says
+which (``environment.jax_x64``).
+
+Records: ``--record DIR`` also keeps the run in ``DIR`` as a new file (the date, time,
+processor and sections in its name). ``benchmarks/results/`` holds the recorded runs the
+documentation quotes; ``python scripts/bench_page.py`` makes the benchmarks page's figures
+from them. Every results file has the command, the date, the machine (processor, its
+``/proc/cpuinfo`` flags), the versions, the thread settings, every section's rows and
+every timed repeat (``timings``: per section, one ``{implementation: [seconds, ...]}`` per
+comparison).
 """
 
 from __future__ import annotations
@@ -94,6 +107,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "--threads CPUs (pinned unless given: %(default)s)")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats (median reported)")
     p.add_argument("--out", default="out/bench", help="folder for bench.md and bench.json")
+    p.add_argument("--record", metavar="DIR", default=None,
+                   help="also keep the results in DIR (e.g. benchmarks/results, where the "
+                        "documentation's figures come from), as a new file named by the "
+                        "date, time, processor and sections; an existing file is never "
+                        "replaced")
     g = p.add_argument_group("model and data")
     g.add_argument("--embed", type=int, default=32)
     g.add_argument("--hidden", type=int, default=64, help="units per encoder direction")
@@ -154,25 +172,45 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def run_sections(context: Context, sections: Sequence[str]) -> tuple[list[Row], dict]:
+def run_sections(context: Context, sections: Sequence[str]
+                 ) -> tuple[list[Row], dict, dict]:
     """Run each of ``sections`` in the order of ``SECTIONS + EXTRA_SECTIONS``, printing its
-    table; returns all the rows and each section's seconds."""
+    table; returns all the rows, each section's seconds and each section's timed repeats
+    (``common.TIMINGS``: a list of ``{implementation: [wall seconds, ...]}``)."""
     affinity = context.affinity
     rows: list[Row] = []
     seconds: dict[str, float] = {}
+    timings: dict[str, list] = {}
     for name in SECTIONS + EXTRA_SECTIONS:
         if name not in sections:
             continue
-        start = time.perf_counter()
+        start, timed = time.perf_counter(), len(common.TIMINGS)
         if name in UNPINNED:
             affinity.release()
         new = benchmarks.section(name).run(context)
         affinity.pin()
         seconds[name] = time.perf_counter() - start
+        timings[name] = common.TIMINGS[timed:]
         print(f"\n[{name}] {seconds[name]:.1f} s")
         print(markdown_table(new))
         rows += new
-    return rows, seconds
+    return rows, seconds, timings
+
+
+def record(folder: str, data: dict) -> pathlib.Path:
+    """Write ``data`` (the run's JSON) as a new file of ``folder``:
+    ``<date>T<time>-<processor>-<sections>.json``; never replaces a file."""
+    import json
+    import re
+
+    env = data["environment"]
+    cpu = re.sub(r"[^a-z0-9]+", "-", (env.get("cpu") or "unknown-cpu").lower()).strip("-")
+    stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H%M%S")
+    sections = "-".join(data["section_seconds"]) or "none"
+    path = common.output_dir(folder) / f"{stamp}-{cpu[:40]}-{sections}.json"
+    with open(path, "x", encoding="utf-8") as f:          # "x": an existing file is an error
+        f.write(json.dumps(data, indent=1, default=common.json_default) + "\n")
+    return path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -204,7 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"model: embed {args.embed}, hidden {args.hidden} per direction, vocab "
           f"{context.config.src_vocab}/{context.config.tgt_vocab}, batch {args.batch}, "
           f"float32; {len(context.epoch)} batches per epoch; repeats {args.repeats}")
-    rows, seconds = run_sections(context, args.sections)
+    import jax                       # loaded by the context; its 64-bit mode as the run had it
+
+    env["jax_x64"] = bool(jax.config.jax_enable_x64)
+    env["cpu_flags"] = common.cpu_flags()
+    rows, seconds, timings = run_sections(context, args.sections)
     total = time.perf_counter() - started
     env["load_average_end"] = common.load_average(2)
     table = markdown_table(rows)
@@ -224,9 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "section_seconds": seconds,
             "args": {k: v for k, v in vars(args).items() if k != "sdpa_shape"},
             "environment": env, "rows": [dataclasses.asdict(r) for r in rows],
-            "details": context.details(benchmarks.DETAILS)}
+            "details": context.details(benchmarks.DETAILS), "timings": timings}
     md, js = common.write_report(common.output_dir(args.out), "bench", markdown, data, indent=2)
     print(f"\nwrote {md} and {js}")
+    if args.record:
+        print(f"recorded {record(args.record, data)}")
     return 0
 
 

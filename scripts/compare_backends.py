@@ -785,7 +785,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows = []
     for variant in variants:
-        with cold_compiles(variant.backend):
+        # JAX's 64-bit mode for the float64 rows only: float32 runs with JAX's defaults.
+        with cold_compiles(variant.backend), common.jax_x64_for(variant.dtype):
             row = measure(variant, config, params64, batches, reference, args)
         rows.append(row)
         compile_note = ("" if row["compile_total_s"] is None

@@ -24,7 +24,9 @@ from typing import Any, Sequence
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402  (turns on JAX's 64-bit mode for this process)
+import _common as common  # noqa: E402
+
+common.jax_float64()       # float64 checks: JAX's 64-bit mode for the whole process
 
 import array_api_compat as compat  # noqa: E402
 

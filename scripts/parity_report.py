@@ -34,6 +34,8 @@ from xpseq.testing import relative_error  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
 import _common as common  # noqa: E402
 
+common.jax_float64()       # a float64 report: JAX's 64-bit mode for the whole process
+
 
 def elementwise(actual: np.ndarray, desired: np.ndarray) -> float:
     actual, desired = np.asarray(actual, float), np.asarray(desired, float)
