@@ -83,7 +83,9 @@ def environment() -> dict:
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
         "env": common.env_vars(THREAD_VARS, missing="unset"),
-        **common.package_versions(("numpy", "torch", "jax", "jaxlib")), **common.machine(),
+        **common.package_versions(("numpy", "torch", "jax", "jaxlib", "keras", "flax", "optax",
+                                    "onnxruntime")),
+        **common.machine(),
     }
 
 
