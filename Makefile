@@ -57,7 +57,9 @@ docs: $(STAMP)
 	$(PIP) install -c constraints.txt -e ".[docs]" --config-settings editable_mode=compat
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
-# Benchmarks: ratios against native PyTorch and the peers, measured in one run (~2 min).
+# Benchmarks: ratios against native PyTorch, measured in one run (a few minutes; out/bench).
+# The documented run adds the peers and keeps its results (--record benchmarks/results), then
+# `python scripts/bench_page.py` remakes the pages' figures: see docs/benchmarks.md.
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
 
