@@ -155,9 +155,20 @@ def cell_text(cell: dict[str, Any] | None) -> str:
 
 
 def target_text(cells: dict[str, dict[str, Any]]) -> str:
-    """The targets of a summary row (``—`` where none; ``>=`` as ``≥``)."""
-    targets = sorted({c["target"] for c in cells.values() if c["target"] != "—"})
-    return "; ".join(t.replace(">=", "≥").replace("<=", "≤") for t in targets) or "—"
+    """The target of a summary row (``>=`` as ``≥``), each kind's where they differ; ``—``
+    where none."""
+    def nice(target: str) -> str:
+        return target.replace(">=", "≥").replace("<=", "≤")
+
+    targets = {k: c["target"] for k, c in cells.items() if c["target"] != "—"}
+    if len(set(targets.values())) > 1:
+        return ", ".join(f"{KINDS[k]} {nice(t)}" for k, t in targets.items())
+    return nice(next(iter(targets.values()))) if targets else "—"
+
+
+def runs_text(n: int) -> str:
+    """``1 recorded run``, ``2 recorded runs``."""
+    return f"{n} recorded run{'s' if n != 1 else ''}"
 
 
 def default_runs(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -220,7 +231,7 @@ def summary_block(runs: Sequence[dict[str, Any]]) -> str:
     for machine, group in by_machine(runs).items():
         default = default_runs(group)
         x64 = [r for r in group if r not in default]
-        parts.append(f"**{machine}**; {len(default)} recorded runs with JAX's defaults "
+        parts.append(f"**{machine}**; {runs_text(len(default))} with JAX's defaults "
                      f"({dates_of(default) or 'none'}); {versions_of(group)}; each "
                      "implementation on one pinned core (PyTorch 1 thread, XLA's Eigen "
                      "pool off), the devices and processes rows on both cores.")
@@ -228,7 +239,7 @@ def summary_block(runs: Sequence[dict[str, Any]]) -> str:
             parts.append(fenced(summary_table(default), "xpseq-summary"))
         if x64 and default:
             parts.append(f"The same machine with JAX's 64-bit mode on for the whole process "
-                         f"(`JAX_ENABLE_X64=1`, {len(x64)} runs), as the benchmark "
+                         f"(`JAX_ENABLE_X64=1`, {runs_text(len(x64))}), as the benchmark "
                          "processes ran before; the float32 computations are the same, "
                          "only the setting differs:")
             parts.append(fenced(x64_table(default, x64), "xpseq-summary"))
@@ -241,7 +252,7 @@ def readme_block(runs: Sequence[dict[str, Any]]) -> str:
     for machine, group in by_machine(runs).items():
         default = default_runs(group)
         if default:
-            parts.append(f"{machine}; {len(default)} recorded runs ({dates_of(default)}):")
+            parts.append(f"{machine}; {runs_text(len(default))} ({dates_of(default)}):")
             parts.append(summary_table(default, README_ROWS))
     return "\n\n".join(parts)
 
@@ -303,7 +314,7 @@ def draw(runs: Sequence[dict[str, Any]], path: pathlib.Path) -> None:
             ax.set_yticks(list(y), labels)
             ax.invert_yaxis()
             ax.set_xlabel("xpseq ÷ reference (right of 1: xpseq faster)")
-            ax.set_title(f"{KINDS[kind]}: {machine.split(';')[0]}, {len(group)} runs",
+            ax.set_title(f"{KINDS[kind]}: {machine.split(';')[0]}, {runs_text(len(group))}",
                          fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": "xpseq scripts/bench_page.py"})

@@ -6,6 +6,7 @@ what the context builds once."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -114,13 +115,26 @@ def test_per_sentence_beam_loop_matches_batched_beam_search(penalty, scale):
 def test_bench_script_reports_every_section(tmp_path):
     pytest.importorskip("jax")
     out = tmp_path / "bench"
+    # As a user starts it: JAX's defaults (the suite's own processes run with x64 on).
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,
-                           "--only", ",".join(RUN_HERE),
-                           "--out", str(out)], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)    # 2.5-3 min alone; more beside other tests
+                           "--only", ",".join(RUN_HERE), "--out", str(out),
+                           "--record", str(tmp_path / "results")], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT, env=env)  # 2.5-3 min alone
     assert done.returncode == 0, done.stdout + done.stderr
     assert "threads: torch 1 intra-op" in done.stdout and "OMP_NUM_THREADS=" in done.stdout
     report = json.loads((out / "bench.json").read_text())
+    [recorded] = (tmp_path / "results").glob("*.json")
+    assert json.loads(recorded.read_text()) == report
+    env = report["environment"]
+    assert env["jax_x64"] is False                  # float32 timed with JAX's defaults
+    assert env["cpu_flags"] is None or "fpu" in env["cpu_flags"].split()
+    assert list(report["timings"]) == list(RUN_HERE)
+    for section, comparisons in report["timings"].items():   # every repeat, by section
+        # compile times first calls, not turns
+        assert bool(comparisons) is (section != "compile"), section
+        for times in comparisons:
+            assert all(len(t) >= 1 and min(t) > 0 for t in times.values()), section
     rows = {r["measure"]: r for r in report["rows"]}
     assert {r["section"] for r in report["rows"]} == set(RUN_HERE)
     assert list(report["details"]) == ["train", "beam", "flops", "profile", "transformer",
