@@ -312,7 +312,8 @@ def draw(runs: Sequence[dict[str, Any]], path: pathlib.Path) -> None:
             ax.hlines(y, lows, highs, color="black", linewidth=2)
             ax.axvline(1.0, color="black", linewidth=0.8)
             ax.set_yticks(list(y), labels)
-            ax.invert_yaxis()
+            if ax is panels[0]:
+                ax.invert_yaxis()               # the axes share y: inverted once for all
             ax.set_xlabel("xpseq ÷ reference (right of 1: xpseq faster)")
             ax.set_title(f"{KINDS[kind]}: {machine.split(';')[0]}, {runs_text(len(group))}",
                          fontsize=10)
