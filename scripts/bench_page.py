@@ -325,9 +325,14 @@ def draw(runs: Sequence[dict[str, Any]], path: pathlib.Path) -> None:
 # ------------------------------------------------------------------------------ pages
 
 
+def markers(name: str) -> tuple[str, str]:
+    """The two markers around the results block ``name``."""
+    return f"<!-- results: {name} -->", f"<!-- end results: {name} -->"
+
+
 def replace_block(text: str, name: str, content: str, where: str) -> str:
     """``text`` with the block ``name`` (between its two markers) holding ``content``."""
-    start, end = f"<!-- results: {name} -->", f"<!-- end results: {name} -->"
+    start, end = markers(name)
     if text.count(start) != 1 or text.count(end) != 1:
         raise ValueError(f"{where}: needs one {start} and one {end}")
     head, rest = text.split(start)
@@ -337,7 +342,7 @@ def replace_block(text: str, name: str, content: str, where: str) -> str:
 
 def block(text: str, name: str) -> str:
     """What ``text``'s block ``name`` holds now ('' if it has none)."""
-    start, end = f"<!-- results: {name} -->", f"<!-- end results: {name} -->"
+    start, end = markers(name)
     if start not in text or end not in text:
         return ""
     return text.split(start, 1)[1].split(end, 1)[0]
