@@ -19,13 +19,15 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/xpseq demo
 
-# Two workers (pytest-xdist): most tests are single-threaded JAX compilations. On JAX the
+# Two workers (pytest-xdist): most tests are single-threaded JAX compilations. A file's
+# tests stay on one worker (--dist loadfile), so that its module fixtures (a trained model,
+# an export) and the JAX programs it caches are made once, not once per worker. On JAX the
 # model parity tests compile a covering subset of the 26 configurations (every attention,
 # cell and style; numpy, torch and array_api_strict run all 26), and the long checks
 # (marked slow) are left to `make test-slow`, to keep the suite under 5 minutes on 2 cores;
 # `make test-full` (or plain pytest) runs everything and compiles all 26.
 test: $(STAMP)
-	XPSEQ_JAX_SUBSET=1 $(BIN)/python -m pytest -n 2 -m "not slow"
+	XPSEQ_JAX_SUBSET=1 $(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow"
 
 # A first check in under 2 minutes on 2 cores (30 s measured): the layout and import layers,
 # the model protocol (a model defined in a test trains, saves, reloads and searches), the

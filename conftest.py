@@ -7,6 +7,8 @@ SciPy's ``xp`` fixture reads ``xp_capabilities``:
   array_api_strict). A test marked ``@pytest.mark.forward`` (it runs models forward and
   search only) also runs on the forward-only backends (dask, onnx), each marked
   ``forward_only``, and ``slow`` unless the marker names it in ``quick=``.
+  A test marked ``@pytest.mark.slow_on("jax")`` (``backend`` or ``grad_backend``) runs on those backends in the slow tier
+  only: the backend-independent logic it checks is covered quickly on the others.
 * ``grad_backend``: the selected backends whose gradients are automatic (jax, torch);
   numpy and array_api_strict differentiate only functions with a hand-derived rule.
 * ``forward_backend``: the selected forward-only backends (dask, onnx) alone, for a test of
@@ -81,11 +83,19 @@ def backend_params(metafunc: pytest.Metafunc, names: list[str], *,
     for name in names:
         if backends.capabilities(name).trains:
             if not forward_only:
-                params.append(name)
+                params.append(slow_if_named(metafunc, name))
         elif forward is not None or forward_only:
             marks = [pytest.mark.forward_only] + ([] if name in quick else [pytest.mark.slow])
             params.append(pytest.param(name, marks=marks, id=name))
     return params
+
+
+def slow_if_named(metafunc: pytest.Metafunc, name: str) -> Any:
+    """The parameter ``name``, marked ``slow`` if the test's ``slow_on`` marker names it."""
+    slow_on = metafunc.definition.get_closest_marker("slow_on")
+    if slow_on is not None and name in slow_on.args:
+        return pytest.param(name, marks=pytest.mark.slow, id=name)
+    return name
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -110,8 +120,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("forward_backend",
                              backend_params(metafunc, names, forward_only=True), indirect=True)
     if "grad_backend" in metafunc.fixturenames:
-        metafunc.parametrize("grad_backend", [n for n in names if backends.capabilities(
-            n).gradients == "autodiff"], indirect=True)
+        metafunc.parametrize("grad_backend", [slow_if_named(metafunc, n) for n in names
+                                              if backends.capabilities(n).gradients
+                                              == "autodiff"], indirect=True)
 
 
 def _get(name: str) -> backends.Backend:

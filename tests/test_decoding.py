@@ -1,5 +1,10 @@
 """Greedy and beam search over a pure step function: brute force, k = 1 = greedy, parity
-across backends and under jax.jit, limits, n-best order, attention bookkeeping, errors."""
+across backends and under jax.jit, limits, n-best order, attention bookkeeping, errors.
+
+The search is the same code on every backend: eager JAX compiles each operation for each
+new shape, so its cases of the searches' bookkeeping are in the slow tier; JAX's eager and
+jitted searches are checked against NumPy's on every run
+(``test_identical_results_on_numpy_torch_and_jax_eager_and_jitted``)."""
 
 from __future__ import annotations
 
@@ -70,6 +75,7 @@ def as_lists(be, hyp, j=0):
     return [tuple(int(x) for x in tokens[b, j, :lengths[b, j]]) for b in range(B)]
 
 
+@pytest.mark.slow_on("jax")
 @pytest.mark.parametrize("penalty", ["none", "avg", "gnmt"])
 def test_beam_with_k_above_all_candidates_finds_the_best_sequence(backend, penalty):
     max_len, k = 4, 200                          # 4 + 16 + 64 + 256 > 200 live at most 64
@@ -83,6 +89,7 @@ def test_beam_with_k_above_all_candidates_finds_the_best_sequence(backend, penal
         assert abs(ranking[b] - best_rank) < 1e-9
 
 
+@pytest.mark.slow_on("jax")
 def test_k1_equals_greedy(backend):
     hyp = D.beam_search(bigram_step(backend), start(backend, 1), batch_size=B, k=1,
                         bos_id=BOS, eos_id=EOS, max_len=6)
@@ -112,6 +119,7 @@ def test_greedy_takes_the_argmax_path_and_stops_at_eos(backend):
         assert abs(backend.to_numpy(hyp.scores)[b, 0] - score) < 1e-12
 
 
+@pytest.mark.slow_on("jax")
 def test_greedy_narrowed_to_unfinished_sentences_gives_the_same_hypotheses(backend):
     """An eager greedy search that narrows its steps to the unfinished sentences returns
     what the whole-batch search returns, while its later steps run on fewer rows."""
@@ -197,6 +205,7 @@ def test_identical_results_on_numpy_torch_and_jax_eager_and_jitted():
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14, err_msg=name)
 
 
+@pytest.mark.slow_on("jax")
 def test_n_best_are_sorted_distinct_and_respect_min_and_max_lengths(backend):
     limits = backend.asarray([2, 4, 6])
     hyp = D.beam_search(bigram_step(backend), start(backend, 4), batch_size=B, k=4,

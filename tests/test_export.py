@@ -68,9 +68,28 @@ def trained_rnn(train):
 
 
 @pytest.fixture(scope="module")
-def exported(trained, tmp_path_factory):
-    _, path, _ = trained
-    folder = export.onnx(path, tmp_path_factory.mktemp("onnx") / "toy", dtype="float64")
+def rnn_export(train, tmp_path_factory):
+    """``rnn_export(dtype) -> folder``: the RNN's export in that dtype, traced once (a trace
+    takes seconds). Tests read it as it is, or change a copy of it."""
+    done = {}
+
+    def rnn_export(dtype):
+        if dtype not in done:
+            _, path, _ = train("rnn")
+            done[dtype] = export.onnx(path, tmp_path_factory.mktemp("onnx") / f"rnn-{dtype}",
+                                      dtype=dtype)
+        return done[dtype]
+
+    return rnn_export
+
+
+@pytest.fixture(scope="module")
+def exported(trained, rnn_export, tmp_path_factory):
+    model, path, _ = trained
+    if models.of(model.config).kind == "rnn":
+        folder = rnn_export("float64")
+    else:
+        folder = export.onnx(path, tmp_path_factory.mktemp("onnx") / "toy", dtype="float64")
     return folder, OnnxModel(folder, threads=1)
 
 
@@ -164,9 +183,9 @@ def test_search_over_onnxruntime_gives_numpy_ids(trained, exported, options):
 
 
 @pytest.mark.parametrize("kind", ["rnn", pytest.param("transformer", marks=pytest.mark.slow)])
-def test_float32_export_gives_the_same_ids(train, kind, tmp_path):
+def test_float32_export_gives_the_same_ids(train, rnn_export, kind, tmp_path):
     model, path, batches = train(kind)              # (a Transformer traces in ~15 s)
-    folder = export.onnx(path, tmp_path / "f32")
+    folder = rnn_export("float32") if kind == "rnn" else export.onnx(path, tmp_path / "f32")
     assert json.loads((folder / "model.json").read_text())["dtype"] == "float32"
     onnx_model = OnnxModel(folder, threads=1)
     for batch in batches:
@@ -215,11 +234,12 @@ def test_the_command_exports_and_refuses_clearly(trained_rnn, tmp_path, capsys):
 # ------------------------------------------------- decoding an export from the command
 
 
-def test_translate_on_onnxruntime_prints_what_numpy_prints(trained_rnn, tmp_path, capsys):
+def test_translate_on_onnxruntime_prints_what_numpy_prints(trained_rnn, rnn_export, tmp_path,
+                                                          capsys):
     from xpseq.app import cli
 
     _, path, _ = trained_rnn
-    folder = export.onnx(path, tmp_path / "toy")
+    folder = rnn_export("float32")
     sentences = ["the cat sees the dog", "", "a dog and the cat"]
     for extra in ([], ["--beam", "3", "--n-best", "2"]):
         printed = {}
@@ -289,12 +309,11 @@ def test_the_shipped_g2p_model_exports_and_answers_as_on_numpy(tmp_path, capsys)
     assert g2p.G2P(decoder).pronounce(words[:20]) == on_numpy.pronounce(words[:20])
 
 
-def test_g2p_refuses_the_export_of_a_translator(trained_rnn, tmp_path, capsys):
+def test_g2p_refuses_the_export_of_a_translator(rnn_export, capsys):
     from xpseq import g2p
     from xpseq.app import cli
 
-    _, path, _ = trained_rnn
-    folder = export.onnx(path, tmp_path / "toy")
+    folder = rnn_export("float32")
     with pytest.raises(ValueError, match="is not a G2P model"):
         g2p.G2P(folder)
     assert cli.main(["g2p", "--backend", "onnxruntime", "--model", str(folder), "cat"]) == 1
@@ -345,7 +364,8 @@ def test_each_kind_declares_the_shapes_its_kernels_compute(name):
             assert array.shape == tuple(sizes.get(d, d) for d in declared[key]), key
 
 
-@pytest.mark.parametrize("name", ["rnn-gru-additive-bahdanau", "transformer-width-equals-heads"])
+@pytest.mark.parametrize("name", ["rnn-gru-additive-bahdanau", pytest.param(
+    "transformer-width-equals-heads", marks=pytest.mark.slow)])     # (a trace of ~10 s)
 def test_the_export_writes_the_declared_shapes_and_decodes_as_numpy(name, tmp_path):
     """The graphs' symbolic shapes are the kind's declaration (no probing), even where two
     sizes coincide (a Transformer whose heads equal d_model / heads); the export decodes
@@ -390,7 +410,7 @@ def test_a_wrong_declaration_is_refused_by_name(monkeypatch):
         export.trace(models.get("rnn").init_params(config, 0), config)
 
 
-def test_one_decoding_door_for_a_checkpoint_and_its_export(trained_rnn, tmp_path):
+def test_one_decoding_door_for_a_checkpoint_and_its_export(trained_rnn, rnn_export, tmp_path):
     """``xpseq.load_decoder`` gives a Decoder for a checkpoint (on a backend) and for its
     export's folder (on onnxruntime); ``translate`` decodes either the same way, and the
     answers are the same ids. Options that do not apply to what it is given are refused
@@ -399,7 +419,7 @@ def test_one_decoding_door_for_a_checkpoint_and_its_export(trained_rnn, tmp_path
     from xpseq.tasks import translate
 
     model, path, _ = trained_rnn
-    folder = export.onnx(path, tmp_path / "toy", dtype="float64")
+    folder = rnn_export("float64")
     on_numpy = xpseq.load_decoder(path, backend="numpy", dtype="float64")
     on_onnx = xpseq.load_decoder(folder)
     assert isinstance(on_numpy, CheckpointDecoder) and isinstance(on_onnx, OnnxModel)
@@ -431,13 +451,12 @@ def copy_of(folder, to):
     return to
 
 
-def test_a_changed_or_swapped_file_is_refused_by_the_digest(trained_rnn, tmp_path):
+def test_a_changed_or_swapped_file_is_refused_by_the_digest(rnn_export, tmp_path):
     """model.json stores a digest over the graphs and itself: a vocabulary word dropped,
     swapped or added, or a step graph copied from another export of the same shape, is
     refused instead of decoding wrong answers."""
-    _, path, _ = trained_rnn
-    first = export.onnx(path, tmp_path / "a")
-    other = export.onnx(path, tmp_path / "b", dtype="float64")
+    first = copy_of(rnn_export("float32"), tmp_path / "a")
+    other = rnn_export("float64")
     OnnxModel(first)                                            # as written: it loads
     meta = json.loads((first / "model.json").read_text())
     tgt = meta["vocabs"]["tgt"]
@@ -460,10 +479,8 @@ def test_a_changed_or_swapped_file_is_refused_by_the_digest(trained_rnn, tmp_pat
     (lambda meta: dict(meta, format=1, digest=None), "format 1, written by an older xpseq"),
     (lambda meta: "[" * 100_000 + "]" * 100_000, "nests too deep"),
     (lambda meta: [meta], "is not the model.json of an xpseq export")])
-def test_a_malformed_model_json_is_one_line_naming_the_file(trained_rnn, tmp_path, edit,
-                                                             says):
-    _, path, _ = trained_rnn
-    folder = export.onnx(path, tmp_path / "toy")
+def test_a_malformed_model_json_is_one_line_naming_the_file(rnn_export, tmp_path, edit, says):
+    folder = copy_of(rnn_export("float32"), tmp_path / "toy")
     changed = edit(json.loads((folder / "model.json").read_text()))
     (folder / "model.json").write_text(changed if isinstance(changed, str) else
                                        json.dumps(changed))

@@ -85,6 +85,9 @@ OPTIONS = [dict(), dict(norm="post", positions="learned", max_len=8),
                 label_smoothing=0.2)]
 
 
+# PyTorch's autograd checks every option on every run; JAX's autodiff, which compiles the
+# three configurations (seconds each), in the slow tier.
+@pytest.mark.slow_on("jax")
 @pytest.mark.parametrize("options", OPTIONS, ids=["pre", "post-learned", "shared-tied"])
 def test_hand_derived_gradients_match_autodiff(grad_backend, options):
     config = dataclasses.replace(CONFIG, dropout=0.3, **options)
@@ -106,9 +109,12 @@ def test_hand_derived_gradients_match_autodiff(grad_backend, options):
                                    atol=1e-13, err_msg=name)
 
 
+@pytest.mark.slow_on("jax")
 def test_the_hand_derived_pass_runs_on_every_backend_like_numpy(backend):
     """The same rules on other arrays; on PyTorch the attention's forward is the fused
-    kernel and the backward recomputes the weights it needs."""
+    kernel and the backward recomputes the weights it needs. (Eager JAX compiles each
+    operation: slow tier; the jitted pass on JAX is checked on every run by
+    ``test_jax_hand_derived_steps_trace_the_whole_backward_pass``.)"""
     value, grads = T.loss_and_grad(on(backend, T.init_params(CONFIG, seed=5)), CONFIG,
                                    on(backend, BATCH))
     ref_value, ref_grads = T.loss_and_grad(T.init_params(CONFIG, seed=5), CONFIG, BATCH)
