@@ -41,9 +41,10 @@ smoke: $(STAMP)
 		tests/test_cli_options.py
 
 # The long checks: the benchmarks' harnesses run whole, training over several processes,
-# the demo's findings, 200-step bfloat16 parity, torch.compile (.ci/run runs them too).
+# the demo's findings, 200-step bfloat16 parity, torch.compile, the models' forward on
+# ndonnx (a covering subset of the configurations; test-full runs all) (.ci/run runs them).
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -m slow
+	XPSEQ_ONNX_SUBSET=1 $(BIN)/python -m pytest -n 2 -m slow
 
 test-full: $(STAMP)
 	$(BIN)/python -m pytest -n 2
