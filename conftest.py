@@ -7,8 +7,9 @@ SciPy's ``xp`` fixture reads ``xp_capabilities``:
   array_api_strict). A test marked ``@pytest.mark.forward`` (it runs models forward and
   search only) also runs on the forward-only backends (dask, onnx), each marked
   ``forward_only``, and ``slow`` unless the marker names it in ``quick=``.
-  A test marked ``@pytest.mark.slow_on("jax")`` (``backend`` or ``grad_backend``) runs on those backends in the slow tier
-  only: the backend-independent logic it checks is covered quickly on the others.
+  A test marked ``@pytest.mark.slow_on("jax")`` (``backend`` or ``grad_backend``) runs
+  on those backends in the slow tier only: the backend-independent logic it checks is
+  covered quickly on the others.
 * ``grad_backend``: the selected backends whose gradients are automatic (jax, torch);
   numpy and array_api_strict differentiate only functions with a hand-derived rule.
 * ``forward_backend``: the selected forward-only backends (dask, onnx) alone, for a test of

@@ -132,17 +132,20 @@ FD_CONFIGS = ["additive-lstm-bahdanau", "additive-gru-luong", "general-lstm-luon
               "general-gru-bahdanau"]
 JAX_SUBSET = set(FD_CONFIGS + ["none-gru-luong", "dot-lstm-bahdanau",
                                "scaled_dot-gru-luong-nofeed", DROPOUT_IDS[0]])
+
+
+def _configs_for(variable: str) -> set[str]:
+    """``JAX_SUBSET`` if the environment variable is set (and not 0), else every one."""
+    return JAX_SUBSET if os.environ.get(variable, "") not in ("", "0") else set(CONFIGS)
+
+
 # Every configuration by default (the parity contract); XPSEQ_JAX_SUBSET=1 (which `make test`
 # sets, for the suite's 5-minute budget) compiles only a covering subset on JAX.
-JAX_CONFIGS = set(CONFIGS)
-if os.environ.get("XPSEQ_JAX_SUBSET", "") not in ("", "0"):
-    JAX_CONFIGS = JAX_SUBSET
+JAX_CONFIGS = _configs_for("XPSEQ_JAX_SUBSET")
 # The same covering subset for ndonnx's eager forward (10-25 s a configuration, each
 # operation run by onnxruntime as it is recorded): XPSEQ_ONNX_SUBSET=1, which
 # `make test-slow` sets, runs it there; the other configurations' operations are the same.
-ONNX_CONFIGS = set(CONFIGS)
-if os.environ.get("XPSEQ_ONNX_SUBSET", "") not in ("", "0"):
-    ONNX_CONFIGS = JAX_SUBSET
+ONNX_CONFIGS = _configs_for("XPSEQ_ONNX_SUBSET")
 JAX_EAGER_CONFIGS = ["additive-lstm-bahdanau", "general-gru-bahdanau"]
 ADAM_CONFIGS = ["general-lstm-luong", "additive-gru-luong"]
 PADDING_CONFIGS = ["additive-lstm-bahdanau", "additive-gru-luong"]
