@@ -423,6 +423,32 @@ def test_hand_derived_gradients_match_jax_and_torch(cid):
         pytest.skip("neither jax nor torch is installed")
 
 
+@pytest.mark.parametrize("name", ["jax", "torch"])
+@pytest.mark.parametrize("cid", IDS + DROPOUT_IDS)
+def test_custom_vjp_loss_matches_the_numpy_rules(name, cid):
+    """``loss(..., custom_vjp=backend.custom_vjp)`` (what ``gradients="hand-derived"``
+    runs on JAX): the encoder's recurrences and the decoder's loop carry the hand-derived
+    gradient, the decoder's weight gradients summed over all steps after its loop. JAX
+    differentiates it (jitted) and PyTorch's autograd runs it as one node per loop; both
+    give NumPy's hand-derived gradients (``loss_and_grad``), every configuration, dropout
+    included."""
+    be = need(name)
+    if name == "jax":
+        require_jax_config(cid)
+    config, keep = CONFIGS[cid], keep_for(cid)
+    params, batch = be.asarray_tree(PARAMS[cid]), be.asarray_tree(BATCH)
+    keep = None if keep is None else be.asarray(keep, dtype="bool")
+
+    def objective(p):
+        return M.loss(p, config, batch, keep=keep, scan=be.scan, custom_vjp=be.custom_vjp)
+    grad = be.value_and_grad(objective)
+    value, grads = (be.jit(grad) if name == "jax" else grad)(params)
+    hand = autodiff("numpy", cid)
+    np.testing.assert_allclose(float(be.to_numpy(value)), hand.loss, rtol=FORWARD_RTOL,
+                               atol=FORWARD_ATOL)
+    assert_grads_close(np_of(be, grads), hand.grads, f"{cid} custom_vjp on {name} vs numpy")
+
+
 @pytest.mark.parametrize("cid", IDS + DROPOUT_IDS)
 def test_gradients_are_finite_zero_at_unused_rows_and_match_directional_fd(backend, cid):
     """Every configuration: finite gradients; zero exactly at unused embedding rows (and

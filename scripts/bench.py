@@ -145,7 +145,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
                    help="peers: leave out torch.compile, native PyTorch's and xpseq's "
                         "(a cold compile takes minutes; timed unless given)")
+    g.add_argument("--peers-kinds", default="rnn,transformer",
+                   help="peers: the model kinds to compare (comma-separated; default: both)")
     args = p.parse_args(argv)
+    args.peers_kinds = common.comma_list(args.peers_kinds)
+    if not args.peers_kinds or set(args.peers_kinds) - {"rnn", "transformer"}:
+        p.error(f"--peers-kinds: choose from rnn, transformer; got {args.peers_kinds}")
     args.sections = common.comma_list(args.only)
     unknown = sorted(set(args.sections) - set(SECTIONS + EXTRA_SECTIONS))
     if unknown:

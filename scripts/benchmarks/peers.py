@@ -485,6 +485,8 @@ def run(context: Context) -> list[Row]:
     rows: list[Row] = []
     details: dict[str, Any] = {}
     for kind in kinds(context):
+        if kind.name not in context.args.peers_kinds:
+            continue
         details[kind.name] = r = measure(context, kind)
         rows += rows_of(kind, r, len(kind.timed))
     context.record("peers", details)

@@ -32,8 +32,8 @@ __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
            "additive_from_projections", "weighted_sum", "attend", "heads",
            "attention_over_heads", "multi_head_attention",
-           "lstm_step", "gru_step",
-           "run_sequence", "CELL_STEPS"]
+           "lstm_step", "gru_step", "lstm_back", "gru_back",
+           "run_sequence", "CELL_STEPS", "CELL_BACKS"]
 
 
 def defvjp(fn: Callable[..., Any], rule: Callable[..., Any]) -> Callable[..., Any]:
@@ -460,17 +460,32 @@ def lstm_step(xw: Any, state: tuple[Any, Any], p: Mapping[str, Any], *,
     ``backprop(dh', dc')`` returns ``(dxw, (dh, dc), {"W_hh": ..., "b_hh": ...})``.
     """
     h, c = state
-    (h_new, c_new), (i, f, g, o, tanh_c) = kernels.lstm_parts(xw, state, p, xp=xp)
+    (h_new, c_new), parts = kernels.lstm_parts(xw, state, p, xp=xp)
 
     def backprop(dh_new: Any, dc_new: Any) -> tuple[Any, ...]:
-        do = dh_new * tanh_c
-        dc_total = dc_new + dh_new * o * (1.0 - tanh_c * tanh_c)
-        da = xp.concat([dc_total * g * i * (1.0 - i), dc_total * c * f * (1.0 - f),
-                        dc_total * i * (1.0 - g * g), do * o * (1.0 - o)], axis=-1)
+        da, _, (_, dc) = lstm_back(parts, state, dh_new, dc_new, xp=xp)
         grads = {"W_hh": xp.matrix_transpose(da) @ h, "b_hh": xp.sum(da, axis=0)}
-        return da, (da @ p["W_hh"], dc_total * f), grads
+        return da, (da @ p["W_hh"], dc), grads
 
     return (h_new, c_new), backprop
+
+
+def lstm_back(parts: tuple[Any, ...], state: tuple[Any, ...], dh_new: Any, dc_new: Any, *,
+              xp: Any) -> tuple[Any, Any, tuple[Any, Any]]:
+    """:func:`lstm_step`'s backward pass from the step's saved values, without its matrix
+    products: ``parts`` is :func:`xpseq.core.kernels.lstm_parts`'s ``(i, f, g, o, tanh c')``
+    and ``state`` the ``(h, c)`` the step started from. Returns ``(da, dhw, (None, dc))``:
+    the gradient of the gates' pre-activation ``da`` (which is ``dxw``), that of ``W_hh h +
+    b_hh`` (``da`` again), and the state's gradient but for the products: ``h`` reaches the
+    step only through ``W_hh`` (``dh = da W_hh``). ``dW_hh = daᵀ h`` and ``db_hh = Σ_b da``
+    are left to the caller, which may sum them over many steps at once."""
+    i, f, g, o, tanh_c = parts
+    c = state[1]
+    do = dh_new * tanh_c
+    dc_total = dc_new + dh_new * o * (1.0 - tanh_c * tanh_c)
+    da = xp.concat([dc_total * g * i * (1.0 - i), dc_total * c * f * (1.0 - f),
+                    dc_total * i * (1.0 - g * g), do * o * (1.0 - o)], axis=-1)
+    return da, da, (None, dc_total * f)
 
 
 def gru_step(xw: Any, state: tuple[Any], p: Mapping[str, Any], *,
@@ -490,24 +505,43 @@ def gru_step(xw: Any, state: tuple[Any], p: Mapping[str, Any], *,
     ``backprop(dh')`` returns ``(dxw, (dh,), {"W_hh": ..., "b_hh": ...})``.
     """
     (h,) = state
-    (h_new,), (r, z, n, hw) = kernels.gru_parts(xw, state, p, xp=xp)
-    size = h.shape[-1]
+    (h_new,), parts = kernels.gru_parts(xw, state, p, xp=xp)
 
     def backprop(dh_new: Any) -> tuple[Any, ...]:
-        dn = dh_new * (1.0 - z)
-        a_n = dn * (1.0 - n * n)
-        a_z = dh_new * (h - n) * z * (1.0 - z)
-        a_r = a_n * hw[..., 2 * size:] * r * (1.0 - r)
-        dxw = xp.concat([a_r, a_z, a_n], axis=-1)
-        dhw = xp.concat([a_r, a_z, a_n * r], axis=-1)
+        dxw, dhw, (dh_direct,) = gru_back(parts, state, dh_new, xp=xp)
         grads = {"W_hh": xp.matrix_transpose(dhw) @ h, "b_hh": xp.sum(dhw, axis=0)}
-        return dxw, (dh_new * z + dhw @ p["W_hh"],), grads
+        return dxw, (dh_direct + dhw @ p["W_hh"],), grads
 
     return (h_new,), backprop
 
 
+def gru_back(parts: tuple[Any, ...], state: tuple[Any, ...], dh_new: Any, *,
+             xp: Any) -> tuple[Any, Any, tuple[Any]]:
+    """:func:`gru_step`'s backward pass from the step's saved values, without its matrix
+    products: ``parts`` is :func:`xpseq.core.kernels.gru_parts`'s ``(r, z, n, hw)`` and
+    ``state`` the ``(h,)`` the step started from. Returns ``(dxw, dhw, (dh' ⊙ z,))``: the
+    caller adds ``dhw W_hh`` to the last to get ``dh``, and forms ``dW_hh = dhwᵀ h`` and
+    ``db_hh = Σ_b dhw`` (over one step or many at once)."""
+    r, z, n, hw = parts
+    (h,) = state
+    size = h.shape[-1]
+    dn = dh_new * (1.0 - z)
+    a_n = dn * (1.0 - n * n)
+    a_z = dh_new * (h - n) * z * (1.0 - z)
+    a_r = a_n * hw[..., 2 * size:] * r * (1.0 - r)
+    dxw = xp.concat([a_r, a_z, a_n], axis=-1)
+    dhw = xp.concat([a_r, a_z, a_n * r], axis=-1)
+    return dxw, dhw, (dh_new * z,)
+
+
 CELL_STEPS: dict[str, Callable[..., tuple[tuple[Any, ...], Callable[..., Any]]]] = {
     "lstm": lstm_step, "gru": gru_step}
+
+#: Each cell's backward pass from saved values: ``back(parts, state, *d_new_state) ->
+#: (dxw, dhw, d_state)`` with ``d_state`` the state's gradient but for ``dhw W_hh`` (which
+#: the caller adds to its ``h`` entry; ``None`` there for the LSTM).
+CELL_BACKS: dict[str, Callable[..., tuple[Any, Any, Any]]] = {"lstm": lstm_back,
+                                                              "gru": gru_back}
 
 
 def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,

@@ -415,13 +415,19 @@ def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len
     emb = xp.permute_dims(emb, (1, 0, 2))                                           # (T,B,E)
     keep_t = None if keep is None else xp.permute_dims(keep, (1, 0, 2))             # (T,B,D)
 
-    def body(state: dict[str, Any],
-             inputs: tuple[Any, ...]) -> tuple[dict[str, Any], tuple[Any, ...]]:
-        emb_t, keep_step = inputs
-        state, o, weights = _decoder_step(g, config, emb_t, state, encoded, keep_step, xp=xp)
-        return state, (o, weights)
+    if custom_vjp is not None:
+        decoder = _hand_derived_decoder(config, scan=scan, custom_vjp=custom_vjp, xp=xp)
+        o, weights = decoder(_decoder_params(g, config), _attended(encoded), encoded["mask"],
+                             encoded["state"], emb, keep_t), None
+    else:
+        def body(state: dict[str, Any],
+                 inputs: tuple[Any, ...]) -> tuple[dict[str, Any], tuple[Any, ...]]:
+            emb_t, keep_step = inputs
+            state, o, weights = _decoder_step(g, config, emb_t, state, encoded, keep_step,
+                                              xp=xp)
+            return state, (o, weights)
 
-    _, (o, weights) = (scan or python_scan)(body, encoded["state"], (emb, keep_t))
+        _, (o, weights) = (scan or python_scan)(body, encoded["state"], (emb, keep_t))
     # One output projection for all steps at once: (B, T, D) @ (D, V).
     logits = kernels.linear(xp.permute_dims(o, (1, 0, 2)), params["out.W"], params["out.b"], xp=xp)
     if weights is not None:
@@ -433,7 +439,92 @@ def _decoder_step(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
                   state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
                   xp: Any) -> tuple[dict[str, Any], Any, Any]:
     """One step from an embedded input: returns (new state, o_t, attention weights)."""
-    return _decoder_step_vjp(g, config, emb, state, encoded, keep, xp=xp)[0]
+    return _decoder_step_parts(g, config, emb, state, encoded, keep, xp=xp)[:3]
+
+
+def _decoder_params(g: Mapping[str, Any], config: Seq2SeqConfig) -> dict[str, Any]:
+    """The grouped parameters a decoder step reads: the cell, ``out.W_u`` (with attention)
+    and additive attention's ``att.W_q`` and ``att.v``."""
+    used: dict[str, Any] = {"dec": dict(g["dec"])}
+    if config.attention != "none":
+        used["out"] = {"W_u": g["out"]["W_u"]}
+    if config.attention == "additive":
+        used["att"] = {k: g["att"][k] for k in ("W_q", "v")}
+    return used
+
+
+def _attended(encoded: Mapping[str, Any]) -> dict[str, Any]:
+    """What attention reads of the encoder's output: the memory (and the projected keys)."""
+    return {k: encoded[k] for k in ("memory", "keys") if k in encoded}
+
+
+def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | None,
+                          custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
+    """The decoder's time loop with its hand-derived gradient attached.
+
+    Returns ``decoder(p, attended, mask, state0, emb, keep) -> o`` over
+    :func:`_decoder_params`'s ``p``, :func:`_attended`'s memory (and keys), the source
+    ``mask (B, S)``, the first state, time-major ``emb (T, B, E)`` and ``keep (T, B, D)``
+    (or ``None``), with ``o (T, B, D)``: the loop :func:`_forward` runs, made
+    ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``; JAX differentiates the rest of the
+    loss itself).
+
+    The forward loop keeps what :func:`_decoder_step_parts` saves at every step; the
+    backward loop runs :func:`_decoder_step_back` in a reverse ``scan`` and carries only
+    the state's gradient. Every step's ``Σ aᵀ b`` (the weights' gradients, and the memory's
+    and keys') leaves the loop unsummed and becomes one product over all steps after it,
+    where a library's differentiation of the loop adds a small product into a running sum
+    at every step; the embeddings' gradient is one product after the loop too.
+    """
+    loop = scan or python_scan
+
+    def run(p: dict[str, Any], attended: dict[str, Any], mask: Any, state0: dict[str, Any],
+            emb: Any, keep: Any, save: bool) -> tuple[Any, ...]:
+        encoded = {**attended, "mask": mask}
+
+        def body(state: dict[str, Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+            emb_t, keep_t = inputs
+            new, o, _, saved = _decoder_step_parts(p, config, emb_t, state, encoded, keep_t,
+                                                   xp=xp)
+            return new, ((o, saved) if save else o)
+
+        return loop(body, state0, (emb, keep))[1]
+
+    def decoder(p: dict[str, Any], attended: dict[str, Any], mask: Any,
+                state0: dict[str, Any], emb: Any, keep: Any) -> Any:
+        return run(p, attended, mask, state0, emb, keep, False)
+
+    def fwd(p: dict[str, Any], attended: dict[str, Any], mask: Any, state0: dict[str, Any],
+            emb: Any, keep: Any) -> tuple[Any, ...]:
+        o, saved = run(p, attended, mask, state0, emb, keep, True)
+        return o, (p, attended, mask, state0, saved, keep)
+
+    def bwd(residuals: tuple[Any, ...], d_o: Any) -> tuple[Any, ...]:
+        p, attended, mask, state0, saved, keep = residuals
+        encoded = {**attended, "mask": mask}
+
+        def body(d_state: dict[str, Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+            saved_t, keep_t, d_o_t = inputs
+            d_xw, d_prev, outer, summed = _decoder_step_back(p, config, encoded, saved_t,
+                                                             keep_t, d_state, d_o_t, xp=xp)
+            return d_prev, (d_xw, outer, summed)
+
+        start = {k: xp.zeros_like(v) for k, v in state0.items()}
+        d_state0, (d_xw, outer, summed) = loop(body, start, (saved, keep, d_o), reverse=True)
+        grads: dict[str, Any] = {part: {k: None for k in names} for part, names in p.items()}
+        grads["encoded"] = {k: None for k in attended}
+        for (part, name), pairs in outer.items():
+            grads[part][name] = sum(
+                _outer_sum(a, b, batched=part == "encoded", steps=True, xp=xp)
+                for a, b in pairs)
+        for (part, name), value in summed.items():
+            grads[part][name] = xp.sum(value, axis=0)
+        d_emb = d_xw @ p["dec"]["W_ih"][:, :config.embed]                       # (T, B, E)
+        d_attended = {k: v if v is not None else xp.zeros_like(attended[k])
+                      for k, v in grads.pop("encoded").items()}
+        return grads, d_attended, None, d_state0, d_emb, None
+
+    return custom_vjp(decoder, fwd, bwd)
 
 
 # ------------------------------------------------------------------ nested parameters
@@ -556,112 +647,189 @@ def _decoder_step_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
     ``backprop(d_state, d_o) -> (d_emb, d_state_prev, d_encoded, grads)``: ``d_state`` is
     the gradient of the next step's state, ``d_o`` that of this step's ``o_t`` from the
     output layer; ``d_encoded`` holds the gradients of the memory and keys this step read
-    (``{}`` without attention), ``grads`` those of the parameters it used."""
-    step = vjp.CELL_STEPS[config.cell]
-    dec = g["dec"]
-    cell_state = (state["h"], state["c"]) if config.cell == "lstm" else (state["h"],)
-    feed = [state["o"]] if config.input_feeding else []
-    kind, luong = config.attention, config.style == "luong"
-    weights = None
-    if kind != "none" and not luong:   # bahdanau: attend with the previous state
-        (context, weights), att_bp = _attention_vjp(g, config, cell_state[0], encoded, xp=xp)
-    x, x_bp = vjp.concat([emb, *([context] if kind != "none" and not luong else []), *feed],
-                         xp=xp)
-    xw, xw_bp = vjp.linear(x, dec["W_ih"], dec["b_ih"], xp=xp)
-    cell_state, cell_bp = step(xw, cell_state, dec, xp=xp)
-    if kind == "none":
-        o = cell_state[0]
-    else:
-        if luong:                      # luong: attend with the new state
-            (context, weights), att_bp = _attention_vjp(g, config, cell_state[0], encoded,
-                                                        xp=xp)
-        u, u_bp = vjp.concat([context, cell_state[0]], xp=xp)
-        pre, pre_bp = vjp.linear(u, g["out"]["W_u"], None, xp=xp)
-        o, tanh_bp = vjp.tanh(pre, xp=xp)
-    dropped = keep is not None and config.dropout > 0
-    if dropped:
-        o, drop_bp = vjp.dropout(o, keep, config.dropout, xp=xp)
-    new_state = _state_dict(config, cell_state, xp=xp, o=o)
+    (``{}`` without attention), ``grads`` those of the parameters it used.
+
+    :func:`_decoder_step_parts` and :func:`_decoder_step_back`, with the products that
+    make up the weight gradients (:func:`_outer_sum`) formed at once, for this step."""
+    new_state, o, weights, saved = _decoder_step_parts(g, config, emb, state, encoded, keep,
+                                                       xp=xp)
 
     def backprop(d_state: dict[str, Any], d_o: Any) -> tuple[Any, ...]:
+        d_xw, d_prev, outer, summed = _decoder_step_back(g, config, encoded, saved, keep,
+                                                         d_state, d_o, xp=xp)
+        d_emb = d_xw @ g["dec"]["W_ih"][:, :config.embed]
         grads: dict[str, Any] = {}
-        d_encoded: dict[str, Any] = {}
-        att_grads: dict[str, Any] = {}
-        if config.input_feeding:
-            d_o = d_o + d_state["o"]
-        if dropped:
-            (d_o, _) = drop_bp(d_o)
-        d_cell = [d_state["h"]] + ([d_state["c"]] if config.cell == "lstm" else [])
-        d_context = None
-        if kind == "none":
-            d_cell[0] = d_cell[0] + d_o
-        else:
-            (d_pre,) = tanh_bp(d_o)
-            d_u, d_W_u, _ = pre_bp(d_pre)
-            grads["out"] = {"W_u": d_W_u}
-            d_context, d_h = u_bp(d_u)
-            d_cell[0] = d_cell[0] + d_h
-            if luong:
-                d_query, d_encoded, att_grads = att_bp(d_context)
-                d_cell[0] = d_cell[0] + d_query
-        d_xw, d_prev, grads["dec"] = cell_bp(*d_cell)
-        d_x, grads["dec"]["W_ih"], grads["dec"]["b_ih"] = xw_bp(d_xw)
-        parts = list(x_bp(d_x))
-        d_emb = parts.pop(0)
-        d_prev = list(d_prev)
-        if kind != "none" and not luong:
-            d_query, d_encoded, att_grads = att_bp(d_context + parts.pop(0))
-            d_prev[0] = d_prev[0] + d_query
-        if att_grads:                  # additive attention's own weights
-            grads["att"] = att_grads
-        d_state_prev = {"h": d_prev[0]}
-        if config.cell == "lstm":
-            d_state_prev["c"] = d_prev[1]
-        if config.input_feeding:
-            d_state_prev["o"] = parts.pop(0)
-        return d_emb, d_state_prev, d_encoded, grads
+        for (part, name), pairs in outer.items():
+            grads.setdefault(part, {})[name] = sum(
+                _outer_sum(a, b, batched=part == "encoded", steps=False, xp=xp)
+                for a, b in pairs)
+        for (part, name), value in summed.items():
+            grads.setdefault(part, {})[name] = value
+        return d_emb, d_prev, grads.pop("encoded", {}), grads
 
     return (new_state, o, weights), backprop
 
 
-def _attention_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
-                   encoded: dict[str, Any], *,
-                   xp: Any) -> tuple[tuple[Any, Any], Callable[..., Any]]:
-    """Context ``(B, 2H)`` and weights ``(B, S)`` for a query ``(B, D)``, and
-    ``backprop(d_context) -> (d_query, d_encoded, grads)``: ``d_encoded`` the gradients of
-    the memory and keys, ``grads`` those of ``att`` (``{}`` for a score without weights
-    of its own: dot, scaled dot, and general, whose keys the encoder projects)."""
+def _decoder_step_parts(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
+                        state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
+                        xp: Any) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
+    """One decoder step: ``(new_state, o_t, attention weights or None, saved)``, where
+    ``saved`` (a dict of arrays) is what :func:`_decoder_step_back` needs: the step's
+    input ``x``, the cell state it started from, the cell's gates, the attention's values
+    and ``u = [a_t; s_t]`` and ``tanh(W_u u)``."""
+    dec, kind, luong = g["dec"], config.attention, config.style == "luong"
+    cell_state = (state["h"], state["c"]) if config.cell == "lstm" else (state["h"],)
+    saved: dict[str, Any] = {"state": cell_state}
+    weights = None
+    pieces = [emb]
+    if kind != "none" and not luong:   # bahdanau: attend with the previous state
+        context, weights, saved["att"] = _attend_parts(g, config, cell_state[0], encoded, xp=xp)
+        pieces.append(context)
+    if config.input_feeding:
+        pieces.append(state["o"])
+    saved["x"] = x = xp.concat(pieces, axis=-1)
+    xw = kernels.linear(x, dec["W_ih"], dec["b_ih"], xp=xp)
+    parts = kernels.lstm_parts if config.cell == "lstm" else kernels.gru_parts
+    new_cell, saved["cell"] = parts(xw, cell_state, dec, xp=xp)
+    if kind == "none":
+        o = new_cell[0]
+    else:
+        if luong:                      # luong: attend with the new state
+            context, weights, saved["att"] = _attend_parts(g, config, new_cell[0], encoded,
+                                                           xp=xp)
+        saved["u"] = u = xp.concat([context, new_cell[0]], axis=-1)
+        saved["tanh"] = o = xp.tanh(kernels.linear(u, g["out"]["W_u"], None, xp=xp))
+    if keep is not None and config.dropout > 0:
+        o = kernels.dropout(o, keep, config.dropout, xp=xp)
+    return _state_dict(config, new_cell, xp=xp, o=o), o, weights, saved
+
+
+def _decoder_step_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str, Any],
+                       saved: dict[str, Any], keep: Any, d_state: dict[str, Any], d_o: Any, *,
+                       xp: Any) -> tuple[Any, dict[str, Any], dict[tuple[str, str], list],
+                                         dict[tuple[str, str], Any]]:
+    """The backward pass of one decoder step from what :func:`_decoder_step_parts` saved,
+    given ``d_state`` (the next step's state's gradient) and ``d_o`` (``o_t``'s from the
+    output layer).
+
+    Returns ``(d_xw, d_state_prev, outer, summed)``. ``d_xw`` is the gradient of ``W_ih x
+    + b_ih``; the embedding's part of ``dx = d_xw W_ih`` is left to the caller. The
+    gradients whose matrix products the caller may form for many steps at once are in
+    ``outer``: ``(part, name) -> [(a, b), ...]``, each pair standing for ``Σ aᵀ b`` over the
+    batch (``("encoded", "memory" | "keys")``: one outer product per sentence). The rest,
+    already summed over the batch, are in ``summed``: the biases, and additive attention's
+    ``v`` and keys."""
+    dec, kind, luong = g["dec"], config.attention, config.style == "luong"
+    outer: dict[tuple[str, str], list] = {}
+    summed: dict[tuple[str, str], Any] = {}
+    if config.input_feeding:
+        d_o = d_o + d_state["o"]
+    if keep is not None and config.dropout > 0:
+        d_o = kernels.dropout(d_o, keep, config.dropout, xp=xp)
+    d_h = d_state["h"]
+    d_context = None
+    if kind == "none":
+        d_h = d_h + d_o
+    else:
+        o = saved["tanh"]
+        d_pre = d_o * (1.0 - o * o)
+        outer[("out", "W_u")] = [(d_pre, saved["u"])]
+        d_u = d_pre @ g["out"]["W_u"]
+        width = encoded["memory"].shape[-1]
+        d_context, d_h = d_u[..., :width], d_h + d_u[..., width:]
+        if luong:
+            d_h = d_h + _attend_back(g, config, encoded, saved["att"], d_context, outer,
+                                     summed, xp=xp)
+    d_cell = (d_h, d_state["c"]) if config.cell == "lstm" else (d_h,)
+    d_xw, d_hw, d_direct = vjp.CELL_BACKS[config.cell](saved["cell"], saved["state"], *d_cell,
+                                                       xp=xp)
+    outer[("dec", "W_ih")] = [(d_xw, saved["x"])]
+    outer[("dec", "W_hh")] = [(d_hw, saved["state"][0])]
+    summed[("dec", "b_ih")] = xp.sum(d_xw, axis=0)
+    summed[("dec", "b_hh")] = xp.sum(d_hw, axis=0)
+    d_h_prev = d_hw @ dec["W_hh"]
+    if d_direct[0] is not None:
+        d_h_prev = d_h_prev + d_direct[0]
+    d_prev = {"h": d_h_prev}
+    if config.cell == "lstm":
+        d_prev["c"] = d_direct[1]
+    if saved["x"].shape[-1] > config.embed:            # the attention's and o's columns
+        d_rest = d_xw @ dec["W_ih"][:, config.embed:]
+        if kind != "none" and not luong:
+            width = encoded["memory"].shape[-1]
+            d_prev["h"] = d_prev["h"] + _attend_back(
+                g, config, encoded, saved["att"], d_context + d_rest[..., :width], outer,
+                summed, xp=xp)
+            d_rest = d_rest[..., width:]
+        if config.input_feeding:
+            d_prev["o"] = d_rest
+    return d_xw, d_prev, outer, summed
+
+
+def _attend_parts(g: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
+                  encoded: dict[str, Any], *, xp: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """Context ``(B, 2H)`` and weights ``(B, S)`` for a query ``(B, D)``, and what
+    :func:`_attend_back` needs (the query, the weights, additive attention's ``tanh``)."""
+    memory, kind = encoded["memory"], config.attention
     q = xp.expand_dims(query, axis=1)                                      # (B, 1, D)
-    memory = encoded["memory"]
-    kind = config.attention
+    saved: dict[str, Any] = {"query": query}
     if kind in ("dot", "scaled_dot"):
         scale = None if kind == "dot" else 1.0 / math.sqrt(config.decoder_size)
-        scores, scores_bp = vjp.dot_scores(q, memory, scale, xp=xp)
+        scores = kernels.dot_scores(q, memory, scale, xp=xp)
     elif kind == "general":
-        scores, scores_bp = vjp.dot_scores(q, encoded["keys"], None, xp=xp)  # sᵀ (W m_j)
-    else:  # additive
-        pq, pq_bp = vjp.linear(q, g["att"]["W_q"], None, xp=xp)
-        scores, scores_bp = vjp.additive_from_projections(pq, encoded["keys"], g["att"]["v"],
-                                                          xp=xp)
-    weights, softmax_bp = vjp.masked_softmax(scores, xp.expand_dims(encoded["mask"], axis=1),
-                                             xp=xp)                        # (B, 1, S)
-    context, pool_bp = vjp.weighted_sum(weights, memory, xp=xp)            # (B, 1, 2H)
+        scores = kernels.dot_scores(q, encoded["keys"], None, xp=xp)       # sᵀ (W m_j)
+    else:  # additive: vᵀ tanh(W_q s + W_k m_j)
+        pq = kernels.linear(query, g["att"]["W_q"], None, xp=xp)
+        saved["hidden"] = hidden = xp.tanh(xp.expand_dims(pq, axis=1) + encoded["keys"])
+        scores = xp.expand_dims(hidden @ g["att"]["v"], axis=1)            # (B, 1, S)
+    weights = kernels.masked_softmax(scores, xp.expand_dims(encoded["mask"], axis=1), xp=xp)
+    context = xp.squeeze(weights @ memory, axis=1)                         # (B, 2H)
+    saved["weights"] = weights = xp.squeeze(weights, axis=1)               # (B, S)
+    return context, weights, saved
 
-    def backprop(d_context: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-        d_weights, d_memory = pool_bp(xp.expand_dims(d_context, axis=1))
-        d_scores, _ = softmax_bp(d_weights)
-        grads: dict[str, Any] = {}
-        if kind in ("dot", "scaled_dot"):
-            d_q, d_scored = scores_bp(d_scores)
-            return xp.squeeze(d_q, axis=1), {"memory": d_memory + d_scored}, grads
-        if kind == "general":
-            d_q, d_keys = scores_bp(d_scores)
-        else:
-            d_pq, d_keys, grads["v"] = scores_bp(d_scores)
-            d_q, grads["W_q"], _ = pq_bp(d_pq)
-        return xp.squeeze(d_q, axis=1), {"memory": d_memory, "keys": d_keys}, grads
 
-    return (xp.squeeze(context, axis=1), xp.squeeze(weights, axis=1)), backprop
+def _attend_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str, Any],
+                 saved: dict[str, Any], d_context: Any, outer: dict[tuple[str, str], list],
+                 summed: dict[tuple[str, str], Any], *, xp: Any) -> Any:
+    """The query's gradient from the context's; the memory's and keys' and the attention's
+    own weights' go into ``outer`` and ``summed`` (see :func:`_decoder_step_back`).
+
+    ``c = Σ_j w_j m_j`` gives ``dw_j = dc · m_j`` and ``dm_j += w_j dc``; the masked
+    softmax, ``ds_j = w_j (dw_j - Σ_k w_k dw_k)``; a dot score ``s_j = λ q · k_j`` (``k =
+    m`` or the keys ``W m``), ``dq = λ Σ_j ds_j k_j`` and ``dk_j += λ ds_j q``; the additive
+    score ``s_j = v · a_j`` with ``a_j = tanh(W_q q + k_j)``, ``dv = Σ_j ds_j a_j``,
+    ``dk_j = ds_j v ⊙ (1 - a_j²)`` and ``W_q q`` the sum of those over ``j``."""
+    memory, kind, q, w = encoded["memory"], config.attention, saved["query"], saved["weights"]
+    outer.setdefault(("encoded", "memory"), []).append((w, d_context))
+    d_w = xp.squeeze(memory @ xp.expand_dims(d_context, axis=-1), axis=-1)     # (B, S)
+    d_s = w * (d_w - xp.sum(w * d_w, axis=-1, keepdims=True))
+    if kind == "additive":
+        hidden = saved["hidden"]                                               # (B, S, h)
+        summed[("att", "v")] = xp.sum(xp.expand_dims(d_s, axis=-1) * hidden, axis=(0, 1))
+        d_keys = xp.expand_dims(d_s, axis=-1) * g["att"]["v"] * (1.0 - hidden * hidden)
+        summed[("encoded", "keys")] = d_keys
+        d_pq = xp.sum(d_keys, axis=1)                                          # (B, h)
+        outer[("att", "W_q")] = [(d_pq, q)]
+        return d_pq @ g["att"]["W_q"]
+    if kind == "scaled_dot":
+        d_s = d_s * (1.0 / math.sqrt(config.decoder_size))
+    keys_name = "memory" if kind in ("dot", "scaled_dot") else "keys"
+    outer.setdefault(("encoded", keys_name), []).append((d_s, q))
+    return xp.squeeze(xp.expand_dims(d_s, axis=1) @ encoded[keys_name], axis=1)
+
+
+def _outer_sum(a: Any, b: Any, *, batched: bool, steps: bool, xp: Any) -> Any:
+    """``Σ aᵀ b``: over the rows of ``a (B, X)`` and ``b (B, Y)``, giving ``(X, Y)``; or,
+    ``batched``, one outer product per row, ``(B, X, Y)``. With ``steps``, ``a`` and ``b``
+    have a leading axis of steps ``(T, ...)``, summed over too: one product for all steps
+    (a ``tensordot``, which XLA's CPU backend runs faster than the product of the flattened
+    ``(T B, X)ᵀ`` and ``(T B, Y)``)."""
+    if batched:
+        if not steps:
+            return xp.expand_dims(a, axis=-1) * xp.expand_dims(b, axis=-2)
+        return xp.permute_dims(a, (1, 2, 0)) @ xp.permute_dims(b, (1, 0, 2))
+    axes = [0, 1] if steps else [0]
+    return xp.tensordot(a, b, axes=(axes, axes))
 
 
 def _state_dict(config: Seq2SeqConfig, cell_state: tuple[Any, ...], *, xp: Any,
