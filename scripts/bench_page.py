@@ -63,6 +63,16 @@ SUMMARY: tuple[tuple[str, dict[str, tuple[str, str]]], ...] = (
     ("2 PyTorch processes ÷ 1 (a core each)", {
         k: ("parallel", f"{k} torch 2 processes vs 1") for k in KINDS}),
 )
+#: Measurements whose xpseq code changed after earlier runs had measured it: the first
+#: recorded run of the current code (the start of its file name) and what changed. The
+#: summary's ranges for these rows count that run and later ones only; every run's own
+#: table below still shows what it measured.
+CHANGED: dict[tuple[str, str], tuple[str, str]] = {
+    key: ("2026-12-04T202901", "xpseq-JAX's hand-derived RNN gained the decoder's "
+                               "hand-derived backward loop")
+    for key in (("train", "xpseq-jax, hand-derived recurrences throughput vs native"),
+                ("peers", "rnn best xpseq-jax vs the fastest JAX peer"),
+                ("peers", "rnn best xpseq vs the fastest peer of any kind"))}
 #: The README's short table: the summary rows it repeats.
 README_ROWS = (0, 1, 2, 3, 6)
 #: The peers comparisons whose detail names who won (``"<ours> against <theirs> (...)"``).
@@ -129,7 +139,9 @@ def summary_cells(runs: Sequence[dict[str, Any]], spec: dict[str, tuple[str, str
     its target and the peers it was against."""
     cells = {}
     for kind, (section, measure) in spec.items():
-        found = [r for r in (row(run, section, measure) for run in runs) if r is not None]
+        first = CHANGED.get((section, measure), ("",))[0]
+        found = [r for r in (row(run, section, measure) for run in runs if run["file"] >= first)
+                 if r is not None]
         if not found:
             continue
         cells[kind] = {"ratios": [r["ratio"] for r in found],
@@ -237,6 +249,7 @@ def summary_block(runs: Sequence[dict[str, Any]]) -> str:
                      "pool off), the devices and processes rows on both cores.")
         if default:
             parts.append(fenced(summary_table(default), "xpseq-summary"))
+            parts.extend(changed_notes(default))
         if x64 and default:
             parts.append(f"The same machine with JAX's 64-bit mode on for the whole process "
                          f"(`JAX_ENABLE_X64=1`, {runs_text(len(x64))}), as the benchmark "
@@ -244,6 +257,24 @@ def summary_block(runs: Sequence[dict[str, Any]]) -> str:
                          "only the setting differs:")
             parts.append(fenced(x64_table(default, x64), "xpseq-summary"))
     return "\n\n".join(parts)
+
+
+def changed_notes(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """A line for each change of :data:`CHANGED` that left earlier runs out of a summary
+    range: which rows, from which run on, and why."""
+    notes = []
+    for (first, why) in sorted(set(CHANGED.values())):
+        left_out = [run for run in runs if run["file"] < first and any(
+            row(run, section, measure) for (section, measure), (f, _) in CHANGED.items()
+            if f == first)]
+        if left_out:
+            measures = sorted({measure for (_, measure), (f, _) in CHANGED.items()
+                               if f == first})
+            notes.append(f"Since run `{first}`, {why}: the rows built on "
+                         f"{', '.join(f'“{m}”' for m in measures)} count that run and later "
+                         f"ones ({len(left_out)} earlier run{'s' if len(left_out) != 1 else ''}"
+                         " left out; their tables below keep what they measured).")
+    return notes
 
 
 def readme_block(runs: Sequence[dict[str, Any]]) -> str:

@@ -104,8 +104,9 @@ def run_steps(name: str, config: Seq2SeqConfig, steps: int,
 def test_numpy_trains_like_jax(config):
     """20 Adam steps in float64 from one initialisation on the same batches: NumPy's
     hand-derived gradients follow JAX's loss curve to 1e-8 and end at the same parameters;
-    so does JAX with ``gradients="hand-derived"`` (the encoder's recurrences differentiated
-    by the rules inside the jitted step), for an LSTM and a GRU encoder."""
+    so does JAX with ``gradients="hand-derived"`` (the encoder's recurrences and the
+    decoder's loop differentiated by the rules inside the jitted step), for an LSTM and a
+    GRU."""
     pytest.importorskip("jax")
     np_losses, np_params = run_steps("numpy", config, 20)
     assert np_losses[-1] < np_losses[0] - 0.25          # it does learn

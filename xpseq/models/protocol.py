@@ -135,7 +135,7 @@ class ModelKernels:
         backend (JAX) asked for ``gradients="hand-derived"`` traces the whole hand-derived
         pass into its program. ``False`` (the default): it differentiates ``loss`` itself,
         with ``custom_vjp`` given for the parts the model runs by hand (the RNN's
-        recurrences).
+        loops over time).
     """
 
     loss: Callable[..., Any]

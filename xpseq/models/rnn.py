@@ -294,8 +294,9 @@ def loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, A
     keep : bool array ``(B, T, D)`` (or ``{"o": it}``, as :func:`dropout_shapes` names it),
         optional: dropout keep-masks for every ``o_t``
     scan : as in :func:`forward`
-    custom_vjp : ``backend.custom_vjp``, optional: run the encoder's recurrences with their
-        hand-derived gradient (see :func:`xpseq.core.recurrent.hand_derived_recurrence`)
+    custom_vjp : ``backend.custom_vjp``, optional: run the encoder's recurrences and the
+        decoder's loop with their hand-derived gradients (see
+        :func:`xpseq.core.recurrent.hand_derived_recurrence`); the values are the same
 
     Returns
     -------

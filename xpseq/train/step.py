@@ -101,10 +101,10 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         recorded, and the step is faster (``scripts/bench.py`` measures it). On JAX it
         depends on the model (its ``kernels.loss_vjp_compiles``): the Transformer's whole
         hand-derived pass is traced into the jitted step; for the RNN, whose Python loops
-        over the time steps ``jit`` would unroll, it means the encoder's recurrences:
-        their backward is the hand-derived step rules in a reverse ``lax.scan``
-        (``backend.custom_vjp``, see :func:`xpseq.core.recurrent.hand_derived_recurrence`),
-        the rest is ``jax.grad``.
+        over the time steps ``jit`` would unroll, it means its loops (the encoder's
+        recurrences and the decoder): their backward is the hand-derived step rules in a
+        reverse ``lax.scan`` (``backend.custom_vjp``, see
+        :func:`xpseq.core.recurrent.hand_derived_recurrence`), the rest is ``jax.grad``.
         ``"autodiff"`` needs JAX or PyTorch.
     group : ``(rank, processes)`` of a PyTorch process group (see
         :mod:`xpseq.train.parallel`): the batch is this process's rows with a ``"weight"``
@@ -171,7 +171,7 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
     model = models.of(config)
     # A compiling backend asked for hand-derived gradients traces the model's whole
     # hand-derived pass when it has no loop over time steps (the Transformer); otherwise it
-    # differentiates the loss itself, and the model runs its recurrences with their
+    # differentiates the loss itself, and the model runs its loops with their
     # hand-derived custom VJP (the RNN).
     rules_inside = (gradients == "hand-derived" and backend.capabilities.compile == "program"
                     and not model.kernels.loss_vjp_compiles)
