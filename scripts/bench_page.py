@@ -285,6 +285,7 @@ def readme_block(runs: Sequence[dict[str, Any]]) -> str:
         if default:
             parts.append(f"{machine}; {runs_text(len(default))} ({dates_of(default)}):")
             parts.append(summary_table(default, README_ROWS))
+            parts.extend(changed_notes(default))
     return "\n\n".join(parts)
 
 

@@ -37,6 +37,14 @@ Not about speed: 6.9e-16 and 3.14 are left alone here.
 """
 
 
+@pytest.fixture(autouse=True)
+def _no_changed_measurements(request, monkeypatch):
+    """The made-up runs of these tests follow no change of xpseq's code: ``CHANGED`` is
+    the real page's, kept only for the test of the committed pages."""
+    if "committed_pages" not in request.node.name:
+        monkeypatch.setattr(page, "CHANGED", {})
+
+
 def _run(ratio: float, *, x64: bool = False, stamp: str = "1", cpu: str = "Test CPU") -> dict:
     """A minimal results file of bench.py: the train section's JAX row and a peers row."""
     rows = [
@@ -116,6 +124,26 @@ def test_check_fails_on_a_figure_no_run_has_and_on_a_stale_block(tmp_path, capsy
     (results / "2026-12-03T999999-new.json").write_text(json.dumps(run))   # a new run
     assert page.main([*args, "--check"]) == 1
     assert "its results blocks differ from the 2 recorded runs" in capsys.readouterr().err
+
+
+def test_a_changed_measurement_counts_only_the_runs_of_the_current_code(tmp_path,
+                                                                       monkeypatch):
+    """A row of ``CHANGED`` (its xpseq code changed after earlier runs measured it): the
+    summary's range counts the runs from the first run of the new code on, says so, and
+    every run's own table keeps what it measured."""
+    key = ("train", "xpseq-jax throughput vs native")
+    monkeypatch.setattr(page, "CHANGED", {key: ("2026-12-03T000001", "the step changed")})
+    args = _folder(tmp_path, [_run(1.2), _run(1.4), _run(1.5)], prose="1.40–1.50×")
+    assert page.main(args) == 0
+    text = (tmp_path / "page.md").read_text()
+    summary = page.block(text, "summary")
+    assert "| xpseq-JAX (autodiff) ÷ the same model in eager PyTorch | 1.40–1.50× ✓ " in summary
+    assert ("Since run `2026-12-03T000001`, the step changed: the rows built on "
+            "“xpseq-jax throughput vs native” count that run and later ones (1 earlier run "
+            "left out" in summary)
+    assert "0.90× ✗ (keras-jax)" in summary                # other rows: every run
+    assert "| 1,200 tok/s | 1.2x |" in page.block(text, "runs")
+    assert page.main([*args, "--check"]) == 0
 
 
 def test_runs_are_grouped_by_processor_and_bad_files_refused(tmp_path):
