@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import array_api_compat as compat
 import numpy as np
@@ -480,7 +480,7 @@ def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | N
     loop = scan or python_scan
 
     def run(p: dict[str, Any], attended: dict[str, Any], mask: Any, state0: dict[str, Any],
-            emb: Any, keep: Any, save: bool) -> tuple[Any, ...]:
+            emb: Any, keep: Any, save: bool) -> Any:
         encoded = {**attended, "mask": mask}
 
         def body(state: dict[str, Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -525,7 +525,7 @@ def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | N
                       for k, v in grads.pop("encoded").items()}
         return grads, d_attended, None, d_state0, d_emb, None
 
-    return custom_vjp(decoder, fwd, bwd)
+    return cast(Callable[..., Any], custom_vjp(decoder, fwd, bwd))
 
 
 # ------------------------------------------------------------------ nested parameters
@@ -641,6 +641,13 @@ def _encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: 
     return encoded, backprop
 
 
+#: A decoder step's gradients left as products (``(part, name) -> [(a, b), ...]``, each
+#: pair standing for ``Σ aᵀ b``) and those it sums itself (``(part, name) -> array``); see
+#: :func:`_decoder_step_back`.
+Outer = dict[tuple[str, str], list[tuple[Any, Any]]]
+Summed = dict[tuple[str, str], Any]
+
+
 def _decoder_step_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
                       state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
                       xp: Any) -> tuple[tuple[Any, ...], Callable[..., Any]]:
@@ -707,8 +714,7 @@ def _decoder_step_parts(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
 
 def _decoder_step_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str, Any],
                        saved: dict[str, Any], keep: Any, d_state: dict[str, Any], d_o: Any, *,
-                       xp: Any) -> tuple[Any, dict[str, Any], dict[tuple[str, str], list],
-                                         dict[tuple[str, str], Any]]:
+                       xp: Any) -> tuple[Any, dict[str, Any], Outer, Summed]:
     """The backward pass of one decoder step from what :func:`_decoder_step_parts` saved,
     given ``d_state`` (the next step's state's gradient) and ``d_o`` (``o_t``'s from the
     output layer).
@@ -721,8 +727,8 @@ def _decoder_step_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dic
     already summed over the batch, are in ``summed``: the biases, and additive attention's
     ``v`` and keys."""
     dec, kind, luong = g["dec"], config.attention, config.style == "luong"
-    outer: dict[tuple[str, str], list] = {}
-    summed: dict[tuple[str, str], Any] = {}
+    outer: Outer = {}
+    summed: Summed = {}
     if config.input_feeding:
         d_o = d_o + d_state["o"]
     if keep is not None and config.dropout > 0:
@@ -790,8 +796,8 @@ def _attend_parts(g: Mapping[str, Any], config: Seq2SeqConfig, query: Any,
 
 
 def _attend_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str, Any],
-                 saved: dict[str, Any], d_context: Any, outer: dict[tuple[str, str], list],
-                 summed: dict[tuple[str, str], Any], *, xp: Any) -> Any:
+                 saved: dict[str, Any], d_context: Any, outer: Outer,
+                 summed: Summed, *, xp: Any) -> Any:
     """The query's gradient from the context's; the memory's and keys' and the attention's
     own weights' go into ``outer`` and ``summed`` (see :func:`_decoder_step_back`).
 
