@@ -32,7 +32,7 @@ __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
            "additive_from_projections", "weighted_sum", "attend", "heads",
            "attention_over_heads", "multi_head_attention",
-           "lstm_step", "gru_step", "lstm_back", "gru_back",
+           "lstm_step", "gru_step", "lstm_back", "gru_back", "softmax_back",
            "run_sequence", "CELL_STEPS", "CELL_BACKS"]
 
 
@@ -222,11 +222,13 @@ def masked_softmax(scores: Any, keep: Any, *, xp: Any) -> tuple[Any, Callable[..
     with nothing kept (its weights are the constant zero).
     """
     w = kernels.masked_softmax(scores, keep, xp=xp)
+    return w, lambda dw: (softmax_back(w, dw, xp=xp), None)
 
-    def backprop(dw: Any) -> tuple[Any, None]:
-        return w * (dw - xp.sum(w * dw, axis=-1, keepdims=True)), None
 
-    return w, backprop
+def softmax_back(w: Any, dw: Any, *, xp: Any) -> Any:
+    """:func:`masked_softmax`'s backward pass from its weights ``w``:
+    ``ds = w ⊙ (dw - Σ_k w_k dw_k)`` over the last axis."""
+    return w * (dw - xp.sum(w * dw, axis=-1, keepdims=True))
 
 
 def log_softmax(x: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:

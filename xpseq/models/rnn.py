@@ -809,7 +809,7 @@ def _attend_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str,
     memory, kind, q, w = encoded["memory"], config.attention, saved["query"], saved["weights"]
     outer.setdefault(("encoded", "memory"), []).append((w, d_context))
     d_w = xp.squeeze(memory @ xp.expand_dims(d_context, axis=-1), axis=-1)     # (B, S)
-    d_s = w * (d_w - xp.sum(w * d_w, axis=-1, keepdims=True))
+    d_s = vjp.softmax_back(w, d_w, xp=xp)
     if kind == "additive":
         hidden = saved["hidden"]                                               # (B, S, h)
         summed[("att", "v")] = xp.sum(xp.expand_dims(d_s, axis=-1) * hidden, axis=(0, 1))
