@@ -512,18 +512,12 @@ def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | N
 
         start = {k: xp.zeros_like(v) for k, v in state0.items()}
         d_state0, (d_xw, outer, summed) = loop(body, start, (saved, keep, d_o), reverse=True)
-        grads: dict[str, Any] = {part: {k: None for k in names} for part, names in p.items()}
-        grads["encoded"] = {k: None for k in attended}
-        for (part, name), pairs in outer.items():
-            grads[part][name] = sum(
-                _outer_sum(a, b, batched=part == "encoded", steps=True, xp=xp)
-                for a, b in pairs)
-        for (part, name), value in summed.items():
-            grads[part][name] = xp.sum(value, axis=0)
+        grads = _step_gradients(outer, summed, steps=True, xp=xp)
         d_emb = d_xw @ p["dec"]["W_ih"][:, :config.embed]                       # (T, B, E)
-        d_attended = {k: v if v is not None else xp.zeros_like(attended[k])
-                      for k, v in grads.pop("encoded").items()}
-        return grads, d_attended, None, d_state0, d_emb, None
+        d_encoded = grads.pop("encoded", {})
+        d_attended = {k: d_encoded.get(k, xp.zeros_like(v)) for k, v in attended.items()}
+        d_p = {part: {k: grads[part][k] for k in names} for part, names in p.items()}  # p's order
+        return d_p, d_attended, None, d_state0, d_emb, None
 
     return cast(Callable[..., Any], custom_vjp(decoder, fwd, bwd))
 
@@ -666,13 +660,7 @@ def _decoder_step_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
         d_xw, d_prev, outer, summed = _decoder_step_back(g, config, encoded, saved, keep,
                                                          d_state, d_o, xp=xp)
         d_emb = d_xw @ g["dec"]["W_ih"][:, :config.embed]
-        grads: dict[str, Any] = {}
-        for (part, name), pairs in outer.items():
-            grads.setdefault(part, {})[name] = sum(
-                _outer_sum(a, b, batched=part == "encoded", steps=False, xp=xp)
-                for a, b in pairs)
-        for (part, name), value in summed.items():
-            grads.setdefault(part, {})[name] = value
+        grads = _step_gradients(outer, summed, steps=False, xp=xp)
         return d_emb, d_prev, grads.pop("encoded", {}), grads
 
     return (new_state, o, weights), backprop
@@ -823,6 +811,20 @@ def _attend_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str,
     keys_name = "memory" if kind in ("dot", "scaled_dot") else "keys"
     outer.setdefault(("encoded", keys_name), []).append((d_s, q))
     return xp.squeeze(xp.expand_dims(d_s, axis=1) @ encoded[keys_name], axis=1)
+
+
+def _step_gradients(outer: Outer, summed: Summed, *, steps: bool,
+                    xp: Any) -> dict[str, dict[str, Any]]:
+    """:func:`_decoder_step_back`'s gradients as ``{part: {name: array}}``: each of
+    ``outer``'s products formed (:func:`_outer_sum`) and added up, ``summed`` as it is; with
+    ``steps``, every array has a leading axis of steps, summed over too."""
+    grads: dict[str, dict[str, Any]] = {}
+    for (part, name), pairs in outer.items():
+        grads.setdefault(part, {})[name] = sum(
+            _outer_sum(a, b, batched=part == "encoded", steps=steps, xp=xp) for a, b in pairs)
+    for (part, name), value in summed.items():
+        grads.setdefault(part, {})[name] = xp.sum(value, axis=0) if steps else value
+    return grads
 
 
 def _outer_sum(a: Any, b: Any, *, batched: bool, steps: bool, xp: Any) -> Any:
