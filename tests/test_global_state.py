@@ -172,7 +172,9 @@ def test_delegation_is_decided_by_the_namespace_alone():
     import array_api_strict
 
     assert delegation.DELEGATES == {"sigmoid": ("jax", "torch", "ndonnx"), "relu": ("torch",),
-                                    "fused_attention": ("torch",), "cos": ("ndonnx",)}
+                                    "relu_backward": ("torch",), "linear": ("torch",),
+                                    "fused_attention": ("torch",),
+                                    "fused_layer_norm": ("torch",), "cos": ("ndonnx",)}
     for xp in (xnp, array_api_strict):
         assert not any(delegation.delegates(k, xp) for k in delegation.DELEGATES)
     with pytest.raises(ValueError, match="kernel must be one of"):
@@ -244,6 +246,16 @@ def test_the_delegated_kernels_equal_their_generic_bodies(library):
                                rtol=1e-15, atol=0)
     np.testing.assert_array_equal(be.to_numpy(delegation.relu(x, xp=xp)),
                                   be.to_numpy(delegation.generic_relu(x, xp=xp)))
+    dy = be.asarray(np.linspace(-3.0, 5.0, x.shape[0]))
+    for y in (delegation.relu(x, xp=xp), x):         # relu's output, and a negative zero
+        np.testing.assert_array_equal(be.to_numpy(delegation.relu_backward(dy, y, xp=xp)),
+                                      be.to_numpy(delegation.generic_relu_backward(dy, y, xp=xp)))
+    rng = np.random.default_rng(0)
+    a, W, b = (be.asarray(rng.normal(size=s)) for s in ((2, 3, 5), (4, 5), (4,)))
+    for bias in (b, None):
+        np.testing.assert_allclose(be.to_numpy(delegation.linear(a, W, bias, xp=xp)),
+                                   be.to_numpy(delegation.generic_linear(a, W, bias, xp=xp)),
+                                   rtol=1e-14, atol=1e-15)
     # Gradients of both paths are σ(1 - σ) = e / (1 + e)² with e = exp(-|x|), to rounding
     # (the library forms 1 - σ, which cancels for large x: an absolute error of an ulp of 1).
     e = np.exp(-np.abs(be.to_numpy(x)))

@@ -18,8 +18,18 @@ kernel                 delegates on        to
                                            gate at 13 % of a G2P step each
 ``relu``               torch               ``torch.nn.functional.relu`` (about 15x faster
                                            than ``where``, forward and backward)
+``relu_backward``      torch               ``torch.ops.aten.threshold_backward`` (relu's
+                                           own backward kernel: ``where`` runs at a tenth
+                                           of a multiply's rate on PyTorch's CPU build)
+``linear``             torch               ``torch.nn.functional.linear`` (one ``addmm``:
+                                           the bias added inside the matrix product, not
+                                           in a second pass over the output)
 ``fused_attention``    torch               ``torch.nn.functional.scaled_dot_product_attention``
                                            where every query row keeps a key
+``fused_layer_norm``   torch               ``torch.native_layer_norm`` and its backward
+                                           kernel, where ``x``, ``γ`` and ``β`` share a
+                                           dtype (the generic body takes nine passes
+                                           over the array forward and as many backward)
 ``cos``                ndonnx              ``1 - 2 sin(x/2)^2`` (onnxruntime has no float64
                                            ``Cos``, and ndonnx records one in float32)
 =====================  ==================  ================================================
@@ -34,18 +44,22 @@ library's function only when handed that library's arrays, so the library is loa
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import array_api_compat as compat
 
 from .checks import concrete
 
 __all__ = ["DELEGATES", "library", "delegates", "sigmoid", "generic_sigmoid", "relu",
-           "generic_relu", "has_fused_attention", "fused_attention", "cos"]
+           "generic_relu", "relu_backward", "generic_relu_backward", "linear",
+           "generic_linear", "has_fused_attention", "fused_attention", "fused_layer_norm",
+           "cos"]
 
 #: For each delegating kernel, the libraries whose own version it calls.
 DELEGATES = {"sigmoid": ("jax", "torch", "ndonnx"), "relu": ("torch",),
-             "fused_attention": ("torch",), "cos": ("ndonnx",)}
+             "relu_backward": ("torch",), "linear": ("torch",),
+             "fused_attention": ("torch",), "fused_layer_norm": ("torch",),
+             "cos": ("ndonnx",)}
 
 
 def library(xp: Any) -> str | None:
@@ -109,6 +123,35 @@ def generic_relu(x: Any, *, xp: Any) -> Any:
     return xp.where(x > 0, x, 0.0)
 
 
+def relu_backward(dy: Any, y: Any, *, xp: Any) -> Any:
+    """``dy`` where ``y > 0``, else 0: relu's backward from its output ``y`` (``y > 0``
+    exactly where the input was). PyTorch's ``threshold_backward`` on its tensors (the
+    kernel autograd runs for ``relu``), :func:`generic_relu_backward` elsewhere."""
+    if library(xp) == "torch":
+        return sys.modules["torch"].ops.aten.threshold_backward(dy, y, 0)
+    return generic_relu_backward(dy, y, xp=xp)
+
+
+def generic_relu_backward(dy: Any, y: Any, *, xp: Any) -> Any:
+    """The reference body of :func:`relu_backward`."""
+    return xp.where(y > 0, dy, 0.0)
+
+
+def linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
+    """``x Wᵀ + b`` with ``x (..., I)``, ``W (O, I)``, ``b (O,)`` or ``None``:
+    ``torch.nn.functional.linear`` on PyTorch (the bias added by the matrix product's own
+    kernel), :func:`generic_linear` elsewhere."""
+    if library(xp) == "torch":
+        return xp.nn.functional.linear(x, W, b)
+    return generic_linear(x, W, b, xp=xp)
+
+
+def generic_linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
+    """The reference body of :func:`linear`."""
+    y = x @ xp.matrix_transpose(W)
+    return y if b is None else y + b
+
+
 def cos(x: Any, *, xp: Any) -> Any:
     """``cos(x)``; on ndonnx ``1 - 2 sin(x/2)^2``: onnxruntime has no float64 ``Cos``
     kernel, so ndonnx records ``Cos`` of ``x`` cast to float32, while its ``Sin`` is
@@ -138,3 +181,25 @@ def fused_attention(q: Any, k: Any, v: Any, keep: Any, scale: float, *, xp: Any)
     if keep is not None and not concrete(xp.all(xp.any(keep, axis=-1))):
         return None
     return xp.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+
+
+def fused_layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *,
+                     xp: Any) -> tuple[Any, Callable[[Any], tuple[Any, Any, Any]]] | None:
+    """The layer norm of :func:`xpseq.core.vjp.layer_norm` over the last axis by the
+    library's fused kernels: ``(y, backprop)`` with ``backprop(dy) -> (dx, dγ, dβ)``, or
+    ``None`` where there are none (not PyTorch), or where ``x``, ``gamma`` and ``beta``
+    differ in dtype (bfloat16 activations with float32 gains: the generic body then keeps
+    the statistics in float32). The caller then runs the generic body. PyTorch's kernels
+    compute the same biased variance and the same gradients; autograd differentiates the
+    forward kernel too."""
+    if library(xp) != "torch" or not x.dtype == gamma.dtype == beta.dtype:
+        return None
+    torch = sys.modules["torch"]
+    features = [x.shape[-1]]
+    y, mean, rstd = torch.native_layer_norm(x, features, gamma, beta, eps)
+
+    def backprop(dy: Any) -> tuple[Any, Any, Any]:
+        return tuple(torch.ops.aten.native_layer_norm_backward(
+            dy, x, features, mean, rstd, gamma, beta, [True, True, True]))
+
+    return y, backprop

@@ -8,7 +8,7 @@ The public functions of ``masking``, ``layers``, ``attention``, ``losses`` and
 ``recurrent`` check their arguments once, then call these; the models call them directly
 after checking their own inputs at their public boundary.
 
-``sigmoid`` and ``relu`` are :mod:`xpseq.core.delegation`'s: they call the library's own
+``linear``, ``sigmoid`` and ``relu`` are :mod:`xpseq.core.delegation`'s: they call the library's own
 function where it has one. ``take_along_last`` is the standard's ``take_along_axis`` over the
 last axis, written with ``take`` for a namespace that lacks it. Call a kernel only with
 arguments a public function would have accepted: a wrong shape here is a wrong answer or an
@@ -48,7 +48,7 @@ import array_api_compat as compat
 
 from . import delegation, shapes
 from .checks import broadcast_shapes
-from .delegation import relu, sigmoid
+from .delegation import linear, relu, sigmoid
 from .loops import scan as python_scan
 
 __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "sequence_mask",
@@ -59,11 +59,6 @@ __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "s
            "sinusoidal_positions", "split_heads", "merge_heads", "broadcast_keep", "heads_keep",
            "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts",
            "lstm_step", "gru_step", "STEPS", "initial_zeros", "run_sequence", "keep_valid"]
-
-
-def linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
-    y = x @ xp.matrix_transpose(W)
-    return y if b is None else y + b
 
 
 def embedding(ids: Any, E: Any, *, xp: Any) -> Any:
@@ -214,8 +209,10 @@ def nll_parts(logits: Any, targets: Any, pad_id: int | None, *, xp: Any,
 
 def layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *, xp: Any) -> Any:
     """``gamma ⊙ (x - mean) / sqrt(var + eps) + beta`` over the last axis (biased variance,
-    as ``torch.nn.LayerNorm``)."""
-    return layer_norm_parts(x, gamma, beta, eps, xp=xp)[0]
+    as ``torch.nn.LayerNorm``): PyTorch's own kernel where
+    :func:`xpseq.core.delegation.fused_layer_norm` applies."""
+    fused = delegation.fused_layer_norm(x, gamma, beta, eps, xp=xp)
+    return layer_norm_parts(x, gamma, beta, eps, xp=xp)[0] if fused is None else fused[0]
 
 
 def layer_norm_parts(x: Any, gamma: Any, beta: Any, eps: float, *,

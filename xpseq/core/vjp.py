@@ -136,7 +136,7 @@ def relu(x: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     y = kernels.relu(x, xp=xp)
     # y > 0 exactly where x > 0: the mask is formed only if the backward pass runs (a
     # decoder step, which never backpropagates, does one operation fewer per layer).
-    return y, lambda dy: (xp.where(y > 0, dy, 0.0),)
+    return y, lambda dy: (delegation.relu_backward(dy, y, xp=xp),)
 
 
 ACTIVATIONS = {"relu": relu, "gelu": gelu}
@@ -149,8 +149,12 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *,
 
     Backward, with ``g = dy ⊙ γ``: ``dx = s (g - mean(g) - x̂ mean(g ⊙ x̂))`` (the mean and
     the variance both depend on every feature), ``dγ = Σ_b dy ⊙ x̂``, ``dβ = Σ_b dy``.
-    ``backprop(dy)`` returns ``(dx, dγ, dβ)``.
+    ``backprop(dy)`` returns ``(dx, dγ, dβ)``. On PyTorch both directions run its fused
+    kernels, which compute the same (:func:`xpseq.core.delegation.fused_layer_norm`).
     """
+    fused = delegation.fused_layer_norm(x, gamma, beta, eps, xp=xp)
+    if fused is not None:
+        return fused
     y, normed, inv_std = kernels.layer_norm_parts(x, gamma, beta, eps, xp=xp)
 
     def backprop(dy: Any) -> tuple[Any, Any, Any]:
