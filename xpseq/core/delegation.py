@@ -30,6 +30,10 @@ kernel                 delegates on        to
                                            kernel, where ``x``, ``γ`` and ``β`` share a
                                            dtype (the generic body takes nine passes
                                            over the array forward and as many backward)
+``fused_recurrence``   torch               ``torch.lstm`` / ``torch.gru`` over the packed
+                                           sequences (``nn.LSTM``'s and ``nn.GRU``'s own
+                                           kernels), for a recurrence over a padded batch
+                                           whose lengths are all in ``1..T``
 ``cos``                ndonnx              ``1 - 2 sin(x/2)^2`` (onnxruntime has no float64
                                            ``Cos``, and ndonnx records one in float32)
 =====================  ==================  ================================================
@@ -44,7 +48,7 @@ library's function only when handed that library's arrays, so the library is loa
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import array_api_compat as compat
 
@@ -53,13 +57,13 @@ from .checks import concrete
 __all__ = ["DELEGATES", "library", "delegates", "sigmoid", "generic_sigmoid", "relu",
            "generic_relu", "relu_backward", "generic_relu_backward", "linear",
            "generic_linear", "has_fused_attention", "fused_attention", "fused_layer_norm",
-           "cos"]
+           "fused_recurrence", "cos"]
 
 #: For each delegating kernel, the libraries whose own version it calls.
 DELEGATES = {"sigmoid": ("jax", "torch", "ndonnx"), "relu": ("torch",),
              "relu_backward": ("torch",), "linear": ("torch",),
              "fused_attention": ("torch",), "fused_layer_norm": ("torch",),
-             "cos": ("ndonnx",)}
+             "fused_recurrence": ("torch",), "cos": ("ndonnx",)}
 
 
 def library(xp: Any) -> str | None:
@@ -203,3 +207,72 @@ def fused_layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *,
             dy, x, features, mean, rstd, gamma, beta, [True, True, True]))
 
     return y, backprop
+
+
+def fused_recurrence(cell: str, directions: Sequence[tuple[Mapping[str, Any], bool]], xs: Any,
+                     lengths: Any, state0: tuple[Any, ...], *,
+                     xp: Any) -> list[tuple[Any, tuple[Any, ...]]] | None:
+    """:func:`xpseq.core.kernels.run_sequence` (an LSTM or GRU over a padded batch
+    ``xs (B, T, I)``, each sequence's state held through its padding) for each of
+    ``directions``, ``(params, reverse)`` pairs (one direction, or ``[(p_fwd, False),
+    (p_bwd, True)]``, both from ``state0``), by the library's fused recurrent kernel: a
+    list of ``(outputs (B, T, H), final_state)``, one per direction. ``None`` where there
+    is none (not PyTorch) or it does not apply: a length outside ``1..T``, or parameters,
+    inputs and state that differ in dtype. The caller then runs the generic body.
+
+    On PyTorch: the sequences packed (``pack_padded_sequence``, as ``nn.LSTM`` with
+    variable lengths), ``torch.lstm`` / ``torch.gru`` over them with ``W_ih, W_hh, b_ih,
+    b_hh`` (the gate order ``[i; f; g; o]`` and ``[r; z; n]`` is PyTorch's), both
+    directions in one call, the outputs padded with zeros; a reverse direction alone
+    reverses each sequence's real tokens before and its outputs after. Under
+    ``torch.compile`` it runs uncompiled (one graph break; the packing depends on the
+    lengths' values). Autograd differentiates it."""
+    if library(xp) != "torch" or cell not in ("lstm", "gru") or xs.ndim != 3:
+        return None
+    names = ("W_ih", "W_hh", "b_ih", "b_hh")
+    if [r for _, r in directions] not in ([False], [True], [False, True]) or any(
+            p.get(n) is None or p[n].dtype != xs.dtype for p, _ in directions
+            for n in names) or any(s.dtype != xs.dtype for s in state0):
+        return None
+    torch = sys.modules["torch"]
+    run: Callable[..., list[tuple[Any, tuple[Any, ...]]] | None] = torch.compiler.disable(
+        _torch_recurrence, recursive=True)
+    return run(torch, cell, [[p[n] for n in names] for p, _ in directions], directions[0][1],
+               xs, lengths, tuple(state0))
+
+
+def _torch_recurrence(torch: Any, cell: str, weights: list[list[Any]], reverse: bool, xs: Any,
+                      lengths: Any, state0: tuple[Any, ...]
+                      ) -> list[tuple[Any, tuple[Any, ...]]] | None:
+    """:func:`fused_recurrence` on PyTorch: ``weights`` one list per direction,
+    ``reverse`` whether a single direction runs backwards."""
+    rnn = torch.nn.utils.rnn
+    steps, both = xs.shape[1], len(weights) == 2
+    counts = lengths.to(device="cpu", dtype=torch.int64)
+    if counts.numel() == 0 or not bool(((counts >= 1) & (counts <= steps)).all()):
+        return None
+    order = None
+    if reverse:                                # each sequence's real tokens reversed
+        t = torch.arange(steps, device=xs.device)[None, :]
+        n = counts.to(xs.device)[:, None]
+        order = torch.where(t < n, n - 1 - t, t)[..., None]              # (B, T, 1)
+        xs = torch.gather(xs, 1, order.expand(-1, -1, xs.shape[2]))
+    packed = rnn.pack_padded_sequence(xs, counts, batch_first=True, enforce_sorted=False)
+    hx = [torch.stack([s.index_select(0, packed.sorted_indices)] * len(weights)) for s in state0]
+    flat = [w for ws in weights for w in ws]
+    train = torch.is_grad_enabled()
+    if cell == "lstm":
+        data, *final = torch.lstm(packed.data, packed.batch_sizes, hx, flat, True, 1, 0.0,
+                                  train, both)
+    else:
+        data, *final = torch.gru(packed.data, packed.batch_sizes, hx[0], flat, True, 1, 0.0,
+                                 train, both)
+    outputs, _ = rnn.pad_packed_sequence(
+        rnn.PackedSequence(data, packed.batch_sizes, packed.sorted_indices,
+                           packed.unsorted_indices), batch_first=True, total_length=steps)
+    if order is not None:
+        outputs = torch.gather(outputs, 1, order.expand(-1, -1, outputs.shape[2]))
+    hidden = outputs.shape[2] // len(weights)
+    return [(outputs[..., d * hidden:(d + 1) * hidden],
+             tuple(s[d].index_select(0, packed.unsorted_indices) for s in final))
+            for d in range(len(weights))]

@@ -427,7 +427,14 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     when given: a function ``(W_hh, b_hh, xw, valid, state0) -> (outputs (T, B, H),
     final_state)`` that runs the same loop its own way (e.g.
     :func:`xpseq.core.recurrent.hand_derived_recurrence`, whose gradient is hand-derived).
+    Without ``recurrence``, PyTorch runs its own fused kernel where
+    :func:`xpseq.core.delegation.fused_recurrence` applies.
     """
+    if recurrence is None:
+        fused = delegation.fused_recurrence(cell, [(p, reverse)], xs, lengths, tuple(state0),
+                                            xp=xp)
+        if fused is not None:
+            return fused[0]
     step = STEPS[cell]
     steps = xs.shape[1]
     xw = xp.permute_dims(linear(xs, p["W_ih"], p["b_ih"], xp=xp), (1, 0, 2))

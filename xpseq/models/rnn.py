@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, cast
 import array_api_compat as compat
 import numpy as np
 
-from xpseq.core import checks, kernels, vjp
+from xpseq.core import checks, delegation, kernels, vjp
 from xpseq.core.loops import scan as python_scan
 from xpseq.core.recurrent import CELLS, cell_param_shapes, hand_derived_recurrence
 
@@ -370,7 +370,8 @@ def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len:
         return kernels.run_sequence(cell, p, x, lengths, state0, reverse=reverse, scan=scan,
                                     recurrence=recurrence, xp=xp), None
 
-    return _encode_vjp(_group(params, config), config, src, src_len, runner=runner, xp=xp)[0]
+    return _encode_vjp(_group(params, config), config, src, src_len, runner=runner, xp=xp,
+                       fused=recurrence is None)[0]
 
 
 def _decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str, Any], *,
@@ -596,18 +597,21 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
 
 
 def _encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
-                runner: Callable[..., Any], xp: Any) -> tuple[dict[str, Any], Callable[..., Any]]:
+                runner: Callable[..., Any], xp: Any,
+                fused: bool = False) -> tuple[dict[str, Any], Callable[..., Any]]:
     """The encoder's value (see :func:`encode`) from the grouped parameters ``g`` and
     ``backprop(d_encoded, d_state) -> grads`` (``src_embed``, ``enc_fwd``, ``enc_bwd`` and
     the attention's keys projection). ``runner`` runs one direction:
     :func:`xpseq.core.vjp.run_sequence`, or the ``scan``-based runner (which returns no
-    backprop) on the autodiff backends."""
+    backprop) on the autodiff backends; ``fused``: both in one call of the library's kernel
+    where :func:`xpseq.core.delegation.fused_recurrence` applies (no backprop then)."""
     x, emb_bp = vjp.embedding(src, g["src_embed"], xp=xp)                  # (B, S, E)
     zeros = kernels.initial_zeros(config.cell, config.hidden, x, xp=xp)
-    (fwd_out, fwd_state), fwd_bp = runner(config.cell, g["enc_fwd"], x, src_len, zeros,
-                                          reverse=False, xp=xp)
-    (bwd_out, bwd_state), bwd_bp = runner(config.cell, g["enc_bwd"], x, src_len, zeros,
-                                          reverse=True, xp=xp)
+    directions = [(g["enc_fwd"], False), (g["enc_bwd"], True)]
+    both = fused and delegation.fused_recurrence(config.cell, directions, x, src_len, zeros, xp=xp)
+    runs: list[Any] = [(run, None) for run in both] if both else [
+        runner(config.cell, p, x, src_len, zeros, reverse=r, xp=xp) for p, r in directions]
+    ((fwd_out, fwd_state), fwd_bp), ((bwd_out, bwd_state), bwd_bp) = runs
     memory, memory_bp = vjp.concat([fwd_out, bwd_out], xp=xp)                # (B, S, 2H)
     joined = [vjp.concat([f, b], xp=xp) for f, b in zip(fwd_state, bwd_state)]
     encoded = {"memory": memory, "mask": kernels.sequence_mask(src_len, src.shape[1], xp=xp,
