@@ -265,6 +265,7 @@ def test_the_delegated_kernels_equal_their_generic_bodies(library):
         np.testing.assert_allclose(g, e / (1.0 + e) ** 2, rtol=1e-13, atol=3e-16)
 
 
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_fused_recurrence_equals_the_generic_loop(cell, monkeypatch):
     """PyTorch's packed LSTM / GRU (one direction either way, and both in one call) gives
@@ -320,3 +321,12 @@ def test_fused_recurrence_equals_the_generic_loop(cell, monkeypatch):
                                        torch.tensor([6, 0, 1, 5, 6]), state0, xp=xp) is None
     assert delegation.fused_recurrence(cell, [(params[0], True), (params[1], False)], xs,
                                        lengths, state0, xp=xp) is None
+    # While torch.compile traces, the generic loop is unrolled into the graph instead.
+    def probe(x):
+        fused = delegation.fused_recurrence(cell, [(params[0], False)], x, lengths, state0,
+                                            xp=xp)
+        return x + (1.0 if fused is None else 0.0)
+
+    with torch.no_grad():
+        traced = torch.compile(probe, backend="eager", fullgraph=True)(xs)
+    np.testing.assert_array_equal(traced.numpy(), xs.detach().numpy() + 1.0)

@@ -14,11 +14,12 @@ compiles with it, and clipping with the optimiser's update; the search
 (:mod:`xpseq.search`) compiles the decoder step and keeps its loop in Python. What runs is
 the core's math either way; compiled and eager steps agree to rounding.
 
-Python loops over time steps (the RNN's decoder, in :func:`xpseq.core.scan`) are unrolled
-into the graph, so the RNN's step compiles once per pair of source and target lengths
-whatever ``dynamic=`` says; the Transformer has no such loop. The encoder's recurrences
-run in PyTorch's own LSTM / GRU kernel (:func:`xpseq.core.delegation.fused_recurrence`),
-uncompiled: one graph break, as ``nn.LSTM`` with packed sequences has.
+Python loops over time steps (the RNN's recurrences, in :func:`xpseq.core.scan`) are
+unrolled into the graph, so the RNN's step compiles once per pair of source and target
+lengths whatever ``dynamic=`` says; the Transformer has no such loop. Eager, the encoder's
+recurrences run in PyTorch's own LSTM / GRU kernel
+(:func:`xpseq.core.delegation.fused_recurrence`); compiled, they are unrolled too, which
+ran faster than that kernel behind graph breaks.
 
 **dynamic=.** The training step's pieces are compiled with ``dynamic=False``
 (:data:`DYNAMIC`): bucketed batches bring a few shapes, each compiled once, and static
@@ -51,8 +52,7 @@ within a run::
     Transformer  None     warm   1.2-2.9 6      28         14.3           14.6        0.97x
 
 (``ratio``: eager epoch over compiled epoch, steady state; ``compile s``: the first
-epoch's extra time; ``warm``: a second process on the same inductor cache. Measured before
-the encoder ran in PyTorch's fused kernel, which unrolled it into the graph too.) The RNN's step
+epoch's extra time; ``warm``: a second process on the same inductor cache.) The RNN's step
 runs about twice as fast compiled, but its compilation costs 13 minutes on a cold cache
 (22 s on a warm one) against 0.8 to 1.8 s saved per epoch of 2000 pairs: at these sizes
 the toy task's default run (12,000 pairs, 5 epochs) would save half a minute to a minute.
