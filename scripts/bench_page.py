@@ -72,7 +72,19 @@ CHANGED: dict[tuple[str, str], tuple[str, str]] = {
                                "hand-derived backward loop")
     for key in (("train", "xpseq-jax, hand-derived recurrences throughput vs native"),
                 ("peers", "rnn best xpseq-jax vs the fastest JAX peer"),
-                ("peers", "rnn best xpseq vs the fastest peer of any kind"))}
+                ("peers", "rnn best xpseq vs the fastest peer of any kind"))} | {
+    key: ("2026-12-05T004233", "xpseq-torch runs PyTorch's own kernels for the linear "
+                               "layers, the layer norm, relu's backward and, eager, the "
+                               "recurrences")
+    for key in (("train", "xpseq-torch throughput vs native"),
+                ("transformer", "xpseq-torch vs native torch"),
+                ("peers", "transformer best xpseq-torch vs native torch.compile"),
+                ("peers", "transformer best xpseq vs the fastest peer of any kind"),
+                ("precision", "xpseq-torch rnn training, bf16 vs float32"),
+                ("precision", "xpseq-torch transformer training, bf16 vs float32"))} | {
+    ("peers", "rnn best xpseq-torch vs native torch.compile"): (
+        "2026-12-05T005401", "xpseq-torch's compiled step unrolls its recurrences again "
+        "(PyTorch's fused LSTM only eager)")}
 #: The README's short table: the summary rows it repeats.
 README_ROWS = (0, 1, 2, 3, 6)
 #: The peers comparisons whose detail names who won (``"<ours> against <theirs> (...)"``).

@@ -18,8 +18,8 @@ Python loops over time steps (the RNN's recurrences, in :func:`xpseq.core.scan`)
 unrolled into the graph, so the RNN's step compiles once per pair of source and target
 lengths whatever ``dynamic=`` says; the Transformer has no such loop. Eager, the encoder's
 recurrences run in PyTorch's own LSTM / GRU kernel
-(:func:`xpseq.core.delegation.fused_recurrence`); compiled, they are unrolled too, which
-ran faster than that kernel behind graph breaks.
+(:func:`xpseq.core.delegation.fused_recurrence`); compiled, they are unrolled too (that
+kernel, behind graph breaks, made the compiled step no faster).
 
 **dynamic=.** The training step's pieces are compiled with ``dynamic=False``
 (:data:`DYNAMIC`): bucketed batches bring a few shapes, each compiled once, and static

@@ -226,9 +226,10 @@ def fused_recurrence(cell: str, directions: Sequence[tuple[Mapping[str, Any], bo
     directions in one call, the outputs padded with zeros; a reverse direction alone
     reverses each sequence's real tokens before and its outputs after. Autograd
     differentiates it. Not while ``torch.compile`` traces: the packing depends on the
-    lengths' values, so the kernel would run outside the graph, behind graph breaks that
-    cost more than it saves (the LSTM model's compiled step ran at 0.94x native
-    ``torch.compile`` with it, 0.98x with the generic loop unrolled into the graph)."""
+    lengths' values, so the kernel would run outside the graph, behind graph breaks, and
+    the LSTM model's compiled step was no faster for it (0.938x native ``torch.compile``
+    with it, 0.934x with the generic loop unrolled into one graph, in the recorded
+    benchmark runs)."""
     if library(xp) != "torch" or cell not in ("lstm", "gru") or xs.ndim != 3:
         return None
     names = ("W_ih", "W_hh", "b_ih", "b_hh")
