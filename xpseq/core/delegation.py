@@ -240,10 +240,8 @@ def fused_recurrence(cell: str, directions: Sequence[tuple[Mapping[str, Any], bo
     torch = sys.modules["torch"]
     if torch.compiler.is_compiling():
         return None
-    run: Callable[..., list[tuple[Any, tuple[Any, ...]]] | None] = torch.compiler.disable(
-        _torch_recurrence, recursive=True)
-    return run(torch, cell, [[p[n] for n in names] for p, _ in directions], directions[0][1],
-               xs, lengths, tuple(state0))
+    return _torch_recurrence(torch, cell, [[p[n] for n in names] for p, _ in directions],
+                             directions[0][1], xs, lengths, tuple(state0))
 
 
 def _torch_recurrence(torch: Any, cell: str, weights: list[list[Any]], reverse: bool, xs: Any,
