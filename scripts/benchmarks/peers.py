@@ -6,8 +6,9 @@ the same initial parameters and the same ``--steps`` batches; training throughpu
 tokens per second, the median of ``--repeats`` repeats taken in turns) of:
 
 * xpseq on JAX (jitted; JAX's autodiff, and ``gradients="hand-derived"``) and on PyTorch
-  (eager; autograd, and the hand-derived backward), and xpseq on PyTorch compiled where
-  ``xpseq.backends.get("torch", compile=True)`` exists;
+  (eager; autograd, and the hand-derived backward), and both PyTorch steps compiled
+  (``xpseq.backends.get("torch", compile=True)``; with the hand-derived backward, the
+  loss and its backward are one graph);
 * ``scripts/native_torch.py`` (the models as a PyTorch user writes them, ``torch.optim.Adam``)
   eager, and under ``torch.compile``: the model's loss compiled (``mode=None``,
   ``dynamic=False``; its backward by AOTAutograd; see :func:`compiled_native_step` for
@@ -87,6 +88,7 @@ GRAD_TOLERANCE_32 = 1e-5
 NATIVE, COMPILED, KERAS, FLAX = ("native-torch", "native-torch, torch.compile",
                                  "keras-jax", "flax-jax")
 XPSEQ_COMPILED = "xpseq-torch, torch.compile"
+XPSEQ_COMPILED_HAND = "xpseq-torch, hand-derived backward, torch.compile"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -369,7 +371,8 @@ def measure(context: Context, kind: Kind) -> dict:
                       (kind.hand_torch, context.torch, "hand-derived")]
     compiled_be = xpseq_compiled_torch() if args.torch_compile else None
     if compiled_be is not None:
-        xpseq_backends.append((XPSEQ_COMPILED, compiled_be, None))
+        xpseq_backends += [(XPSEQ_COMPILED, compiled_be, None),
+                           (XPSEQ_COMPILED_HAND, compiled_be, "hand-derived")]
     from xpseq.core.optim import adam
     from xpseq.train import make_train_step
 

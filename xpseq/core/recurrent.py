@@ -144,16 +144,17 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
     The forward pass keeps only the state before each step; the backward pass recomputes
     each step's gates from it and runs the step rules of :mod:`xpseq.core.vjp` in a
     reverse ``scan``, where a library's own differentiation would store what every
-    operation of the step needs (both branches of the stable sigmoid included). For an
-    LSTM the gradient of the gates' pre-activation is ``d_xw`` itself, so ``W_hh``'s and
-    ``b_hh``'s gradients are one product and one sum over all steps after the loop; a
-    GRU's differ from ``d_xw`` and are summed step by step.
+    operation of the step needs (both branches of the stable sigmoid included). The loop
+    carries only the state's gradient; ``W_hh``'s and ``b_hh``'s gradients leave it
+    unsummed (the gradient of ``W_hh h + b_hh`` at every step: for an LSTM ``d_xw`` itself)
+    and are one product and one sum over all steps after it.
     """
     from . import vjp
     from .loops import scan as python_scan
 
     loop = scan or python_scan
-    step, rule = kernels.STEPS[cell], vjp.CELL_STEPS[cell]
+    step, back = kernels.STEPS[cell], vjp.CELL_BACKS[cell]
+    parts_of = kernels.lstm_parts if cell == "lstm" else kernels.gru_parts
 
     def run(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple[Any, ...],
             keep_states: bool) -> tuple[Any, ...]:
@@ -175,33 +176,28 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
         final, (outputs, states) = run(W_hh, b_hh, xw, valid, state0, True)
         return (outputs, final), (W_hh, b_hh, xw, valid, states)
 
-    after = cell == "lstm"
-
     def bwd(saved: tuple[Any, ...], cotangents: tuple[Any, ...]) -> tuple[Any, ...]:
         W_hh, b_hh, xw, valid, states = saved
         d_outputs, d_final = cotangents
         p = {"W_hh": W_hh, "b_hh": b_hh}
 
-        def body(carry: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-            d_state, d_W, d_b = carry
+        def body(d_state: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
             xw_t, v, state, d_out = inputs
             d_state = (d_state[0] + xp.where(v, d_out, 0.0), *d_state[1:])
             d_cell = tuple(xp.where(v, d, 0.0) for d in d_state)
-            _, backprop = rule(xw_t, state, p, xp=xp)
-            d_xw, d_prev, grads = backprop(*d_cell)
+            _, parts = parts_of(xw_t, state, p, xp=xp)
+            d_xw, d_hw, direct = back(parts, state, *d_cell, xp=xp)
+            d_h = d_hw @ W_hh
+            d_prev = (d_h if direct[0] is None else d_h + direct[0], *direct[1:])
             d_state = tuple(xp.where(v, dp, d) for dp, d in zip(d_prev, d_state))
-            if not after:
-                d_W, d_b = d_W + grads["W_hh"], d_b + grads["b_hh"]
-            return (d_state, d_W, d_b), d_xw
+            return d_state, (d_xw if cell == "lstm" else (d_xw, d_hw))   # an LSTM: d_hw = d_xw
 
-        start = (tuple(d_final), xp.zeros_like(W_hh), xp.zeros_like(b_hh))
-        (d_state0, d_W, d_b), d_xw = loop(body, start, (xw, valid, states, d_outputs),
-                                          reverse=True)
-        if after:
-            # Σ over steps and rows of d_xwᵀ h as one tensordot (XLA's CPU backend runs it
-            # faster than the product of the flattened (T B, G H)ᵀ and (T B, H)).
-            d_W = xp.tensordot(d_xw, states[0], axes=([0, 1], [0, 1]))
-            d_b = xp.sum(d_xw, axis=(0, 1))
+        d_state0, ys = loop(body, tuple(d_final), (xw, valid, states, d_outputs), reverse=True)
+        d_xw, d_hw = (ys, ys) if cell == "lstm" else ys
+        # Σ over steps and rows of d_hwᵀ h as one tensordot (XLA's CPU backend runs it
+        # faster than the product of the flattened (T B, G H)ᵀ and (T B, H)).
+        d_W = xp.tensordot(d_hw, states[0], axes=([0, 1], [0, 1]))
+        d_b = xp.sum(d_hw, axis=(0, 1))
         return d_W, d_b, d_xw, None, d_state0
 
     return cast(Callable[..., Any], custom_vjp(recurrence, fwd, bwd))

@@ -556,8 +556,8 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     """Backpropagation through time for :func:`xpseq.core.recurrent.run_sequence`.
 
     The forward loop is the runner's (:func:`xpseq.core.kernels.keep_valid` after every
-    cell step); each step keeps its cell's backprop. Backward walks the steps in the
-    opposite order. A step
+    cell step); each step keeps its gates and the state it started from. Backward walks
+    the steps in the opposite order. A step
     ``s_t = valid ? cell(s_{t-1}) : s_{t-1}`` routes ``ds_t`` into the cell where the step
     is real and straight through to ``s_{t-1}`` where it is padding; the output ``h`` of a
     real step adds its ``d_outputs`` to ``dh``. The input projection ``xw = xs W_ihᵀ + b_ih``
@@ -565,34 +565,46 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
 
     Returns ``((outputs (B, T, H), final_state), backprop)`` with
     ``backprop(d_outputs, d_final) -> (dxs, d_state0, {"W_ih", "b_ih", "W_hh", "b_hh"})``.
+    The loop carries only the state's gradient: the cell's backward without its products
+    (:data:`CELL_BACKS`) and ``dh = dhw W_hh`` each step; ``W_hh``'s and ``b_hh``'s gradients
+    are one product and one sum over all steps after it (padded steps add zeros).
     """
-    step = CELL_STEPS[cell]
+    parts_of = kernels.lstm_parts if cell == "lstm" else kernels.gru_parts
+    back = CELL_BACKS[cell]
     steps = xs.shape[1]
     xw, linear_bp = linear(xs, p["W_ih"], p["b_ih"], xp=xp)               # (B, T, G H)
     valid = xp.expand_dims(kernels.sequence_mask(lengths, steps, xp=xp), axis=-1)  # (B, T, 1)
     order = list(range(steps))[::-1] if reverse else list(range(steps))
-    state, outputs, tape = tuple(state0), [None] * steps, []
+    state, outputs, saved = tuple(state0), [None] * steps, []
     for t in order:
-        new, bp = step(xw[:, t, :], state, p, xp=xp)
+        new, parts = parts_of(xw[:, t, :], state, p, xp=xp)
+        saved.append((t, parts, state))
         state, outputs[t] = kernels.keep_valid(new, state, valid[:, t, :], xp=xp)
-        tape.append((t, bp))
     out = xp.stack(outputs, axis=1) if steps else xp.zeros(
         (xs.shape[0], 0, state0[0].shape[-1]), dtype=xs.dtype)
 
     def backprop(d_outputs: Any, d_final: tuple[Any, ...]) -> tuple[Any, ...]:
+        if not steps:
+            return (xp.zeros_like(xs), tuple(d_final),
+                    {"W_hh": xp.zeros_like(p["W_hh"]), "b_hh": xp.zeros_like(p["b_hh"]),
+                     "W_ih": xp.zeros_like(p["W_ih"]), "b_ih": xp.zeros_like(p["b_ih"])})
         d_state = tuple(d_final)
         d_xw: list[Any] = [None] * steps
-        grads = {"W_hh": xp.zeros_like(p["W_hh"]), "b_hh": xp.zeros_like(p["b_hh"])}
-        for t, bp in reversed(tape):
+        d_hw: list[Any] = [None] * steps
+        h_prev: list[Any] = [None] * steps
+        for t, parts, prev in reversed(saved):
             v = valid[:, t, :]
             d_state = (d_state[0] + xp.where(v, d_outputs[:, t, :], 0.0), *d_state[1:])
             d_cell = tuple(xp.where(v, d, 0.0) for d in d_state)
-            d_xw[t], d_prev, step_grads = bp(*d_cell)
+            d_xw[t], d_hw[t], direct = back(parts, prev, *d_cell, xp=xp)
+            d_h = d_hw[t] @ p["W_hh"]
+            d_prev = (d_h if direct[0] is None else d_h + direct[0], *direct[1:])
             d_state = tuple(xp.where(v, dp, d) for dp, d in zip(d_prev, d_state))
-            for name, g in step_grads.items():
-                grads[name] = grads[name] + g
-        dxw = xp.stack(d_xw, axis=1) if steps else xp.zeros_like(xw)
-        dxs, grads["W_ih"], grads["b_ih"] = linear_bp(dxw)
+            h_prev[t] = prev[0]
+        dhw = xp.stack(d_hw, axis=1)                                     # (B, T, G H)
+        grads = {"W_hh": xp.tensordot(dhw, xp.stack(h_prev, axis=1), axes=([0, 1], [0, 1])),
+                 "b_hh": xp.sum(dhw, axis=(0, 1))}
+        dxs, grads["W_ih"], grads["b_ih"] = linear_bp(xp.stack(d_xw, axis=1))
         return dxs, d_state, grads
 
     return (out, state), backprop

@@ -469,7 +469,16 @@ def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | N
     ``mask (B, S)``, the first state, time-major ``emb (T, B, E)`` and ``keep (T, B, D)``
     (or ``None``), with ``o (T, B, D)``: the loop :func:`_forward` runs, made
     ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``; JAX differentiates the rest of the
-    loss itself).
+    loss itself) with :func:`_decoder_loop_rules`.
+    """
+    return cast(Callable[..., Any], custom_vjp(*_decoder_loop_rules(config, scan=scan, xp=xp)))
+
+
+def _decoder_loop_rules(config: Seq2SeqConfig, *, scan: Callable[..., Any] | None,
+                        xp: Any) -> tuple[Callable[..., Any], ...]:
+    """``(decoder, fwd, bwd)``: the decoder's time loop (as :func:`_hand_derived_decoder`
+    takes it) and its hand-derived gradient in ``custom_vjp``'s convention,
+    ``fwd(*args) -> (o, residuals)`` and ``bwd(residuals, d_o) -> d_args``.
 
     The forward loop keeps what :func:`_decoder_step_parts` saves at every step; the
     backward loop runs :func:`_decoder_step_back` in a reverse ``scan`` and carries only
@@ -513,14 +522,14 @@ def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | N
 
         start = {k: xp.zeros_like(v) for k, v in state0.items()}
         d_state0, (d_xw, outer, summed) = loop(body, start, (saved, keep, d_o), reverse=True)
-        grads = _step_gradients(outer, summed, steps=True, xp=xp)
+        grads = _step_gradients(outer, summed, xp=xp)
         d_emb = d_xw @ p["dec"]["W_ih"][:, :config.embed]                       # (T, B, E)
         d_encoded = grads.pop("encoded", {})
         d_attended = {k: d_encoded.get(k, xp.zeros_like(v)) for k, v in attended.items()}
         d_p = {part: {k: grads[part][k] for k in names} for part, names in p.items()}  # p's order
         return d_p, d_attended, None, d_state0, d_emb, None
 
-    return cast(Callable[..., Any], custom_vjp(decoder, fwd, bwd))
+    return decoder, fwd, bwd
 
 
 # ------------------------------------------------------------------ nested parameters
@@ -557,22 +566,21 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
               keep: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """:func:`loss` and its backprop: ``backprop(d_loss) -> grads``.
 
-    The decoder runs as a Python loop that keeps every step's backprop (backpropagation
-    through time); the encoder's two directions are :func:`xpseq.core.vjp.run_sequence`.
+    The encoder's two directions are :func:`xpseq.core.vjp.run_sequence`; the decoder's
+    loop runs :func:`_decoder_loop_rules`' forward and backward, whose weight gradients are
+    one product over all steps after the loop (backpropagation through time).
     """
     keep = _keep_mask(keep)
     g = _group(params, config)
     src, src_len, tgt_in = batch["src"], batch["src_len"], batch["tgt_in"]
     encoded, encode_bp = _encode_vjp(g, config, src, src_len, runner=vjp.run_sequence, xp=xp)
     emb, emb_bp = vjp.embedding(tgt_in, g["tgt_embed"], xp=xp)                # (B, T, E)
-    state, outputs, tape = encoded["state"], [], []
-    for t in range(tgt_in.shape[1]):
-        keep_t = None if keep is None else keep[:, t, :]
-        (state, o, _), bp = _decoder_step_vjp(g, config, emb[:, t, :], state, encoded, keep_t,
-                                              xp=xp)
-        outputs.append(o)
-        tape.append(bp)
-    logits, out_bp = vjp.linear(xp.stack(outputs, axis=1), g["out"]["W"], g["out"]["b"], xp=xp)
+    _, decoder_fwd, decoder_bwd = _decoder_loop_rules(config, scan=None, xp=xp)
+    o, residuals = decoder_fwd(_decoder_params(g, config), _attended(encoded), encoded["mask"],
+                               encoded["state"], xp.permute_dims(emb, (1, 0, 2)),
+                               None if keep is None else xp.permute_dims(keep, (1, 0, 2)))
+    logits, out_bp = vjp.linear(xp.permute_dims(o, (1, 0, 2)), g["out"]["W"], g["out"]["b"],
+                                xp=xp)
     (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp,
                                          smoothing=config.label_smoothing)
     denom = xp.maximum(count, xp.ones_like(count))
@@ -580,17 +588,11 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
     def backprop(d_loss: Any) -> dict[str, Any]:
         d_logits, _ = nll_bp(d_loss / denom)
         d_out, d_W, d_b = out_bp(d_logits)
-        trees: list[Any] = [{"out": {"W": d_W, "b": d_b}}]
-        d_encoded = {k: xp.zeros_like(encoded[k]) for k in ("memory", "keys") if k in encoded}
-        d_state = {k: xp.zeros_like(v) for k, v in encoded["state"].items()}
-        d_emb = [None] * len(tape)
-        for t in reversed(range(len(tape))):
-            d_emb[t], d_state, d_enc, step_grads = tape[t](d_state, d_out[:, t, :])
-            d_encoded = {k: d_encoded[k] + d_enc[k] if k in d_enc else d_encoded[k]
-                         for k in d_encoded}
-            trees.append(step_grads)
-        trees.append({"tgt_embed": emb_bp(xp.stack(d_emb, axis=1))[1]})
-        trees.append(encode_bp(d_encoded, d_state))
+        d_p, d_encoded, _, d_state, d_emb, _ = decoder_bwd(residuals,
+                                                           xp.permute_dims(d_out, (1, 0, 2)))
+        trees: list[Any] = [{"out": {"W": d_W, "b": d_b}}, d_p,
+                            {"tgt_embed": emb_bp(xp.permute_dims(d_emb, (1, 0, 2)))[1]},
+                            encode_bp(d_encoded, d_state)]
         return named_grads(_layout(config, str), params, trees)
 
     return total / denom, backprop
@@ -644,30 +646,6 @@ def _encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: 
 #: :func:`_decoder_step_back`.
 Outer = dict[tuple[str, str], list[tuple[Any, Any]]]
 Summed = dict[tuple[str, str], Any]
-
-
-def _decoder_step_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
-                      state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
-                      xp: Any) -> tuple[tuple[Any, ...], Callable[..., Any]]:
-    """One decoder step (see the module docstring) and
-    ``backprop(d_state, d_o) -> (d_emb, d_state_prev, d_encoded, grads)``: ``d_state`` is
-    the gradient of the next step's state, ``d_o`` that of this step's ``o_t`` from the
-    output layer; ``d_encoded`` holds the gradients of the memory and keys this step read
-    (``{}`` without attention), ``grads`` those of the parameters it used.
-
-    :func:`_decoder_step_parts` and :func:`_decoder_step_back`, with the products that
-    make up the weight gradients (:func:`_outer_sum`) formed at once, for this step."""
-    new_state, o, weights, saved = _decoder_step_parts(g, config, emb, state, encoded, keep,
-                                                       xp=xp)
-
-    def backprop(d_state: dict[str, Any], d_o: Any) -> tuple[Any, ...]:
-        d_xw, d_prev, outer, summed = _decoder_step_back(g, config, encoded, saved, keep,
-                                                         d_state, d_o, xp=xp)
-        d_emb = d_xw @ g["dec"]["W_ih"][:, :config.embed]
-        grads = _step_gradients(outer, summed, steps=False, xp=xp)
-        return d_emb, d_prev, grads.pop("encoded", {}), grads
-
-    return (new_state, o, weights), backprop
 
 
 def _decoder_step_parts(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
@@ -817,32 +795,27 @@ def _attend_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str,
     return xp.squeeze(xp.expand_dims(d_s, axis=1) @ encoded[keys_name], axis=1)
 
 
-def _step_gradients(outer: Outer, summed: Summed, *, steps: bool,
-                    xp: Any) -> dict[str, dict[str, Any]]:
-    """:func:`_decoder_step_back`'s gradients as ``{part: {name: array}}``: each of
-    ``outer``'s products formed (:func:`_outer_sum`) and added up, ``summed`` as it is; with
-    ``steps``, every array has a leading axis of steps, summed over too."""
+def _step_gradients(outer: Outer, summed: Summed, *, xp: Any) -> dict[str, dict[str, Any]]:
+    """:func:`_decoder_step_back`'s gradients over all steps as ``{part: {name: array}}``:
+    every array has a leading axis of steps; each of ``outer``'s products is formed
+    (:func:`_outer_sum`) and added up, each of ``summed``'s summed over the steps."""
     grads: dict[str, dict[str, Any]] = {}
     for (part, name), pairs in outer.items():
         grads.setdefault(part, {})[name] = sum(
-            _outer_sum(a, b, batched=part == "encoded", steps=steps, xp=xp) for a, b in pairs)
+            _outer_sum(a, b, batched=part == "encoded", xp=xp) for a, b in pairs)
     for (part, name), value in summed.items():
-        grads.setdefault(part, {})[name] = xp.sum(value, axis=0) if steps else value
+        grads.setdefault(part, {})[name] = xp.sum(value, axis=0)
     return grads
 
 
-def _outer_sum(a: Any, b: Any, *, batched: bool, steps: bool, xp: Any) -> Any:
-    """``Σ aᵀ b``: over the rows of ``a (B, X)`` and ``b (B, Y)``, giving ``(X, Y)``; or,
-    ``batched``, one outer product per row, ``(B, X, Y)``. With ``steps``, ``a`` and ``b``
-    have a leading axis of steps ``(T, ...)``, summed over too: one product for all steps
-    (a ``tensordot``, which XLA's CPU backend runs faster than the product of the flattened
-    ``(T B, X)ᵀ`` and ``(T B, Y)``)."""
+def _outer_sum(a: Any, b: Any, *, batched: bool, xp: Any) -> Any:
+    """``Σ aᵀ b`` over the steps and rows of ``a (T, B, X)`` and ``b (T, B, Y)``, giving
+    ``(X, Y)``: one product for all steps (a ``tensordot``, which XLA's CPU backend runs
+    faster than the product of the flattened ``(T B, X)ᵀ`` and ``(T B, Y)``); or,
+    ``batched``, one outer product per row summed over the steps, ``(B, X, Y)``."""
     if batched:
-        if not steps:
-            return xp.expand_dims(a, axis=-1) * xp.expand_dims(b, axis=-2)
         return xp.permute_dims(a, (1, 2, 0)) @ xp.permute_dims(b, (1, 0, 2))
-    axes = [0, 1] if steps else [0]
-    return xp.tensordot(a, b, axes=(axes, axes))
+    return xp.tensordot(a, b, axes=([0, 1], [0, 1]))
 
 
 def _state_dict(config: Seq2SeqConfig, cell_state: tuple[Any, ...], *, xp: Any,
