@@ -83,8 +83,8 @@ CHANGED: dict[tuple[str, str], tuple[str, str]] = {
                 ("precision", "xpseq-torch rnn training, bf16 vs float32"),
                 ("precision", "xpseq-torch transformer training, bf16 vs float32"))} | {
     ("peers", "rnn best xpseq-torch vs native torch.compile"): (
-        "2026-12-05T005401", "xpseq-torch's compiled step unrolls its recurrences again "
-        "(PyTorch's fused LSTM only eager)")}
+        "2026-12-05T033919", "xpseq-torch's hand-derived step, compiled, joined the "
+        "comparison; the hand-derived loops form their weight gradients after the loop")}
 #: The README's short table: the summary rows it repeats.
 README_ROWS = (0, 1, 2, 3, 6)
 #: The peers comparisons whose detail names who won (``"<ours> against <theirs> (...)"``).

@@ -3,9 +3,9 @@ the eager steps' values, and the option is refused where it does not apply.
 
 Compiling costs seconds per graph on a warm inductor cache and tens of seconds on a cold
 one, so the models are tiny and every compiled program is built once: one training step per
-model kind (its loss with the backward, and the update), reused by ``fit``, and the RNN's
-decoder step; five graphs in all (about 15 s warm, 2 min cold on the shared 2-core
-machine). The command line's ``--compile`` errors are rows of tests/test_cli_errors.py.
+model kind (its loss with the backward, and the update), reused by ``fit``, one with the
+hand-derived backward per kind, and the RNN's decoder step. The command line's
+``--compile`` errors are rows of tests/test_cli_errors.py.
 """
 
 from __future__ import annotations
@@ -37,11 +37,12 @@ CONFIGS = {
 OPTIMIZER = adam(3e-2)
 
 
-def train_steps(kind: str, backend: backends.Backend, steps: int = 2) -> tuple:
+def train_steps(kind: str, backend: backends.Backend, steps: int = 2,
+                gradients: str | None = None) -> tuple:
     """``steps`` training steps (Adam, clipping, dropout) in float64 from one start: the
     losses, the NumPy parameters and the step."""
     config = CONFIGS[kind]
-    step = make_train_step(config, OPTIMIZER, backend, clip_norm=1.0)
+    step = make_train_step(config, OPTIMIZER, backend, clip_norm=1.0, gradients=gradients)
     params = backend.asarray_tree(models.get(kind).init_params(config, seed=3))
     opt_state = OPTIMIZER.init(params)
     losses = []
@@ -95,6 +96,22 @@ def test_the_compiled_training_step_takes_the_eager_steps(kind):
                                    progress=False))
     assert result.traces == 0 and result.history[0]["traces"] == 0
     assert step.graphs == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(CONFIGS))
+def test_the_compiled_hand_derived_step_takes_the_autograd_steps(kind):
+    """``gradients="hand-derived"`` compiled (the loss and its hand-derived backward pass
+    as one graph, the RNN's loops unrolled in it): two float64 steps with the losses and
+    parameters of eager autograd's."""
+    eager_losses, eager_params, _ = train_steps(kind, backends.get("torch"))
+    losses, params, step = train_steps(kind, backends.get("torch", compile=True),
+                                       gradients="hand-derived")
+    np.testing.assert_allclose(losses, eager_losses, rtol=GRAD_RTOL, atol=1e-12)
+    for name in eager_params:
+        np.testing.assert_allclose(params[name], eager_params[name], rtol=GRAD_RTOL,
+                                   atol=1e-10, err_msg=name)
+    assert step.graphs == 2 and step.traces == 2
 
 
 @pytest.mark.slow
