@@ -58,7 +58,7 @@ __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "s
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
            "sinusoidal_positions", "split_heads", "merge_heads", "broadcast_keep", "heads_keep",
            "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts",
-           "lstm_step", "gru_step", "STEPS", "initial_zeros", "run_sequence", "keep_valid"]
+           "lstm_step", "gru_step", "STEPS", "PARTS", "initial_zeros", "run_sequence", "keep_valid"]
 
 
 def embedding(ids: Any, E: Any, *, xp: Any) -> Any:
@@ -407,6 +407,9 @@ def gru_step(xw: Any, state: tuple[Any, ...], p: Mapping[str, Any], *, xp: Any) 
 
 
 STEPS = {"lstm": lstm_step, "gru": gru_step}
+#: Each cell's step with what its backward pass needs: ``parts(xw, state, p) -> (new_state,
+#: saved)``.
+PARTS = {"lstm": lstm_parts, "gru": gru_parts}
 
 
 def initial_zeros(cell: str, hidden: int, like: Any, *, xp: Any) -> tuple[Any, ...]:

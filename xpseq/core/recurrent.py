@@ -142,8 +142,8 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
     made ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``: ``jax.custom_vjp`` on JAX).
 
     The forward pass keeps only the state before each step; the backward pass recomputes
-    each step's gates from it and runs the step rules of :mod:`xpseq.core.vjp` in a
-    reverse ``scan``, where a library's own differentiation would store what every
+    each step's gates from it and runs the cell's backward rule of :mod:`xpseq.core.vjp` in
+    a reverse ``scan``, where a library's own differentiation would store what every
     operation of the step needs (both branches of the stable sigmoid included). The loop
     carries only the state's gradient; ``W_hh``'s and ``b_hh``'s gradients leave it
     unsummed (the gradient of ``W_hh h + b_hh`` at every step: for an LSTM ``d_xw`` itself)
@@ -153,8 +153,7 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
     from .loops import scan as python_scan
 
     loop = scan or python_scan
-    step, back = kernels.STEPS[cell], vjp.CELL_BACKS[cell]
-    parts_of = kernels.lstm_parts if cell == "lstm" else kernels.gru_parts
+    step = kernels.STEPS[cell]
 
     def run(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple[Any, ...],
             keep_states: bool) -> tuple[Any, ...]:
@@ -183,13 +182,9 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
 
         def body(d_state: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
             xw_t, v, state, d_out = inputs
-            d_state = (d_state[0] + xp.where(v, d_out, 0.0), *d_state[1:])
-            d_cell = tuple(xp.where(v, d, 0.0) for d in d_state)
-            _, parts = parts_of(xw_t, state, p, xp=xp)
-            d_xw, d_hw, direct = back(parts, state, *d_cell, xp=xp)
-            d_h = d_hw @ W_hh
-            d_prev = (d_h if direct[0] is None else d_h + direct[0], *direct[1:])
-            d_state = tuple(xp.where(v, dp, d) for dp, d in zip(d_prev, d_state))
+            _, parts = kernels.PARTS[cell](xw_t, state, p, xp=xp)
+            d_state, d_xw, d_hw = vjp._sequence_step_back(cell, parts, state, W_hh, d_state,
+                                                          d_out, v, xp=xp)
             return d_state, (d_xw if cell == "lstm" else (d_xw, d_hw))   # an LSTM: d_hw = d_xw
 
         d_state0, ys = loop(body, tuple(d_final), (xw, valid, states, d_outputs), reverse=True)

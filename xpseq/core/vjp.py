@@ -550,6 +550,23 @@ CELL_BACKS: dict[str, Callable[..., tuple[Any, Any, Any]]] = {"lstm": lstm_back,
                                                               "gru": gru_back}
 
 
+def _sequence_step_back(cell: str, parts: tuple[Any, ...], state: tuple[Any, ...],
+                        W_hh: Any, d_state: tuple[Any, ...], d_out: Any, valid_t: Any, *,
+                        xp: Any) -> tuple[tuple[Any, ...], Any, Any]:
+    """One step of backpropagation through a padded recurrence, without the step's weight
+    products: the cell's backward (:data:`CELL_BACKS`) from its saved ``parts`` and the
+    ``state`` it started from, given ``d_state`` (the next state's gradient) and ``d_out``
+    (its output's), where ``valid_t`` ``(B, 1)``; a padded row passes ``d_state`` straight
+    through. Returns ``(d_state_prev, dxw, dhw)``: ``W_hh``'s and ``b_hh``'s gradients are
+    ``Σ dhwᵀ h`` and ``Σ dhw``, left to the caller to form over many steps at once."""
+    d_state = (d_state[0] + xp.where(valid_t, d_out, 0.0), *d_state[1:])
+    d_cell = tuple(xp.where(valid_t, d, 0.0) for d in d_state)
+    dxw, dhw, direct = CELL_BACKS[cell](parts, state, *d_cell, xp=xp)
+    dh = dhw @ W_hh
+    d_prev = (dh if direct[0] is None else dh + direct[0], *direct[1:])
+    return tuple(xp.where(valid_t, dp, d) for dp, d in zip(d_prev, d_state)), dxw, dhw
+
+
 def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
                  state0: tuple[Any, ...], *, reverse: bool,
                  xp: Any) -> tuple[tuple[Any, tuple[Any, ...]], Callable[..., Any]]:
@@ -565,12 +582,11 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
 
     Returns ``((outputs (B, T, H), final_state), backprop)`` with
     ``backprop(d_outputs, d_final) -> (dxs, d_state0, {"W_ih", "b_ih", "W_hh", "b_hh"})``.
-    The loop carries only the state's gradient: the cell's backward without its products
-    (:data:`CELL_BACKS`) and ``dh = dhw W_hh`` each step; ``W_hh``'s and ``b_hh``'s gradients
-    are one product and one sum over all steps after it (padded steps add zeros).
+    The loop carries only the state's gradient (:func:`_sequence_step_back` each step);
+    ``W_hh``'s and ``b_hh``'s gradients are one product and one sum over all steps after it
+    (padded steps add zeros).
     """
-    parts_of = kernels.lstm_parts if cell == "lstm" else kernels.gru_parts
-    back = CELL_BACKS[cell]
+    parts_of = kernels.PARTS[cell]
     steps = xs.shape[1]
     xw, linear_bp = linear(xs, p["W_ih"], p["b_ih"], xp=xp)               # (B, T, G H)
     valid = xp.expand_dims(kernels.sequence_mask(lengths, steps, xp=xp), axis=-1)  # (B, T, 1)
@@ -593,13 +609,8 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
         d_hw: list[Any] = [None] * steps
         h_prev: list[Any] = [None] * steps
         for t, parts, prev in reversed(saved):
-            v = valid[:, t, :]
-            d_state = (d_state[0] + xp.where(v, d_outputs[:, t, :], 0.0), *d_state[1:])
-            d_cell = tuple(xp.where(v, d, 0.0) for d in d_state)
-            d_xw[t], d_hw[t], direct = back(parts, prev, *d_cell, xp=xp)
-            d_h = d_hw[t] @ p["W_hh"]
-            d_prev = (d_h if direct[0] is None else d_h + direct[0], *direct[1:])
-            d_state = tuple(xp.where(v, dp, d) for dp, d in zip(d_prev, d_state))
+            d_state, d_xw[t], d_hw[t] = _sequence_step_back(
+                cell, parts, prev, p["W_hh"], d_state, d_outputs[:, t, :], valid[:, t, :], xp=xp)
             h_prev[t] = prev[0]
         dhw = xp.stack(d_hw, axis=1)                                     # (B, T, G H)
         grads = {"W_hh": xp.tensordot(dhw, xp.stack(h_prev, axis=1), axes=([0, 1], [0, 1])),

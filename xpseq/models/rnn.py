@@ -667,7 +667,7 @@ def _decoder_step_parts(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
         pieces.append(state["o"])
     saved["x"] = x = xp.concat(pieces, axis=-1)
     xw = kernels.linear(x, dec["W_ih"], dec["b_ih"], xp=xp)
-    parts = kernels.lstm_parts if config.cell == "lstm" else kernels.gru_parts
+    parts = kernels.PARTS[config.cell]
     new_cell, saved["cell"] = parts(xw, cell_state, dec, xp=xp)
     if kind == "none":
         o = new_cell[0]
