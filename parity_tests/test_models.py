@@ -449,6 +449,32 @@ def test_custom_vjp_loss_matches_the_numpy_rules(name, cid):
     assert_grads_close(np_of(be, grads), hand.grads, f"{cid} custom_vjp on {name} vs numpy")
 
 
+@pytest.mark.parametrize("name", ["numpy", "jax", "torch"])
+@pytest.mark.parametrize("cid", PADDING_CONFIGS)
+def test_hand_derived_loops_skip_steps_that_are_padding_in_every_row(name, cid):
+    """A batch padded past its longest source and target (as bucketed batches are): the
+    hand-derived loops run only the steps some row has (``scan``'s ``span``), and the loss
+    and gradients are those of the batch without the extra steps, from autodiff (torch,
+    or JAX) and NumPy's rules. NumPy runs ``loss_and_grad``; JAX (jitted) and PyTorch
+    differentiate ``loss(..., custom_vjp=backend.custom_vjp)``."""
+    be = need(name)
+    config = CONFIGS[cid]
+    extra = 3
+    batch = {k: v if v.ndim == 1 else np.pad(v, ((0, 0), (0, extra)), constant_values=PAD)
+             for k, v in BATCH.items()}
+    params, batch = be.asarray_tree(PARAMS[cid]), be.asarray_tree(batch)
+    if name == "numpy":
+        value, grads = M.loss_and_grad(params, config, batch)
+    else:
+        grad = be.value_and_grad(lambda p: M.loss(p, config, batch, scan=be.scan,
+                                                  custom_vjp=be.custom_vjp))
+        value, grads = (be.jit(grad) if name == "jax" else grad)(params)
+    unpadded = autodiff("torch" if "torch" in backends.available() else "numpy", cid)
+    np.testing.assert_allclose(float(be.to_numpy(value)), unpadded.loss, rtol=FORWARD_RTOL,
+                               atol=FORWARD_ATOL)
+    assert_grads_close(np_of(be, grads), unpadded.grads, f"{cid} padded, {name}")
+
+
 @pytest.mark.parametrize("cid", IDS + DROPOUT_IDS)
 def test_gradients_are_finite_zero_at_unused_rows_and_match_directional_fd(backend, cid):
     """Every configuration: finite gradients; zero exactly at unused embedding rows (and

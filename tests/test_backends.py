@@ -453,6 +453,54 @@ def test_scan_reverse_runs_from_the_last_step(backend):
     np.testing.assert_allclose(backend.to_numpy(ys), expected, rtol=1e-15)
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("span", [(1, 4), (0, 6), (-3, 2), (4, 9), (3, 3), (5, 1)])
+def test_scan_span_runs_only_the_steps_in_it(backend, span, reverse):
+    """``span=(start, stop)``: the steps ``max(start, 0) <= t < min(stop, T)`` run, in
+    order (last to first with ``reverse``), and the other steps' ``y`` are zero; the bounds
+    are given as the backend's 0-d arrays, as a model computes them."""
+    xs = np.array([1.0, -2.0, 3.5, 0.25, 2.0, -0.5])
+
+    def fn(c, x):
+        c = 0.5 * c + x
+        return c, (c * x, 2.0 * x)
+
+    start = backend.asarray(np.int64(span[0]))
+    stop = backend.asarray(np.int64(span[1]))
+    carry, (ys, twice) = backend.scan(fn, backend.asarray(1.0), backend.asarray(xs),
+                                      reverse=reverse, span=(start, stop))
+    steps = range(max(span[0], 0), min(span[1], len(xs)))
+    c, expected, expected_twice = 1.0, np.zeros(len(xs)), np.zeros(len(xs))
+    for i in (reversed(steps) if reverse else steps):
+        c = 0.5 * c + xs[i]
+        expected[i], expected_twice[i] = c * xs[i], 2.0 * xs[i]
+    assert float(backend.to_numpy(carry)) == pytest.approx(c, rel=1e-15)
+    np.testing.assert_allclose(backend.to_numpy(ys), expected, rtol=1e-15)
+    np.testing.assert_allclose(backend.to_numpy(twice), expected_twice, rtol=1e-15)
+
+
+def test_jax_scan_span_compiles_once_for_every_span():
+    """JAX runs a span as a loop whose trip count is known only at run time: one jitted
+    program serves every span."""
+    jax = pytest.importorskip("jax")
+    jb = backends.get("jax")
+    traces = []
+
+    @jax.jit
+    def run(xs, start, stop):
+        traces.append(1)
+        return jb.scan(lambda c, x: (c + x, c * x), jb.asarray(0.0), xs, span=(start, stop))
+
+    xs = jb.asarray(np.arange(1.0, 7.0))
+    for start, stop in ((0, 6), (2, 5), (4, 4)):
+        carry, ys = run(xs, start, stop)
+        assert float(carry) == sum(range(start + 1, stop + 1))
+        expected = [sum(range(start + 1, t + 1)) * (t + 1) if start <= t < stop else 0.0
+                    for t in range(6)]
+        np.testing.assert_array_equal(np.asarray(ys), expected)
+    assert len(traces) == 1
+
+
 def test_custom_vjp_runs_the_given_backward(backend):
     """``custom_vjp(fn, fwd, bwd)``: the value is ``fn``'s, the gradient is whatever
     ``bwd`` says (here deliberately 3 × the true one, so a library that differentiated

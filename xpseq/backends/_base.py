@@ -303,15 +303,19 @@ class Backend:
         return None
 
     def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
-             length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
+             length: int | None = None, reverse: bool = False,
+             span: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
         """``lax.scan`` semantics: loop ``carry, y = fn(carry, x)`` over axis 0 of ``xs``.
 
         ``xs`` is an array or a nested dict/list/tuple of arrays sharing their leading
         size (or ``None`` with ``length``). Returns the final carry and the ``y`` stacked
         along a new leading axis (``None`` if ``fn`` returns ``None`` for ``y``).
         ``reverse`` runs from the last step to the first (``ys`` keep the order of ``xs``).
+        ``span=(start, stop)`` (run-time integers) promises that the steps outside it
+        change nothing that is used, so that they may be skipped (their ``y`` then zero);
+        see :func:`xpseq.core.loops.scan`.
         """
-        return python_scan(fn, carry, xs, length, reverse)
+        return python_scan(fn, carry, xs, length, reverse, span)
 
     def custom_vjp(self, fn: Callable[..., Any], fwd: Callable[..., tuple[Any, Any]],
                    bwd: Callable[[Any, Any], tuple]) -> Callable[..., Any]:

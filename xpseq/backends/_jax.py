@@ -97,8 +97,40 @@ class JaxBackend(Backend):
         return traces
 
     def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
-             length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
-        return self._jax.lax.scan(fn, carry, xs, length=length, reverse=reverse)
+             length: int | None = None, reverse: bool = False,
+             span: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
+        """``lax.scan``; with ``span=(start, stop)`` a ``lax.fori_loop`` over the
+        ``stop - start`` steps of the span, a trip count known only at run time (one
+        compiled program for every span), writing each ``y`` into place in a
+        zero-filled buffer of all ``T`` steps (see :meth:`Backend.scan`)."""
+        lax = self._jax.lax
+        steps = {int(leaf.shape[0]) for leaf in self._jax.tree_util.tree_leaves(xs)}
+        if span is None or steps == {0} or (length is not None and not steps):
+            return lax.scan(fn, carry, xs, length=length, reverse=reverse)
+        tree_map, jnp = self._jax.tree_util.tree_map, self._jax.numpy
+        if length is not None:
+            steps.add(int(length))
+        if len(steps) != 1:
+            raise ValueError(f"scan: xs leaves and length disagree on the number of steps: "
+                             f"{sorted(steps)}")
+        (n,) = steps
+        start = jnp.clip(jnp.asarray(span[0], dtype=jnp.int32), 0, n)
+        stop = jnp.clip(jnp.asarray(span[1], dtype=jnp.int32), start, n)
+
+        def x_at(t: Any) -> Any:
+            return tree_map(lambda a: lax.dynamic_index_in_dim(a, t, keepdims=False), xs)
+
+        y_shapes = self._jax.eval_shape(fn, carry, x_at(0))[1]
+        ys0 = tree_map(lambda s: jnp.zeros((n, *s.shape), s.dtype), y_shapes)
+
+        def body(i: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
+            c, ys = state
+            t = stop - 1 - i if reverse else start + i
+            c, y = fn(c, x_at(t))
+            return c, tree_map(lambda buf, v: lax.dynamic_update_index_in_dim(buf, v, t, 0),
+                               ys, y)
+
+        return tuple(lax.fori_loop(0, stop - start, body, (carry, ys0)))
 
     def join_processes(self, coordinator: str, processes: int, process_id: int) -> None:
         """Make this process one of ``processes`` JAX processes (``jax.distributed.initialize``

@@ -43,11 +43,13 @@ class OnnxBackend(Backend):
         return np.asarray(x.unwrap_numpy())
 
     def scan(self, fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
-             length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
+             length: int | None = None, reverse: bool = False,
+             span: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
         """``lax.scan`` semantics (see :meth:`Backend.scan`). Over a known number of steps
         the loop runs in Python (each step recorded, or computed on eager arrays); over an
         unknown one (``xs``' leading size is ``None``) it is recorded as an ONNX ``Loop``
-        whose body is ``fn`` traced once."""
+        whose body is ``fn`` traced once. ``span`` is not read: every step runs (which
+        its promise makes the same)."""
         leaves, treedef = flatten(xs)
         if not leaves or leaves[0].shape[0] is not None:
             return super().scan(fn, carry, xs, length, reverse)

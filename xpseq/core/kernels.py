@@ -52,7 +52,7 @@ from .delegation import linear, relu, sigmoid
 from .loops import scan as python_scan
 
 __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "sequence_mask",
-           "is_narrow", "widened", "masked_softmax", "logsumexp", "log_softmax",
+           "valid_span", "is_narrow", "widened", "masked_softmax", "logsumexp", "log_softmax",
            "take_along_last", "nll_sum", "nll_parts", "dot_scores", "general_scores",
            "additive_scores", "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
@@ -96,6 +96,18 @@ def sequence_mask(lengths: Any, max_len: int | None, *, xp: Any, like: Any = Non
     else:
         steps = xp.arange(max_len, dtype=wide, device=compat.device(lengths))
     return steps < xp.expand_dims(xp.astype(lengths, wide), axis=-1)
+
+
+def valid_span(valid: Any, *, xp: Any) -> tuple[Any, Any]:
+    """``(start, stop)``, 0-d integer arrays: the steps from the first to the last where some
+    row of ``valid`` (``(T, B, ...)`` bool) is true (``start >= stop`` when none is), the
+    ``span`` of a ``scan`` that may skip the steps that are padding in every row."""
+    steps = valid.shape[0]
+    t = xp.arange(steps, device=compat.device(valid))
+    if steps == 0:
+        return xp.sum(t), xp.sum(t)
+    any_valid = xp.any(xp.reshape(valid, (steps, -1)), axis=1)
+    return (xp.min(xp.where(any_valid, t, steps)), xp.max(xp.where(any_valid, t + 1, 0)))
 
 
 def is_narrow(dtype: Any, *, xp: Any) -> bool:

@@ -148,6 +148,11 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
     carries only the state's gradient; ``W_hh``'s and ``b_hh``'s gradients leave it
     unsummed (the gradient of ``W_hh h + b_hh`` at every step: for an LSTM ``d_xw`` itself)
     and are one product and one sum over all steps after it.
+
+    Both loops run only over the steps from the first to the last that some sequence of the
+    batch has (:func:`xpseq.core.kernels.valid_span`): over a batch padded past its longest
+    sequence, the steps that are padding in every row are skipped (the loops' trip count is
+    known only at run time; JAX compiles one program for all).
     """
     from . import vjp
     from .loops import scan as python_scan
@@ -164,7 +169,7 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
             new, out = kernels.keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
             return new, ((out, state) if keep_states else out)
 
-        return loop(body, tuple(state0), (xw, valid))
+        return loop(body, tuple(state0), (xw, valid), span=kernels.valid_span(valid, xp=xp))
 
     def recurrence(W_hh: Any, b_hh: Any, xw: Any, valid: Any,
                    state0: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -187,7 +192,8 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
                                                           d_out, v, xp=xp)
             return d_state, (d_xw if cell == "lstm" else (d_xw, d_hw))   # an LSTM: d_hw = d_xw
 
-        d_state0, ys = loop(body, tuple(d_final), (xw, valid, states, d_outputs), reverse=True)
+        d_state0, ys = loop(body, tuple(d_final), (xw, valid, states, d_outputs), reverse=True,
+                            span=kernels.valid_span(valid, xp=xp))
         d_xw, d_hw = (ys, ys) if cell == "lstm" else ys
         # Σ over steps and rows of d_hwᵀ h as one tensordot (XLA's CPU backend runs it
         # faster than the product of the flattened (T B, G H)ᵀ and (T B, H)).

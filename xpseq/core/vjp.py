@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import array_api_extra as xpx
 
 from . import delegation, kernels
+from .loops import span_steps
 
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "layer_norm",
            "feed_forward", "concat", "dropout",
@@ -584,14 +585,20 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     ``backprop(d_outputs, d_final) -> (dxs, d_state0, {"W_ih", "b_ih", "W_hh", "b_hh"})``.
     The loop carries only the state's gradient (:func:`_sequence_step_back` each step);
     ``W_hh``'s and ``b_hh``'s gradients are one product and one sum over all steps after it
-    (padded steps add zeros).
+    (padded steps add zeros). The steps that are padding in every row (a batch padded past
+    its longest sequence) are not run: their outputs and gradients are zero
+    (:func:`xpseq.core.loops.span_steps`).
     """
     parts_of = kernels.PARTS[cell]
     steps = xs.shape[1]
     xw, linear_bp = linear(xs, p["W_ih"], p["b_ih"], xp=xp)               # (B, T, G H)
     valid = xp.expand_dims(kernels.sequence_mask(lengths, steps, xp=xp), axis=-1)  # (B, T, 1)
-    order = list(range(steps))[::-1] if reverse else list(range(steps))
-    state, outputs, saved = tuple(state0), [None] * steps, []
+    # The steps that are padding in every row change nothing: they are skipped.
+    run = span_steps(kernels.valid_span(xp.permute_dims(valid, (1, 0, 2)), xp=xp), steps)
+    order = list(reversed(run)) if reverse else list(run)
+    state, saved = tuple(state0), []
+    zero_output = xp.zeros_like(state0[0])
+    outputs = [zero_output] * steps
     for t in order:
         new, parts = parts_of(xw[:, t, :], state, p, xp=xp)
         saved.append((t, parts, state))
@@ -600,21 +607,24 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
         (xs.shape[0], 0, state0[0].shape[-1]), dtype=xs.dtype)
 
     def backprop(d_outputs: Any, d_final: tuple[Any, ...]) -> tuple[Any, ...]:
+        grads = {"W_hh": xp.zeros_like(p["W_hh"]), "b_hh": xp.zeros_like(p["b_hh"])}
         if not steps:
             return (xp.zeros_like(xs), tuple(d_final),
-                    {"W_hh": xp.zeros_like(p["W_hh"]), "b_hh": xp.zeros_like(p["b_hh"]),
-                     "W_ih": xp.zeros_like(p["W_ih"]), "b_ih": xp.zeros_like(p["b_ih"])})
+                    {**grads, "W_ih": xp.zeros_like(p["W_ih"]),
+                     "b_ih": xp.zeros_like(p["b_ih"])})
         d_state = tuple(d_final)
-        d_xw: list[Any] = [None] * steps
-        d_hw: list[Any] = [None] * steps
-        h_prev: list[Any] = [None] * steps
+        d_xw: list[Any] = [xp.zeros_like(xw[:, 0, :])] * steps
+        d_hw, h_prev = [], []
         for t, parts, prev in reversed(saved):
-            d_state, d_xw[t], d_hw[t] = _sequence_step_back(
-                cell, parts, prev, p["W_hh"], d_state, d_outputs[:, t, :], valid[:, t, :], xp=xp)
-            h_prev[t] = prev[0]
-        dhw = xp.stack(d_hw, axis=1)                                     # (B, T, G H)
-        grads = {"W_hh": xp.tensordot(dhw, xp.stack(h_prev, axis=1), axes=([0, 1], [0, 1])),
-                 "b_hh": xp.sum(dhw, axis=(0, 1))}
+            d_state, d_xw[t], d_hw_t = _sequence_step_back(
+                cell, parts, prev, p["W_hh"], d_state, d_outputs[:, t, :], valid[:, t, :],
+                xp=xp)
+            d_hw.append(d_hw_t)
+            h_prev.append(prev[0])
+        if d_hw:
+            dhw = xp.stack(d_hw, axis=0)                                 # (steps run, B, G H)
+            grads = {"W_hh": xp.tensordot(dhw, xp.stack(h_prev, axis=0), axes=([0, 1], [0, 1])),
+                     "b_hh": xp.sum(dhw, axis=(0, 1))}
         dxs, grads["W_ih"], grads["b_ih"] = linear_bp(xp.stack(d_xw, axis=1))
         return dxs, d_state, grads
 

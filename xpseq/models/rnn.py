@@ -355,7 +355,8 @@ def _nll_sum(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[st
              custom_vjp: Callable[..., Any] | None = None,
              smoothing: float = 0.0) -> tuple[Any, Any]:
     logits, _ = _forward(params, config, batch["src"], batch["src_len"], batch["tgt_in"], keep,
-                         scan=scan, custom_vjp=custom_vjp, xp=xp)
+                         scan=scan, custom_vjp=custom_vjp, xp=xp,
+                         span=None if custom_vjp is None else _target_span(batch, config, xp))
     return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp, smoothing=smoothing)
 
 
@@ -410,7 +411,10 @@ def _decoder_spec(config: Seq2SeqConfig) -> dict[str, dict[str, tuple[int | str,
 
 def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
              tgt_in: Any, keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
-             custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Any]:
+             custom_vjp: Callable[..., Any] | None = None,
+             span: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
+    """The logits ``(B, T, V)`` and attention weights (``None`` with ``custom_vjp``, whose
+    decoder loop runs only over ``span``: :func:`_hand_derived_decoder`)."""
     encoded = _encode(params, config, src, src_len, scan=scan, custom_vjp=custom_vjp, xp=xp)
     g = _group(params, config)
     emb = kernels.embedding(tgt_in, params["tgt_embed"], xp=xp)
@@ -420,7 +424,7 @@ def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len
     if custom_vjp is not None:
         decoder = _hand_derived_decoder(config, scan=scan, custom_vjp=custom_vjp, xp=xp)
         o, weights = decoder(_decoder_params(g, config), _attended(encoded), encoded["mask"],
-                             encoded["state"], emb, keep_t), None
+                             encoded["state"], emb, keep_t, span), None
     else:
         def body(state: dict[str, Any],
                  inputs: tuple[Any, ...]) -> tuple[dict[str, Any], tuple[Any, ...]]:
@@ -464,12 +468,17 @@ def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | N
                           custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
     """The decoder's time loop with its hand-derived gradient attached.
 
-    Returns ``decoder(p, attended, mask, state0, emb, keep) -> o`` over
+    Returns ``decoder(p, attended, mask, state0, emb, keep, span) -> o`` over
     :func:`_decoder_params`'s ``p``, :func:`_attended`'s memory (and keys), the source
-    ``mask (B, S)``, the first state, time-major ``emb (T, B, E)`` and ``keep (T, B, D)``
-    (or ``None``), with ``o (T, B, D)``: the loop :func:`_forward` runs, made
+    ``mask (B, S)``, the first state, time-major ``emb (T, B, E)``, ``keep (T, B, D)``
+    (or ``None``) and ``span``, with ``o (T, B, D)``: the loop :func:`_forward` runs, made
     ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``; JAX differentiates the rest of the
     loss itself) with :func:`_decoder_loop_rules`.
+
+    ``span`` is ``(start, stop)`` (:func:`_target_span`) or ``None`` for every step: the
+    loops run only over the steps in it, and ``o`` is zero outside it. The loss reads no
+    step outside it (every target there is padding), so the loss and its gradient are those
+    of every step.
     """
     return cast(Callable[..., Any], custom_vjp(*_decoder_loop_rules(config, scan=scan, xp=xp)))
 
@@ -490,7 +499,7 @@ def _decoder_loop_rules(config: Seq2SeqConfig, *, scan: Callable[..., Any] | Non
     loop = scan or python_scan
 
     def run(p: dict[str, Any], attended: dict[str, Any], mask: Any, state0: dict[str, Any],
-            emb: Any, keep: Any, save: bool) -> Any:
+            emb: Any, keep: Any, span: Any, save: bool) -> Any:
         encoded = {**attended, "mask": mask}
 
         def body(state: dict[str, Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -499,19 +508,19 @@ def _decoder_loop_rules(config: Seq2SeqConfig, *, scan: Callable[..., Any] | Non
                                                    xp=xp)
             return new, ((o, saved) if save else o)
 
-        return loop(body, state0, (emb, keep))[1]
+        return loop(body, state0, (emb, keep), span=span)[1]
 
     def decoder(p: dict[str, Any], attended: dict[str, Any], mask: Any,
-                state0: dict[str, Any], emb: Any, keep: Any) -> Any:
-        return run(p, attended, mask, state0, emb, keep, False)
+                state0: dict[str, Any], emb: Any, keep: Any, span: Any) -> Any:
+        return run(p, attended, mask, state0, emb, keep, span, False)
 
     def fwd(p: dict[str, Any], attended: dict[str, Any], mask: Any, state0: dict[str, Any],
-            emb: Any, keep: Any) -> tuple[Any, ...]:
-        o, saved = run(p, attended, mask, state0, emb, keep, True)
-        return o, (p, attended, mask, state0, saved, keep)
+            emb: Any, keep: Any, span: Any) -> tuple[Any, ...]:
+        o, saved = run(p, attended, mask, state0, emb, keep, span, True)
+        return o, (p, attended, mask, state0, saved, keep, span)
 
     def bwd(residuals: tuple[Any, ...], d_o: Any) -> tuple[Any, ...]:
-        p, attended, mask, state0, saved, keep = residuals
+        p, attended, mask, state0, saved, keep, span = residuals
         encoded = {**attended, "mask": mask}
 
         def body(d_state: dict[str, Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -521,15 +530,24 @@ def _decoder_loop_rules(config: Seq2SeqConfig, *, scan: Callable[..., Any] | Non
             return d_prev, (d_xw, outer, summed)
 
         start = {k: xp.zeros_like(v) for k, v in state0.items()}
-        d_state0, (d_xw, outer, summed) = loop(body, start, (saved, keep, d_o), reverse=True)
+        d_state0, (d_xw, outer, summed) = loop(body, start, (saved, keep, d_o), reverse=True,
+                                               span=span)
         grads = _step_gradients(outer, summed, xp=xp)
         d_emb = d_xw @ p["dec"]["W_ih"][:, :config.embed]                       # (T, B, E)
         d_encoded = grads.pop("encoded", {})
         d_attended = {k: d_encoded.get(k, xp.zeros_like(v)) for k, v in attended.items()}
         d_p = {part: {k: grads[part][k] for k in names} for part, names in p.items()}  # p's order
-        return d_p, d_attended, None, d_state0, d_emb, None
+        return d_p, d_attended, None, d_state0, d_emb, None, None
 
     return decoder, fwd, bwd
+
+
+def _target_span(batch: Mapping[str, Any], config: Seq2SeqConfig,
+                 xp: Any) -> tuple[Any, Any]:
+    """The decoder steps the loss reads: from the first to the last where some row of
+    ``tgt_out`` is a real token (:func:`xpseq.core.kernels.valid_span`)."""
+    return kernels.valid_span(xp.permute_dims(batch["tgt_out"] != config.pad_id, (1, 0)),
+                              xp=xp)
 
 
 # ------------------------------------------------------------------ nested parameters
@@ -578,7 +596,8 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
     _, decoder_fwd, decoder_bwd = _decoder_loop_rules(config, scan=None, xp=xp)
     o, residuals = decoder_fwd(_decoder_params(g, config), _attended(encoded), encoded["mask"],
                                encoded["state"], xp.permute_dims(emb, (1, 0, 2)),
-                               None if keep is None else xp.permute_dims(keep, (1, 0, 2)))
+                               None if keep is None else xp.permute_dims(keep, (1, 0, 2)),
+                               _target_span(batch, config, xp))
     logits, out_bp = vjp.linear(xp.permute_dims(o, (1, 0, 2)), g["out"]["W"], g["out"]["b"],
                                 xp=xp)
     (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp,
@@ -588,7 +607,7 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
     def backprop(d_loss: Any) -> dict[str, Any]:
         d_logits, _ = nll_bp(d_loss / denom)
         d_out, d_W, d_b = out_bp(d_logits)
-        d_p, d_encoded, _, d_state, d_emb, _ = decoder_bwd(residuals,
+        d_p, d_encoded, _, d_state, d_emb, _, _ = decoder_bwd(residuals,
                                                            xp.permute_dims(d_out, (1, 0, 2)))
         trees: list[Any] = [{"out": {"W": d_W, "b": d_b}}, d_p,
                             {"tgt_embed": emb_bp(xp.permute_dims(d_emb, (1, 0, 2)))[1]},
