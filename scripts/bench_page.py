@@ -68,9 +68,10 @@ SUMMARY: tuple[tuple[str, dict[str, tuple[str, str]]], ...] = (
 #: summary's ranges for these rows count that run and later ones only; every run's own
 #: table below still shows what it measured.
 CHANGED: dict[tuple[str, str], tuple[str, str]] = {
-    key: ("2026-12-04T202901", "xpseq-JAX's hand-derived RNN gained the decoder's "
-                               "hand-derived backward loop")
+    key: ("2026-12-05T062937", "the RNN's hand-derived loops stop at each batch's "
+                               "longest sentence")
     for key in (("train", "xpseq-jax, hand-derived recurrences throughput vs native"),
+                ("train", "xpseq-torch, hand-derived backward throughput vs native"),
                 ("peers", "rnn best xpseq-jax vs the fastest JAX peer"),
                 ("peers", "rnn best xpseq vs the fastest peer of any kind"))} | {
     key: ("2026-12-05T004233", "xpseq-torch runs PyTorch's own kernels for the linear "
