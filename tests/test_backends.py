@@ -479,6 +479,23 @@ def test_scan_span_runs_only_the_steps_in_it(backend, span, reverse):
     np.testing.assert_allclose(backend.to_numpy(twice), expected_twice, rtol=1e-15)
 
 
+def test_valid_span_bounds_the_steps_some_row_has(backend):
+    """``kernels.valid_span``: from the first step where some row is valid to one past the
+    last (steps between that no row has stay inside); no valid step at all gives an
+    empty span."""
+    from xpseq.core import kernels
+    xp = backend.xp
+    valid = np.zeros((7, 3, 1), dtype=bool)
+    valid[1:3, 0] = True
+    valid[4, 2] = True                          # step 3 is padding in every row
+    start, stop = kernels.valid_span(backend.asarray(valid), xp=xp)
+    assert (int(backend.to_numpy(start)), int(backend.to_numpy(stop))) == (1, 5)
+    start, stop = kernels.valid_span(backend.asarray(np.zeros((4, 2, 1), bool)), xp=xp)
+    assert int(backend.to_numpy(start)) >= int(backend.to_numpy(stop))
+    start, stop = kernels.valid_span(backend.asarray(np.zeros((0, 2, 1), bool)), xp=xp)
+    assert int(backend.to_numpy(start)) >= int(backend.to_numpy(stop))
+
+
 def test_jax_scan_span_compiles_once_for_every_span():
     """JAX runs a span as a loop whose trip count is known only at run time: one jitted
     program serves every span."""
