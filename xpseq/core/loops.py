@@ -66,19 +66,18 @@ def scan(fn: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any,
         _, y = fn(carry, unflatten(treedef, dummy))
         return carry, map_leaves(lambda a: _zeros_like_stack(a, 0), y)
     steps = span_steps(span, n)
-    start, stop = steps.start, max(steps.stop, steps.start)
     ys = []
     for i in (reversed(steps) if reverse else steps):
         carry, y = fn(carry, unflatten(treedef, [leaf[i, ...] for leaf in leaves]))
         ys.append(y)
     if reverse:
         ys.reverse()
-    if (start, stop) == (0, n):
+    if len(ys) == n:
         return carry, map_leaves(_stack, *ys)
     if not ys:                                  # no step in the span: find y's shapes
         _, y = fn(carry, unflatten(treedef, [leaf[0, ...] for leaf in leaves]))
         return carry, map_leaves(lambda a: _zeros_like_stack(a, n), y)
-    return carry, map_leaves(lambda *a: _pad_stack(a, start, n), *ys)
+    return carry, map_leaves(lambda *a: _pad_stack(a, steps.start, n), *ys)
 
 
 def span_steps(span: tuple[Any, Any] | None, n: int) -> range:

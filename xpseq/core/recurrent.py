@@ -160,7 +160,7 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
     loop = scan or python_scan
     step = kernels.STEPS[cell]
 
-    def run(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple[Any, ...],
+    def run(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple[Any, ...], span: Any,
             keep_states: bool) -> tuple[Any, ...]:
         p = {"W_hh": W_hh, "b_hh": b_hh}
 
@@ -169,19 +169,21 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
             new, out = kernels.keep_valid(step(xw_t, state, p, xp=xp), state, valid_t, xp=xp)
             return new, ((out, state) if keep_states else out)
 
-        return loop(body, tuple(state0), (xw, valid), span=kernels.valid_span(valid, xp=xp))
+        return loop(body, tuple(state0), (xw, valid), span=span)
 
     def recurrence(W_hh: Any, b_hh: Any, xw: Any, valid: Any,
                    state0: tuple[Any, ...]) -> tuple[Any, ...]:
-        final, outputs = run(W_hh, b_hh, xw, valid, state0, False)
+        final, outputs = run(W_hh, b_hh, xw, valid, state0, kernels.valid_span(valid, xp=xp),
+                             False)
         return outputs, final
 
     def fwd(W_hh: Any, b_hh: Any, xw: Any, valid: Any, state0: tuple[Any, ...]) -> tuple[Any, ...]:
-        final, (outputs, states) = run(W_hh, b_hh, xw, valid, state0, True)
-        return (outputs, final), (W_hh, b_hh, xw, valid, states)
+        span = kernels.valid_span(valid, xp=xp)
+        final, (outputs, states) = run(W_hh, b_hh, xw, valid, state0, span, True)
+        return (outputs, final), (W_hh, b_hh, xw, valid, states, span)
 
     def bwd(saved: tuple[Any, ...], cotangents: tuple[Any, ...]) -> tuple[Any, ...]:
-        W_hh, b_hh, xw, valid, states = saved
+        W_hh, b_hh, xw, valid, states, span = saved
         d_outputs, d_final = cotangents
         p = {"W_hh": W_hh, "b_hh": b_hh}
 
@@ -193,7 +195,7 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
             return d_state, (d_xw if cell == "lstm" else (d_xw, d_hw))   # an LSTM: d_hw = d_xw
 
         d_state0, ys = loop(body, tuple(d_final), (xw, valid, states, d_outputs), reverse=True,
-                            span=kernels.valid_span(valid, xp=xp))
+                            span=span)
         d_xw, d_hw = (ys, ys) if cell == "lstm" else ys
         # Σ over steps and rows of d_hwᵀ h as one tensordot (XLA's CPU backend runs it
         # faster than the product of the flattened (T B, G H)ᵀ and (T B, H)).

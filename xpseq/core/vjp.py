@@ -597,8 +597,7 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     run = span_steps(kernels.valid_span(xp.permute_dims(valid, (1, 0, 2)), xp=xp), steps)
     order = list(reversed(run)) if reverse else list(run)
     state, saved = tuple(state0), []
-    zero_output = xp.zeros_like(state0[0])
-    outputs = [zero_output] * steps
+    outputs = [xp.zeros_like(state0[0])] * steps
     for t in order:
         new, parts = parts_of(xw[:, t, :], state, p, xp=xp)
         saved.append((t, parts, state))

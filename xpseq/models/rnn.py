@@ -607,8 +607,8 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
     def backprop(d_loss: Any) -> dict[str, Any]:
         d_logits, _ = nll_bp(d_loss / denom)
         d_out, d_W, d_b = out_bp(d_logits)
-        d_p, d_encoded, _, d_state, d_emb, _, _ = decoder_bwd(residuals,
-                                                           xp.permute_dims(d_out, (1, 0, 2)))
+        d_p, d_encoded, _, d_state, d_emb, _, _ = decoder_bwd(
+            residuals, xp.permute_dims(d_out, (1, 0, 2)))
         trees: list[Any] = [{"out": {"W": d_W, "b": d_b}}, d_p,
                             {"tgt_embed": emb_bp(xp.permute_dims(d_emb, (1, 0, 2)))[1]},
                             encode_bp(d_encoded, d_state)]
