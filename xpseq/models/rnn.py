@@ -494,7 +494,9 @@ def _decoder_loop_rules(config: Seq2SeqConfig, *, scan: Callable[..., Any] | Non
     the state's gradient. Every step's ``Σ aᵀ b`` (the weights' gradients, and the memory's
     and keys') leaves the loop unsummed and becomes one product over all steps after it,
     where a library's differentiation of the loop adds a small product into a running sum
-    at every step; the embeddings' gradient is one product after the loop too.
+    at every step; the embeddings' gradient is one product after the loop too. Each array
+    leaves the backward loop once (an LSTM's gate gradient is also ``W_hh h``'s), and the
+    products' operands the forward loop saved are read from its stack, not stacked again.
     """
     loop = scan or python_scan
 
