@@ -68,11 +68,13 @@ SUMMARY: tuple[tuple[str, dict[str, tuple[str, str]]], ...] = (
 #: summary's ranges for these rows count that run and later ones only; every run's own
 #: table below still shows what it measured.
 CHANGED: dict[tuple[str, str], tuple[str, str]] = {
-    key: ("2026-12-05T062937", "the RNN's hand-derived loops stop at each batch's "
-                               "longest sentence")
+    key: ("2026-12-05T095925", "the RNN's hand-derived decoder stacks each array of its "
+                               "backward loop once (and since run 2026-12-05T062937 the "
+                               "hand-derived loops stop at each batch's longest sentence)")
     for key in (("train", "xpseq-jax, hand-derived recurrences throughput vs native"),
                 ("train", "xpseq-torch, hand-derived backward throughput vs native"),
                 ("peers", "rnn best xpseq-jax vs the fastest JAX peer"),
+                ("peers", "rnn best xpseq-torch vs native torch.compile"),
                 ("peers", "rnn best xpseq vs the fastest peer of any kind"))} | {
     key: ("2026-12-05T004233", "xpseq-torch runs PyTorch's own kernels for the linear "
                                "layers, the layer norm, relu's backward and, eager, the "
@@ -82,10 +84,7 @@ CHANGED: dict[tuple[str, str], tuple[str, str]] = {
                 ("peers", "transformer best xpseq-torch vs native torch.compile"),
                 ("peers", "transformer best xpseq vs the fastest peer of any kind"),
                 ("precision", "xpseq-torch rnn training, bf16 vs float32"),
-                ("precision", "xpseq-torch transformer training, bf16 vs float32"))} | {
-    ("peers", "rnn best xpseq-torch vs native torch.compile"): (
-        "2026-12-05T033919", "xpseq-torch's hand-derived step, compiled, joined the "
-        "comparison; the hand-derived loops form their weight gradients after the loop")}
+                ("precision", "xpseq-torch transformer training, bf16 vs float32"))}
 #: The README's short table: the summary rows it repeats.
 README_ROWS = (0, 1, 2, 3, 6)
 #: The peers comparisons whose detail names who won (``"<ours> against <theirs> (...)"``).
