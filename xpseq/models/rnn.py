@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, cast
 import array_api_compat as compat
 import numpy as np
 
-from xpseq.core import checks, delegation, kernels, vjp
+from xpseq.core import checks, delegation, kernels, tree, vjp
 from xpseq.core.loops import scan as python_scan
 from xpseq.core.recurrent import CELLS, cell_param_shapes, hand_derived_recurrence
 
@@ -524,22 +524,25 @@ def _decoder_loop_rules(config: Seq2SeqConfig, *, scan: Callable[..., Any] | Non
     def bwd(residuals: tuple[Any, ...], d_o: Any) -> tuple[Any, ...]:
         p, attended, mask, state0, saved, keep, span = residuals
         encoded = {**attended, "mask": mask}
-
-        refs: dict[str, Any] = {}
+        refs: dict[str, Any] = {}           # the body's products: their keys, their operands
 
         def body(d_state: dict[str, Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
             saved_t, keep_t, d_o_t = inputs
             d_xw, d_prev, outer, summed = _decoder_step_back(p, config, encoded, saved_t,
                                                              keep_t, d_state, d_o_t, xp=xp)
-            fresh, refs["outer"] = _operand_refs(outer, saved_t, first=d_xw)
+            keyed = [(key, pair) for key, pairs in outer.items() for pair in pairs]
+            refs["keys"] = [key for key, _ in keyed]
+            fresh, refs["where"] = tree.locate([d_xw, *(a for _, ab in keyed for a in ab)],
+                                               saved_t)
             return d_prev, (fresh, summed)
 
         start = {k: xp.zeros_like(v) for k, v in state0.items()}
         d_state0, (fresh, summed) = loop(body, start, (saved, keep, d_o), reverse=True,
                                          span=span)
-        d_xw = fresh[0]
-        outer = {key: [(_resolve(a, fresh, saved), _resolve(b, fresh, saved))
-                       for a, b in pairs] for key, pairs in refs["outer"].items()}
+        d_xw, *found = (tree.resolve(w, fresh, saved) for w in refs["where"])
+        outer: Outer = {}
+        for i, key in enumerate(refs["keys"]):
+            outer.setdefault(key, []).append((found[2 * i], found[2 * i + 1]))
         grads = _step_gradients(outer, summed, xp=xp)
         d_emb = d_xw @ p["dec"]["W_ih"][:, :config.embed]                       # (T, B, E)
         d_encoded = grads.pop("encoded", {})
@@ -820,51 +823,6 @@ def _attend_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str,
     keys_name = "memory" if kind in ("dot", "scaled_dot") else "keys"
     outer.setdefault(("encoded", keys_name), []).append((d_s, q))
     return xp.squeeze(xp.expand_dims(d_s, axis=1) @ encoded[keys_name], axis=1)
-
-
-def _operand_refs(outer: Outer, saved: dict[str, Any], *,
-                  first: Any) -> tuple[list[Any], dict[tuple[str, str], list[tuple[Any, Any]]]]:
-    """One backward step's ``outer`` operands as the arrays the loop must stack and where
-    each pair's operands are, so that no array leaves the loop twice: ``(fresh, refs)``
-    with ``fresh`` the distinct arrays the step computed (``first``, then the others in
-    the order met; an LSTM's ``d_xw`` is also its ``d_hw``) and ``refs`` ``outer`` with
-    every operand replaced by ``("fresh", i)`` or ``("saved", path)`` (a leaf of the
-    forward pass's ``saved``, whose stack the forward loop already made)."""
-    paths = {id(leaf): path for path, leaf in _leaf_paths(saved)}
-    fresh = [first]
-
-    def ref(a: Any) -> tuple[str, Any]:
-        if id(a) in paths:
-            return "saved", paths[id(a)]
-        for i, f in enumerate(fresh):
-            if f is a:
-                return "fresh", i
-        fresh.append(a)
-        return "fresh", len(fresh) - 1
-
-    return fresh, {key: [(ref(a), ref(b)) for a, b in pairs] for key, pairs in outer.items()}
-
-
-def _resolve(ref: tuple[str, Any], fresh: list[Any], saved: Any) -> Any:
-    """The stacked array an :func:`_operand_refs` reference names."""
-    kind, where = ref
-    if kind == "fresh":
-        return fresh[where]
-    for key in where:
-        saved = saved[key]
-    return saved
-
-
-def _leaf_paths(tree: Any, prefix: tuple[Any, ...] = ()) -> Any:
-    """``(path, leaf)`` for every array in nested dicts, lists and tuples."""
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            yield from _leaf_paths(value, (*prefix, key))
-    elif isinstance(tree, (list, tuple)):
-        for i, value in enumerate(tree):
-            yield from _leaf_paths(value, (*prefix, i))
-    elif tree is not None:
-        yield prefix, tree
 
 
 def _step_gradients(outer: Outer, summed: Summed, *, xp: Any) -> dict[str, dict[str, Any]]:
