@@ -2,6 +2,8 @@
 
 Enough for the Python-loop :func:`xpseq.core.scan`, the optimisers and the autograd
 ``value_and_grad`` of the torch backend; JAX has ``jax.tree_util`` of its own.
+:func:`locate` and :func:`resolve` let a loop body on any backend return each array once
+and none of its inputs (the RNN's hand-derived decoder uses them).
 """
 
 from __future__ import annotations
