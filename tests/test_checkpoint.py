@@ -8,6 +8,8 @@ import math
 import os
 import pathlib
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -289,18 +291,19 @@ def test_an_unreadable_file_is_reported_as_unreadable(tmp_path):
 
 def test_a_stale_temporary_file_is_removed_by_the_next_save(tmp_path):
     path, _, _ = saved(tmp_path)
-    stale = tmp_path / f".{path.name}.abcd1234.tmp"
-    fresh = tmp_path / f".{path.name}.efgh5678.tmp"
-    other = tmp_path / ".other.safetensors.abcd1234.tmp"
-    for f in (stale, fresh, other):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".{path.name}.xpseq-{dead.pid}-abcd1234.tmp"
+    fresh = tmp_path / f".{path.name}.xpseq-{os.getppid()}-abcd1234.tmp"
+    other = tmp_path / f".other.safetensors.xpseq-{dead.pid}-abcd1234.tmp"
+    users = tmp_path / f".{path.name}.abcd1234.tmp"
+    for f in (stale, fresh, other, users):
         f.write_bytes(b"x" * 100)
-    old = os.stat(stale).st_mtime - 3600
-    os.utime(stale, (old, old))
-    os.utime(other, (old, old))
     saved(tmp_path)
-    assert not stale.exists()                      # left by a killed save an hour ago
-    assert fresh.exists()                          # maybe a save still writing
-    assert other.exists()                          # another checkpoint's
+    assert not stale.exists()                      # left by a save that was killed
+    assert fresh.exists()                          # a live process's: maybe still writing
+    assert not other.exists()                      # another file's, of a killed writer too
+    assert users.exists()                          # not a name the door makes
 
 
 def test_other_format_version_is_refused(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import random
 import re
 import string
@@ -26,6 +27,7 @@ from xpseq.data.cmudict import (
     split_words,
 )
 from xpseq.data.tsv import read_parallel_tsv
+from xpseq.io import OutputRefused
 
 # The real format: variants "word(2)", comments after "#", lowercase words with ' - .
 SMALL_DICT = """\
@@ -250,9 +252,14 @@ def test_export_tsv_writes_the_lines_and_round_trips(small, tmp_path):
             assert read_parallel_tsv(paths[part], tokens=("char", "word")) == split.pairs(part)
     total = sum(len(p.read_text().splitlines()) for p in paths.values())
     assert total == sum(map(len, SMALL_STRESS.values()))
-    # Written again into an existing folder (a str path): overwritten, not appended to.
-    export_tsv(split, str(tmp_path / "new" / "folder"))
+    # Written again into an existing folder (a str path): refused without force (a TSV
+    # cannot say who wrote it), then replaced whole with it, not appended to.
+    with pytest.raises(OutputRefused, match=r"train\.tsv exists .* pass --force"):
+        export_tsv(split, str(tmp_path / "new" / "folder"))
+    export_tsv(split, str(tmp_path / "new" / "folder"), force=True)
     assert sum(len(p.read_text().splitlines()) for p in paths.values()) == total
+    assert sorted(os.listdir(tmp_path / "new" / "folder")) == ["dev.tsv", "test.tsv",
+                                                               "train.tsv"]
 
 
 def test_export_tsv_argument_errors(tmp_path):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from test_layout import MODULES, PACKAGE, folder_of, imports
 
 LAYERS = (
-    ("core",),
+    ("core", "io"),
     ("backends", "models"),
     ("data", "testing"),
     ("train",),

@@ -31,6 +31,7 @@ import warnings
 from typing import Any, NamedTuple, Sequence
 
 from xpseq import backends
+from xpseq.io import files, reading
 
 from . import options as opts
 from .commands import COMMANDS
@@ -111,6 +112,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _keep_notes_out_of_stdout()
+    if sys.stdout is None:
+        print("xpseq: error: cannot write the output: standard output is closed",
+              file=sys.stderr)
+        return 1
+    for number, value in enumerate(argv, 1):       # text in, text out: never other bytes
+        try:
+            reading.argument(value, f"argument {number} ({reading.shown(value)})")
+        except reading.InputError as err:
+            print(f"xpseq: error: {err}", file=sys.stderr)
+            return 2
     parsed = _parse(argv)
     if isinstance(parsed, int):
         return parsed
@@ -134,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "check", None) is not None:
         args.check(args)                      # the subcommand's own: its options together
     try:
-        with warnings.catch_warnings():
+        # one run: every file it reads is an input that none of its writes may replace
+        with warnings.catch_warnings(), files.run():
             warnings.showwarning = _notes(warnings.showwarning)
             code = args.func(args)
         sys.stdout.flush()
@@ -175,7 +187,7 @@ def _notes(show: Any) -> Any:
     def showwarning(message: Warning | str, category: type[Warning], filename: str,
                     lineno: int, file: Any = None, line: str | None = None) -> None:
         if category.__module__.split(".")[0] == "xpseq":
-            print(f"xpseq: note: {message}", file=sys.stderr)
+            print(f"xpseq: note: {reading.escaped(str(message))}", file=sys.stderr)
         else:
             show(message, category, filename, lineno, file, line)
 
@@ -184,7 +196,12 @@ def _notes(show: Any) -> Any:
 
 def _one_line(err: BaseException) -> str:
     """An exception as one line: its message (with the kind of failure where the message
-    alone would not say), and a hint to ``--debug`` for what the command did not expect."""
+    alone would not say), and a hint to ``--debug`` for what the command did not expect;
+    characters that are not text escaped (a file name may hold an ESC)."""
+    return reading.escaped(_message(err))
+
+
+def _message(err: BaseException) -> str:
     if isinstance(err, CommandError):
         return str(err)
     if isinstance(err, OSError) and err.errno is not None:

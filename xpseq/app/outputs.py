@@ -13,10 +13,13 @@ import stat
 import sys
 from typing import Any, Sequence
 
+from xpseq.io import files
+from xpseq.io.files import file_kind, is_checkpoint, is_metrics_log, is_own_png
+
 from .errors import CommandError
 
 __all__ = ["check_writable", "train_outputs", "check_outputs", "is_checkpoint", "file_kind",
-           "is_metrics_log", "OutputLock", "fingerprint", "data_files", "check_same_data",
+           "is_metrics_log", "fingerprint", "data_files", "check_same_data",
            "check_export", "DEMO_FILES", "check_demo_outputs", "is_own_png"]
 
 
@@ -26,9 +29,11 @@ def check_writable(path: str) -> None:
     if target.is_dir():
         raise CommandError(f"cannot write {path}: it is a folder")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        files.make_folder(target.parent)
     except OSError as err:
         raise CommandError(f"cannot write {path}: {err.strerror}") from None
+    except ValueError as err:                     # a file where a folder should be
+        raise CommandError(f"cannot write {path}: {err}") from None
     if not os.access(target.parent, os.W_OK):
         raise CommandError(f"cannot write {path}: the folder is not writable")
 
@@ -78,80 +83,10 @@ def check_outputs(args: argparse.Namespace, inputs: dict[str, str]) -> None:
                                "move it, choose another --out, or pass --force to replace it")
 
 
-def is_checkpoint(path: pathlib.Path) -> bool:
-    """Whether ``path`` is a safetensors file with xpseq metadata (its header alone is
-    read)."""
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(str(path), framework="np") as f:
-            return "xpseq" in (f.metadata() or {})
-    except (SafetensorError, OSError, ValueError):
-        return False
 
 
-def file_kind(mode: int) -> str:
-    """``"a folder"``, ``"a FIFO"``, ... for a ``st_mode``."""
-    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")):
-        if test(mode):
-            return kind
-    return "a special file"
 
 
-def is_metrics_log(path: pathlib.Path) -> bool:
-    """Whether ``path`` starts as a :class:`~xpseq.train.callbacks.MetricsLog` CSV does
-    (``epoch,...``)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(6) in (b"epoch,", b"")
-    except OSError:
-        return False
-
-
-class OutputLock:
-    """An exclusive ``fcntl.flock`` on ``.M.safetensors.lock`` beside ``train --out
-    M.safetensors``, held for the run, so that a second run on the same output is refused
-    in one line instead of both writing it. The lock file is removed at the end (a lock
-    taken on a file that another run removed meanwhile is taken again)."""
-
-    def __init__(self, out: str):
-        target = pathlib.Path(os.path.realpath(out))
-        self.out = out
-        self.path = target.with_name(f".{target.name}.lock")
-        self.fd: int | None = None
-
-    def __enter__(self) -> OutputLock:
-        import fcntl
-
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as err:
-                raise CommandError(f"cannot create the lock file {self.path}: "
-                                   f"{err.strerror}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                raise CommandError(f"another xpseq train is writing {self.out} (it holds "
-                                   f"{self.path}); wait for it to end, or choose another "
-                                   "--out") from None
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                self.fd = fd
-                return self
-            os.close(fd)                # the file was removed by the run that held it
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.fd is not None:
-            self.path.unlink(missing_ok=True)
-            os.close(self.fd)
-            self.fd = None
 
 
 def fingerprint(path: str | os.PathLike) -> dict:
@@ -250,15 +185,6 @@ DEMO_FILES = ("seq2seq.safetensors", "attention.safetensors", "transformer.safet
               "attention_heatmap.png", "loss_curves.png")
 
 
-def is_own_png(path: pathlib.Path) -> bool:
-    """Whether ``path`` is a PNG that xpseq wrote (its ``Software`` text chunk, within the
-    first 4 kB, says ``xpseq``)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return head.startswith(b"\x89PNG\r\n\x1a\n") and b"Software\x00xpseq" in head
 
 
 def check_demo_outputs(out: str, force: bool) -> None:

@@ -7,6 +7,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from xpseq.io import files
+
 __all__ = ["ascii_heatmap", "save_heatmap", "save_loss_curves"]
 
 _SHADES = " .:-=+*#%@"          # light to heavy; weight w gets shade int(w * 10), capped at 9
@@ -49,8 +51,11 @@ def legend() -> str:
 
 
 def save_heatmap(path: str | pathlib.Path, weights: np.ndarray, source: Sequence[str],
-                 output: Sequence[str], *, title: str = "") -> pathlib.Path:
-    """A PNG heatmap of attention weights with the tokens as tick labels."""
+                 output: Sequence[str], *, title: str = "", force: bool = False) -> pathlib.Path:
+    """A PNG heatmap of attention weights with the tokens as tick labels, written through
+    :func:`xpseq.io.files.write` (never over an input of the run; over an existing file
+    that is not a PNG of xpseq only with ``force``)."""
+    files.check(path, kind="png", force=force)
     plt = _pyplot()
     weights = np.asarray(weights, dtype=float)
     if weights.shape != (len(output), len(source)):
@@ -65,16 +70,18 @@ def save_heatmap(path: str | pathlib.Path, weights: np.ndarray, source: Sequence
     if title:
         ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.04)
-    return _save(plt, fig, path)
+    return _save(plt, fig, path, force)
 
 
 def save_loss_curves(path: str | pathlib.Path, histories: Mapping[str, Sequence[dict]], *,
-                     title: str = "training and dev loss") -> pathlib.Path:
-    """A PNG of train (solid) and dev (dashed) loss per epoch for each named run.
+                     title: str = "training and dev loss", force: bool = False) -> pathlib.Path:
+    """A PNG of train (solid) and dev (dashed) loss per epoch for each named run, written
+    as :func:`save_heatmap` writes.
 
     ``histories`` maps a run's name to its ``fit`` history (dicts with ``epoch``,
     ``train_loss`` and ``dev_loss``).
     """
+    files.check(path, kind="png", force=force)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, (name, history) in enumerate(histories.items()):
@@ -89,11 +96,7 @@ def save_loss_curves(path: str | pathlib.Path, histories: Mapping[str, Sequence[
     ax.set_yscale("log")
     ax.set_title(title)
     ax.legend()
-    return _save(plt, fig, path)
-
-
-#: The ``Software`` text of the PNGs xpseq writes.
-PNG_SOFTWARE = "xpseq"
+    return _save(plt, fig, path, force)
 
 
 def _pyplot():
@@ -106,12 +109,13 @@ def _pyplot():
     return plt
 
 
-def _save(plt, fig, path: str | pathlib.Path) -> pathlib.Path:
+def _save(plt, fig, path: str | pathlib.Path, force: bool) -> pathlib.Path:
     fig.tight_layout()
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     # exactly at path, whatever its suffix; the Software text names its writer, so that
-    # the demo knows a PNG of its own from a user's (xpseq.app.outputs.is_own_png)
-    fig.savefig(path, dpi=120, format="png", metadata={"Software": PNG_SOFTWARE})
-    plt.close(fig)
-    return path
+    # the door knows a PNG of its own from a user's (xpseq.io.files.is_own_png)
+    try:
+        return files.write(path, lambda f: fig.savefig(
+            f, dpi=120, format="png", metadata={"Software": files.PNG_SOFTWARE}),
+            kind="png", force=force)
+    finally:
+        plt.close(fig)

@@ -11,19 +11,24 @@ from typing import Any
 
 from .errors import CommandError
 
-__all__ = ["chunks", "split_lines", "LINE_BYTES"]
+__all__ = ["chunks", "split_lines", "LINE_BYTES", "CHUNK_BYTES"]
 
 
 #: The longest line ``xpseq g2p`` reads from stdin (in bytes): far beyond any word it
 #: answers (:data:`xpseq.g2p.MAX_WORD_LENGTH` characters), a bound on what one line holds.
 LINE_BYTES = 2**20
+#: The most bytes of lines answered together: a chunk ends at this many bytes or at its
+#: number of lines, whichever comes first (a text line's working memory is tens of times
+#: its bytes; 64 lines of a megabyte each would hold gigabytes).
+CHUNK_BYTES = 2**20
 
 
 def chunks(size: int, what: str = "words") -> Any:
     """The lines of stdin as they come, in lists of at most ``size`` (a generator).
 
     Reads the descriptor itself (no buffer holds lines back): a list ends at ``size``
-    lines, or earlier when no more input is ready (``select``; where it cannot tell, at
+    lines or :data:`CHUNK_BYTES` bytes (at least one line), or earlier when no more input
+    is ready (``select``; where it cannot tell, at
     each read). Each line is decoded as UTF-8 whatever the locale says (a leading BOM
     removed; ``\\r\\n`` or ``\\n`` ends it). Closed stdin, input that is not UTF-8 and a
     line of more than :data:`LINE_BYTES` bytes are :class:`CommandError`s, raised
@@ -77,7 +82,8 @@ def split_lines(read: Any, ready: Any, size: int, what: str = "words") -> Any:
     failure: CommandError | None = None
     eof = False
     while True:
-        while not eof and (not lines or (len(lines) < size and ready())):
+        while not eof and (not lines or (len(lines) < size and ready()
+                                         and sum(map(len, lines)) < CHUNK_BYTES)):
             data = read()
             if not data:
                 eof = True
@@ -103,7 +109,12 @@ def split_lines(read: Any, ready: Any, size: int, what: str = "words") -> Any:
             if failure is not None:
                 raise failure
             return
-        batch, lines = lines[:size], lines[size:]
+        take, held = 0, 0
+        while take < min(size, len(lines)) and (take == 0 or held + len(lines[take])
+                                                 <= CHUNK_BYTES):
+            held += len(lines[take])
+            take += 1
+        batch, lines = lines[:take], lines[take:]
         words = []
         for raw in batch:
             number += 1

@@ -54,10 +54,51 @@ def unflatten(treedef: Any, leaves: list[Any]) -> Any:
 
 
 def map_leaves(fn: Callable[..., Any], *trees: Any) -> Any:
-    """Apply ``fn`` leaf-wise to trees of the same structure."""
-    flat = [flatten(t) for t in trees]
-    treedef = flat[0][1]
-    return unflatten(treedef, [fn(*leaves) for leaves in zip(*(f[0] for f in flat))])
+    """Apply ``fn`` leaf-wise to trees of the same structure: dicts are paired by key
+    (whatever their order), lists and tuples by position; the result has the first
+    tree's structure.
+
+    Raises
+    ------
+    ValueError
+        The trees differ in structure (other keys, other lengths, a container where
+        another has a leaf); the message gives the path where they part.
+    """
+    if not trees:
+        raise TypeError("map_leaves: give at least one tree")
+    return _map(fn, trees, ())
+
+
+def _map(fn: Callable[..., Any], trees: Sequence[Any], path: tuple[Any, ...]) -> Any:
+    first = trees[0]
+    where = "".join(f"[{k!r}]" for k in path) or "the root"
+    if isinstance(first, dict):
+        for other in trees[1:]:
+            if not isinstance(other, dict) or other.keys() != first.keys():
+                theirs = sorted(map(repr, other)) if isinstance(other, dict) else \
+                    type(other).__name__
+                raise ValueError(f"map_leaves: the trees differ at {where}: keys "
+                                 f"{sorted(map(repr, first))} against {theirs}")
+        return type(first)((key, _map(fn, [t[key] for t in trees], (*path, key)))
+                           for key in first)
+    if isinstance(first, (list, tuple)):
+        for other in trees[1:]:
+            if not isinstance(other, (list, tuple)) or len(other) != len(first):
+                theirs = (f"length {len(other)}" if isinstance(other, (list, tuple))
+                          else type(other).__name__)
+                raise ValueError(f"map_leaves: the trees differ at {where}: length "
+                                 f"{len(first)} against {theirs}")
+        values = [_map(fn, items, (*path, i)) for i, items in enumerate(zip(*trees))]
+        return type(first)(*values) if hasattr(first, "_fields") else type(first)(values)
+    if first is None:
+        if any(other is not None for other in trees[1:]):
+            raise ValueError(f"map_leaves: the trees differ at {where}: None against a leaf")
+        return None
+    for other in trees[1:]:
+        if isinstance(other, (dict, list, tuple)) or other is None:
+            raise ValueError(f"map_leaves: the trees differ at {where}: a leaf against "
+                             f"{type(other).__name__}")
+    return fn(*trees)
 
 
 def leaf_paths(tree: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:

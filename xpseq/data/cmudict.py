@@ -53,7 +53,9 @@ from typing import Iterable
 
 import numpy as np
 
-from .tsv import write_parallel_tsv
+from xpseq.io import files
+
+from .tsv import tsv_text
 
 __all__ = ["data_path", "read_cmudict", "split_words", "G2PSplit", "load_g2p", "export_tsv",
            "word_tokens", "PARTS"]
@@ -346,13 +348,15 @@ def load_g2p(*, stress: bool = False, seed: int = 0,
                     test={w: lexicon[w] for w in test}, stress=stress, seed=seed)
 
 
-def export_tsv(split: G2PSplit, directory: str | os.PathLike) -> dict[str, pathlib.Path]:
+def export_tsv(split: G2PSplit, directory: str | os.PathLike, *,
+               force: bool = False) -> dict[str, pathlib.Path]:
     """Write ``train.tsv``, ``dev.tsv`` and ``test.tsv`` into ``directory`` (created if needed).
 
     One line per pronunciation, ``word<TAB>PH1 PH2 ...`` (UTF-8, ``"\\n"`` newlines), in the
     order of :meth:`G2PSplit.pairs` (the split's shuffled word order), so that
     ``read_parallel_tsv(path, tokens=("char", "word"))`` gives ``split.pairs(part)`` back.
-    Existing files of those names are overwritten.
+    The three appear together or not at all (:func:`xpseq.io.files.write_set`); existing
+    files of those names are replaced only with ``force``.
 
     Returns
     -------
@@ -369,10 +373,9 @@ def export_tsv(split: G2PSplit, directory: str | os.PathLike) -> dict[str, pathl
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"export_tsv: directory must be a str or path-like, got "
                         f"{type(directory).__name__}")
-    folder = pathlib.Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for part in PARTS:
-        paths[part] = folder / f"{part}.tsv"
-        write_parallel_tsv(paths[part], split.pairs(part), tokens=("char", "word"))
+    texts = {f"{part}.tsv": tsv_text(split.pairs(part), tokens=("char", "word"))[0]
+             for part in PARTS}
+    files.write_set(directory, {name: text.encode("utf-8") for name, text in texts.items()},
+                    kind="tsv", force=force)
+    paths = {part: pathlib.Path(directory) / f"{part}.tsv" for part in PARTS}
     return paths

@@ -23,7 +23,9 @@ import errno
 import os
 from typing import Iterable, Sequence
 
-__all__ = ["read_parallel_tsv", "write_parallel_tsv"]
+from xpseq.io import files
+
+__all__ = ["read_parallel_tsv", "write_parallel_tsv", "tsv_text"]
 
 Pair = tuple[list[str], list[str]]
 _MODES = ("word", "char")
@@ -68,6 +70,7 @@ def read_parallel_tsv(path: str | os.PathLike, *, tokens="word") -> list[Pair]:
     if not os.path.exists(name):
         raise FileNotFoundError(errno.ENOENT, "read_parallel_tsv: no such file", name)
     pairs: list[Pair] = []
+    files.note_input(name)                  # no write of this run replaces it
     with open(name, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             try:
@@ -111,8 +114,10 @@ def _join(toks: Sequence[str], mode: str, where: str) -> str:
 
 
 def write_parallel_tsv(path: str | os.PathLike, pairs: Iterable[tuple[Sequence[str],
-                       Sequence[str]]], *, tokens="word") -> int:
-    """Write ``(source_tokens, target_tokens)`` pairs as a UTF-8 TSV file ("\\n" newlines).
+                       Sequence[str]]], *, tokens="word", force: bool = False) -> int:
+    """Write ``(source_tokens, target_tokens)`` pairs as a UTF-8 TSV file ("\\n" newlines),
+    whole or not at all, through :func:`xpseq.io.files.write` (an existing file is
+    replaced only with ``force``; an input of the current run never).
 
     Word tokens are joined with single spaces, char tokens with nothing, so that
     :func:`read_parallel_tsv` with the same ``tokens`` gives the pairs back.
@@ -129,6 +134,15 @@ def write_parallel_tsv(path: str | os.PathLike, pairs: Iterable[tuple[Sequence[s
     TypeError
         A pair that is not two token lists, or a non-string token.
     """
+    text, count = tsv_text(pairs, tokens=tokens)
+    files.write(path, text.encode("utf-8"), kind="tsv", force=force)
+    return count
+
+
+def tsv_text(pairs: Iterable[tuple[Sequence[str], Sequence[str]]], *,
+             tokens="word") -> tuple[str, int]:
+    """The text of :func:`write_parallel_tsv`'s file and its number of lines (its checks
+    and errors)."""
     src_mode, tgt_mode = _modes(tokens, "write_parallel_tsv")
     lines = []
     for i, pair in enumerate(pairs):
@@ -139,6 +153,4 @@ def write_parallel_tsv(path: str | os.PathLike, pairs: Iterable[tuple[Sequence[s
                             "pair") from None
         lines.append(_join(src, src_mode, f"write_parallel_tsv: pairs[{i}] source") + "\t"
                      + _join(tgt, tgt_mode, f"write_parallel_tsv: pairs[{i}] target") + "\n")
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.writelines(lines)
-    return len(lines)
+    return "".join(lines), len(lines)

@@ -44,6 +44,7 @@ import numpy as np
 
 from xpseq import backends, models
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
+from xpseq.io import files
 
 __all__ = ["onnx", "trace", "names_of", "rebuild", "without_empty_checks", "graph_shapes",
            "digest", "FORMAT", "DTYPES", "kinds"]
@@ -286,10 +287,11 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
     shipped G2P model's) stay float16 in the graphs, cast where they are read: half the
     size, and the values the checkpoint decodes with. Returns the folder.
 
-    The files are written into a temporary folder beside ``folder`` (``.NAME.partial-*``)
-    and moved into ``folder`` only when all three are complete, so that an export
-    interrupted (killed, a full disk) leaves no partial files in ``folder``: at most that
-    hidden temporary folder, removed on any error the process sees.
+    The files are written through :func:`xpseq.io.files.write_set`: into a temporary
+    folder inside ``folder`` (its own file system, even for a mount point or a symbolic
+    link to another one), then moved in, ``model.json`` last; an export that fails (a full
+    disk, an interrupt) leaves no file of its own in ``folder``, and one killed half-way
+    is rolled back by the next export into that folder.
 
     Raises
     ------
@@ -304,6 +306,8 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
     from xpseq.search import SearchOptions
     from xpseq.train import checkpoint as ckpt
 
+    if isinstance(folder, (str, os.PathLike)) and os.fspath(folder) == "":
+        raise files.OutputRefused("export: folder is empty; give a folder name")
     out = pathlib.Path(folder)
     if out.exists() and not out.is_dir():
         raise ValueError(f"export: {out} is not a folder (the export writes three files into "
@@ -343,33 +347,10 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
     graphs = {"encoder.onnx": encoder.SerializeToString(),
               "step.onnx": step.SerializeToString()}
     meta["digest"] = digest(graphs["encoder.onnx"], graphs["step.onnx"], meta)
-    _write(out, {**graphs, "model.json": (json.dumps(meta, indent=1, ensure_ascii=False)
-                                          + "\n").encode("utf-8")})
+    # all three files or none (xpseq.io.files.write_set), model.json last
+    files.write_set(out, {**graphs, "model.json": (json.dumps(meta, indent=1,
+                                                              ensure_ascii=False)
+                                                   + "\n").encode("utf-8")},
+                    kind={"encoder.onnx": "onnx", "step.onnx": "onnx", "model.json": "json"},
+                    inputs=[checkpoint])
     return out
-
-
-def _write(out: pathlib.Path, files: Mapping[str, bytes]) -> None:
-    """``files`` into the folder ``out`` all or none: written and synced in a temporary
-    folder beside it, then moved in (renamed, each refused if its name appeared in
-    ``out`` meanwhile); the temporary folder is removed whatever happens."""
-    import shutil
-    import tempfile
-
-    out.mkdir(parents=True, exist_ok=True)
-    partial = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    try:
-        for name, data in files.items():
-            with open(partial / name, "xb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        for name in files:
-            os.link(partial / name, out / name)        # fails if the name exists
-    except BaseException:
-        for name in files:                             # what was moved in, taken back
-            if (out / name).exists() and (partial / name).exists() and os.path.samefile(
-                    out / name, partial / name):
-                (out / name).unlink()
-        raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)

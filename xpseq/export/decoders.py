@@ -50,6 +50,9 @@ def load_decoder(path: Path | Sequence[Path], *,
 
     Raises
     ------
+    TypeError
+        ``path`` is not a str, a path-like or a list or tuple of them (``None``, a number,
+        ``bytes``).
     FileNotFoundError
         ``path`` does not exist.
     ValueError
@@ -59,7 +62,18 @@ def load_decoder(path: Path | Sequence[Path], *,
     xpseq.train.checkpoint.CheckpointError
         A file that is not an xpseq checkpoint.
     """
-    paths = ([path] if isinstance(path, (str, os.PathLike)) else list(path))
+    what = ("load_decoder: path must be a str or path-like (a checkpoint file or an export "
+            "folder) or a list of them")
+    if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
+        paths = [path]
+    elif isinstance(path, (list, tuple)):
+        paths = list(path)
+        bad = [p for p in paths if not isinstance(p, (str, os.PathLike))
+               or isinstance(p, bytes)]
+        if bad:
+            raise TypeError(f"{what}; got a list holding {type(bad[0]).__name__}")
+    else:
+        raise TypeError(f"{what}, got {type(path).__name__}")
     if not paths:
         raise ValueError("load_decoder: path must name a checkpoint or an export folder")
     folders = [pathlib.Path(p) for p in paths if pathlib.Path(p).is_dir()]

@@ -20,9 +20,13 @@ import numpy as np
 from xpseq.core.decoding import Hypotheses
 from xpseq.core.precision import Policy
 from xpseq.data import Vocab
+from xpseq.io import reading
 from xpseq.search import SearchOptions, run
 
 from . import FILES, FORMAT, digest
+
+#: The largest ``model.json`` read (its vocabularies are most of it).
+META_BYTES = 64 << 20
 
 __all__ = ["OnnxModel"]
 
@@ -50,8 +54,12 @@ class OnnxModel:
         if missing:
             raise ValueError(f"OnnxModel: {self.folder} is not an xpseq ONNX export (no "
                              f"{', '.join(missing)})")
+        for name in FILES[:2]:               # sizes first: a protobuf has at most 2 GiB
+            reading.check_size(self.folder / name, limit=reading.ONNX_BYTES,
+                               what="OnnxModel:")
         self.meta = _read_meta(self.folder / "model.json")
-        graphs = {name: (self.folder / name).read_bytes() for name in FILES[:2]}
+        graphs = {name: reading.read_bytes(self.folder / name, limit=reading.ONNX_BYTES,
+                                           what="OnnxModel:") for name in FILES[:2]}
         if digest(graphs["encoder.onnx"], graphs["step.onnx"], self.meta) != \
                 self.meta["digest"]:
             raise ValueError(f"OnnxModel: the files of {self.folder} do not match the digest "
@@ -137,7 +145,10 @@ class OnnxModel:
 def _read_meta(path: pathlib.Path) -> dict[str, Any]:
     """``model.json`` read and checked, or a ValueError naming it and the problem."""
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(reading.read_bytes(path, limit=META_BYTES,
+                                             what="OnnxModel:").decode("utf-8"))
+    except reading.InputError:
+        raise
     except (ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"OnnxModel: {path} is not JSON: {e}") from None
     except RecursionError:
@@ -145,7 +156,10 @@ def _read_meta(path: pathlib.Path) -> dict[str, Any]:
                          "nests too deep)") from None
     if not isinstance(meta, dict) or meta.get("format") not in range(1, FORMAT + 1):
         raise ValueError(f"OnnxModel: {path} is not the model.json of an xpseq export")
-    if meta["format"] != FORMAT or not isinstance(meta.get("digest"), str):
+    if meta["format"] == FORMAT and not isinstance(meta.get("digest"), str):
+        raise ValueError(f"OnnxModel: {path} has no digest: the file was edited since the "
+                         "export wrote it; export the checkpoint again")
+    if meta["format"] != FORMAT:
         raise ValueError(f"OnnxModel: {path} is of format {meta['format']}, written by an "
                          f"older xpseq without a digest over its files; export the "
                          f"checkpoint again (format {FORMAT})")

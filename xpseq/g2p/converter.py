@@ -268,6 +268,7 @@ class G2P:
         from xpseq.search import options_for
 
         options = options_for(beam, n_best, caller="pronounce")
+        _flag(lookup, "lookup", "pronounce")
         stress = self._stress(stress, "pronounce")
         listed = [_checked(i, word, "pronounce")
                   for i, word in enumerate(_iterable(words, "pronounce"))]
@@ -312,6 +313,7 @@ class G2P:
         from xpseq.search import options_for
 
         options = options_for(beam, n_best, caller="pronounce_iter")
+        _flag(lookup, "lookup", "pronounce_iter")
         stress = self._stress(stress, "pronounce_iter")
         if not checks.is_int(chunk) or chunk < 1:
             raise ValueError(f"pronounce_iter: chunk must be a positive int, got {chunk!r}")
@@ -382,6 +384,7 @@ class G2P:
         from .reading import read_texts
 
         options = options_for(beam, 1, caller=caller)
+        _flag(lookup, "lookup", caller)
         stress = self._stress(stress, caller)
         if self._for(stress) is not self:
             return self._for(stress)._phonemize(texts, lookup, stress, beam, caller)
@@ -433,10 +436,11 @@ class G2P:
             if len(tokens) < len(characters):
                 unknown = sorted(set(characters) - set(tokens))
                 shown = ", ".join(map(repr, unknown))
+                then = ("answered from the other characters" if tokens else
+                        "no character is left: the word is left out (no phones)")
                 warnings.warn(UnknownCharacterWarning(
-                    f"{word.strip()!r}: the model knows no {shown}; answered from the "
-                    "other characters", word=word.strip(), characters=unknown),
-                    stacklevel=stacklevel)
+                    f"{word.strip()!r}: the model knows no {shown}; {then}",
+                    word=word.strip(), characters=unknown), stacklevel=stacklevel)
             if tokens:
                 todo.append((i, tokens))
             else:
@@ -502,3 +506,8 @@ def _checked(index: int, word: Any, caller: str) -> str:
     return word
 
 
+def _flag(value: Any, name: str, caller: str) -> None:
+    """A TypeError unless ``value`` is a bool (``lookup="no"`` is not taken as True)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{caller}: {name} must be True or False, got "
+                        f"{type(value).__name__} {value!r}")

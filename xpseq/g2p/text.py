@@ -45,9 +45,21 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import warnings
 from typing import Any
 
-__all__ = ["normalize", "fold", "number_words", "MONTHS"]
+from xpseq.io import reading
+
+__all__ = ["normalize", "fold", "number_words", "MONTHS", "ControlCharacterWarning"]
+
+
+class ControlCharacterWarning(UserWarning):
+    """Characters that are not text (C0 and C1 controls, ESC sequences, bidirectional
+    overrides, NUL) were dropped from a text; ``characters`` lists them as found."""
+
+    def __init__(self, message: str, *, characters: list[str] | None = None):
+        super().__init__(message)
+        self.characters = list(characters or [])
 
 #: English month names, for dates (the words are the reader's, not the locale's).
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
@@ -69,9 +81,15 @@ _SYMBOLS = {"&": ["and"], "@": ["at"], "+": ["plus"], "=": ["equals"], "#": ["nu
             "/": ["slash"], "%": ["percent"]}
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
 _TLD = r"com|org|net|edu|gov|io|info|co|uk|us|de|fr|ca|au|ai|dev"
+# The address parts are bounded as the standards bound them (a local part of 64
+# characters, a label of 63, a path here of 200): each alternative then looks at most a
+# few hundred characters ahead of where it starts, and the tokenizer stays linear in the
+# text's length (unbounded, a 32 kB run of "1-1-1-..." or "www.www...." took 25 to 80 s).
+_LABEL = r"[a-z0-9-]{1,63}"
 _TOKEN = re.compile(rf"""
-      (?P<email>[a-z0-9][a-z0-9._+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)+)
-    | (?P<web>(?:https?://)?(?:www\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:{_TLD})\b(?:/[^\s]*)?)
+      (?P<email>[a-z0-9][a-z0-9._+-]{{0,63}}@{_LABEL}(?:\.{_LABEL}){{1,8}}(?![a-z0-9-]))
+    | (?P<web>(?:https?://)?(?:www\.)?{_LABEL}(?:\.{_LABEL}){{0,8}}\.(?:{_TLD})\b
+          (?:/[^\s]{{0,200}})?)
     | (?P<currency>[$€£₹])\s?(?P<amount>{_NUMBER})
           (?:\s?(?P<scale>thousand|million|billion|trillion)\b)?
     | (?P<iso>\d{{4}})-(?P<iso_month>1[0-2]|0[1-9])-(?P<iso_day>3[01]|[12]\d|0[1-9])(?!\d)
@@ -189,7 +207,15 @@ def _time(hour: str, minute: str, meridiem: str | None) -> list[str]:
 #: Spellings whose accents tell a homograph apart (résumé, the noun; resume, the verb);
 #: normalize gives them as ``résumé`` (:data:`xpseq.g2p.homographs.ACCENT_CUES`).
 _ACCENTED_CUE = re.compile(r"\br(?:ésum[eé]|esumé)(?!\w)", re.IGNORECASE)
-_CUE_MARK = "\ue000"
+
+#: Unicode categories of characters that have no glyph to show or say (private use,
+#: unassigned, format, surrogates): never a punctuation token.
+_UNSEEN = ("Co", "Cn", "Cf", "Cs")
+
+
+def _said(item: re.Match[str] | None) -> str:
+    """The text of an item of :func:`normalize`'s stream (``None``: the cue résumé)."""
+    return "résumé" if item is None else item.group(0)
 
 
 def _plural(words: list[str]) -> list[str]:
@@ -290,15 +316,31 @@ def normalize(text: str) -> list[str]:
     """
     if not isinstance(text, str):
         raise TypeError(f"normalize: text must be a str, got {type(text).__name__}")
+    text, dropped = reading.clean_text(text)
+    if dropped:
+        warnings.warn(ControlCharacterWarning(
+            f"{len(dropped)} control character(s) dropped from the text "
+            f"({', '.join(dict.fromkeys(reading.shown(c) for c in dropped))})",
+            characters=dropped), stacklevel=2)
     tokens: list[str] = []
-    # résumé keeps its accents, the cue that tells the noun from the verb resume: marked
-    # here (a private-use character after it), as the accents go.
-    plain = _plain(_ACCENTED_CUE.sub(lambda m: m.group(0) + _CUE_MARK, text))
-    matches = list(_TOKEN.finditer(plain))
+    # résumé keeps its accents, the cue that tells the noun from the verb resume: found
+    # before the accents go, and carried as its own item of the stream (None), never as a
+    # character in the text, which a user could type too.
+    text = unicodedata.normalize("NFC", text)
+    matches: list[re.Match[str] | None] = []
+    start = 0
+    for cue in _ACCENTED_CUE.finditer(text):
+        matches += _TOKEN.finditer(_plain(text[start:cue.start()]))
+        matches.append(None)
+        start = cue.end()
+    matches += _TOKEN.finditer(_plain(text[start:]))
     for at, m in enumerate(matches):
+        if m is None:
+            tokens.append("résumé")
+            continue
         kind, value = m.lastgroup, m.group(m.lastgroup or 0)
-        before = matches[at - 1].group(0) if at else ""
-        after = matches[at + 1].group(0) if at + 1 < len(matches) else ""
+        before = _said(matches[at - 1]) if at else ""
+        after = _said(matches[at + 1]) if at + 1 < len(matches) else ""
         if m.group("email") or m.group("web"):
             tokens += _parts(value)
         elif m.group("currency"):
@@ -323,7 +365,8 @@ def normalize(text: str) -> list[str]:
         elif m.group("range_from"):
             tokens += (number_words(m.group("range_from")) + ["to"]
                        + number_words(m.group("range_to"), year=len(m.group("range_to")) == 4))
-        elif m.group("numerator") and int(m.group("numerator")) < int(
+        elif m.group("numerator") and len(m.group("numerator")) <= 2 and len(
+                m.group("denominator")) <= 2 and int(m.group("numerator")) < int(
                 m.group("denominator")) <= 10:
             tokens += _fraction(m.group("numerator"), m.group("denominator"))
         elif m.group("numerator"):                      # 24/7: the numbers, a slash
@@ -347,15 +390,17 @@ def normalize(text: str) -> list[str]:
             tokens += (number_words(str(number)) if before.lower() in _COUNTED else
                        ["the"] + _num2words(number, to="ordinal").split())
         elif kind == "symbol":
+            previous, following = matches[at - 1] if at else None, (
+                matches[at + 1] if at + 1 < len(matches) else None)
             if value == "/" and before[-1:].isalpha() and after[:1].isalpha() \
-                    and m.start() == matches[at - 1].end() and m.end() == matches[at + 1].start():
+                    and previous is not None and following is not None \
+                    and m.start() == previous.end() and m.end() == following.start():
                 continue                              # and/or: said as nothing
             tokens += _SYMBOLS[value] if value != "#" or after[:1].isdigit() else ["hash"]
-        elif kind == "punctuation" and value.startswith(_CUE_MARK):
-            if tokens:
-                tokens[-1] = "résumé"
-            if value[1:]:
-                tokens.append(value[1:])
+        elif kind == "punctuation":         # marks a reader shows; none that cannot be seen
+            shown = "".join(c for c in value if unicodedata.category(c) not in _UNSEEN)
+            if shown:
+                tokens.append(shown)
         else:
-            tokens.append(value.casefold() if kind != "punctuation" else value)
+            tokens.append(value.casefold())
     return tokens

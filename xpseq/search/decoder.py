@@ -10,6 +10,8 @@ checkpoint file or an export folder); :func:`xpseq.tasks.translate`, ``Translato
 >>> import numpy as np
 >>> from xpseq import backends, models
 >>> from xpseq.data import Vocab, make_batches
+from xpseq.io import reading
+from xpseq.io.reading import MAX_TOKENS
 >>> from xpseq.search import CheckpointDecoder, SearchOptions
 >>> config = models.get("rnn").Config(src_vocab=6, tgt_vocab=6, embed=4, hidden=3)
 >>> params = models.get("rnn").init_params(config, seed=0)
@@ -23,6 +25,7 @@ checkpoint file or an export folder); :func:`xpseq.tasks.translate`, ``Translato
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Mapping, Protocol, Sequence, cast, runtime_checkable
 
 import numpy as np
@@ -32,10 +35,12 @@ from xpseq.backends import Backend
 from xpseq.core.decoding import Hypotheses
 from xpseq.core.precision import Policy
 from xpseq.data import Vocab, make_batches
+from xpseq.io import reading
+from xpseq.io.reading import MAX_TOKENS
 
 from .decode import Ensemble, SearchOptions, search, to_lists
 
-__all__ = ["Decoder", "CheckpointDecoder", "translate"]
+__all__ = ["Decoder", "CheckpointDecoder", "translate", "LongSourceWarning"]
 
 
 @runtime_checkable
@@ -156,10 +161,16 @@ class CheckpointDecoder:
         return models.of(self.config).kernels
 
 
+class LongSourceWarning(UserWarning):
+    """A source sentence was longer than :func:`translate`'s ``max_tokens`` and was cut
+    to that many tokens."""
+
+
 def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
               options: SearchOptions = SearchOptions(), *,
               batch_size: int = 256, shapes: int | None = None,
-              progress: bool | str = False) -> list[dict[str, Any]]:
+              progress: bool | str = False,
+              max_tokens: int | None = MAX_TOKENS) -> list[dict[str, Any]]:
     """Translate token lists with ``decoder`` (a :class:`~xpseq.search.Decoder`: a
     checkpoint on a backend, :func:`xpseq.load_decoder`, or an ONNX export); results come
     back in the order of ``sources``.
@@ -169,22 +180,41 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
     shape ``(rows, len(source) + 1)`` over the source and its ``</s>``; the rows are the output
     words and the ``</s>`` that ended it (``len(tokens) + 1`` rows), or only the words
     when the output was cut at its length limit without ``</s>``.
-    Unknown source words become ``<unk>``; an empty source translates to an empty output.
+    Unknown source words become ``<unk>``; an empty source translates to an empty output
+    (no search: ``tokens`` ``[]``, score 0, attention of shape ``(0, 1)``). A source of
+    more than ``max_tokens`` tokens (default :data:`xpseq.io.reading.MAX_TOKENS`, 1000;
+    ``None``: no bound) is cut to that many, with a :class:`LongSourceWarning` (the
+    search's memory grows with the source's length).
     A model whose best score for a source is not finite (weights that overflow) raises a
     ``FloatingPointError`` instead of an empty or wrong answer.
     ``shapes`` bounds the batches' shapes, each a compilation of the search on JAX (see
     :func:`xpseq.data.make_batches`). ``progress``: a tqdm bar of the sources decoded, on
     standard error (a str: its label).
     """
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise ValueError(f"translate: max_tokens must be a positive int or None, got "
+                         f"{max_tokens!r}")
     src_vocab, tgt_vocab = decoder.src_vocab, decoder.tgt_vocab
     results: list[dict[str, Any] | None] = [None] * len(sources)
-    pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(s, add_eos=True), [])
-                                          for s in sources]
+    cut = [reading.cut_tokens(s, max_tokens) for s in sources]
+    if any(n for _, n in cut):
+        longest = max(len(s) for s in sources)
+        warnings.warn(LongSourceWarning(
+            f"{sum(1 for _, n in cut if n)} source sentence(s) longer than {max_tokens} "
+            f"tokens (the longest {longest}) cut to {max_tokens}"), stacklevel=2)
+    for i, (tokens, _) in enumerate(cut):
+        if not tokens:                      # nothing to translate: an empty output
+            results[i] = {"tokens": [], "ids": [], "score": 0.0,
+                          "attention": np.zeros((0, 1)), "n_best": [[]],
+                          "n_best_scores": [0.0]}
+    keep = [i for i, (tokens, _) in enumerate(cut) if tokens]
+    pairs: list[tuple[Any, list[int]]] = [(src_vocab.encode(cut[i][0], add_eos=True), [])
+                                          for i in keep]
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(sources), unit=" sentences", leave=False,
+        bar = tqdm(total=len(keep), unit=" sentences", leave=False,
                    desc=progress if isinstance(progress, str) else None)
     for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # checked below
@@ -199,7 +229,7 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
             if i < 0:                                    # a row that only fills the shape
                 continue
             top = best[0]
-            results[int(i)] = {"tokens": tgt_vocab.decode(top["tokens"]), "ids": top["tokens"],
+            results[keep[int(i)]] = {"tokens": tgt_vocab.decode(top["tokens"]), "ids": top["tokens"],
                                "score": top["score"], "attention": top["attention"],
                                "n_best": [tgt_vocab.decode(h["tokens"]) for h in best],
                                "n_best_scores": [h["score"] for h in best]}

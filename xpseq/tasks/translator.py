@@ -17,6 +17,7 @@ the functions it calls, unchanged: :func:`xpseq.tasks.train_model`,
 
 from __future__ import annotations
 
+import os
 import pathlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -254,6 +255,9 @@ def load(path: str | pathlib.Path, *,
     for decoding)."""
     from xpseq.train import checkpoint
 
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise TypeError(f"load: path must be a str or path-like (a checkpoint file), got "
+                        f"{type(path).__name__}")
     be = backends.resolve(backend, "decode")
     loaded = checkpoint.load(path)
     if not loaded.vocabs:

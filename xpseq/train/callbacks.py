@@ -40,6 +40,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from xpseq.core import checks
 from xpseq.core.optim import scale_learning_rate
+from xpseq.io import files
 
 __all__ = ["Loop", "Callback", "EarlyStopping", "ReduceLROnPlateau", "RestoreBest", "TimeLimit",
            "SaveCheckpoint", "EpochMetrics", "MetricsLog", "place_checkpoint"]
@@ -276,7 +277,7 @@ class SaveCheckpoint(Callback):
                                         "for averaging", self.epoch_path(epoch),
                                    f"the checkpoint {self.path} of that epoch is "
                                    "written") from err
-            self.epoch_path(epoch - self.keep_epochs).unlink(missing_ok=True)
+            files.remove(self.epoch_path(epoch - self.keep_epochs), kind="checkpoint")
 
     def on_train_end(self, loop: Loop) -> None:
         if loop.stopped == "max_steps" or loop.restored:
@@ -363,16 +364,17 @@ class MetricsLog(Callback):
     def _write(self) -> None:
         """The CSV of :attr:`rows` (no file without rows)."""
         import csv
+        import io
 
         if not self.rows:
-            self.path.unlink(missing_ok=True)
+            files.remove(self.path, kind="metrics")
             return
         columns = list(dict.fromkeys(k for row in self.rows for k in row))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(self.rows)
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(self.rows)
+        files.write(self.path, text.getvalue().encode("utf-8"), kind="metrics")
 
     def on_train_end(self, loop: Loop) -> None:
         if self.writer is not None:

@@ -51,15 +51,12 @@ it resumes as it would have.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import hashlib
 import json
 import math
 import os
 import pathlib
 import stat
-import tempfile
-import time
 import warnings
 from typing import Any, Mapping, Sequence
 
@@ -67,6 +64,7 @@ import numpy as np
 
 from xpseq import models
 from xpseq.core.optim import Optimizer, from_spec
+from xpseq.io import files
 
 from . import schedules
 
@@ -127,12 +125,15 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
          vocabs: Mapping[str, list] | None = None,
          train_state: Mapping[str, Any] | None = None,
          metadata: Mapping[str, Any] | None = None,
-         allow_nonfinite: bool = False) -> pathlib.Path:
-    """Write a checkpoint atomically (temporary file + rename) and return its path.
+         allow_nonfinite: bool = False, force: bool = False) -> pathlib.Path:
+    """Write a checkpoint whole or not at all and return its path.
 
-    A file already at ``path`` keeps its permission bits (the new file gets them; a new
-    path gets 0666 less the umask). Where ``path`` is a symbolic link, the file it points
-    to is written (the temporary file goes in that file's folder) and the link stays.
+    It goes through :func:`xpseq.io.files.write`: a temporary file in the target's folder,
+    synced, renamed over the target. An existing checkpoint of xpseq at ``path`` is
+    replaced and keeps its permission bits (a new path gets 0666 less the umask); any
+    other existing file is refused unless ``force``, and an input of the current run
+    (:func:`xpseq.io.files.run`) always. Where ``path`` is a symbolic link, the file it
+    points to is written and the link stays.
 
     Parameters
     ----------
@@ -149,17 +150,23 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
     metadata : anything else JSON-serialisable (e.g. how the task's data was made), optional
     allow_nonfinite : write parameters that hold NaN or infinity (refused by default:
         ``FloatingPointError`` naming the parameter, and nothing is written)
+    force : replace an existing file at ``path`` that is not an xpseq checkpoint
 
     Raises
     ------
     TypeError, ValueError, CheckpointError
         Arguments that do not make a checkpoint (nothing is written).
+    xpseq.io.OutputRefused
+        ``path`` is empty, an input of the current run, a folder or special file, or a
+        file that is not an xpseq checkpoint (without ``force``); a ``ValueError``.
     FloatingPointError
         Non-finite parameters without ``allow_nonfinite`` (nothing is written).
     OSError
         The file cannot be written (a full disk, a folder without write permission ...);
         a checkpoint already at ``path`` is then left as it was.
     """
+    if os.fspath(path) == "":
+        raise files.OutputRefused("save: path is empty; give a file name")
     path = pathlib.Path(path)
     try:
         model = models.of(config)
@@ -200,21 +207,7 @@ def save(path: str | os.PathLike, *, config: Any, params: Mapping[str, Any],
 
     blob = st_save(tensors, metadata={"xpseq": meta_json,
                                       "sha256": _digest(tensors, meta_json)})
-    target = pathlib.Path(os.path.realpath(path)) if path.is_symlink() else path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(target)
-    mode = _mode_for(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)                  # mkstemp makes 0600
-        os.replace(tmp, target)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+    files.write(path, blob, kind="checkpoint", force=force)
     return path
 
 
@@ -278,6 +271,7 @@ def load(path: str | os.PathLike, backend: Any = None, *,
         _not_a_file(path)
     if not os.access(path, os.R_OK):
         raise CheckpointError(f"{path}: permission denied (the file is not readable)")
+    files.note_input(path)                  # no write of this run replaces it
     from safetensors import SafetensorError, safe_open
 
     try:
@@ -572,19 +566,8 @@ def _map(tree: Mapping[str, Any], fn: Any) -> dict:
     return {k: _map(v, fn) if isinstance(v, Mapping) else fn(v) for k, v in tree.items()}
 
 
-def _mode_for(target: pathlib.Path) -> int:
-    """The permission bits for a new file at ``target``: those of the file already there,
-    else 0666 less the umask."""
-    try:
-        return stat.S_IMODE(os.stat(target).st_mode) & 0o777
-    except FileNotFoundError:
-        return 0o666 & ~_umask()
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _digest(tensors: Mapping[str, np.ndarray], meta_json: str | None) -> str:
@@ -684,15 +667,3 @@ def _recorded_progress(path: pathlib.Path) -> tuple[int, int] | None:
     except Exception:  # noqa: BLE001 (anything unreadable records nothing)
         return None
 
-
-def _remove_stale_temporaries(path: pathlib.Path, age: float = 60.0) -> None:
-    """Remove the temporary files of earlier saves of ``path`` that a killed process left
-    behind (``.NAME.*.tmp`` in its folder, untouched for ``age`` seconds: a save still
-    writing one is younger)."""
-    now = time.time()
-    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        try:
-            if now - tmp.stat().st_mtime > age:
-                tmp.unlink()
-        except OSError:
-            pass

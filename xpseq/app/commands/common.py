@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from xpseq import backends
 from xpseq.core import checks
+from xpseq.io import files, reading
 
 from .. import options as opts
 from ..errors import CommandError, oserror_message
@@ -90,8 +91,8 @@ def _enable_jax_cache() -> None:
     if folder is None or jax.config.jax_compilation_cache_dir is not None:
         return
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
+        files.make_folder(folder)           # JAX writes the cache's files itself
+    except (OSError, ValueError):
         return
     jax.config.update("jax_compilation_cache_dir", str(folder))
     if jax.config.jax_compilation_cache_max_size == -1:             # JAX's: no limit
@@ -117,7 +118,8 @@ def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
 def _note_unknown_words(words: set[str]) -> None:
     unknown = sorted(words)
     if unknown:
-        shown = ", ".join(unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+        shown = ", ".join(reading.shown(w, 40) for w in unknown[:10]) + (
+            " ..." if len(unknown) > 10 else "")
         print(f"xpseq: note: {len(unknown)} unknown source word(s) read as <unk>: {shown}",
               file=sys.stderr)
 
@@ -184,11 +186,13 @@ def _load_g2p(stress: bool, seed: int = 0):
 def _decoder(args: argparse.Namespace, path: str) -> Any:
     """The model at ``path`` as a :class:`~xpseq.search.Decoder`
     (:func:`xpseq.load_decoder`), as ``--backend``, ``--compile`` and ``--dtype`` ask: a
-    checkpoint on a backend, or with ``--backend onnxruntime`` an ONNX export's folder
-    (one-line errors for what does not apply)."""
+    checkpoint on a backend, or an ONNX export's folder with ``--backend onnxruntime``
+    or no ``--backend`` (one-line errors for what does not apply)."""
     from xpseq.export.decoders import EXPORT_ENGINE, load_decoder
 
     dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
+    if args.backend is None and os.path.isfile(os.path.join(path, "model.json")):
+        args.backend = EXPORT_ENGINE                     # a folder is an export
     if args.backend == EXPORT_ENGINE:
         _check_export(path, args)
         backend: Any = EXPORT_ENGINE

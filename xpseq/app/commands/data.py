@@ -7,6 +7,9 @@ import argparse
 import pathlib
 from typing import Any
 
+from xpseq.data.tsv import tsv_text
+from xpseq.io import files
+
 from .. import options as opts
 from .. import outputs
 from ..errors import CommandError
@@ -45,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     outputs.check_export(args, ("train", "dev", "test"))
     split = _load_g2p(args.stress, args.seed)
     try:
-        paths = export_tsv(split, args.export)
+        paths = export_tsv(split, args.export, force=args.force)
     except OSError as err:
         raise CommandError(f"cannot write {args.export}: {err.strerror or err}") from None
     for part, path in paths.items():
@@ -67,14 +70,11 @@ def _export_toy(args: argparse.Namespace) -> int:
     parts = {"train": task.train, "dev": task.dev,
              **{f"test-{bucket}": pairs for bucket, pairs in task.test.items()}}
     outputs.check_export(args, tuple(parts))
-    folder = pathlib.Path(args.export)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, pairs in parts.items():
-            path = folder / f"{name}.tsv"
-            path.write_text("".join(f"{' '.join(s)}\t{' '.join(t)}\n" for s, t in pairs),
-                            encoding="utf-8")
-            print(f"{path}: {len(pairs)} sentence pairs")
+    texts = {f"{name}.tsv": tsv_text(pairs)[0].encode("utf-8") for name, pairs in parts.items()}
+    try:                                # all of them or none
+        files.write_set(args.export, texts, kind="tsv", force=args.force, what="--export")
     except OSError as err:
         raise CommandError(f"cannot write {args.export}: {err.strerror or err}") from None
+    for name, pairs in parts.items():
+        print(f"{pathlib.Path(args.export) / f'{name}.tsv'}: {len(pairs)} sentence pairs")
     return 0

@@ -8,6 +8,8 @@ import argparse
 import sys
 from typing import Any, Sequence
 
+from xpseq.io import reading
+
 from .. import options as opts
 from .. import stdin
 from ..errors import CommandError
@@ -147,6 +149,10 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
 
     from xpseq import g2p
 
+    # Text is data: what is not text (controls, ESC sequences, bidi overrides) is dropped
+    # with a note; a word's inner whitespace (a tab) is one space, so that every output
+    # line is exactly word<TAB>phones.
+    words = [notes.cleaned(word, text=args.text) for word in words]
     asked = [] if args.text else [word for word in words if word.strip()]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", g2p.UnknownCharacterWarning)
@@ -192,6 +198,19 @@ class _G2PNotes:
         self.unknown_words = 0
         self.unknown_chars: set[str] = set()
         self.long_words = 0
+        self.control_lines = 0
+
+    def cleaned(self, line: str, *, text: bool) -> str:
+        """``line`` without what is not text (a note for each of the first lines that
+        held some); in word mode its whitespace runs made one space."""
+        kept, dropped = reading.clean_text(line)
+        if dropped:
+            self.control_lines += 1
+            if self.control_lines <= G2P_NOTES_SHOWN:
+                found = ", ".join(dict.fromkeys(reading.shown(c) for c in dropped))
+                print(f"xpseq: note: {reading.shown(line)!s}: {len(dropped)} control "
+                      f"character(s) dropped ({found})", file=sys.stderr)
+        return kept if text else " ".join(kept.split())
 
     def unknown(self, warning: Any) -> None:
         self.unknown_words += 1
@@ -215,6 +234,10 @@ class _G2PNotes:
             print(f"xpseq: note: {more} more word(s) held characters the model does not "
                   f"know ({shown}); each was answered from its other characters",
                   file=sys.stderr)
+        more = self.control_lines - G2P_NOTES_SHOWN
+        if more > 0:
+            print(f"xpseq: note: {more} more line(s) held control characters; they were "
+                  "dropped", file=sys.stderr)
         more = self.long_words - G2P_NOTES_SHOWN
         if more > 0:
             print(f"xpseq: note: {more} more word(s) had more than {MAX_WORD_LENGTH} "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from xpseq.io import files
+
 from .. import options as opts
 from ..errors import CommandError
 from .common import _decoder, _note_unknown, _search_options, _translate_nonempty
@@ -23,7 +25,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     opts.precision_option(p)
     p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors)")
     p.add_argument("sentence", help="the source sentence (quoted)")
-    p.add_argument("--png", help="also write the heatmap to this PNG")
+    p.add_argument("--png", help="also write the heatmap to this PNG (never over the "
+                   "checkpoint or a file xpseq did not write, unless --force)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --png file that xpseq did not write")
     opts.search_options(p, n_best=False)
     p.set_defaults(func=run, check=check, parser=p)
     return p
@@ -43,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     from xpseq.app.plots import ascii_heatmap, save_heatmap
     from xpseq.tasks import attention_labels
 
+    if args.png is not None:            # before any work; the door checks again when it writes
+        files.check(args.png, kind="png", inputs=[args.checkpoint], force=args.force,
+                    what="--png")
     decoder = _decoder(args, args.checkpoint)
     src_vocab = decoder.src_vocab
     tokens = args.sentence.split()
@@ -58,10 +66,10 @@ def run(args: argparse.Namespace) -> int:
     source, output = attention_labels(tokens, result, src_vocab)
     print(" ".join(result["tokens"]))
     print(ascii_heatmap(result["attention"], source, output))
-    if args.png:
+    if args.png is not None:
         try:
             path = save_heatmap(args.png, result["attention"], source, output,
-                                title=" ".join(tokens))
+                                title=" ".join(tokens), force=args.force)
         except OSError as err:
             raise CommandError(f"cannot write {args.png}: {err.strerror or err}") from None
         print(f"wrote {path}")

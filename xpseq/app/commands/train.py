@@ -11,6 +11,7 @@ import time
 from typing import Any, Sequence
 
 from xpseq import backends, models
+from xpseq.io import files
 from xpseq.models.protocol import check_fits
 
 from .. import options as opts
@@ -123,6 +124,11 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--allow-data-change is an option of --resume")
     inputs = {"--config": args.config, "--train": args.train_file, "--dev": args.dev_file}
     outputs.check_outputs(args, inputs)   # before any work, and before other processes start
+    resumes_out = bool(args.resume) and os.path.exists(args.out) and os.path.samefile(
+        args.resume, args.out)
+    if args.force or resumes_out:         # checked above: the run may replace them
+        for path in outputs.train_outputs(args.out).values():
+            files.declare_output(path)    # (--resume M --out M continues M)
     args.writes = True                    # this process writes the checkpoint
     backend = (_parallel_backend(args) if args.devices > 1
                else _backend(args.backend, args.compile))
@@ -130,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.writes:
         return _train(args, backend)
-    with outputs.OutputLock(args.out):
+    with files.Lock(args.out):
         return _train(args, backend)
 
 

@@ -8,6 +8,8 @@ import argparse
 import os
 from typing import Any, Mapping
 
+from xpseq.io import reading
+
 from .. import options as opts
 from ..errors import CommandError
 from . import train
@@ -30,27 +32,14 @@ def _typed_train_options(argv: list[str]) -> dict[str, Any]:
 
 
 def _read_toml(path: str) -> dict:
+    """The ``--config`` file, read through the input door (bounded in bytes, nesting and
+    digits: :func:`xpseq.io.reading.read_toml`); one-line errors naming it."""
     try:
-        import tomllib
-    except ModuleNotFoundError:                       # Python 3.10
-        import tomli as tomllib
-    if os.path.isdir(path):
-        raise CommandError(f"--config {path}: a folder, not a TOML file")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
+        return reading.read_toml(path, what="--config")
     except FileNotFoundError:
         raise CommandError(f"--config {path}: no such file") from None
-    except OSError as err:
-        raise CommandError(f"--config {path}: {err.strerror or err}") from None
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise CommandError(f"--config {path}: not UTF-8 (line {line}: {err.reason} at byte "
-                           f"{err.start})") from None
-    except tomllib.TOMLDecodeError as err:
-        raise CommandError(f"--config {path}: not valid TOML: {err}") from None
+    except reading.InputError as err:
+        raise CommandError(str(err)) from None
 
 
 #: Options whose value is a path: read from a ``--config`` file, a relative one is taken
