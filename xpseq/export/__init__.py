@@ -312,6 +312,8 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
     if out.exists() and not out.is_dir():
         raise ValueError(f"export: {out} is not a folder (the export writes three files into "
                          "a folder)")
+    if out.is_dir():
+        files.clean_stale(out)              # an export killed half-way: rolled back
     existing = [f for f in FILES if (out / f).exists() or (out / f).is_symlink()]
     if existing:
         raise ValueError(f"export: {out} already holds {', '.join(existing)}; choose an "
