@@ -218,7 +218,7 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
         "resume missing": Case(["train", "--resume", folder / "nope.safetensors"], 1,
                                "nope.safetensors: no such checkpoint"),
         "config missing": Case(config("absent.toml"), 1, "absent.toml: no such file"),
-        "config a folder": Case(config("a_folder.toml"), 1, "a folder, not a TOML file"),
+        "config a folder": Case(config("a_folder.toml"), 1, "a_folder.toml is a folder, not a file"),
         "config not utf-8": Case(config("latin1.toml"), 1, "latin1.toml: not UTF-8 (line 2"),
         "config table": Case(config("table.toml"), 1, "table.toml: [train] is a table; "
                              "options are top-level keys"),

@@ -208,8 +208,9 @@ def check(path: str | os.PathLike, *, kind: str, inputs: Iterable[str | os.PathL
     Raises
     ------
     OutputRefused
-        ``path`` is empty, a folder, a special file, an input of the run, or (without
-        ``force``) an existing file that is not of ``kind`` as xpseq writes it.
+        ``path`` is empty, ends in ``/``, is a folder, a special file, an input of the
+        run, or (without ``force``) an existing file that is not of ``kind`` as xpseq
+        writes it.
     TypeError
         ``path`` is not a str or path-like, or ``kind`` is not one of :data:`KINDS`.
     """
@@ -220,6 +221,8 @@ def check(path: str | os.PathLike, *, kind: str, inputs: Iterable[str | os.PathL
     name = f"{what} {os.fspath(path)}" if what else os.fspath(path)
     if os.fspath(path) == "":
         raise OutputRefused(f"{what or 'the output path'} is empty; give a file name")
+    if os.fspath(path).endswith(("/", os.sep)):
+        raise OutputRefused(f"{name} ends in '/': it names a folder, not a file")
     target = pathlib.Path(os.path.realpath(path))
     try:
         info = target.stat()
