@@ -259,10 +259,20 @@ def default(purpose: str = "train") -> Backend:
 def resolve(backend: str | Backend | None, purpose: str = "train") -> Backend:
     """``backend`` as a :class:`Backend`: a backend is kept, a name made with :func:`get`,
     ``None`` the :func:`default` for ``purpose``. Every front door (``Translator``,
-    ``translate``, ``G2P``) takes its backend argument through it."""
+    ``translate``, ``G2P``) takes its backend argument through it. A name must be a
+    backend that trains and decodes (not ``onnx`` or ``dask``, which trace forward passes
+    only); a ValueError names the choices."""
     if isinstance(backend, Backend):
         return backend
-    return get(backend) if backend is not None else default(purpose)
+    if backend is None:
+        return default(purpose)
+    usable = [n for n, c in CAPABILITIES.items() if c.gradients != "none"]
+    if not isinstance(backend, str) or backend not in CAPABILITIES:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {usable}")
+    if backend not in usable:                    # ndonnx and dask: forward passes only
+        raise ValueError(f"backend {backend!r} traces forward passes only (an export, a "
+                         f"lazy graph); to {purpose} choose one of {usable}")
+    return get(backend)
 
 
 def usable_cpus() -> int:

@@ -45,9 +45,12 @@ import stat
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Union
 
-__all__ = ["OutputRefused", "Run", "run", "note_input", "declare_output", "check", "write", "write_set", "remove", "make_folder",
+__all__ = ["StrPath", "OutputRefused", "Run", "run", "note_input", "declare_output", "check", "write", "write_set", "remove", "make_folder",
            "clean_stale", "Lock", "file_kind", "KINDS", "Data", "is_checkpoint", "is_own_png",
            "is_metrics_log", "PNG_SOFTWARE"]
+
+#: A file's path: a str or a path-like object of one.
+StrPath = Union[str, "os.PathLike[str]"]
 
 #: What is written: the bytes, or a function that writes them into a binary file object.
 Data = Union[bytes, Callable[[IO[bytes]], None]]
@@ -78,12 +81,12 @@ class Run:
     inputs: dict[tuple[int, int], str] = field(default_factory=dict)
     outputs: set[tuple[int, int]] = field(default_factory=set)
 
-    def note(self, path: str | os.PathLike) -> None:
+    def note(self, path: StrPath) -> None:
         key = _identity(path)
         if key is not None:
             self.inputs.setdefault(key, os.fspath(path))
 
-    def declare_output(self, path: str | os.PathLike) -> None:
+    def declare_output(self, path: StrPath) -> None:
         """``path`` is both read and written by this run (a checkpoint resumed into
         itself): the door may replace it."""
         key = _identity(path)
@@ -107,14 +110,14 @@ def run() -> Iterator[Run]:
         _RUN.reset(token)
 
 
-def note_input(path: str | os.PathLike) -> None:
+def note_input(path: StrPath) -> None:
     """Record ``path`` as an input of the current :func:`run` (nothing outside a run)."""
     current = _RUN.get()
     if current is not None:
         current.note(path)
 
 
-def declare_output(path: str | os.PathLike) -> None:
+def declare_output(path: StrPath) -> None:
     """Declare ``path`` an output of the current :func:`run` that it may also read (a
     checkpoint resumed into itself): the door may replace it."""
     current = _RUN.get()
@@ -122,7 +125,7 @@ def declare_output(path: str | os.PathLike) -> None:
         current.declare_output(path)
 
 
-def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+def _identity(path: StrPath) -> tuple[int, int] | None:
     try:
         info = os.stat(path)
     except (OSError, ValueError):
@@ -185,7 +188,7 @@ def file_kind(mode: int) -> str:
 
 # ------------------------------------------------------------------ the checks
 
-def check(path: str | os.PathLike, *, kind: str, inputs: Iterable[str | os.PathLike] = (),
+def check(path: StrPath, *, kind: str, inputs: Iterable[StrPath] = (),
           force: bool = False, what: str | None = None) -> pathlib.Path:
     """Refuse, before any work, a target whose writing would destroy what the run did not
     make; return it as a :class:`pathlib.Path` (a symbolic link is resolved: the file it
@@ -260,8 +263,8 @@ def _article(kind: str) -> str:
 
 # ------------------------------------------------------------------ one file
 
-def write(path: str | os.PathLike, data: Data, *, kind: str,
-          inputs: Iterable[str | os.PathLike] = (), force: bool = False,
+def write(path: StrPath, data: Data, *, kind: str,
+          inputs: Iterable[StrPath] = (), force: bool = False,
           what: str | None = None) -> pathlib.Path:
     """Write ``data`` to ``path`` whole or not at all, after :func:`check`.
 
@@ -296,7 +299,7 @@ def write(path: str | os.PathLike, data: Data, *, kind: str,
     return pathlib.Path(path)
 
 
-def make_folder(path: str | os.PathLike) -> pathlib.Path:
+def make_folder(path: StrPath) -> pathlib.Path:
     """Create the folder ``path`` and its parents if missing (an output's folder made
     before the work, a cache that a library fills); an existing folder is left as it
     is, and nothing else is ever replaced (:class:`OutputRefused` for an empty path or a
@@ -312,7 +315,7 @@ def make_folder(path: str | os.PathLike) -> pathlib.Path:
     return folder
 
 
-def remove(path: str | os.PathLike, *, kind: str) -> None:
+def remove(path: StrPath, *, kind: str) -> None:
     """Remove ``path`` if it is a file of ``kind`` that xpseq wrote (its recogniser says
     so) and not an input of the run; nothing if it does not exist. A file that is not
     xpseq's is left (:class:`OutputRefused`)."""
@@ -325,8 +328,8 @@ def remove(path: str | os.PathLike, *, kind: str) -> None:
 
 # ------------------------------------------------------------------ a set of files
 
-def write_set(folder: str | os.PathLike, files: Mapping[str, Data], *, kind: str | Mapping[str, str],
-              inputs: Iterable[str | os.PathLike] = (), force: bool = False,
+def write_set(folder: StrPath, files: Mapping[str, Data], *, kind: str | Mapping[str, str],
+              inputs: Iterable[StrPath] = (), force: bool = False,
               what: str | None = None) -> pathlib.Path:
     """Write ``files`` (``{name: data}``) into ``folder``, all of them or none.
 
@@ -468,7 +471,7 @@ class Lock:
 
 # ------------------------------------------------------------------ what a kill leaves
 
-def clean_stale(folder: str | os.PathLike) -> None:
+def clean_stale(folder: StrPath) -> None:
     """Remove what a killed writer left in ``folder``: temporary files of a process that no
     longer runs, and its unfinished sets (rolled back: the previous files put back)."""
     base = pathlib.Path(folder)

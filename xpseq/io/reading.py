@@ -19,6 +19,7 @@ import unicodedata
 from typing import Any, Sequence
 
 from . import files
+from .files import StrPath
 
 __all__ = ["InputError", "read_bytes", "read_toml", "check_size", "argument",
            "clean_text", "shown", "escaped", "cut_tokens", "CONFIG_BYTES", "CONFIG_DEPTH",
@@ -43,7 +44,7 @@ class InputError(ValueError):
     message names the file or argument."""
 
 
-def read_bytes(path: str | os.PathLike, *, limit: int, what: str) -> bytes:
+def read_bytes(path: StrPath, *, limit: int, what: str) -> bytes:
     """The bytes of the file ``path``, at most ``limit`` of them: a regular file's size is
     checked before it is read, and every read stops at ``limit + 1`` bytes (a pipe, a
     device such as ``/dev/zero``, a file that grows).
@@ -78,7 +79,7 @@ def read_bytes(path: str | os.PathLike, *, limit: int, what: str) -> bytes:
     return data
 
 
-def check_size(path: str | os.PathLike, *, limit: int, what: str) -> int:
+def check_size(path: StrPath, *, limit: int, what: str) -> int:
     """The size of the regular file ``path`` in bytes, refused (:class:`InputError`)
     above ``limit`` before anything of it is read (an ONNX graph, a checkpoint)."""
     name = f"{what} {os.fspath(path)}"
@@ -99,7 +100,7 @@ def check_size(path: str | os.PathLike, *, limit: int, what: str) -> int:
 _LONG_NUMBER = re.compile(rf"[0-9_]{{{CONFIG_DIGITS + 1},}}")
 
 
-def read_toml(path: str | os.PathLike, *, what: str = "--config") -> dict:
+def read_toml(path: StrPath, *, what: str = "--config") -> dict[str, Any]:
     """A TOML file as a dict, bounded: at most :data:`CONFIG_BYTES` bytes, read as UTF-8,
     no number of more than :data:`CONFIG_DIGITS` digits (named with its line and key), no
     nesting deeper than :data:`CONFIG_DEPTH`.
@@ -112,7 +113,10 @@ def read_toml(path: str | os.PathLike, *, what: str = "--config") -> dict:
         Any of the bounds above, not UTF-8, or not valid TOML; one line naming ``what``
         and ``path``.
     """
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:                       # Python 3.10
+        import tomli as tomllib
 
     name = f"{what} {os.fspath(path)}"
     data = read_bytes(path, limit=CONFIG_BYTES, what=what)
@@ -122,10 +126,10 @@ def read_toml(path: str | os.PathLike, *, what: str = "--config") -> dict:
         line = data[:err.start].count(b"\n") + 1
         raise InputError(f"{name}: not UTF-8 (line {line}: {err.reason} at byte "
                          f"{err.start})") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        long = _LONG_NUMBER.search(line.split("#", 1)[0])
+    for number, row in enumerate(text.splitlines(), 1):
+        long = _LONG_NUMBER.search(row.split("#", 1)[0])
         if long is not None:
-            key = line.split("=", 1)[0].strip() if "=" in line else "?"
+            key = row.split("=", 1)[0].strip() if "=" in row else "?"
             raise InputError(f"{name}: line {number}, key {key!r}: a number of "
                              f"{len(long.group(0))} digits; at most {CONFIG_DIGITS} are read")
     depth = _bracket_depth(text)
@@ -133,7 +137,8 @@ def read_toml(path: str | os.PathLike, *, what: str = "--config") -> dict:
         raise InputError(f"{name}: nested {depth} levels deep; at most {CONFIG_DEPTH} are "
                          "read")
     try:
-        return tomllib.loads(text)
+        parsed: dict[str, Any] = tomllib.loads(text)
+        return parsed
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"{name}: not valid TOML: {err}") from None
     except (RecursionError, ValueError) as err:
@@ -195,7 +200,7 @@ def clean_text(text: str) -> tuple[str, list[str]]:
     user's data (a front end that cannot say them leaves them out)."""
     dropped: list[str] = []
 
-    def drop(m: re.Match) -> str:
+    def drop(m: re.Match[str]) -> str:
         dropped.append(m.group(0))
         return " " if m.group(0) in ("\x0b", "\x0c", "\r", "\x85") else ""
 
