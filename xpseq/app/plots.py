@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import warnings
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -110,12 +111,15 @@ def _pyplot():
 
 
 def _save(plt, fig, path: str | pathlib.Path, force: bool) -> pathlib.Path:
-    fig.tight_layout()
     # exactly at path, whatever its suffix; the Software text names its writer, so that
-    # the door knows a PNG of its own from a user's (xpseq.io.files.is_own_png)
+    # the door knows a PNG of its own from a user's (xpseq.io.files.is_own_png). A label
+    # in a script the font lacks is drawn as a box, without a warning per character.
     try:
-        return files.write(path, lambda f: fig.savefig(
-            f, dpi=120, format="png", metadata={"Software": files.PNG_SOFTWARE}),
-            kind="png", force=force)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            fig.tight_layout()
+            return files.write(path, lambda f: fig.savefig(
+                f, dpi=120, format="png", metadata={"Software": files.PNG_SOFTWARE}),
+                kind="png", force=force)
     finally:
         plt.close(fig)

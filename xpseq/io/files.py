@@ -318,11 +318,11 @@ def make_folder(path: StrPath) -> pathlib.Path:
 def remove(path: StrPath, *, kind: str) -> None:
     """Remove ``path`` if it is a file of ``kind`` that xpseq wrote (its recogniser says
     so) and not an input of the run; nothing if it does not exist. A file that is not
-    xpseq's is left (:class:`OutputRefused`)."""
+    xpseq's, or of a kind that cannot say who wrote it, is left (:class:`OutputRefused`)."""
     target = pathlib.Path(path)
     if not target.exists() and not target.is_symlink():
         return
-    check(target, kind=kind, force=KINDS[kind] is None)
+    check(target, kind=kind)
     target.unlink(missing_ok=True)
 
 

@@ -205,9 +205,10 @@ class Translator:
                          "sentences": len(test[bucket])}
                 for bucket, d in details["model"].items()}
 
-    def save(self, path: str | pathlib.Path) -> pathlib.Path:
+    def save(self, path: str | pathlib.Path, *, force: bool = False) -> pathlib.Path:
         """Write a checkpoint (:func:`xpseq.train.checkpoint.save`) that :func:`load`, and
-        ``xpseq translate`` / ``evaluate`` read."""
+        ``xpseq translate`` / ``evaluate`` read. An existing xpseq checkpoint at ``path`` is
+        replaced; any other file only with ``force`` (``xpseq.io.OutputRefused``)."""
         from xpseq.train import checkpoint
 
         return checkpoint.save(path, config=self.config,
@@ -216,7 +217,7 @@ class Translator:
                                vocabs={"src": self.src_vocab.to_list(),
                                        "tgt": self.tgt_vocab.to_list()},
                                train_state={"history": self.history},
-                               metadata=self.metadata or None)
+                               metadata=self.metadata or None, force=force)
 
 
 def _sentences(sentences: Any) -> Iterator[Any]:

@@ -128,7 +128,8 @@ def _translate_nonempty(decoder, sentences, options):
     from xpseq.tasks import translate
 
     keep = [i for i, s in enumerate(sentences) if s]
-    done = translate(decoder, [sentences[i] for i in keep], options)
+    # (bounded by the command already: translate's --max-tokens, heatmap's word limit)
+    done = translate(decoder, [sentences[i] for i in keep], options, max_tokens=None)
     out: list[dict | None] = [None] * len(sentences)
     for i, result in zip(keep, done):
         out[i] = result

@@ -6,6 +6,8 @@ import argparse
 import pathlib
 from typing import Any
 
+from xpseq.io import files
+
 from .. import options as opts
 from .. import outputs
 from .common import _backend
@@ -46,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     from xpseq.app.demo import run_demo
 
     outputs.check_demo_outputs(args.out, args.force)
+    if args.force:                      # checked above: the run may replace them
+        for name in outputs.DEMO_FILES:
+            files.declare_output(pathlib.Path(args.out) / name)
     backend = _backend(args.backend, args.compile)
     return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,
                     seed=args.seed, progress=not args.no_progress)

@@ -208,7 +208,7 @@ class _G2PNotes:
             self.control_lines += 1
             if self.control_lines <= G2P_NOTES_SHOWN:
                 found = ", ".join(dict.fromkeys(reading.shown(c) for c in dropped))
-                print(f"xpseq: note: {reading.shown(line)!s}: {len(dropped)} control "
+                print(f"xpseq: note: {reading.shown(line)}: {len(dropped)} control "
                       f"character(s) dropped ({found})", file=sys.stderr)
         return kept if text else " ".join(kept.split())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from xpseq.io import files
+from xpseq.io import files, reading
 
 from .. import options as opts
 from ..errors import CommandError
@@ -64,12 +64,13 @@ def run(args: argparse.Namespace) -> int:
     if result["attention"] is None:
         raise CommandError("this model has no attention (its decoder returns no weights)")
     source, output = attention_labels(tokens, result, src_vocab)
+    source = [reading.shown(label, 24) for label in source]    # text, never terminal codes
     print(" ".join(result["tokens"]))
     print(ascii_heatmap(result["attention"], source, output))
     if args.png is not None:
         try:
             path = save_heatmap(args.png, result["attention"], source, output,
-                                title=" ".join(tokens), force=args.force)
+                                title=reading.shown(" ".join(tokens)), force=args.force)
         except OSError as err:
             raise CommandError(f"cannot write {args.png}: {err.strerror or err}") from None
         print(f"wrote {path}")
