@@ -354,3 +354,39 @@ def test_the_door_refuses_an_empty_path_everywhere(tmp_path):
     loaded = checkpoint.load(FIXTURE)
     with pytest.raises(OutputRefused, match="save: path is empty"):
         checkpoint.save("", config=loaded.config, params=loaded.params)
+
+
+def test_row9_address_alternatives_look_a_bounded_way_ahead():
+    # Linear time by construction: an e-mail or web address is bounded as the standards
+    # bound it, so no alternative rescans the rest of a long run at every token.
+    from xpseq.g2p.text import _TOKEN, normalize
+
+    assert _TOKEN.match("a" * 64 + "@example.com").lastgroup == "email"
+    assert _TOKEN.match("a" * 65 + "@example.com").lastgroup != "email"
+    assert _TOKEN.match("www." + "b" * 63 + ".com").lastgroup == "web"
+    assert _TOKEN.match("www." + "b" * 64 + ".com").lastgroup != "web"
+    assert normalize("ann.lee@example.com") == ["ann", "dot", "lee", "at", "example", "dot",
+                                                "com"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("piece", ["1-", "www.", "a@b.", "1/"])
+def test_row9_the_tokenizer_takes_time_linear_in_the_text(piece):
+    # 8x the text takes about 8x the time (quadratic: 64x); the best of three each, the
+    # same process, so that the machine's load falls on both alike.
+    import time
+
+    from xpseq.g2p.text import normalize
+
+    def best(size: int) -> float:
+        text = piece * (size // len(piece))
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            normalize(text)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    best(2000)                                          # num2words imported, caches warm
+    ratio = best(64_000) / best(8_000)
+    assert ratio < 20, f"{piece!r}: 8x the text took {ratio:.1f}x the time"
