@@ -2,7 +2,7 @@
 1 MB, on ordinary text and on the runs that make a tokenizer quadratic.
 
 Run: ``python scripts/bench_tokenizer.py [--sizes 1e3,1e4,1e5,1e6] [--repeats 3]
-[--record benchmarks/results]`` (about 6 minutes on one core with the defaults).
+[--record benchmarks/tokenizer]`` (about 6 minutes on one core with the defaults).
 
 A linear tokenizer shows a flat column: the microseconds per byte at 1 MB about those at
 1 kB (the report gives their ratio; a quadratic one grows a thousandfold). Each figure is
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = "-".join((machine.get("cpu") or "cpu").lower().split()[:3])
         path = out / f"{stamp}-{cpu}-tokenizer.json"
         path.write_text(json.dumps({
-            "command": common.command_line("scripts/bench_tokenizer.py", argv),
+            "command": common.command_line("bench_tokenizer.py", argv),
             "machine": machine, "versions": versions, "sizes": sizes,
             "microseconds_per_byte": results, "table": table},
             indent=1, default=common.json_default) + "\n", encoding="utf-8")

@@ -70,3 +70,23 @@ def rewrite_metadata(path: pathlib.Path, change, *, redigest: bool = True) -> No
     raw = json.dumps(header).encode()
     raw += b" " * (-len(raw) % 8)
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+
+
+def dead_pid() -> int:
+    """The process id of a process that has ended (a child started and waited for): what
+    a killed writer's temporary names carry."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def other_file_system(near: pathlib.Path) -> pathlib.Path | None:
+    """A writable folder on another file system than ``near`` (``/dev/shm``, ``/run``), or
+    ``None`` where there is none."""
+    import os
+
+    for candidate in ("/dev/shm", "/run", os.environ.get("XDG_RUNTIME_DIR", "")):
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK) and \
+                os.stat(candidate).st_dev != os.stat(near).st_dev:
+            return pathlib.Path(candidate)
+    return None

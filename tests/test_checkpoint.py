@@ -8,12 +8,10 @@ import math
 import os
 import pathlib
 import struct
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from helpers import rewrite_metadata
+from helpers import dead_pid, rewrite_metadata
 
 from xpseq.core.optim import adam, sgd
 from xpseq.models.rnn import Seq2SeqConfig, init_params
@@ -291,11 +289,10 @@ def test_an_unreadable_file_is_reported_as_unreadable(tmp_path):
 
 def test_a_stale_temporary_file_is_removed_by_the_next_save(tmp_path):
     path, _, _ = saved(tmp_path)
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = tmp_path / f".{path.name}.xpseq-{dead.pid}-abcd1234.tmp"
+    dead = dead_pid()
+    stale = tmp_path / f".{path.name}.xpseq-{dead}-abcd1234.tmp"
     fresh = tmp_path / f".{path.name}.xpseq-{os.getppid()}-abcd1234.tmp"
-    other = tmp_path / f".other.safetensors.xpseq-{dead.pid}-abcd1234.tmp"
+    other = tmp_path / f".other.safetensors.xpseq-{dead}-abcd1234.tmp"
     users = tmp_path / f".{path.name}.abcd1234.tmp"
     for f in (stale, fresh, other, users):
         f.write_bytes(b"x" * 100)

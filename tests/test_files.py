@@ -10,10 +10,9 @@ import ast
 import errno
 import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
+from helpers import dead_pid, other_file_system
 
 from xpseq.io import OutputRefused, files
 
@@ -199,7 +198,7 @@ def test_a_symbolic_link_stays_and_its_file_is_written(tmp_path):
 
 
 def test_stale_temporaries_of_a_dead_process_are_cleaned(tmp_path):
-    dead = _dead_pid()
+    dead = dead_pid()
     stale = tmp_path / f".t.tsv.xpseq-{dead}-abcd1234.tmp"
     stale.write_bytes(b"half")
     alive = tmp_path / f".t.tsv.xpseq-{os.getppid()}-abcd1234.tmp"
@@ -208,12 +207,6 @@ def test_stale_temporaries_of_a_dead_process_are_cleaned(tmp_path):
     user.write_bytes(b"the user's")
     files.write(tmp_path / "t.tsv", b"x", kind="tsv")
     assert not stale.exists() and alive.exists() and user.exists()
-
-
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
 
 
 # ------------------------------------------------------------------ a set of files
@@ -262,7 +255,7 @@ def test_a_set_killed_half_way_is_rolled_back_by_the_next_write(tmp_path):
     files.write_set(out, {"a.tsv": b"old a", "b.tsv": b"old b"}, kind="tsv")
     # A writer killed after moving its first file in: its folder holds the new files and
     # the old one it replaced; a.tsv in place is already the new one.
-    work = out / f".xpseq-set-{_dead_pid()}-deadbeef"
+    work = out / f".xpseq-set-{dead_pid()}-deadbeef"
     work.mkdir()
     for name in ("a.tsv", "b.tsv"):
         (work / name).write_bytes(b"new " + name[:1].encode())
@@ -279,7 +272,7 @@ def test_a_set_killed_half_way_is_rolled_back_by_the_next_write(tmp_path):
 def test_a_finished_set_whose_writer_died_before_tidying_is_kept(tmp_path):
     out = tmp_path / "out"
     files.write_set(out, {"a.tsv": b"new"}, kind="tsv")
-    work = out / f".xpseq-set-{_dead_pid()}-deadbeef"
+    work = out / f".xpseq-set-{dead_pid()}-deadbeef"
     work.mkdir()
     os.link(out / "a.tsv", work / "a.tsv")
     (work / ".done").touch()
@@ -288,16 +281,8 @@ def test_a_finished_set_whose_writer_died_before_tidying_is_kept(tmp_path):
     assert (out / "a.tsv").read_bytes() == b"new"
 
 
-def _other_file_system(tmp_path: pathlib.Path) -> pathlib.Path | None:
-    for candidate in ("/dev/shm", "/run", os.environ.get("XDG_RUNTIME_DIR", "")):
-        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK) and \
-                os.stat(candidate).st_dev != os.stat(tmp_path).st_dev:
-            return pathlib.Path(candidate)
-    return None
-
-
 def test_a_set_is_written_through_a_link_to_another_file_system(tmp_path):
-    other = _other_file_system(tmp_path)
+    other = other_file_system(tmp_path)
     if other is None:
         pytest.skip("no writable folder on a second file system here (/dev/shm, /run)")
     import tempfile

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import ROOT, show
+from helpers import ROOT, dead_pid, other_file_system, show
 
 from xpseq.io import InputError, OutputRefused, files
 
@@ -270,18 +270,14 @@ def test_row11_row12_an_export_through_a_link_to_another_file_system_and_after_a
     from xpseq.export import FILES, onnx
 
     pytest.importorskip("ndonnx")
-    other = next((pathlib.Path(p) for p in ("/dev/shm", "/run") if os.path.isdir(p)
-                  and os.access(p, os.W_OK) and os.stat(p).st_dev != os.stat(tmp_path).st_dev),
-                 None)
+    other = other_file_system(tmp_path)
     import tempfile
 
     with tempfile.TemporaryDirectory(dir=other or tmp_path) as elsewhere:
         target = pathlib.Path(elsewhere)
         # A killed export's leftovers: its set folder (a dead process's) and the one graph
         # it had moved in; the next export rolls them back and writes all three.
-        dead = subprocess.Popen([sys.executable, "-c", "pass"])
-        dead.wait()
-        work = target / f".xpseq-set-{dead.pid}-0123abcd"
+        work = target / f".xpseq-set-{dead_pid()}-0123abcd"
         work.mkdir()
         (work / "encoder.onnx").write_bytes(b"half an export")
         os.link(work / "encoder.onnx", target / "encoder.onnx")
@@ -390,3 +386,21 @@ def test_row9_the_tokenizer_takes_time_linear_in_the_text(piece):
     best(2000)                                          # num2words imported, caches warm
     ratio = best(64_000) / best(8_000)
     assert ratio < 20, f"{piece!r}: 8x the text took {ratio:.1f}x the time"
+
+
+def test_demo_force_replaces_what_it_checked_and_nothing_else(tmp_path):
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "loss_curves.png").write_text("mine\n")
+    (out / "notes.txt").write_text("also mine\n")
+    err = one_error(xpseq("demo", "--quick", "--backend", "numpy", "--out", str(out),
+                          "--no-progress"))
+    assert "loss_curves.png exists and was not written by xpseq" in err
+    done = xpseq("demo", "--quick", "--backend", "numpy", "--out", str(out), "--no-progress",
+                 "--force")
+    assert done.returncode == 0, show(done)
+    assert files.is_own_png(out / "loss_curves.png")
+    assert (out / "notes.txt").read_text() == "also mine\n"
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["notes.txt", "attention.safetensors", "seq2seq.safetensors",
+         "transformer.safetensors", "attention_heatmap.png", "loss_curves.png"])
