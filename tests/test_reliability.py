@@ -404,3 +404,13 @@ def test_demo_force_replaces_what_it_checked_and_nothing_else(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["notes.txt", "attention.safetensors", "seq2seq.safetensors",
          "transformer.safetensors", "attention_heatmap.png", "loss_curves.png"])
+
+
+def test_standard_input_chunks_are_bounded_in_bytes_not_only_lines():
+    from xpseq.app.stdin import CHUNK_BYTES, split_lines
+
+    line = b"x" * (CHUNK_BYTES // 2 + 1) + b"\n"         # two lines are over the bound
+    data = [line * 3 + b"short\n" * 5]
+    chunks = list(split_lines(lambda: data.pop() if data else b"", lambda: True, 64))
+    assert [len(c) for c in chunks] == [1, 1, 6]          # a line alone, then the rest
+    assert sum(len(w.encode()) for c in chunks for w in c) == 3 * (len(line) - 1) + 25

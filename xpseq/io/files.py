@@ -251,7 +251,8 @@ def check(path: StrPath, *, kind: str, inputs: Iterable[StrPath] = (),
     recognise = KINDS[kind]
     if not force and key not in declared and not (recognise is not None and recognise(target)):
         raise OutputRefused(f"{name} exists and was not written by xpseq as {_article(kind)}; "
-                            "choose another name, or pass --force to replace it")
+                            "choose another name, or pass --force (force=True in Python) to "
+                            "replace it")
     return target
 
 
