@@ -246,6 +246,7 @@ def export(model) -> pathlib.Path:
     return onnx(model, model.parent / "export")
 
 
+@pytest.mark.slow                   # an ONNX export traced, or the demo trained
 def test_row19_a_folder_is_decoded_as_an_export_without_backend(model, export):
     done = xpseq("translate", str(export), "the cat")
     assert done.returncode == 0 and "torch" not in done.stderr, show(done)
@@ -253,6 +254,7 @@ def test_row19_a_folder_is_decoded_as_an_export_without_backend(model, export):
     assert done.stdout == checkpoint.stdout
 
 
+@pytest.mark.slow                   # an ONNX export traced, or the demo trained
 def test_row21_a_model_json_without_its_digest_is_called_edited(export, tmp_path):
     from xpseq.export.runtime import OnnxModel
 
@@ -265,6 +267,7 @@ def test_row21_a_model_json_without_its_digest_is_called_edited(export, tmp_path
         OnnxModel(copy)
 
 
+@pytest.mark.slow                   # an ONNX export traced, or the demo trained
 def test_row11_row12_an_export_through_a_link_to_another_file_system_and_after_a_kill(
         model, tmp_path):
     from xpseq.export import FILES, onnx
@@ -388,6 +391,7 @@ def test_row9_the_tokenizer_takes_time_linear_in_the_text(piece):
     assert ratio < 20, f"{piece!r}: 8x the text took {ratio:.1f}x the time"
 
 
+@pytest.mark.slow                   # an ONNX export traced, or the demo trained
 def test_demo_force_replaces_what_it_checked_and_nothing_else(tmp_path):
     out = tmp_path / "demo"
     out.mkdir()
