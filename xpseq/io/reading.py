@@ -57,13 +57,7 @@ def read_bytes(path: StrPath, *, limit: int, what: str) -> bytes:
         ``path`` is a folder or a special file (a FIFO, ``/dev/zero``), cannot be read, or
         is larger than ``limit`` bytes. ``what`` names it (``"--config run.toml"``).
     """
-    name = f"{what} {os.fspath(path)}"
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{name}: no such file") from None
-    except OSError as err:
-        raise InputError(f"{name}: {err.strerror}") from None
+    name, info = _stat(path, what)
     if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{name} is a folder, not a file")
     if stat.S_ISREG(info.st_mode) and info.st_size > limit:
@@ -82,19 +76,25 @@ def read_bytes(path: StrPath, *, limit: int, what: str) -> bytes:
 def check_size(path: StrPath, *, limit: int, what: str) -> int:
     """The size of the regular file ``path`` in bytes, refused (:class:`InputError`)
     above ``limit`` before anything of it is read (an ONNX graph, a checkpoint)."""
-    name = f"{what} {os.fspath(path)}"
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{name}: no such file") from None
-    except OSError as err:
-        raise InputError(f"{name}: {err.strerror}") from None
+    name, info = _stat(path, what)
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"{name} is {files.file_kind(info.st_mode)}, not a file")
     if info.st_size > limit:
         raise InputError(f"{name} is {info.st_size:,} bytes; at most {limit:,} are read")
     files.note_input(path)
     return info.st_size
+
+
+def _stat(path: StrPath, what: str) -> tuple[str, os.stat_result]:
+    """How messages name ``path`` (``what`` and the path) and its ``os.stat``; a missing
+    file a FileNotFoundError, another failure an :class:`InputError`."""
+    name = f"{what} {os.fspath(path)}"
+    try:
+        return name, os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{name}: no such file") from None
+    except OSError as err:
+        raise InputError(f"{name}: {err.strerror}") from None
 
 
 _LONG_NUMBER = re.compile(rf"[0-9_]{{{CONFIG_DIGITS + 1},}}")
@@ -189,9 +189,9 @@ def argument(value: str, what: str) -> str:
 #: Characters that act on a terminal or on how text is shown rather than being text:
 #: C0 controls (but tab and newline), DEL, C1 controls, the bidirectional overrides and
 #: isolates, and an ESC with the sequence it starts.
+_NOT_TEXT = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
 _CONTROL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)?"
-                      r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f"
-                      r"\u061c]", re.DOTALL)
+                      rf"|[{_NOT_TEXT}]", re.DOTALL)
 
 
 def clean_text(text: str) -> tuple[str, list[str]]:
@@ -213,8 +213,7 @@ def escaped(text: str) -> str:
     return _CONTROL_CHAR.sub(lambda m: shown(m.group(0)), text)
 
 
-_CONTROL_CHAR = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
-                           r"\u200e\u200f\u061c\udc80-\udcff]")
+_CONTROL_CHAR = re.compile(rf"[{_NOT_TEXT}\udc80-\udcff]")
 
 
 def shown(text: str, limit: int = 60) -> str:
