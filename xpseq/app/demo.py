@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from xpseq.backends import Backend
+from xpseq.io.progress import still
 from xpseq.tasks.experiment import TOY_MODEL_DEFAULTS, TRAINING_DEFAULTS
 
 # The demo's two sizes. "model" (with the batches' "bucket") and "transformer" are the model
@@ -111,7 +112,11 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
     _title("by source length: phrases 0-3 as in training, 4 longer than any training sentence")
     order = {name: CheckpointDecoder(*models[name], task.src_vocab, task.tgt_vocab, backend)
              for name in ("seq2seq", "attention", "transformer")}
-    headers, rows, details = bucket_table(order, task, shapes=SEARCH_SHAPES)
+    compiled = " (each search compiled on its first use)" if backend.capabilities.compile \
+        == "program" else ""
+    with still(f"decoding the {sum(map(len, task.test.values()))} test sentences "
+               f"with each model{compiled}", enabled=progress):
+        headers, rows, details = bucket_table(order, task, shapes=SEARCH_SHAPES)
     print(format_table(headers, rows))
     print(f"BLEU: sacrebleu, signature {details['attention'][0]['signature']}")
     print("\nAt 4 phrases (longer than anything seen in training):")
@@ -130,7 +135,10 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
     _title(f"greedy vs beam search, attention model, {len(subset)} test sentences (all buckets)")
     params, config = models["attention"]
     rows = []
-    for r in timed_search_comparison(params, config, subset, task, backend):
+    with still(f"decoding {len(subset)} sentences by greedy and beam search, each "
+               f"twice{compiled}", enabled=progress):
+        compared = timed_search_comparison(params, config, subset, task, backend)
+    for r in compared:
         rows.append([r["search"], r["bleu"], f"{100 * r['exact']:.1f}%",
                      f"{r['seconds']:.2f} s"])
     print(format_table(["search", "BLEU", "exact", "time"], rows))

@@ -5,8 +5,8 @@ what it reads (bounded, named in one-line errors, text kept as data).
 This folder imports nothing else of xpseq: every other folder may use it.
 """
 
-from . import files, reading
+from . import files, progress, reading
 from .files import OutputRefused
 from .reading import InputError
 
-__all__ = ["files", "reading", "OutputRefused", "InputError"]
+__all__ = ["files", "progress", "reading", "OutputRefused", "InputError"]

@@ -18,10 +18,11 @@ notes whether ``monitor`` improved, and hands the record to the callbacks (see
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from xpseq.backends import Backend
 from xpseq.core import checks
 from xpseq.core.optim import Optimizer, adam
 from xpseq.core.precision import Policy
+from xpseq.io import progress
 from xpseq.models import check_batch
 
 from .callbacks import Callback
@@ -260,6 +262,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     eval_loss = make_eval_loss(config, backend, train.precision)
     state = loop.state
     compiles_before = epoch_compiles = train_step.graphs     # None: nothing compiles
+    seen: set[tuple[int, ...]] = set()                        # batch shapes stepped once
     while state["epoch"] < train.epochs:
         epoch_start = time.perf_counter()
         order = np.random.default_rng([train.seed, state["epoch"]]).permutation(
@@ -270,23 +273,34 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
                    disable=None if train.progress and place.main else True,
                    desc=f"epoch {state['epoch'] + 1}/{train.epochs} [{backend.name}]",
                    leave=False)
-        while state["batch"] < len(order) and loop.stop is None:
-            batch = train_batches[order[state["batch"]]]
-            loop.params, loop.opt_state, value = train_step(
-                loop.params, loop.opt_state, place.batch(batch), train.seed)
-            value = _record_step(loop, batch, float(backend.to_numpy(value)))
-            bar.update(1)
-            bar.set_postfix(loss=f"{value:.4f}")
-            if train.max_steps is not None and state["step"] >= train.max_steps:
-                loop.stop = "max_steps"
-                break
-            for cb in callbacks:
-                cb.on_step_end(loop)
-            loop.stop = place.agree(loop.stop)
+        speaks = train.progress and place.main
+        status = _Status(f"epoch {state['epoch'] + 1}/{train.epochs} [{backend.name}]",
+                         len(order), state, shown=not bar.disable)
+        with progress.still(status, enabled=speaks, write=tqdm.write):
+            while state["batch"] < len(order) and loop.stop is None:
+                batch = train_batches[order[state["batch"]]]
+                with _first_use(train_step.graphs is not None and speaks, seen, batch,
+                                "the training step", status, tqdm.write):
+                    loop.params, loop.opt_state, value = train_step(
+                        loop.params, loop.opt_state, place.batch(batch), train.seed)
+                    value = _record_step(loop, batch, float(backend.to_numpy(value)))
+                bar.update(1)
+                bar.set_postfix(loss=f"{value:.4f}")
+                if train.max_steps is not None and state["step"] >= train.max_steps:
+                    loop.stop = "max_steps"
+                    break
+                for cb in callbacks:
+                    cb.on_step_end(loop)
+                loop.stop = place.agree(loop.stop)
         bar.close()
         if loop.stop == "max_steps":
             break
-        dev = place.evaluate(eval_loss, loop.params, dev_batches) if dev_batches else None
+        with progress.still(f"computing the dev loss after epoch {state['epoch'] + 1}"
+                            + (" (compiled for each batch shape on first use)"
+                               if train_step.graphs is not None else ""),
+                            enabled=speaks and bool(dev_batches), write=tqdm.write):
+            dev = (place.evaluate(eval_loss, loop.params, dev_batches) if dev_batches
+                   else None)
         if dev is not None and not math.isfinite(dev):
             raise FloatingPointError(f"fit: the dev loss became {dev} after epoch "
                                      f"{state['epoch'] + 1} (the training diverged)")
@@ -320,6 +334,40 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
                      history=list(state["history"]), stopped=loop.stopped,
                      traces=_since(train_step.graphs, compiles_before),
                      train_state=dict(state), best_epoch=state.get("best_epoch"))
+
+
+class _Status:
+    """What an epoch is doing, for :func:`xpseq.io.progress.still`: nothing while a bar
+    shows it (or a first use speaks for itself), else the batches done so far."""
+
+    def __init__(self, label: str, total: int, state: dict[str, Any], *, shown: bool):
+        self.label, self.total, self.state, self.shown = label, total, state, shown
+        self.quiet = False
+
+    def __call__(self) -> str | None:
+        if self.shown or self.quiet:
+            return None
+        return f"{self.label}: {self.state['batch']}/{self.total} batches"
+
+
+@contextlib.contextmanager
+def _first_use(compiles: bool, seen: set[tuple[int, ...]], batch: Batch, what: str,
+               status: _Status, write: Callable[[str], None]) -> Iterator[None]:
+    """Around a step: on a backend that compiles, the first step of a batch shape says,
+    while it runs long, that it is compiling (once per shape; JAX's cache keeps it)."""
+    shape = tuple(batch["src"].shape) + tuple(batch["tgt_in"].shape[1:])
+    if not compiles or shape in seen:
+        yield
+        return
+    status.quiet = True
+    text = (f"compiling {what} for batch shape {shape[0]} x {shape[1]} -> {shape[2]} "
+            "(once per shape)")
+    try:
+        with progress.still(text, write=write):
+            yield
+        seen.add(shape)
+    finally:
+        status.quiet = False
 
 
 def _start(config: Any, params: Mapping[str, np.ndarray], backend: Backend,
