@@ -177,7 +177,7 @@ def teacher_split(args: argparse.Namespace, backend, split, out: pathlib.Path):
         teacher = g2p_models.G2P([out / f for f in files], backend=backend)
         words = list(split.train)
         start = time.perf_counter()
-        answers = teacher.pronounce(words)
+        answers = teacher.pronounce(words, lookup=False)
         print(f"   teacher {' + '.join(files)}: {len(words)} training words in "
               f"{time.perf_counter() - start:.0f} s", flush=True)
         path.write_text("".join(f"{w}\t{' '.join(a)}\n" for w, a in zip(words, answers)),

@@ -552,13 +552,13 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
     words, refs = ["".join(w) for w in words[:30]], refs[:30]
     be = backends.get("numpy")
     average = shipped_g2p.G2P(out / "rnn.avg.safetensors")
-    expected = g2p_scores(average.pronounce(words), refs)
+    expected = g2p_scores(average.pronounce(words, lookup=False), refs)
     got = rows[("rnn, average of epochs 1-2", "greedy")]
     assert (got["per"], got["wer"]) == pytest.approx((expected.per, expected.wer), abs=1e-12)
     members = [out / f for o in results["options"][:2] for f in o["files"]]
     pair = shipped_g2p.G2P(members, backend=be)
     assert isinstance(pair.config, Ensemble)
-    expected = g2p_scores(pair.pronounce(words), refs)
+    expected = g2p_scores(pair.pronounce(words, lookup=False), refs)
     assert (ensembles[0]["per"], ensembles[0]["wer"]) == pytest.approx(
         (expected.per, expected.wer), abs=1e-12)
 
@@ -568,7 +568,7 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
     assert manifest["storage"] in ("float16", "float32")
     assert results["choice"]["dev_wer"] == min(o["dev_wer"] for o in results["options"])
     stored = shipped_g2p.G2P([ship_to / f for f in manifest["files"]])
-    expected = g2p_scores(stored.pronounce(words), refs)
+    expected = g2p_scores(stored.pronounce(words, lookup=False), refs)
     assert manifest["scores"]["greedy"]["wer"] == pytest.approx(expected.wer, abs=1e-12)
 
     text = (out / "results.md").read_text(encoding="utf-8")
@@ -618,10 +618,10 @@ def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys, monkey
     words, refs = stressed.references("test")
     words = ["".join(w) for w in words[:20]]
     model = shipped_g2p.G2P(out / "rnn-seed1.safetensors")
-    predicted = model.pronounce(words)
+    predicted = model.pronounce(words, lookup=False)
     assert model.stress and "AH0" in model.tgt_vocab
     assert row["wer"] == pytest.approx(g2p_scores(predicted, refs[:20]).wer, abs=1e-12)
-    stripped = g2p_scores(model.pronounce(words, stress=False),
+    stripped = g2p_scores(model.pronounce(words, stress=False, lookup=False),
                           plain.references("test")[1][:20])
     assert (row["per_no_stress"], row["wer_no_stress"]) == pytest.approx(
         (stripped.per, stripped.wer), abs=1e-12)
@@ -631,10 +631,10 @@ def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys, monkey
     assert manifest["dev_wer_no_stress"] > 1.3 and (ship_to / "plain.safetensors").is_file()
     monkeypatch.setattr(shipped_g2p.converter, "MODEL_DIR", ship_to)   # where G2P reads it
     both = shipped_g2p.G2P()
-    assert both.pronounce(words) == shipped_g2p.G2P(
-        [ship_to / f for f in manifest["files"]]).pronounce(words)
-    assert both.pronounce(words, stress=False) == shipped_g2p.G2P(
-        ship_to / "plain.safetensors").pronounce(words)
+    assert both.pronounce(words, lookup=False) == shipped_g2p.G2P(
+        [ship_to / f for f in manifest["files"]]).pronounce(words, lookup=False)
+    assert both.pronounce(words, stress=False, lookup=False) == shipped_g2p.G2P(
+        ship_to / "plain.safetensors").pronounce(words, lookup=False)
     assert both.phonemize("hello xyzzy", stress=False, lookup=False) == shipped_g2p.G2P(
         ship_to / "plain.safetensors").phonemize("hello xyzzy", lookup=False)
     assert "test WER % (stress removed)" in (out / "results.md").read_text(encoding="utf-8")
@@ -670,7 +670,7 @@ def test_recipe_script_members_side_by_side_with_stress(tmp_path, capsys, monkey
     train_words = list(stressed.train)[:150]
     assert [line.split("\t")[0] for line in lines] == train_words
     assert [line.split("\t")[1].split() for line in lines[:5]] == teacher.pronounce(
-        train_words[:5])
+        train_words[:5], lookup=False)
     assert script.main(["--runs", "rnn:1,rnn:2,rnn:3:distilled", "--ship-single",
                         "--phase", "evaluate", *common]) == 0
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))

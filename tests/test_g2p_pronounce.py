@@ -23,6 +23,7 @@ from helpers import assert_ok, show
 from xpseq import backends, g2p
 from xpseq.core.precision import Policy
 from xpseq.data import Vocab
+from xpseq.data.cmudict import read_cmudict
 from xpseq.search import CheckpointDecoder, Ensemble, SearchOptions
 from xpseq.tasks import g2p_recipe as recipe
 from xpseq.train import checkpoint
@@ -71,16 +72,16 @@ def xpseq(*args, stdin: str = "") -> subprocess.CompletedProcess:
 
 
 def test_pronounce_batched_equals_one_word_at_a_time(models):
-    got = g2p.pronounce(WORDS, model=str(models[0]))
+    got = g2p.pronounce(WORDS, model=str(models[0]), lookup=False)
     assert got == by_hand(models[0], WORDS)
     assert all(isinstance(p, list) and all(isinstance(x, str) for x in p) for p in got)
     # Reversed input, reversed output: the order is the input's.
-    assert g2p.pronounce(WORDS[::-1], model=str(models[0])) == got[::-1]
+    assert g2p.pronounce(WORDS[::-1], model=str(models[0]), lookup=False) == got[::-1]
 
 
 def test_pronounce_every_backend_gives_numpys_answer(models, backend):
-    reference = g2p.pronounce(WORDS, model=str(models[0]))
-    assert g2p.pronounce(WORDS, model=str(models[0]), backend=backend.name) == reference
+    reference = g2p.pronounce(WORDS, model=str(models[0]), lookup=False)
+    assert g2p.pronounce(WORDS, model=str(models[0]), backend=backend.name, lookup=False) == reference
 
 
 def test_unknown_characters_warn_and_the_rest_is_answered(models):
@@ -89,21 +90,21 @@ def test_unknown_characters_warn_and_the_rest_is_answered(models):
     assert model.unknown_characters("Zoë!") == ["!"]
     assert model.unknown_characters("Zoë!€") == ["!", "€"]
     with pytest.warns(g2p.UnknownCharacterWarning, match=r"'Zoë!€'.*'!', '€'"):
-        [got] = model.pronounce(["Zoë!€"])
-    assert got == model.pronounce(["zoe"])[0]
-    assert model.pronounce(["café", "CAFE"]) == model.pronounce(["cafe"]) * 2
+        [got] = model.pronounce(["Zoë!€"], lookup=False)
+    assert got == model.pronounce(["zoe"], lookup=False)[0]
+    assert model.pronounce(["café", "CAFE"], lookup=False) == model.pronounce(["cafe"], lookup=False) * 2
     with pytest.warns(g2p.UnknownCharacterWarning):
-        assert model.pronounce(["", "   ", "!!"]) == [[], [], []]
+        assert model.pronounce(["", "   ", "!!"], lookup=False) == [[], [], []]
 
 
 def test_n_best_and_beam(models):
     model = g2p.load(str(models[0]))
     options = SearchOptions(method="beam", k=3, n_best=2, length_penalty="avg",
                             attention=False)
-    got = model.pronounce(WORDS, beam=3, n_best=2)
+    got = model.pronounce(WORDS, beam=3, n_best=2, lookup=False)
     assert all(len(hyps) == 2 and hyps[0] != hyps[1] for hyps in got)
     assert [h[0] for h in got] == by_hand(models[0], WORDS, options)
-    assert model.pronounce(WORDS, beam=3) == [h[0] for h in got]
+    assert model.pronounce(WORDS, beam=3, lookup=False) == [h[0] for h in got]
 
 
 def test_lookup_answers_dictionary_words_from_the_dictionary(models, split):
@@ -116,7 +117,7 @@ def test_lookup_answers_dictionary_words_from_the_dictionary(models, split):
     assert got[0] == [list(p) for p in lexicon["cat"][:2]]
     assert got[1] == [list(p) for p in lexicon["knight"][:2]]
     assert "xqzzyv" not in lexicon
-    assert got[2] == model.pronounce(["xqzzyv"], beam=2, n_best=2)[0]
+    assert got[2] == model.pronounce(["xqzzyv"], beam=2, n_best=2, lookup=False)[0]
 
 
 def test_an_ensemble_of_checkpoints(models):
@@ -124,30 +125,30 @@ def test_an_ensemble_of_checkpoints(models):
     pair = g2p.G2P([str(p) for p in models])
     assert isinstance(pair.config, Ensemble) and len(pair.config.configs) == 2
     twice = g2p.G2P([str(models[1])] * 2)
-    assert twice.pronounce(WORDS) == g2p.pronounce(WORDS, model=str(models[1]))
-    assert len(pair.pronounce(WORDS)) == len(WORDS)
+    assert twice.pronounce(WORDS, lookup=False) == g2p.pronounce(WORDS, model=str(models[1]), lookup=False)
+    assert len(pair.pronounce(WORDS, lookup=False)) == len(WORDS)
 
 
 def test_pronounce_errors(models, tmp_path):
     model = g2p.load(str(models[0]))
     with pytest.raises(TypeError, match="a sequence of str"):
-        model.pronounce("cat")
+        model.pronounce("cat", lookup=False)
     with pytest.raises(ValueError, match="n_best \\(3\\) must be at most beam \\(2\\)"):
-        model.pronounce(["cat"], beam=2, n_best=3)
+        model.pronounce(["cat"], beam=2, n_best=3, lookup=False)
     with pytest.raises(ValueError, match="beam must be a positive int"):
-        model.pronounce(["cat"], beam=0)
+        model.pronounce(["cat"], beam=0, lookup=False)
     with pytest.raises(FileNotFoundError):
         g2p.G2P(str(tmp_path / "missing.safetensors"))
 
 
 def test_cli_g2p_arguments_stdin_and_order(models):
     words = ["Cat", "knight", "", "Zoø", "queue"]
-    done = xpseq("g2p", "--model", models[0], *words[:2])
+    done = xpseq("g2p", "--model-only", "--model", models[0], *words[:2])
     assert_ok(done)
     expected = by_hand(models[0], ["cat", "knight"])
     assert done.stdout.splitlines() == [f"Cat\t{' '.join(expected[0])}",
                                         f"knight\t{' '.join(expected[1])}"], show(done)
-    done = xpseq("g2p", "--model", models[0], stdin="\n".join(words) + "\n")
+    done = xpseq("g2p", "--model-only", "--model", models[0], stdin="\n".join(words) + "\n")
     assert_ok(done)
     lines = done.stdout.splitlines()
     assert len(lines) == 5 and lines[2] == "", show(done)
@@ -162,14 +163,14 @@ def test_cli_g2p_lookup_n_best_and_ensemble(models):
     done = xpseq("g2p", "--model", models[0], "--lookup", "cat", "xqzzyv")
     assert_ok(done)
     assert done.stdout.splitlines()[0] == "cat\tK AE T", show(done)
-    done = xpseq("g2p", "--model", models[0], "--model", models[1], "--beam", 3, "--n-best",
+    done = xpseq("g2p", "--model-only", "--model", models[0], "--model", models[1], "--beam", 3, "--n-best",
                  2, "cat")
     assert_ok(done)
     lines = done.stdout.splitlines()
     assert len(lines) == 2 and all(line.startswith("cat\t") for line in lines), show(done)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        expected = g2p.G2P([str(p) for p in models]).pronounce(["cat"], beam=3, n_best=2)[0]
+        expected = g2p.G2P([str(p) for p in models]).pronounce(["cat"], beam=3, n_best=2, lookup=False)[0]
     assert [line.split("\t")[1] for line in lines] == [" ".join(p) for p in expected]
     done = xpseq("g2p", "--beam", 2, "--n-best", 3, "cat")
     assert done.returncode == 2 and "--n-best (3) cannot exceed --beam (2)" in done.stderr
@@ -187,7 +188,7 @@ def test_cli_evaluate_an_ensemble_of_checkpoints(models):
     cells = [c.strip() for c in greedy[0].strip("|").split("|")]
     words, refs = load_g2p().references("test")
     pair = g2p.G2P([str(p) for p in models])
-    expected = g2p_scores(pair.pronounce(["".join(w) for w in words[:20]]), refs[:20])
+    expected = g2p_scores(pair.pronounce(["".join(w) for w in words[:20]], lookup=False), refs[:20])
     assert cells[1:4] == [f"{expected.per:.2f}", f"{expected.wer:.2f}", "20"], show(done)
     done = xpseq("evaluate", "--shipped", models[0])
     assert done.returncode == 1 and "give no CHECKPOINT with it" in done.stderr, show(done)
@@ -219,7 +220,7 @@ def test_shipped_model_scores_what_the_readme_claims():
     for stress, claims in ((True, greedy), (False, plain)):
         words, references = load_g2p(stress=stress).references("test")
         words, references = ["".join(w) for w in words[:300]], references[:300]
-        scores = g2p_scores(model.pronounce(words, stress=stress), references)
+        scores = g2p_scores(model.pronounce(words, stress=stress, lookup=False), references)
         assert abs(scores.wer - claims["wer"]) <= 4.0, (stress, scores.wer, claims)
         assert abs(scores.per - claims["per"]) <= 1.5, (stress, scores.per, claims)
         assert not np.isnan(scores.per)
@@ -227,34 +228,54 @@ def test_shipped_model_scores_what_the_readme_claims():
 
 
 def test_the_shipped_model_gives_stress_digits_and_no_stress_removes_them(models):
-    [stressed], [plain] = g2p.pronounce(["hello"]), g2p.pronounce(["hello"], stress=False)
+    [stressed], [plain] = g2p.pronounce(["hello"], lookup=False), g2p.pronounce(["hello"], stress=False, lookup=False)
     assert any(p[-1] in "012" for p in stressed) and all(p[-1] not in "012" for p in plain)
-    done = xpseq("g2p", "--backend", "numpy", "hello")
+    done = xpseq("g2p", "--model-only", "--backend", "numpy", "hello")
     assert_ok(done)
     assert done.stdout == f"hello\t{' '.join(stressed)}\n"
-    done = xpseq("g2p", "--backend", "numpy", "--no-stress", "hello", "xylophone")
+    done = xpseq("g2p", "--model-only", "--backend", "numpy", "--no-stress", "hello", "xylophone")
     assert_ok(done)
     assert done.stdout.splitlines() == [
         f"{w}\t{' '.join(p)}" for w, p in zip(["hello", "xylophone"], g2p.pronounce(
-            ["hello", "xylophone"], stress=False))]
+            ["hello", "xylophone"], stress=False, lookup=False))]
     assert "--no-stress" in xpseq("g2p", "--help").stdout
     # A checkpoint trained without stress has no digits to give: stress=True says so.
     plain_model = g2p.load(str(models[0]))
-    assert plain_model.pronounce(["hello"]) == plain_model.pronounce(["hello"], stress=False)
+    assert plain_model.pronounce(["hello"], lookup=False) == plain_model.pronounce(["hello"], stress=False, lookup=False)
     with pytest.raises(ValueError, match=r"pronounce: stress=True, but the model \(m0"
                        r"\.safetensors\) was trained with stress removed"):
-        plain_model.pronounce(["hello"], stress=True)
+        plain_model.pronounce(["hello"], stress=True, lookup=False)
     done = xpseq("g2p", "--model", models[0], "--text", "hi")
     assert_ok(done)
     assert all(p[-1] not in "012" for p in done.stdout.split())
 
 
 def test_the_command_uses_the_shipped_model_by_default():
-    done = xpseq("g2p", "Hello", "", "xylophone")
+    done = xpseq("g2p", "--model-only", "Hello", "", "xylophone")
     assert_ok(done)
-    expected = g2p.pronounce(["Hello", "xylophone"])
+    expected = g2p.pronounce(["Hello", "xylophone"], lookup=False)
     assert done.stdout.splitlines() == [f"Hello\t{' '.join(expected[0])}", "",
                                         f"xylophone\t{' '.join(expected[1])}"], show(done)
+
+
+def test_word_mode_and_text_mode_agree_dictionary_first():
+    """A word has one answer whichever way it is asked: the dictionary's first entry for
+    its words (the model's own answer for "hello" differs: HH EH1 L OW0), the model for
+    the others; --model-only (lookup=False) asks the model for every word."""
+    words = ["hello", "xylophone", "World", "zorblatt"]
+    cmu = read_cmudict(stress=True)
+    done = xpseq("g2p", *words)
+    assert_ok(done)
+    said = [line.split("\t")[1] for line in done.stdout.splitlines()]
+    assert said[:3] == [" ".join(cmu[w.lower()][0]) for w in words[:3]], show(done)
+    assert said[3] == " ".join(g2p.pronounce(["zorblatt"], lookup=False)[0])
+    text = xpseq("g2p", "--text", " ".join(words))
+    assert_ok(text)
+    assert text.stdout.strip() == " | ".join(said), show(text)
+    assert [" ".join(p) for p in g2p.pronounce(words)] == said
+    model = xpseq("g2p", "--model-only", "hello")
+    assert model.stdout == f"hello\t{' '.join(g2p.pronounce(['hello'], lookup=False)[0])}\n"
+    assert model.stdout != done.stdout.splitlines()[0] + "\n"
 
 
 @pytest.mark.skipif("torch" not in backends.available(), reason="needs torch")
@@ -266,10 +287,10 @@ def test_bfloat16_decoding_is_asked_for_and_stays_close_to_float32():
     from xpseq.data.cmudict import load_g2p
 
     words = ["".join(w) for w in load_g2p(stress=True).references("test")[0][:300]]
-    full = g2p.load(backend="torch").pronounce(words)
+    full = g2p.load(backend="torch").pronounce(words, lookup=False)
     half = g2p.load(backend="torch", precision="bf16")
     assert half.precision == Policy("bf16") and not g2p.load(backend="torch").precision.reduced
-    low = half.pronounce(words)
+    low = half.pronounce(words, lookup=False)
     assert 0 < len(low) == len(full) and all(low)
     assert sum(a != b for a, b in zip(full, low)) <= 15
     with pytest.raises(ValueError, match=r"G2P: precision='bf16' needs .*numpy has none"):
@@ -278,6 +299,6 @@ def test_bfloat16_decoding_is_asked_for_and_stays_close_to_float32():
         g2p.G2P(backend="torch", precision="fp8")
     done = xpseq("g2p", "--backend", "numpy", "--precision", "bf16", "hello")
     assert done.returncode == 1 and "numpy has none" in done.stderr, show(done)
-    done = xpseq("g2p", "--backend", "torch", "--precision", "bf16", *words[:5])
+    done = xpseq("g2p", "--model-only", "--backend", "torch", "--precision", "bf16", *words[:5])
     assert_ok(done)
     assert done.stdout.splitlines() == [f"{w}\t{' '.join(p)}" for w, p in zip(words[:5], low)]

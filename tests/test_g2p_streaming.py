@@ -32,15 +32,17 @@ ENV = dict(os.environ, PYTHONIOENCODING="utf-8", XPSEQ_DEBUG="",
 
 
 def start(*args: str, stdin=subprocess.PIPE) -> subprocess.Popen:
-    """``python -m xpseq g2p --backend numpy ARGS`` of this checkout, with pipes."""
+    """``python -m xpseq g2p --backend numpy --model-only ARGS`` of this checkout, with
+    pipes."""
     return subprocess.Popen([sys.executable, "-m", "xpseq", "g2p", "--backend", "numpy",
-                             *args], stdin=stdin, stdout=subprocess.PIPE,
+                             "--model-only", *args], stdin=stdin, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
 
 
 def run(*args: str, stdin: bytes | None = b"") -> subprocess.CompletedProcess:
-    """``xpseq g2p --backend numpy ARGS`` to its end; ``stdin=None``: stdin closed."""
-    argv = [sys.executable, "-m", "xpseq", "g2p", "--backend", "numpy", *args]
+    """``xpseq g2p --backend numpy --model-only ARGS`` to its end; ``stdin=None``: stdin
+    closed."""
+    argv = [sys.executable, "-m", "xpseq", "g2p", "--backend", "numpy", "--model-only", *args]
     if stdin is None:                           # the shell's <&-: no descriptor 0 at all
         argv = ["sh", "-c", 'exec "$0" "$@" <&-', *argv]
     return subprocess.run(argv, input=stdin or b"", capture_output=True, timeout=120,
@@ -289,14 +291,14 @@ def test_pronounce_answers_a_word_beyond_the_limit_with_a_warning_and_no_phones(
     assert longest == 28 and 2 * longest <= g2p.MAX_WORD_LENGTH
     with pytest.warns(g2p.LongWordWarning, match=r"'bbbbbbbbbbbbbbbbbbbb'\.\.\. has 65 "
                       r"characters, more than 64") as caught:
-        answers = g2p.pronounce(["cat", " b" + "b" * 64 + " "], backend="numpy")
+        answers = g2p.pronounce(["cat", " b" + "b" * 64 + " "], backend="numpy", lookup=False)
     assert answers == [["HH", "AH"], []]                  # answered with no phones
     assert [(w.message.word, w.message.length) for w in caught] == [("b" * 65, 65)]
-    assert g2p.pronounce(["cat", " " * 100 + "b" * 64], backend="numpy") == [["HH", "AH"]] * 2
+    assert g2p.pronounce(["cat", " " * 100 + "b" * 64], backend="numpy", lookup=False) == [["HH", "AH"]] * 2
     with pytest.warns(g2p.LongWordWarning):
-        answers = g2p.pronounce(["b" * 65], n_best=2, beam=2, backend="numpy")
+        answers = g2p.pronounce(["b" * 65], n_best=2, beam=2, backend="numpy", lookup=False)
     assert answers == [[[]]]
-    answers = g2p.pronounce_iter(["cat"] * 3 + ["b" * 65, "cat"], chunk=3, backend="numpy")
+    answers = g2p.pronounce_iter(["cat"] * 3 + ["b" * 65, "cat"], chunk=3, backend="numpy", lookup=False)
     assert [next(answers) for _ in range(3)] == [["HH", "AH"]] * 3   # the first chunk
     with pytest.warns(g2p.LongWordWarning, match="has 65 characters"):
         assert list(answers) == [[], ["HH", "AH"]]
@@ -316,7 +318,7 @@ def test_pronounce_iter_streams_a_generator_with_bounded_memory(stubbed):
             drawn += 1
             yield WORDS[i % 4]
 
-    answers = stubbed.pronounce_iter(words())
+    answers = stubbed.pronounce_iter(words(), lookup=False)
     assert drawn == 0                                   # nothing read before it is asked
     tracemalloc.start()
     try:
@@ -331,11 +333,11 @@ def test_pronounce_iter_streams_a_generator_with_bounded_memory(stubbed):
 
 def test_pronounce_takes_any_iterable_and_names_a_bad_item():
     words = ["cat", "Dijkstra", ""]
-    expected = g2p.pronounce(words, backend="numpy")
-    assert g2p.pronounce((w for w in words), backend="numpy") == expected
-    assert g2p.pronounce(tuple(words), backend="numpy") == expected
-    assert list(g2p.pronounce_iter(iter(words), chunk=2, backend="numpy")) == expected
-    assert g2p.pronounce([], backend="numpy") == [] and expected[2] == []
+    expected = g2p.pronounce(words, backend="numpy", lookup=False)
+    assert g2p.pronounce((w for w in words), backend="numpy", lookup=False) == expected
+    assert g2p.pronounce(tuple(words), backend="numpy", lookup=False) == expected
+    assert list(g2p.pronounce_iter(iter(words), chunk=2, backend="numpy", lookup=False)) == expected
+    assert g2p.pronounce([], backend="numpy", lookup=False) == [] and expected[2] == []
     for call in (g2p.pronounce, g2p.pronounce_iter):
         name = call.__name__
         with pytest.raises(TypeError, match=rf"{name}: words must be an iterable of str "
@@ -347,19 +349,19 @@ def test_pronounce_takes_any_iterable_and_names_a_bad_item():
                                             "str"):
             call("cat", backend="numpy")
     with pytest.raises(TypeError, match=r"pronounce: words\[0\] must be a str, got int"):
-        g2p.pronounce([1], backend="numpy")
+        g2p.pronounce([1], backend="numpy", lookup=False)
     with pytest.raises(TypeError, match=r"pronounce: words\[2\] must be a str, got NoneType"):
-        g2p.pronounce((w for w in ["cat", "dog", None]), backend="numpy")
+        g2p.pronounce((w for w in ["cat", "dog", None]), backend="numpy", lookup=False)
     with pytest.raises(ValueError, match="pronounce_iter: chunk must be a positive int"):
-        g2p.pronounce_iter(["cat"], chunk=0, backend="numpy")
+        g2p.pronounce_iter(["cat"], chunk=0, backend="numpy", lookup=False)
 
 
 def test_unknown_character_warnings_carry_the_word_and_characters():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", g2p.UnknownCharacterWarning)
-        g2p.pronounce([" Zoø! "], backend="numpy")
-        g2p.load(backend="numpy").pronounce(["Zoø"])
-        list(g2p.pronounce_iter(["Zoø"], backend="numpy"))
+        g2p.pronounce([" Zoø! "], backend="numpy", lookup=False)
+        g2p.load(backend="numpy").pronounce(["Zoø"], lookup=False)
+        list(g2p.pronounce_iter(["Zoø"], backend="numpy", lookup=False))
     assert len(caught) == 3
     assert caught[0].message.word == "Zoø!" and caught[0].message.characters == ["!", "ø"]
     assert [w.filename for w in caught] == [__file__] * 3   # each points at its caller

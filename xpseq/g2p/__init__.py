@@ -81,8 +81,36 @@ _LOADED: dict[tuple[Any, ...], G2P] = {}
 def load(paths: str | Sequence[str] | None = None, *,
          backend: str | backends.Backend | None = None,
          precision: Policy | str | None = None) -> G2P:
-    """A :class:`G2P`, loaded once per ``(paths, backend, precision)`` and kept (a torch
-    backend with ``compile=True`` apart from the eager one)."""
+    """A :class:`G2P`, loaded once per ``(paths, backend, precision)`` and kept for later
+    calls (what :func:`pronounce` and :func:`phonemize` use).
+
+    Parameters
+    ----------
+    paths : str or sequence of str, optional
+        Checkpoint(s) of ``xpseq train --task g2p``, or an export's folder; ``None``: the
+        shipped model.
+    backend : str or Backend, optional
+        The engine (default: :func:`xpseq.backends.default` for decoding); a torch
+        backend with ``compile=True`` is kept apart from the eager one.
+    precision : None, "bf16" or Policy
+        As for :class:`G2P`.
+
+    Returns
+    -------
+    G2P
+        The same object for the same arguments.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        As for :class:`G2P`.
+
+    Examples
+    --------
+    >>> from xpseq import g2p
+    >>> g2p.load(backend="numpy") is g2p.load(backend="numpy")
+    True
+    """
     key = (None if paths is None else tuple(map(str, [paths] if isinstance(
         paths, (str, pathlib.Path)) else paths)),
         _backend_key(backend), Policy.of(precision, "G2P: precision"))
@@ -101,50 +129,154 @@ def _backend_key(backend: Any) -> Any:
     return backend
 
 
-def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: bool = False,
-              stress: bool | None = None, backend: str | backends.Backend | None = None,
+def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: bool = True,
+              stress: bool | None = None, ipa: bool = False,
+              backend: str | backends.Backend | None = None,
               model: str | Sequence[str] | None = None) -> list[Any]:
-    """The phones of each word (see :meth:`G2P.pronounce`), with the shipped model or
-    the checkpoint(s) ``model``, on ``backend`` (default: :func:`xpseq.backends.default`
-    for decoding).
+    """The phones of each word: from the CMU dictionary if it has the word, else from
+    the shipped model (or the checkpoint(s) ``model``).
+
+    Parameters
+    ----------
+    words : iterable of str
+        The words (a list, a generator ...; not one str). Read lower-cased, accents
+        removed; a word of more than :data:`MAX_WORD_LENGTH` characters is answered with
+        no phones and a :class:`LongWordWarning`.
+    beam : int
+        Beam size of the model's search, at most :data:`xpseq.search.MAX_BEAM` (1:
+        greedy).
+    n_best : int
+        Pronunciations per word (``<= beam``).
+    lookup : bool
+        Dictionary words from the dictionary (the default, as :func:`phonemize` does);
+        ``False``: every word from the model.
+    stress : bool or None
+        Keep the vowels' stress digits (``AH0``, ``OW1``); ``False`` removes them (and
+        answers from the model trained without them); ``None``: the model's own.
+    ipa : bool
+        Each pronunciation as one IPA string (``"həˈloʊ"``; :mod:`xpseq.g2p.ipa` has the
+        table) instead of ARPAbet phones.
+    backend : str or Backend, optional
+        The engine to decode on (default: :func:`xpseq.backends.default` for decoding).
+    model : str or sequence of str, optional
+        Checkpoint(s) of ``xpseq train --task g2p`` instead of the shipped model (several:
+        an ensemble).
+
+    Returns
+    -------
+    list
+        One phone list per word (``list[list[str]]``); with ``n_best > 1`` a list of
+        phone lists per word, best first; with ``ipa=True`` a str for each phone list.
+
+    Raises
+    ------
+    TypeError
+        ``words`` is one str or holds something that is not a str (named by its index).
+    ValueError
+        A bad ``beam`` or ``n_best``, or ``stress=True`` with a model trained without
+        stress.
 
     Examples
     --------
     >>> from xpseq import g2p
     >>> g2p.pronounce(["hello", "xylophone"])
-    [['HH', 'EH1', 'L', 'OW0'], ['Z', 'AY1', 'L', 'AH0', 'F', 'OW2', 'N']]
+    [['HH', 'AH0', 'L', 'OW1'], ['Z', 'AY1', 'L', 'AH0', 'F', 'OW2', 'N']]
     >>> g2p.pronounce(["hello"], stress=False)         # the stress digits removed
-    [['HH', 'EH', 'L', 'OW']]
+    [['HH', 'AH', 'L', 'OW']]
+    >>> g2p.pronounce(["hello", "Dijkstra"], ipa=True)
+    ['həˈloʊ', 'ˈdɪdʒkstɹə']
     >>> g2p.pronounce(["read"], beam=5, n_best=2)      # two pronunciations, best first
     [[['R', 'EH1', 'D'], ['R', 'IY1', 'D']]]
+    >>> g2p.pronounce(["hello"], lookup=False)         # the model's own answer
+    [['HH', 'EH1', 'L', 'OW0']]
     """
-    return load(model, backend=backend)._pronounce(words, beam, n_best, lookup, stress)
+    return load(model, backend=backend)._pronounce(words, beam, n_best, lookup, stress, ipa)
 
 
 def phonemize(text: str, *, lookup: bool = True, stress: bool | None = None, beam: int = 1,
-              backend: str | backends.Backend | None = None,
+              ipa: bool = False, backend: str | backends.Backend | None = None,
               model: str | Sequence[str] | None = None) -> list[str]:
-    """The phones of running ``text`` (see :meth:`G2P.phonemize`), with the shipped model
-    or the checkpoint(s) ``model``, on ``backend`` (default:
-    :func:`xpseq.backends.default` for decoding).
+    """The phones of running ``text``: numbers, dates, times, currency and abbreviations
+    spelled out (:mod:`xpseq.g2p.text`), dictionary words from the dictionary (a homograph
+    chosen by its context, :mod:`xpseq.g2p.homographs`), the others from the model.
+
+    Parameters
+    ----------
+    text : str
+        Running text, any length.
+    lookup : bool
+        Dictionary words from the dictionary (default); ``False``: every word from the
+        model.
+    stress : bool or None
+        As for :func:`pronounce`.
+    beam : int
+        Beam size of the model's search (1: greedy).
+    ipa : bool
+        Each word as one IPA string instead of its ARPAbet phones.
+    backend, model :
+        As for :func:`pronounce`.
+
+    Returns
+    -------
+    list of str
+        Phones (or with ``ipa=True`` a string per word), ``" "`` between two words and
+        around a punctuation mark, which is a token of its own (``","``, ``"?"``).
+
+    Raises
+    ------
+    TypeError
+        ``text`` is not a str.
+    ValueError
+        A bad ``beam``.
 
     Examples
     --------
     >>> from xpseq import g2p
     >>> " ".join(g2p.phonemize("I paid $5."))
     'AY1   P EY1 D   F AY1 V   D AA1 L ER0 Z   .'
+    >>> "".join(g2p.phonemize("Open at 9 a.m.", ipa=True))
+    'ˈoʊpən ˈæt ˈnaɪn ˌeɪˈɛm .'
     """
     return load(model, backend=backend).phonemize(text, lookup=lookup, stress=stress,
-                                                  beam=beam)
+                                                  beam=beam, ipa=ipa)
 
 
 def pronounce_iter(words: Iterable[str], *, beam: int = 1, n_best: int = 1,
-                   lookup: bool = False, stress: bool | None = None, chunk: int = CHUNK,
+                   lookup: bool = True, stress: bool | None = None, ipa: bool = False,
+                   chunk: int = CHUNK,
                    backend: str | backends.Backend | None = None,
                    model: str | Sequence[str] | None = None) -> Iterator[Any]:
-    """The phones of each word, yielded one by one, ``chunk`` words decoded at a time
-    (see :meth:`G2P.pronounce_iter`), with the shipped model or the checkpoint(s)
-    ``model``, on ``backend`` (default: :func:`xpseq.backends.default` for decoding)."""
+    """The phones of each word, yielded one by one, ``chunk`` words decoded at a time, so
+    that any number of words (the lines of a large file) is answered with bounded memory.
+
+    Parameters
+    ----------
+    words : iterable of str
+        Read lazily, at most ``chunk`` words ahead of the answers.
+    beam, n_best, lookup, stress, ipa, backend, model :
+        As for :func:`pronounce`.
+    chunk : int
+        Words decoded together (default :data:`CHUNK`).
+
+    Yields
+    ------
+    list or str
+        Per word, what :func:`pronounce` has in its list.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As for :func:`pronounce`: the options when called, an item that is not a str when
+        its chunk is read.
+
+    Examples
+    --------
+    >>> from xpseq import g2p
+    >>> for phones in g2p.pronounce_iter(iter(["hello", "world"])):
+    ...     print(" ".join(phones))
+    HH AH0 L OW1
+    W ER1 L D
+    """
     return load(model, backend=backend).pronounce_iter(words, beam=beam, n_best=n_best,
                                                        lookup=lookup, stress=stress,
-                                                       chunk=chunk)
+                                                       ipa=ipa, chunk=chunk)

@@ -61,10 +61,27 @@ class LongWordWarning(UserWarning):
 
 
 def shipped() -> dict[str, Any]:
-    """The shipped model's manifest: ``files`` (its checkpoints, an ensemble when several),
-    ``stress``, and the ``scores`` measured on the test split with the command that
-    measured them; ``no_stress``, when present, is the stress-free model that ships beside
-    a stressed one and answers ``stress=False`` (its files and scores)."""
+    """The shipped model's manifest.
+
+    Returns
+    -------
+    dict
+        ``files`` (its checkpoints, an ensemble when several), ``stress``, and the
+        ``scores`` measured on the test split with the command that measured them;
+        ``no_stress``, when present, is the stress-free model that ships beside a
+        stressed one and answers ``stress=False`` (its files and scores).
+
+    Raises
+    ------
+    FileNotFoundError
+        The manifest is missing (a broken installation).
+
+    Examples
+    --------
+    >>> from xpseq import g2p
+    >>> g2p.shipped()["stress"]
+    True
+    """
     path = MODEL_DIR / "shipped.json"
     if not path.is_file():
         raise FileNotFoundError(f"no shipped G2P model: {path} is missing (a broken "
@@ -91,6 +108,23 @@ class G2P:
         PyTorch only). Faster where the processor multiplies bfloat16 natively, slower
         where it does not; the answers may differ from float32's (the G2P guide gives the
         shipped model's scores both ways).
+
+    Raises
+    ------
+    FileNotFoundError
+        A checkpoint or export that does not exist.
+    ValueError
+        No checkpoint named, a model that is not a G2P model (trained for another task),
+        an ensemble whose members differ, or a ``precision`` the backend cannot give.
+
+    Examples
+    --------
+    >>> from xpseq import g2p
+    >>> model = g2p.G2P(backend="numpy")               # the shipped model
+    >>> model.pronounce(["hello"], ipa=True)
+    ['həˈloʊ']
+    >>> model.unknown_characters("naïve∑")
+    ['∑']
     """
 
     def __init__(self, model: str | pathlib.Path | Sequence[str | pathlib.Path] | Decoder
@@ -166,7 +200,33 @@ class G2P:
         return backend is not None and backend.capabilities.compile == "program"
 
     def unknown_characters(self, word: str) -> list[str]:
-        """The characters of ``word`` (as the model reads it) that the model never saw."""
+        """The characters of ``word`` (as the model reads it: lower-cased, accents
+        removed) that the model never saw, which :meth:`pronounce` leaves out.
+
+        Parameters
+        ----------
+        word : str
+            A word.
+
+        Returns
+        -------
+        list of str
+            The unknown characters, sorted, each once.
+
+        Raises
+        ------
+        TypeError
+            ``word`` is not a str.
+
+        Examples
+        --------
+        >>> from xpseq import g2p
+        >>> g2p.load(backend="numpy").unknown_characters("Zoë!")
+        ['!']
+        """
+        if not isinstance(word, str):
+            raise TypeError(f"unknown_characters: word must be a str, got "
+                            f"{type(word).__name__}")
         from xpseq.data.cmudict import word_tokens
 
         from .text import fold
@@ -174,8 +234,32 @@ class G2P:
         return sorted({c for c in word_tokens(fold(word)) if c not in self.src_vocab})
 
     def lexicon(self, stress: bool | None = None) -> dict[str, Any]:
-        """The CMU dictionary, read once: word -> pronunciations (with stress digits as the
-        model's when ``stress`` is None)."""
+        """The CMU dictionary, read once: word -> pronunciations.
+
+        Parameters
+        ----------
+        stress : bool or None
+            With the stress digits (``AH0``) or without; ``None``: as the model's.
+
+        Returns
+        -------
+        dict
+            Lower-case word -> its pronunciations in the dictionary's order, each a tuple
+            of phones.
+
+        Raises
+        ------
+        ValueError
+            ``stress=True`` with a model trained without stress.
+        FileNotFoundError
+            The dictionary's data file is missing (a broken installation).
+
+        Examples
+        --------
+        >>> from xpseq import g2p
+        >>> g2p.load(backend="numpy").lexicon()["read"]
+        [('R', 'EH1', 'D'), ('R', 'IY1', 'D')]
+        """
         return self._read_lexicon(self._stress(stress, "lexicon"))
 
     def _read_lexicon(self, stress: bool) -> dict[str, Any]:
@@ -214,7 +298,8 @@ class G2P:
         return stress
 
     def pronounce(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
-                  lookup: bool = False, stress: bool | None = None) -> list[Any]:
+                  lookup: bool = True, stress: bool | None = None,
+                  ipa: bool = False) -> list[Any]:
         """The phones of each word, in the order of ``words``.
 
         Parameters
@@ -230,13 +315,18 @@ class G2P:
             Pronunciations per word (``<= beam``).
         lookup : bool
             Answer the words of the CMU dictionary from it (its pronunciations, in the
-            dictionary's order) and the others from the model.
+            dictionary's order; the default, as :meth:`phonemize` does) and the others
+            from the model; ``False``: every word from the model.
         stress : bool or None
             Give the vowels' stress digits (``AH0``, ``OW1``: 0 none, 1 primary, 2
             secondary), as the CMU dictionary writes them; ``False`` removes them
             (``AH``, ``OW``; n-best entries that become the same are given once);
             ``None`` (the default) as the model predicts: with stress for the shipped
             model. ``True`` with a model trained with stress removed is a ``ValueError``.
+        ipa : bool
+            Answer each pronunciation as one IPA string (``"həˈloʊ"``,
+            :func:`xpseq.g2p.ipa.to_ipa`) instead of ARPAbet phones; ``stress=False``
+            leaves the stress marks out.
 
         Returns
         -------
@@ -244,7 +334,8 @@ class G2P:
             With ``n_best == 1`` a list of phone lists (``list[list[str]]``), one per
             word; otherwise a list of ``n_best`` phone lists per word
             (``list[list[list[str]]]``, best first; from the dictionary, as many as it
-            has, at most ``n_best``; an empty or over-long word: one empty list).
+            has, at most ``n_best``; an empty or over-long word: one empty list). With
+            ``ipa=True`` a string stands for each phone list.
 
         Raises
         ------
@@ -258,26 +349,37 @@ class G2P:
         -----
         All the words are read and checked before any is decoded; :meth:`pronounce_iter`
         answers an iterable of any length chunk by chunk instead.
+
+        Examples
+        --------
+        >>> from xpseq import g2p
+        >>> model = g2p.load(backend="numpy")
+        >>> model.pronounce(["hello", "zorblatt"])          # the dictionary, the model
+        [['HH', 'AH0', 'L', 'OW1'], ['Z', 'AO1', 'R', 'B', 'L', 'AH0', 'T']]
+        >>> model.pronounce(["hello"], lookup=False, ipa=True)
+        ['ˈhɛloʊ']
         """
-        return self._pronounce(words, beam, n_best, lookup, stress)
+        return self._pronounce(words, beam, n_best, lookup, stress, ipa)
 
     def _pronounce(self, words: Any, beam: Any, n_best: Any, lookup: bool,
-                   stress: Any = None) -> list[Any]:
+                   stress: Any = None, ipa: bool = False) -> list[Any]:
         """:meth:`pronounce`, called by it or by :func:`pronounce`: a warning points at
         the caller of either."""
         from xpseq.search import options_for
 
         options = options_for(beam, n_best, caller="pronounce")
         _flag(lookup, "lookup", "pronounce")
+        stress, marks = _ipa_stress(stress, ipa, "pronounce")
         stress = self._stress(stress, "pronounce")
         listed = [_checked(i, word, "pronounce")
                   for i, word in enumerate(_iterable(words, "pronounce"))]
-        return self._for(stress)._answer(listed, options, n_best, lookup, stress,
-                                         stacklevel=4)
+        answers = self._for(stress)._answer(listed, options, n_best, lookup, stress,
+                                            stacklevel=4)
+        return [_in_ipa(a, n_best, marks) for a in answers] if ipa else answers
 
     def pronounce_iter(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
-                       lookup: bool = False, stress: bool | None = None,
-                       chunk: int = CHUNK) -> Iterator[Any]:
+                       lookup: bool = True, stress: bool | None = None,
+                       chunk: int = CHUNK, ipa: bool = False) -> Iterator[Any]:
         """The phones of each word, one answer at a time, in the order of ``words``.
 
         What :meth:`pronounce` returns as a list, yielded one word at a time:
@@ -291,7 +393,7 @@ class G2P:
         words : iterable of str
             As for :meth:`pronounce` (a generator is read lazily: at most ``chunk``
             words ahead of the answers).
-        beam, n_best, lookup, stress : as for :meth:`pronounce`
+        beam, n_best, lookup, stress, ipa : as for :meth:`pronounce`
         chunk : int
             Words decoded together (default :data:`CHUNK`, 512): more is faster per
             word, up to a few hundred, and holds more words at once.
@@ -309,11 +411,19 @@ class G2P:
             when this method is called. An item that is not a str: when its chunk is read
             (the answers of the chunks before it have been yielded by then), naming its
             index.
+
+        Examples
+        --------
+        >>> from xpseq import g2p
+        >>> answers = g2p.load(backend="numpy").pronounce_iter(iter(["cat", "dog"]), ipa=True)
+        >>> next(answers), next(answers)
+        ('ˈkæt', 'ˈdɔɡ')
         """
         from xpseq.search import options_for
 
         options = options_for(beam, n_best, caller="pronounce_iter")
         _flag(lookup, "lookup", "pronounce_iter")
+        stress, marks = _ipa_stress(stress, ipa, "pronounce_iter")
         stress = self._stress(stress, "pronounce_iter")
         if not checks.is_int(chunk) or chunk < 1:
             raise ValueError(f"pronounce_iter: chunk must be a positive int, got {chunk!r}")
@@ -321,10 +431,11 @@ class G2P:
         model = self._for(stress)
         if lookup:
             model.lexicon(stress)           # its errors now, not at the first answer
-        return model._answers(items, options, n_best, lookup, stress, chunk)
+        answers = model._answers(items, options, n_best, lookup, stress, chunk)
+        return (_in_ipa(a, n_best, marks) for a in answers) if ipa else answers
 
     def phonemize(self, text: str, *, lookup: bool = True, stress: bool | None = None,
-                  beam: int = 1) -> list[str]:
+                  beam: int = 1, ipa: bool = False) -> list[str]:
         """The phones of running ``text``, in order, as g2p_en gives them.
 
         The text is read as :func:`xpseq.g2p.text.normalize` says (numbers, currency,
@@ -347,12 +458,16 @@ class G2P:
             As for :meth:`pronounce`.
         beam : int
             Beam size of the model's search (1: greedy).
+        ipa : bool
+            Each word as one IPA string instead of its ARPAbet phones (as for
+            :meth:`pronounce`).
 
         Returns
         -------
         list of str
-            Phones; ``" "`` between two words, and around a punctuation mark, which is
-            itself a token (``","``, ``"?"``, ``"..."``). A word none of whose characters
+            Phones (with ``ipa=True``, a string per word); ``" "`` between two words, and
+            around a punctuation mark, which is itself a token (``","``, ``"?"``,
+            ``"..."``). A word none of whose characters
             the model knows (another script) is left out, with an
             :class:`UnknownCharacterWarning`, and so is a word of more than
             :data:`MAX_WORD_LENGTH` characters, with a :class:`LongWordWarning`.
@@ -365,31 +480,67 @@ class G2P:
             A bad ``beam``.
         ModuleNotFoundError
             num2words (for numbers) or the dictionary's package (for ``lookup``) is not
-            installed: ``pip install "xpseq[g2p]"``.
+            installed (both are xpseq's own dependencies).
+
+        Examples
+        --------
+        >>> from xpseq import g2p
+        >>> " ".join(g2p.load(backend="numpy").phonemize("Dr. Smith, 9 a.m.", stress=False))
+        'D AA K T ER   S M IH TH   ,   N AY N   EY EH M   .'
         """
-        [phones] = self._phonemize([text], lookup, stress, beam, "phonemize")
+        [phones] = self._phonemize([text], lookup, stress, beam, ipa, "phonemize")
         return phones
 
     def phonemize_lines(self, lines: Iterable[str], *, lookup: bool = True,
-                        stress: bool | None = None, beam: int = 1) -> list[list[str]]:
-        """:meth:`phonemize` of each of ``lines`` (texts), their words decoded together:
-        one list of tokens per line."""
+                        stress: bool | None = None, beam: int = 1,
+                        ipa: bool = False) -> list[list[str]]:
+        """:meth:`phonemize` of each of ``lines`` (texts), their words decoded together.
+
+        Parameters
+        ----------
+        lines : iterable of str
+            The texts.
+        lookup, stress, beam, ipa : as for :meth:`phonemize`
+
+        Returns
+        -------
+        list of list of str
+            One list of tokens per line, as :meth:`phonemize` gives it.
+
+        Raises
+        ------
+        TypeError
+            ``lines`` is one str or holds something that is not a str.
+        ValueError
+            A bad ``beam``.
+
+        Examples
+        --------
+        >>> from xpseq import g2p
+        >>> g2p.load(backend="numpy").phonemize_lines(["Hi.", "Bye!"], stress=False)
+        [['HH', 'AY', ' ', '.'], ['B', 'AY', ' ', '!']]
+        """
         return self._phonemize(_iterable(lines, "phonemize_lines"), lookup, stress, beam,
-                               "phonemize_lines")
+                               ipa, "phonemize_lines")
 
     def _phonemize(self, texts: Iterable[Any], lookup: bool, stress: Any, beam: Any,
-                   caller: str) -> list[list[str]]:
+                   ipa: Any, caller: str) -> list[list[str]]:
         from xpseq.search import options_for
 
+        from .ipa import text_to_ipa
         from .reading import read_texts
 
         options = options_for(beam, 1, caller=caller)
         _flag(lookup, "lookup", caller)
+        stress, marks = _ipa_stress(stress, ipa, caller)
         stress = self._stress(stress, caller)
-        if self._for(stress) is not self:
-            return self._for(stress)._phonemize(texts, lookup, stress, beam, caller)
-        return read_texts(self, texts, lookup=lookup, stress=stress, options=options,
-                          caller=caller)
+        model = self._for(stress)
+        if model is not self:
+            lines = model._phonemize(texts, lookup, stress, beam, False, caller)
+        else:
+            lines = read_texts(self, texts, lookup=lookup, stress=stress, options=options,
+                               caller=caller)
+        return [text_to_ipa(tokens, stress=marks) for tokens in lines] if ipa else lines
 
     def _answers(self, items: Iterator[Any], options: Any, n_best: int, lookup: bool,
                  stress: bool, chunk: int) -> Iterator[Any]:
@@ -504,6 +655,24 @@ def _checked(index: int, word: Any, caller: str) -> str:
         raise TypeError(f"{caller}: words[{index}] must be a str, got "
                         f"{type(word).__name__}")
     return word
+
+
+def _ipa_stress(stress: Any, ipa: Any, caller: str) -> tuple[Any, bool]:
+    """(the stress to decode with, whether IPA stress marks are written): IPA takes the
+    stress digits for its vowels (ə is AH0) even where ``stress=False`` leaves the marks
+    out."""
+    _flag(ipa, "ipa", caller)
+    if not ipa:
+        return stress, False
+    return (None if stress is False else stress), stress is not False
+
+
+def _in_ipa(answer: list[Any], n_best: int, marks: bool) -> Any:
+    """One word's answer (a phone list, or ``n_best`` of them) in IPA strings."""
+    from .ipa import to_ipa
+
+    return (to_ipa(answer, stress=marks) if n_best == 1 else
+            [to_ipa(a, stress=marks) for a in answer])
 
 
 def _flag(value: Any, name: str, caller: str) -> None:

@@ -382,8 +382,6 @@ def normalize(text: str) -> list[str]:
             tokens += number_words(value)
         elif kind == "short":
             tokens += _short(value[:-1].lower(), before, after)
-            if at + 1 == len(matches):                # the text ends here: a full stop
-                tokens.append(".")
         elif kind == "roman" and value.isupper() and _roman(value) and before[:1].isupper() \
                 and before.isalpha():
             number = _roman(value)
@@ -403,4 +401,18 @@ def normalize(text: str) -> list[str]:
                 tokens.append(shown)
         else:
             tokens.append(value.casefold())
+        time = m.group("hour") or m.group("clock")
+        if m.group(0).endswith(".") and (kind in ("short", "abbreviation") or time) and (
+                at + 1 == len(matches) or (time and _new_sentence(after))):
+            tokens.append(".")        # its full stop ends the sentence too: a pause kept
     return tokens
+
+
+def _new_sentence(word: str) -> bool:
+    """Whether ``word``, after "a.m." or "p.m.", starts a sentence: capitalised, and not a
+    day or a month ("at 9 a.m. Monday")."""
+    return word[:1].isupper() and word.lower() not in _CALENDAR
+
+
+_CALENDAR = frozenset(MONTHS) | {"monday", "tuesday", "wednesday", "thursday", "friday",
+                                 "saturday", "sunday"}

@@ -38,8 +38,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        "answers printed before it stay). No "
                        "training, no network: the model ships with xpseq (CMU dictionary, "
                        "stress digits kept: AH0 L OW1; --no-stress removes them); --model "
-                       "uses checkpoints of xpseq train --task g2p instead. --text reads "
-                       "running text instead of words.")
+                       "uses checkpoints of xpseq train --task g2p instead. Words of the CMU "
+                       "dictionary are answered from it, the others from the model "
+                       "(--model-only: all from the model). --text reads running text "
+                       "instead of words.")
     p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
     opts.backend_option(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND + "; onnxruntime: "
                         "--model DIR is an ONNX export (xpseq export --shipped --onnx DIR "
@@ -54,7 +56,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "(repeat for an ensemble)")
     p.add_argument("--lookup", action="store_true",
                    help="answer words of the CMU dictionary from it, the others from the "
-                   "model")
+                   "model (the default; --model-only turns it off)")
+    p.add_argument("--ipa", action="store_true",
+                   help="print IPA (həˈloʊ) instead of ARPAbet phones (HH AH0 L OW1): "
+                   "one string a word, stress marks ˈ ˌ at the start of the syllable "
+                   "(none with --no-stress); the table is in the G2P guide")
     p.add_argument("--beam", type=opts.beam_size, default=1, metavar="K",
                    help=f"beam size, at most {MAX_BEAM}; 1 is greedy search (default: 1)")
     p.add_argument("--n-best", type=opts.beam_size, default=1, metavar="N",
@@ -69,20 +75,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "prints a line of phones per text, | between words and around "
                    "punctuation, which is kept (HH AH0 L OW1 | , | W ER1 L D)")
     p.add_argument("--model-only", action="store_true",
-                   help="with --text: every word from the model, none from the dictionary")
+                   help="every word from the model, none from the dictionary")
     p.set_defaults(func=run, check=check, parser=p, more="words")
     return p
 
 
 def check(args: argparse.Namespace) -> None:
     """What the options of ``g2p`` mean together."""
-    if args.text and (args.n_best > 1 or args.lookup):
-        args.parser.error("--text gives one pronunciation per word, dictionary words "
-                          "from the dictionary (--model-only turns that off); --n-best "
-                          "and --lookup are options of words, not of --text")
-    if args.model_only and not args.text:
-        args.parser.error("--model-only is an option of --text (words alone come from "
-                          "the model unless --lookup)")
+    if args.text and args.n_best > 1:
+        args.parser.error("--text gives one pronunciation per word: --n-best is an option "
+                          "of words, not of --text")
+    if args.model_only and args.lookup:
+        args.parser.error("--lookup (dictionary words from the dictionary, the default) "
+                          "and --model-only (every word from the model) exclude each other")
     opts.check_search(args)
     opts.check_compile(args)
 
@@ -99,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
     from xpseq import g2p
     from xpseq.export.decoders import EXPORT_ENGINE
 
+    if not args.words and sys.stdin is not None and sys.stdin.isatty():
+        print(f"xpseq g2p: reading {'texts' if args.text else 'words'} from the terminal, "
+              f"one a line (Ctrl-D ends; xpseq g2p {'--text ' if args.text else ''}"
+              f"{'TEXT' if args.text else 'WORD'}... answers arguments)", file=sys.stderr)
     if args.text:                   # each argument a text; stdin a text a line
         chunks = stdin.chunks(64) if not args.words else iter([list(args.words)])
     else:
@@ -119,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
     try:                # (--no-stress is stress=False; without it, the model's own)
-        if args.lookup or (args.text and not args.model_only):    # a one-line error
+        if not args.model_only:                                   # a one-line error
             model.lexicon(args.stress)
     except (ModuleNotFoundError, FileNotFoundError) as err:
-        raise CommandError(f"{'--text' if args.text else '--lookup'}: {err}") from None
+        raise CommandError(f"the CMU dictionary (--model-only does without): {err}") from None
     notes = _G2PNotes()
     try:
         for words in chunks:
@@ -160,12 +169,14 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
         if args.text:
             try:
                 texts = model.phonemize_lines(words, lookup=not args.model_only,
-                                              stress=args.stress, beam=args.beam)
+                                              stress=args.stress, beam=args.beam,
+                                              ipa=args.ipa)
             except ValueError as err:
                 raise CommandError(str(err)) from None
         else:
             answers = iter(model.pronounce(asked, beam=args.beam, n_best=args.n_best,
-                                           lookup=args.lookup, stress=args.stress)
+                                           lookup=not args.model_only, stress=args.stress,
+                                           ipa=args.ipa)
                            if asked else [])
     for warning in caught:          # what the library left out, and why
         if issubclass(warning.category, g2p.UnknownCharacterWarning):
@@ -176,6 +187,8 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
             warnings.showwarning(warning.message, warning.category, warning.filename,
                                  warning.lineno)
     if args.text:
+        if args.ipa:        # words a space apart, punctuation as written
+            return "".join(" ".join(t for t in tokens if t != " ") + "\n" for tokens in texts)
         return "".join(" ".join("|" if t == " " else t for t in tokens) + "\n"
                        for tokens in texts)
     lines = []
@@ -184,7 +197,7 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
             lines.append("")
             continue
         answer = next(answers)
-        lines += [f"{word}\t{' '.join(phones)}"
+        lines += [f"{word}\t{phones if args.ipa else ' '.join(phones)}"
                   for phones in ([answer] if args.n_best == 1 else answer)]
     return "".join(line + "\n" for line in lines)
 
