@@ -83,3 +83,40 @@ def test_a_mistyped_model_option_names_the_closest():
                                         r"options: d_model, heads"):
         xpseq.Translator.train(task, model="transformer", backend="numpy", progress=False,
                                zzz=1)
+
+
+def test_the_package_presents_its_public_api_and_subpackages_lazily():
+    """``dir(xpseq)`` lists the public API only (no ``Any``, ``TYPE_CHECKING``), and every
+    subpackage is an attribute after ``import xpseq``, imported when first used."""
+    import subprocess
+    import sys
+
+    import xpseq
+
+    names = dir(xpseq)
+    assert {"Translator", "load", "load_decoder", "toy_task", "task_from_pairs", "g2p",
+            "backends", "core", "__version__"} <= set(names)
+    assert not [n for n in names if n in ("Any", "TYPE_CHECKING") or
+                (n.startswith("_") and n != "__version__")]
+    code = ("import sys, xpseq; light = 'xpseq.g2p' not in sys.modules; "
+            "print(light, xpseq.g2p.pronounce(['cat'], backend='numpy'), "
+            "xpseq.tasks.__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split("\n")[0] == "True [['K', 'AE1', 'T']] xpseq.tasks", done.stderr
+    with pytest.raises(AttributeError, match="module 'xpseq' has no attribute 'nothing'"):
+        xpseq.nothing
+
+
+def test_task_from_pairs_checks_its_pairs():
+    import xpseq
+
+    with pytest.raises(ValueError, match="task_from_pairs: train is empty"):
+        xpseq.task_from_pairs([], [], {})
+    with pytest.raises(TypeError, match=r"task_from_pairs: train\[1\] must be a \(source, "
+                       r"target\) pair of token lists"):
+        xpseq.task_from_pairs([(["a"], ["b"]), ("a", "b")], [], {})
+    with pytest.raises(TypeError, match=r"test must be a dict"):
+        xpseq.task_from_pairs([(["a"], ["b"])], [], [(["a"], ["b"])])
+    task = xpseq.task_from_pairs([(["a", "b"], ["x"])], [], {"test": [(["a"], ["x"])]})
+    assert task.src_vocab.to_list()[-2:] == ["a", "b"]

@@ -31,17 +31,22 @@ The front door (:mod:`xpseq.tasks.translator`)::
     decoder = xpseq.load_decoder("toy.safetensors")           # or an ONNX export's folder
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from . import backends, core
 
-if TYPE_CHECKING:                # what __getattr__ below imports when first used
+if _TYPE_CHECKING:               # what __getattr__ below imports when first used
     from .export.decoders import load_decoder
     from .tasks.experiment import task_from_pairs, toy_task
     from .tasks.translator import Translator, load
 
 __all__ = ["backends", "core", "Translator", "load", "load_decoder", "toy_task",
            "task_from_pairs", "__version__"]
+#: The subpackages reachable as attributes after ``import xpseq`` (``xpseq.g2p``), each
+#: imported when first used.
+_SUBPACKAGES = ("app", "data", "export", "g2p", "io", "models", "search", "tasks", "testing",
+                "tour", "train")
 __version__ = "0.1.0.dev0"
 
 _FRONT_DOOR = {"Translator": "tasks.translator", "load": "tasks.translator",
@@ -49,10 +54,18 @@ _FRONT_DOOR = {"Translator": "tasks.translator", "load": "tasks.translator",
                "load_decoder": "export.decoders"}
 
 
-def __getattr__(name: str) -> Any:
-    # The front door's names, imported when first used (``import xpseq`` stays light).
-    if name in _FRONT_DOOR:
-        import importlib
+def __getattr__(name: str) -> _Any:
+    # The front door's names and the subpackages, imported when first used (``import
+    # xpseq`` stays light).
+    import importlib
 
+    if name in _FRONT_DOOR:
         return getattr(importlib.import_module(f"xpseq.{_FRONT_DOOR[name]}"), name)
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"xpseq.{name}")
     raise AttributeError(f"module 'xpseq' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The public API only: the front door and the subpackages.
+    return sorted(set(__all__) | set(_SUBPACKAGES))

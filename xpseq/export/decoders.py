@@ -61,6 +61,21 @@ def load_decoder(path: Path | Sequence[Path], *,
         stress marks, tokens).
     xpseq.train.checkpoint.CheckpointError
         A file that is not an xpseq checkpoint.
+
+    Returns
+    -------
+    Decoder
+        A :class:`~xpseq.search.Decoder`: what :func:`xpseq.tasks.translate`,
+        :class:`xpseq.g2p.G2P` and the search decode with, whatever ``path`` holds.
+
+    Examples
+    --------
+    >>> import xpseq
+    >>> from xpseq.tasks import translate
+    >>> decoder = xpseq.load_decoder("toy.safetensors")                # doctest: +SKIP
+    >>> onnx = xpseq.load_decoder("toy-onnx/")                         # doctest: +SKIP
+    >>> translate(decoder, [["the", "cat"]]) == translate(onnx, [["the", "cat"]])  # doctest: +SKIP
+    True
     """
     what = ("load_decoder: path must be a str or path-like (a checkpoint file or an export "
             "folder) or a list of them")

@@ -18,6 +18,7 @@ from xpseq import models
 from xpseq.backends import Backend
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, Vocab, make_batches, make_dataset
+from xpseq.io.reading import shown
 from xpseq.search.decode import SearchOptions
 from xpseq.search.decoder import CheckpointDecoder, Decoder, translate
 from xpseq.train.callbacks import Callback, EarlyStopping, SaveCheckpoint, place_checkpoint
@@ -60,14 +61,106 @@ class Task:
 
 
 def task_from_pairs(train: list[Pair], dev: list[Pair], test: dict[Any, list[Pair]]) -> Task:
-    """A task whose vocabularies come from the training pairs."""
+    """A task of your own data, its vocabularies built from the training pairs.
+
+    Parameters
+    ----------
+    train : list of (source, target)
+        The training pairs, each side a list of str tokens (``(["the", "cat"], ["a"])``);
+        at least one.
+    dev : list of (source, target)
+        The pairs whose loss picks the best epoch (may be empty: no early stopping).
+    test : dict
+        Test pairs by bucket (any key: ``{"test": pairs}``), what
+        :meth:`Translator.evaluate <xpseq.tasks.translator.Translator.evaluate>` scores.
+
+    Returns
+    -------
+    Task
+        ``train``, ``dev``, ``test`` and the two vocabularies (tokens the training pairs
+        lack are read as ``<unk>``).
+
+    Raises
+    ------
+    TypeError
+        A pair that is not two lists of str tokens (the error names where).
+    ValueError
+        ``train`` is empty.
+
+    Examples
+    --------
+    >>> import xpseq
+    >>> pairs = [("the cat".split(), "le chat".split()), ("the dog".split(), "le chien".split())]
+    >>> task = xpseq.task_from_pairs(pairs, pairs[:1], {"test": pairs})
+    >>> len(task.src_vocab), len(task.tgt_vocab)         # 4 reserved ids, then the words
+    (7, 7)
+    """
+    for part, pairs in (("train", train), ("dev", dev),
+                        *((f"test[{k!r}]", v) for k, v in _items(test))):
+        _check_pairs(pairs, part)
+    if not train:
+        raise ValueError("task_from_pairs: train is empty; a task needs training pairs")
     return Task(train, dev, test, Vocab.build(s for s, _ in train),
                 Vocab.build(t for _, t in train))
 
 
+def _items(test: Any) -> list[tuple[Any, Any]]:
+    if not isinstance(test, dict):
+        raise TypeError(f"task_from_pairs: test must be a dict of pairs by bucket "
+                        f"({{'test': pairs}}), got {type(test).__name__}")
+    return list(test.items())
+
+
+def _check_pairs(pairs: Any, part: str) -> None:
+    """A TypeError unless ``pairs`` is a list of (source, target) lists of str tokens."""
+    if not isinstance(pairs, (list, tuple)):
+        raise TypeError(f"task_from_pairs: {part} must be a list of (source, target) pairs, "
+                        f"got {type(pairs).__name__}")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(
+                isinstance(side, (list, tuple)) and all(isinstance(t, str) for t in side)
+                for side in pair)):
+            raise TypeError(f"task_from_pairs: {part}[{i}] must be a (source, target) pair "
+                            f"of token lists (['the', 'cat'], ['le', 'chat']), got "
+                            f"{shown(repr(pair))}")
+
+
 def toy_task(*, n_train: int = 12000, n_dev: int = 500, n_test_per_bucket: int = 300,
              seed: int = 0) -> Task:
-    """The English -> Zhoric task (:func:`xpseq.data.make_dataset`)."""
+    """The toy translation task, English -> "Zhoric", a made-up language with
+    subject–object–verb order, postpositions and a subject marker
+    (:func:`xpseq.data.make_dataset` documents its grammar).
+
+    Parameters
+    ----------
+    n_train : int
+        Training pairs (sentences of 0 to 3 prepositional phrases).
+    n_dev : int
+        Dev pairs, drawn like the training ones.
+    n_test_per_bucket : int
+        Test pairs per bucket: one bucket per count of phrases, 0 to 4 (4 is longer
+        than any training sentence).
+    seed : int
+        The seed of the sentences drawn.
+
+    Returns
+    -------
+    Task
+        Its ``train``, ``dev`` and ``test`` (``{0: pairs, ..., 4: pairs}``) pairs of token
+        lists, and the two vocabularies.
+
+    Raises
+    ------
+    ValueError
+        A size or ``seed`` that is not a non-negative int.
+
+    Examples
+    --------
+    >>> import xpseq
+    >>> task = xpseq.toy_task(n_train=100, n_dev=10, n_test_per_bucket=5)
+    >>> len(task.train), sorted(task.test), len(task.test[4])
+    (100, [0, 1, 2, 3, 4], 5)
+    """
     data = make_dataset(n_train=n_train, n_dev=n_dev, n_test_per_bucket=n_test_per_bucket,
                         seed=seed)
     return task_from_pairs(data.train, data.dev, data.test)

@@ -34,9 +34,28 @@ __all__ = ["Translator", "load"]
 class Translator:
     """A trained sequence-to-sequence model, its vocabularies and the backend it runs on.
 
-    Make one with :meth:`train` or :func:`load`. ``history`` is the training's per-epoch
-    record (empty for a loaded model without one); ``task`` the task it was trained on,
-    when known.
+    Make one with :meth:`train` or :func:`load`; the constructor takes what they found.
+
+    Parameters
+    ----------
+    params : dict
+        The model's parameters by name, arrays of ``backend``.
+    config : the model's configuration (:class:`xpseq.models.rnn.Seq2SeqConfig`,
+        :class:`xpseq.models.transformer.TransformerConfig`)
+    src_vocab, tgt_vocab : Vocab
+        The source and target vocabularies.
+    backend : Backend
+        The backend the parameters live on, which decodes.
+    history : sequence of dict
+        The training's per-epoch record (empty for a loaded model without one).
+    task : Task, optional
+        The task it was trained on, when known (:meth:`evaluate` scores its test set).
+    metadata : dict, optional
+        What its checkpoint stores beside the parameters (the data, the recipe).
+
+    Raises
+    ------
+    Nothing is checked here: :meth:`train` and :func:`load` check what they are given.
 
     Examples
     --------
@@ -124,6 +143,15 @@ class Translator:
             message names it).
         TypeError
             An option the model kind does not have (the message suggests the closest).
+
+        Examples
+        --------
+        >>> import xpseq
+        >>> task = xpseq.toy_task(n_train=200, n_dev=20, n_test_per_bucket=5)
+        >>> model = xpseq.Translator.train(task, epochs=1, backend="numpy",
+        ...                                progress=False, hidden=16)
+        >>> model.config.hidden, len(model.history)
+        (16, 1)
         """
         if model not in ("rnn", "transformer"):
             raise ValueError(f"Translator.train: model must be 'rnn' or 'transformer', got "
@@ -170,6 +198,17 @@ class Translator:
         TypeError
             ``sentences`` is one str, not iterable, or holds an item that is neither a
             str nor a sequence of str (the error names its index and type).
+        ValueError
+            A bad ``beam`` or ``n_best`` (``n_best > beam``).
+
+        Examples
+        --------
+        With ``model`` trained as the class's example trains it:
+
+        >>> model.translate(["the cat sees the dog"])                   # doctest: +SKIP
+        ['zo bolgat ... ']
+        >>> model.translate([["the", "cat"]], beam=5, n_best=2)         # doctest: +SKIP
+        [['...', '...']]
         """
         options = options_for(beam, n_best, caller="translate")
         tokens = [_sentence_tokens(i, s) for i, s in enumerate(_sentences(sentences))]
@@ -181,11 +220,34 @@ class Translator:
 
     def evaluate(self, pairs: Sequence[tuple[Any, ...]] | None = None, *,
                  beam: int = 1) -> dict[int | str, dict[str, Any]]:
-        """BLEU (sacrebleu) and exact match: on ``pairs`` (``(source, target)`` strings or
-        token lists), or by test bucket of the task it was trained on.
+        """BLEU (sacrebleu) and exact match, on ``pairs`` or by test bucket of the task
+        it was trained on.
 
-        Returns ``{bucket: {"bleu", "exact", "sentences"}}``: the toy task's buckets are its
-        extra phrases, ints ``0`` to ``4``; ``pairs`` make one bucket, ``"test"``.
+        Parameters
+        ----------
+        pairs : sequence of (source, target), optional
+            Sentences and their reference translations, each a str (split on
+            whitespace) or a token list; ``None``: the test set of its task.
+        beam : int
+            Beam size (1: greedy search).
+
+        Returns
+        -------
+        dict
+            ``{bucket: {"bleu", "exact", "sentences"}}``: the toy task's buckets are its
+            extra phrases, ints ``0`` to ``4``; ``pairs`` make one bucket, ``"test"``.
+            BLEU is sacrebleu's corpus BLEU (0-100), exact the share of sentences
+            translated exactly (0-1).
+
+        Raises
+        ------
+        ValueError
+            No ``pairs`` and no task with a test set (a loaded model), or a bad ``beam``.
+
+        Examples
+        --------
+        >>> model.evaluate([("the cat sees the dog", "zo bolgat ...")])  # doctest: +SKIP
+        {'test': {'bleu': 23.6, 'exact': 0.0, 'sentences': 1}}
         """
         from .experiment import bucket_table
 
@@ -207,8 +269,32 @@ class Translator:
 
     def save(self, path: str | pathlib.Path, *, force: bool = False) -> pathlib.Path:
         """Write a checkpoint (:func:`xpseq.train.checkpoint.save`) that :func:`load`, and
-        ``xpseq translate`` / ``evaluate`` read. An existing xpseq checkpoint at ``path`` is
-        replaced; any other file only with ``force`` (``xpseq.io.OutputRefused``)."""
+        ``xpseq translate`` / ``evaluate`` read.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file to write (``.safetensors``), whole or not at all.
+        force : bool
+            Replace a file at ``path`` that xpseq did not write. An existing xpseq
+            checkpoint is replaced without it.
+
+        Returns
+        -------
+        pathlib.Path
+            The file written.
+
+        Raises
+        ------
+        xpseq.io.OutputRefused
+            ``path`` is a file xpseq did not write, and ``force`` is False (a
+            ``ValueError``).
+
+        Examples
+        --------
+        >>> model.save("toy.safetensors")                               # doctest: +SKIP
+        PosixPath('toy.safetensors')
+        """
         from xpseq.train import checkpoint
 
         return checkpoint.save(path, config=self.config,
@@ -250,10 +336,43 @@ def _sentence_tokens(index: int, sentence: Any) -> list[str]:
 
 def load(path: str | pathlib.Path, *,
          backend: str | backends.Backend | None = None) -> Translator:
-    """A :class:`Translator` from a checkpoint (``Translator.save``, ``xpseq train``,
-    ``xpseq demo``), on ``backend`` (a name or a :class:`~xpseq.backends.Backend`, such as
-    ``backends.get("torch", compile=True)``; ``None`` for :func:`xpseq.backends.default`
-    for decoding)."""
+    """A :class:`Translator` from a checkpoint, ready to translate.
+
+    Any backend reads a checkpoint written on any other: its parameters are stored as
+    NumPy arrays with their dtype.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A checkpoint of :meth:`Translator.save`, ``xpseq train`` or ``xpseq demo``.
+    backend : str, Backend or None
+        A backend name or a :class:`~xpseq.backends.Backend` (such as
+        ``backends.get("torch", compile=True)``); ``None``: :func:`xpseq.backends.default`
+        for decoding.
+
+    Returns
+    -------
+    Translator
+        The model on ``backend``, its vocabularies, its training history (when the
+        checkpoint holds one) and metadata; its ``task`` is None, so :meth:`~Translator.
+        evaluate` needs pairs.
+
+    Raises
+    ------
+    TypeError
+        ``path`` is not a str or path-like.
+    FileNotFoundError
+        No file at ``path``.
+    ValueError
+        The file is no xpseq checkpoint, or one without vocabularies (a bare
+        parameter file); a float64 checkpoint on JAX without its 64-bit mode.
+
+    Examples
+    --------
+    >>> import xpseq
+    >>> model = xpseq.load("toy.safetensors", backend="numpy")         # doctest: +SKIP
+    >>> model.translate(["the cat sees the dog"])                      # doctest: +SKIP
+    """
     from xpseq.train import checkpoint
 
     if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
