@@ -379,3 +379,24 @@ def test_omp_num_threads_beyond_the_cpus_is_one_clean_line(tmp_path):
     assert done.stderr.strip().startswith("xpseq: error: set_threads: OMP_NUM_THREADS=32768 "
                                           "asks for 32768 threads, but this process may use")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["translate", "--backend", "torch", "missing.safetensors", "a"],
+    ["evaluate", "--backend", "jax", "missing.safetensors"],
+    ["heatmap", "--backend", "torch", "missing.safetensors", "a"],
+    ["g2p", "--backend", "torch", "--model", "missing.safetensors", "a"],
+    ["evaluate", "--backend", "torch", "missing.safetensors", "other.safetensors"],
+])
+def test_a_missing_checkpoint_is_named_before_any_array_library_is_imported(argv, tmp_path):
+    """Importing PyTorch alone takes seconds: the error about a file that is not there
+    comes first."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from xpseq.app import cli; code = cli.main(sys.argv[1:]); "
+            "print(code, [m for m in ('torch', 'jax') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "1 []", (done.stdout, done.stderr)
+    assert "checkpoint missing.safetensors does not exist" in done.stderr

@@ -184,6 +184,14 @@ def _load_g2p(stress: bool, seed: int = 0):
         raise CommandError(str(err)) from None
 
 
+def _check_exist(paths: Any) -> None:
+    """A one-line error for a checkpoint or export that does not exist, before any array
+    library is imported (importing PyTorch alone takes seconds)."""
+    for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths or ():
+        if not os.path.lexists(path):
+            raise CommandError(f"checkpoint {path} does not exist")
+
+
 def _decoder(args: argparse.Namespace, path: str) -> Any:
     """The model at ``path`` as a :class:`~xpseq.search.Decoder`
     (:func:`xpseq.load_decoder`), as ``--backend``, ``--compile`` and ``--dtype`` ask: a
@@ -191,6 +199,7 @@ def _decoder(args: argparse.Namespace, path: str) -> Any:
     or no ``--backend`` (one-line errors for what does not apply)."""
     from xpseq.export.decoders import EXPORT_ENGINE, load_decoder
 
+    _check_exist(path)
     dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
     if args.backend is None and os.path.isfile(os.path.join(path, "model.json")):
         args.backend = EXPORT_ENGINE                     # a folder is an export

@@ -9,7 +9,15 @@ from typing import Any
 
 from .. import options as opts
 from ..errors import CommandError
-from .common import _backend, _decoder, _load_g2p, _read_tsv, _search_options, _toy_task
+from .common import (
+    _backend,
+    _check_exist,
+    _decoder,
+    _load_g2p,
+    _read_tsv,
+    _search_options,
+    _toy_task,
+)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -103,6 +111,7 @@ def _evaluate_g2p_model(args: argparse.Namespace) -> int:
     if args.test_file or args.task not in (None, "g2p"):
         raise CommandError("the shipped model and ensembles of checkpoints are G2P models, "
                            "scored on the dictionary's split (no --test, --task g2p)")
+    _check_exist(None if args.shipped else args.checkpoint)
     backend = _backend(args.backend, args.compile, "decode")
     try:
         model = g2p.G2P(None if args.shipped else args.checkpoint, backend=backend)

@@ -13,7 +13,7 @@ from xpseq.io import reading
 from .. import options as opts
 from .. import stdin
 from ..errors import CommandError
-from .common import _backend, _decoder
+from .common import _backend, _check_exist, _decoder
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         chunks = (stdin.chunks(g2p.CHUNK) if not args.words else
                   (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words),
                                                               g2p.CHUNK)))
+    _check_exist(args.model)
     try:
         if args.backend == EXPORT_ENGINE:
             if not args.model or len(args.model) != 1:
