@@ -77,7 +77,7 @@ def test_a_forward_only_backend_refuses_value_and_grad_by_type(name):
 
 def test_the_default_backend_rule(monkeypatch):
     """``XPSEQ_BACKEND`` if set, else the first installed of the purpose's order (training:
-    jax, torch, numpy; decoding: torch, numpy, jax); a wrong name is an error naming the
+    jax, torch, numpy; decoding: numpy, torch, jax); a wrong name is an error naming the
     variable (and, on the command line, one line)."""
     import subprocess
     import sys
@@ -86,7 +86,7 @@ def test_the_default_backend_rule(monkeypatch):
     installed = backends.available()
     assert backends.default_name() == backends.default_name("train") == next(
         n for n in ("jax", "torch", "numpy") if n in installed)
-    assert backends.default_name("decode") == next(n for n in ("torch", "numpy", "jax")
+    assert backends.default_name("decode") == next(n for n in ("numpy", "torch", "jax")
                                                    if n in installed)
     with pytest.raises(ValueError, match="purpose must be one of \\['train', 'decode'\\]"):
         backends.default_name("fast")

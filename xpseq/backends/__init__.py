@@ -92,10 +92,12 @@ NAMES = tuple(n for n, c in CAPABILITIES.items() if c.trains)
 PURPOSES = ("train", "decode")
 #: The order :func:`default` picks an installed backend in, per purpose, fastest first, as
 #: measured on this project's benchmarks (docs/benchmarks.md): training, JAX's compiled
-#: step ahead of PyTorch and NumPy; decoding, the 6,304 G2P test words with start-up
-#: included (``scripts/bench.py --only g2p``, one core), PyTorch ahead of NumPy, and JAX
+#: step ahead of PyTorch and NumPy; decoding, ``xpseq g2p`` with start-up included
+#: (``scripts/bench_startup.py``, one thread): NumPy answers one word and 1,000 words
+#: soonest on both processors measured (AVX2 only and AVX-512; importing PyTorch alone
+#: takes 1.4 to 5 s), PyTorch is ahead from several thousand words on AVX-512, and JAX is
 #: last for its compilations.
-PREFERENCE = {"train": ("jax", "torch", "numpy"), "decode": ("torch", "numpy", "jax")}
+PREFERENCE = {"train": ("jax", "torch", "numpy"), "decode": ("numpy", "torch", "jax")}
 
 _CLASSES = {
     "numpy": ("._numpy", "NumpyBackend"),
