@@ -16,7 +16,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e ".[dev]" --config-settings editable_mode=compat
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs xpseq and JAX only (its training engine): not the development stack.
+DEMO_STAMP := $(VENV)/.demo
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -c constraints.txt -e ".[jax]" --config-settings editable_mode=compat
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/xpseq demo
 
 # Two workers (pytest-xdist): most tests are single-threaded JAX compilations. A file's

@@ -290,14 +290,14 @@ def changed_notes(runs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def readme_block(runs: Sequence[dict[str, Any]]) -> str:
-    """The README's table: a few summary rows, per machine."""
+    """The README's table: a few summary rows, per machine (the notes on which runs count
+    for which row are the benchmarks page's)."""
     parts = []
     for machine, group in by_machine(runs).items():
         default = default_runs(group)
         if default:
             parts.append(f"{machine}; {runs_text(len(default))} ({dates_of(default)}):")
             parts.append(summary_table(default, README_ROWS))
-            parts.extend(changed_notes(default))
     return "\n\n".join(parts)
 
 
