@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import Any
 
+from xpseq.io.progress import still
+
 from .. import options as opts
 from ..errors import CommandError
 from .common import (
@@ -95,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     # The table's column: the attention of an rnn model, or the model kind.
     name = getattr(decoder.config, "attention", models.of(decoder.config).kind)
     name = "seq2seq" if name == "none" else name
-    headers, rows, details = bucket_table({name: decoder}, task, _search_options(args))
+    with still(f"decoding {sum(map(len, task.test.values()))} test sentences"):
+        headers, rows, details = bucket_table({name: decoder}, task, _search_options(args))
     print(format_table(headers, rows))
     first = next(iter(details[name].values()))
     print(f"\nBLEU: sacrebleu {first['signature']}")
@@ -135,8 +138,11 @@ def _evaluate_g2p(args: argparse.Namespace, decoder: Any) -> int:
                 (f"beam k={k}", SearchOptions(method="beam", k=k,
                                               length_penalty=args.length_penalty,
                                               alpha=args.alpha, precision=precision))]
-    rows = g2p_recipe.evaluate(decoder, split, part=args.part, searches=searches,
-                               limit=args.limit, progress=sys.stderr.isatty())
+    bars = sys.stderr.isatty()           # a bar per search; else a line every few seconds
+    with still(f"decoding the {args.part} words by greedy and beam search (k={k})",
+               enabled=not bars):
+        rows = g2p_recipe.evaluate(decoder, split, part=args.part, searches=searches,
+                                   limit=args.limit, progress=bars)
     print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
           f"{rows[0]['words']} {args.part} words, decoded on {decoder.name}")
     plain = ["PER % (stress removed)", "WER % (stress removed)"] if split.stress else []
