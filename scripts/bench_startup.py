@@ -31,9 +31,9 @@ SIZES = (1, 1000, 6304)
 
 def words(n: int, seed: int = 0) -> list[str]:
     """``n`` words of the CMU dictionary, a seeded sample of its sorted entries."""
-    from xpseq.data.cmudict import load_cmudict
+    from xpseq.data.cmudict import read_cmudict
 
-    entries = sorted({w for w, _ in load_cmudict()})
+    entries = sorted(read_cmudict())
     return random.Random(seed).sample(entries, n)
 
 
