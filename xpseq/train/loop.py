@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import sys
 import time
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -242,6 +243,11 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         from tqdm.auto import tqdm
     else:                  # (tqdm.auto warns in a notebook without ipywidgets)
         from tqdm import tqdm
+
+    def say(line: str) -> None:       # beside the bar, and out at once (a pipe buffers)
+        tqdm.write(line)
+        sys.stdout.flush()
+
     callbacks = list(callbacks)
     for cb in callbacks:
         if not isinstance(cb, Callback):
@@ -276,11 +282,11 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         speaks = train.progress and place.main
         status = _Status(f"epoch {state['epoch'] + 1}/{train.epochs} [{backend.name}]",
                          len(order), state, shown=not bar.disable)
-        with progress.still(status, enabled=speaks, write=tqdm.write):
+        with progress.still(status, enabled=speaks, write=say):
             while state["batch"] < len(order) and loop.stop is None:
                 batch = train_batches[order[state["batch"]]]
                 with _first_use(train_step.graphs is not None and speaks, seen, batch,
-                                "the training step", status, tqdm.write):
+                                "the training step", status):
                     loop.params, loop.opt_state, value = train_step(
                         loop.params, loop.opt_state, place.batch(batch), train.seed)
                     value = _record_step(loop, batch, float(backend.to_numpy(value)))
@@ -298,7 +304,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         with progress.still(f"computing the dev loss after epoch {state['epoch'] + 1}"
                             + (" (compiled for each batch shape on first use)"
                                if train_step.graphs is not None else ""),
-                            enabled=speaks and bool(dev_batches), write=tqdm.write):
+                            enabled=speaks and bool(dev_batches), write=say):
             dev = (place.evaluate(eval_loss, loop.params, dev_batches) if dev_batches
                    else None)
         if dev is not None and not math.isfinite(dev):
@@ -318,7 +324,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
         record["elapsed"] = time.perf_counter() - loop.started
         state["history"].append(record)
         if train.progress and place.main:
-            tqdm.write(_epoch_line(record, extra, backend.name))
+            say(_epoch_line(record, extra, backend.name))
         state.update(epoch=state["epoch"] + 1, batch=0, epoch_nll=0.0, epoch_tokens=0.0)
         loop.note(record)
         for cb in callbacks:
@@ -337,37 +343,38 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
 
 
 class _Status:
-    """What an epoch is doing, for :func:`xpseq.io.progress.still`: nothing while a bar
-    shows it (or a first use speaks for itself), else the batches done so far."""
+    """What an epoch is doing, for :func:`xpseq.io.progress.still`: the compilation of a
+    batch shape's first step while it runs, else nothing while a bar shows the epoch,
+    else the batches done so far."""
 
     def __init__(self, label: str, total: int, state: dict[str, Any], *, shown: bool):
         self.label, self.total, self.state, self.shown = label, total, state, shown
-        self.quiet = False
+        self.compiling: str | None = None
 
     def __call__(self) -> str | None:
-        if self.shown or self.quiet:
+        if self.compiling is not None:
+            return f"{self.label}: {self.compiling}"
+        if self.shown:
             return None
         return f"{self.label}: {self.state['batch']}/{self.total} batches"
 
 
 @contextlib.contextmanager
 def _first_use(compiles: bool, seen: set[tuple[int, ...]], batch: Batch, what: str,
-               status: _Status, write: Callable[[str], None]) -> Iterator[None]:
-    """Around a step: on a backend that compiles, the first step of a batch shape says,
-    while it runs long, that it is compiling (once per shape; JAX's cache keeps it)."""
+               status: _Status) -> Iterator[None]:
+    """Around a step: on a backend that compiles, the first step of a batch shape is what
+    ``status`` says while it runs (once per shape; JAX's cache keeps the program)."""
     shape = tuple(batch["src"].shape) + tuple(batch["tgt_in"].shape[1:])
     if not compiles or shape in seen:
         yield
         return
-    status.quiet = True
-    text = (f"compiling {what} for batch shape {shape[0]} x {shape[1]} -> {shape[2]} "
-            "(once per shape)")
+    status.compiling = (f"compiling {what} for batch shape {shape[0]} x {shape[1]} -> "
+                        f"{shape[2]} (once per shape)")
     try:
-        with progress.still(text, write=write):
-            yield
+        yield
         seen.add(shape)
     finally:
-        status.quiet = False
+        status.compiling = None
 
 
 def _start(config: Any, params: Mapping[str, np.ndarray], backend: Backend,

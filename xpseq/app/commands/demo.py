@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import io
 import pathlib
+import sys
 from typing import Any
 
 from xpseq.io import files
@@ -52,5 +54,7 @@ def run(args: argparse.Namespace) -> int:
         for name in outputs.DEMO_FILES:
             files.declare_output(pathlib.Path(args.out) / name)
     backend = _backend(args.backend, args.compile)
+    if not sys.stdout.isatty() and isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # a pipe or a log: each line as it comes
     return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,
                     seed=args.seed, progress=not args.no_progress)
