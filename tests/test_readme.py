@@ -23,8 +23,7 @@ def test_the_ten_lines_train_translate_save_and_load(tmp_path, monkeypatch, caps
     pytest.importorskip("jax")
     source = block("Translator.train")
     assert len(source.strip().splitlines()) <= 10
-    small = source.replace("n_train=4000", "n_train=200").replace(
-        'backend="numpy",', 'backend="numpy", epochs=1,')
+    small = source.replace("n_train=8000", "n_train=200").replace("epochs=10", "epochs=1")
     assert "n_train=200)" in small and "epochs=1," in small       # the sizes were found
     monkeypatch.chdir(tmp_path)
     names: dict = {}
@@ -53,8 +52,9 @@ def scores(lines: list[str]) -> list[tuple[float, float]]:
 
 @pytest.mark.slow
 def test_the_first_example_prints_what_the_readme_shows(tmp_path, monkeypatch, capsys):
-    """Run as printed (about 45 s): the right translation, BLEU >= 90 up to two phrases,
-    >= 80 at three, and the drop at four (45-70), as the README shows."""
+    """Run as printed (about 45 s): the right translation and the scores the README shows,
+    BLEU to 0.5 and exact match to 3 points (trained to convergence, they hold across
+    BLAS kernels: scripts/readme_scores.py records them with AVX-512 and AVX2 kernels)."""
     pytest.importorskip("jax")
     from xpseq.data.toy import translate
 
@@ -66,13 +66,8 @@ def test_the_first_example_prints_what_the_readme_shows(tmp_path, monkeypatch, c
     assert printed[0] == shown[0] == str([" ".join(translate(sentence))])
     got, claimed = scores(printed[1:]), scores(shown[1:])
     assert len(got) == len(claimed) == 5
-    # The scores move with the processor's BLAS kernels (float32 training diverges from
-    # the first differently rounded product): on one AMD EPYC, OpenBLAS's default kernels
-    # gave 93.7 / 98.2 / 96.4 / 84.9 / 56.7 and its Prescott kernels 95.5 / 97.9 / 97.9 /
-    # 97.7 / 62.0. The floors hold for both; the README's own scores meet them too.
-    for scored in (got, claimed):
-        bleu = [b for b, _ in scored]
-        assert min(bleu[:3]) >= 90 and bleu[3] >= 80 and 45 <= bleu[4] <= 70, scored
+    for (bleu, exact), (shown_bleu, shown_exact) in zip(got, claimed):
+        assert abs(bleu - shown_bleu) <= 0.5 and abs(exact - shown_exact) <= 3, (got, claimed)
 
 
 def test_the_attention_example_gives_the_padded_key_zero_weight():
@@ -120,20 +115,17 @@ SHELL_BLOCKS = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), 
 
 
 def xpseq_lines() -> list[list[str]]:
-    """Every ``xpseq ...`` command line of the README's shell blocks, split as a shell
-    would (its comment dropped), the alternatives line ``demo | tour | --version`` as
-    three."""
+    """Every ``xpseq ...`` command of the README's shell blocks, split as a shell would
+    (its comment dropped; what a pipe feeds it left out)."""
     import shlex
 
     found = []
     for text in SHELL_BLOCKS:
         for line in text.splitlines():
             words = shlex.split(line, comments=True)
-            if not words or words[0] != "xpseq":
-                continue
-            if "|" in words:                                    # xpseq demo | tour | ...
-                found += [["xpseq", w] for w in " ".join(words[1:]).split(" | ")]
-            else:
+            if "|" in words:                                    # printf ... | xpseq g2p
+                words = words[words.index("|") + 1:]
+            if words and words[0] == "xpseq":
                 found.append(words)
     return found
 
@@ -145,7 +137,7 @@ def test_every_command_line_of_the_readme_is_one_the_command_takes():
     from xpseq.backends import usable_cpus
 
     lines = xpseq_lines()
-    assert len(lines) >= 15, lines
+    assert len(lines) >= 12, lines
     for words in lines:
         argv = [w for w in words[1:] if w != "<"]               # (a redirection)
         if argv == ["--version"] or ("--devices" in argv and usable_cpus() < 2):
@@ -161,27 +153,28 @@ def test_every_command_line_of_the_readme_is_one_the_command_takes():
 
 
 def test_the_readme_pronunciation_lines_run_as_printed(tmp_path):
-    """The G2P lines (all but the 3-minute ``evaluate --shipped``) run from a shell as
-    printed, on NumPy, and answer what their comments say."""
+    """The G2P lines (all but the minutes-long ``evaluate --shipped``) run from a shell as
+    printed, and answer what their comments say: the dictionary's pronunciation of a
+    dictionary word, in ARPAbet and IPA."""
     import os
     import subprocess
     import sys
 
-    (tmp_path / "words.txt").write_text("hello\nworld\n")
     bin_dir = pathlib.Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               XPSEQ_BACKEND="numpy")
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     block = next(b for b in SHELL_BLOCKS if "xpseq g2p" in b)
     outputs = {}
     for line in block.splitlines():
-        if not line.startswith("xpseq g2p"):
+        if "xpseq g2p" not in line:
             continue
         done = subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=300)
         assert done.returncode == 0, (line, done.stderr)
-        outputs[line.split("#")[0].strip()] = done.stdout
-    assert "hello\tHH EH1 L OW0" in outputs["xpseq g2p hello Dijkstra xylophone"]
-    assert outputs["xpseq g2p --no-stress hello"] == "hello\tHH EH L OW\n"
-    assert outputs["xpseq g2p < words.txt"].splitlines()[0] == "hello\tHH EH1 L OW0"
+        outputs[line.split("  #")[0].strip()] = done.stdout
+    assert "hello\tHH AH0 L OW1" in outputs["xpseq g2p hello Dijkstra xylophone"]
+    assert outputs["xpseq g2p --ipa hello xylophone"].startswith("hello\thəˈloʊ\n")
+    assert outputs["xpseq g2p --no-stress hello"] == "hello\tHH AH L OW\n"
+    [piped] = [v for k, v in outputs.items() if k.startswith("printf")]
+    assert piped.splitlines() == ["hello\tHH AH0 L OW1", "world\tW ER1 L D"]
     [text] = [v for k, v in outputs.items() if "--text" in k]
     assert len(text.splitlines()) == 1 and " | $" not in text and "D AA1 L ER0 Z" in text
