@@ -178,3 +178,10 @@ def test_the_readme_pronunciation_lines_run_as_printed(tmp_path):
     assert piped.splitlines() == ["hello\tHH AH0 L OW1", "world\tW ER1 L D"]
     [text] = [v for k, v in outputs.items() if "--text" in k]
     assert len(text.splitlines()) == 1 and " | $" not in text and "D AA1 L ER0 Z" in text
+
+
+def test_the_readme_reads_in_five_minutes():
+    """At most 200 lines: the run history lives on the benchmarks page."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, len(lines)
+    assert "Since run" not in "\n".join(lines)
