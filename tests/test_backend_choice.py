@@ -95,8 +95,9 @@ def test_the_default_backend_rule(monkeypatch):
     monkeypatch.setenv("XPSEQ_BACKEND", "tensorflow")
     with pytest.raises(ValueError, match="XPSEQ_BACKEND='tensorflow' is not a backend"):
         backends.default()
-    done = subprocess.run([sys.executable, "-m", "xpseq", "translate", "nowhere.safetensors",
-                           "a"], capture_output=True, text=True, timeout=60)
+    fixture = pathlib.Path(__file__).parent / "fixtures" / "rnn_format1.safetensors"
+    done = subprocess.run([sys.executable, "-m", "xpseq", "translate", str(fixture), "a"],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.strip() == ("xpseq: error: XPSEQ_BACKEND='tensorflow' is not a "
                                    "backend; choose one of ['numpy', 'jax', 'torch', "

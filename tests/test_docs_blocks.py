@@ -123,7 +123,10 @@ def test_no_runnable_block_holds_a_placeholder():
                     f"{page}: {line!r}"
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if runnable(p, slow=False)])
+# The README's fast blocks run in tests/test_readme.py, which also checks what they print;
+# the slow tier runs the README whole.
+@pytest.mark.parametrize("page", [p for p in PAGES if runnable(p, slow=False)
+                                  and p != "README.md"])
 def test_the_fast_blocks_of_the_page_run(page, tmp_path):
     check_page(page, tmp_path, slow=False)
 

@@ -260,6 +260,7 @@ def test_translate_on_onnxruntime_prints_what_numpy_prints(trained_rnn, rnn_expo
         assert len(err.splitlines()) == 1
 
 
+@pytest.mark.slow       # 12 s; the deployment guide's notebook checks the same at each build
 def test_the_shipped_g2p_model_exports_and_answers_as_on_numpy(tmp_path, capsys):
     """The shipped G2P model in float32 (a few seconds to trace): the same answers as
     NumPy on 300 test words of its split, greedy and beam, from the library and the
