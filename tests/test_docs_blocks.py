@@ -10,9 +10,9 @@ the PATH). A block runs unless the line before it says otherwise:
   (``make test-slow``) runs the page whole, this one and the fast ones.
 * ``<!-- run: devices -->``: it trains on two devices: the slow tier runs it where two CPUs
   are usable (one CPU refuses ``--devices 2``).
-* ``<!-- run: ci -->``: it is what ``.ci/run`` itself runs from the clone (``make test``,
-  ``make docs``, the install of ``.ci/install-cpu``), so running it here would repeat CI
-  inside CI.
+* ``<!-- run: ci -->``: it sets up the clone or runs the project's own checks (``make
+  test``, ``make docs``, the pip route of ``.ci/install-cpu``, the layout check), which
+  ``.ci/run`` runs from the clone; running them here would repeat CI inside CI.
 
 Text that is not meant to run (a synopsis, output) is a ```text block, shown as such.
 The tutorials' ```{code-cell} blocks are not read here: the documentation build executes
