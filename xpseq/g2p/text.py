@@ -33,7 +33,7 @@ apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn'
 * accents: ``café`` cafe, ``naïve`` naive; except ``résumé`` (``resumé``), which keeps
   them as the cue for the noun (the verb is ``resume``).
 
-The numbers' words come from num2words (the ``xpseq[g2p]`` extra), never from tables of
+The numbers' words come from num2words (a dependency of xpseq), never from tables of
 ours; accented letters are decomposed by :mod:`unicodedata` and their marks dropped
 (``é`` -> ``e``; ``ß`` -> ``ss`` by case folding); curly apostrophes and quotes become
 straight ones. A four-digit number from 1000 to 2099 is read as a year (``1500`` is
@@ -136,8 +136,8 @@ def _num2words(value: Any, **kwargs: Any) -> str:
     try:
         from num2words import num2words
     except ModuleNotFoundError:
-        raise ModuleNotFoundError('xpseq.g2p: spelling out numbers needs num2words: pip '
-                                  'install "xpseq[g2p]" (or: pip install num2words)') from None
+        raise ModuleNotFoundError("xpseq.g2p: spelling out numbers needs num2words, a "
+                                  "dependency of xpseq: pip install num2words") from None
     return str(num2words(value, lang="en", **kwargs))
 
 

@@ -114,7 +114,7 @@ def data_options(parser: argparse.ArgumentParser) -> Actions:
     return actions_of(
         g.add_argument("--task", choices=("toy", "tsv", "g2p"), default="toy",
                        help="the toy task, your own TSV corpus, or grapheme-to-phoneme "
-                       "conversion on the CMU dictionary (needs xpseq[g2p]) (default: toy)"),
+                       "conversion on the CMU dictionary (default: toy)"),
         g.add_argument("--train", dest="train_file",
                        help="training pairs, source<TAB>target"),
         g.add_argument("--dev", dest="dev_file", help="dev pairs, source<TAB>target"),
