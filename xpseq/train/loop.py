@@ -23,7 +23,7 @@ import dataclasses
 import math
 import sys
 import time
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -246,7 +246,8 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
 
     def say(line: str) -> None:       # beside the bar, and out at once (a pipe buffers)
         tqdm.write(line)
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
 
     callbacks = list(callbacks)
     for cb in callbacks:
