@@ -515,6 +515,7 @@ def test_cli_g2p_errors(tmp_path):
 # -------------------------------------------------------------- scripts/g2p_recipe.py
 
 
+@pytest.mark.slow       # (6 s: the recipe script end to end, small)
 def test_recipe_script_quick_run(tmp_path, full, capsys):
     """Train (two short epochs of a tiny LSTM model), evaluate and ship, on NumPy, into
     temporary folders; the scores are recomputed from the checkpoints it wrote."""

@@ -127,6 +127,7 @@ def _command_child(tmp_path, **env_vars) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow       # (12 s together: child processes that compile on JAX)
 def test_the_command_keeps_compiled_programs_in_the_users_cache_folder(tmp_path):
     pytest.importorskip("jax")
     from xpseq.app.commands import JAX_CACHE_BYTES
@@ -138,6 +139,7 @@ def test_the_command_keeps_compiled_programs_in_the_users_cache_folder(tmp_path)
     assert any(folder.iterdir())                                  # the programs it compiled
 
 
+@pytest.mark.slow       # (12 s together: child processes that compile on JAX)
 def test_the_commands_compilation_cache_can_be_moved_or_turned_off(tmp_path):
     pytest.importorskip("jax")
     moved = _command_child(tmp_path, XPSEQ_JAX_CACHE=str(tmp_path / "elsewhere"))
