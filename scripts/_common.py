@@ -379,3 +379,14 @@ def write_report(out: pathlib.Path, stem: str, markdown: str, data: Any, *,
     js.write_text(json.dumps(data, indent=indent, default=json_default) + "\n",
                   encoding="utf-8")
     return md, js
+
+
+def record(folder: str | os.PathLike, kind: str, data: dict[str, Any]) -> pathlib.Path:
+    """Write ``data`` as ``<folder>/<time>-<cpu>-<kind>.json`` (a recorded run, named by
+    when and on which processor it ran); returns the path."""
+    stamp = time.strftime("%Y-%m-%dT%H%M%S")
+    cpu = "-".join((cpu_name() or "cpu").lower().split()[:3])
+    path = output_dir(folder) / f"{stamp}-{cpu}-{kind}.json"
+    path.write_text(json.dumps(data, indent=1, default=json_default) + "\n",
+                    encoding="utf-8")
+    return path

@@ -11,7 +11,6 @@ dictionary's entries, every one asked of the model (``xpseq g2p --model-only``).
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import random
@@ -92,15 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     table = common.markdown_table(["engine", *labels], rows)
     print(table)
     if args.record:
-        out = common.output_dir(args.record)
-        stamp = time.strftime("%Y-%m-%dT%H%M%S")
-        cpu = "-".join((machine.get("cpu") or "cpu").lower().split()[:3])
-        path = out / f"{stamp}-{cpu}-startup.json"
-        path.write_text(json.dumps({
+        path = common.record(args.record, "startup", {
             "command": common.command_line("bench_startup.py", argv),
             "machine": machine, "versions": versions, "seconds": seconds,
-            "medians": medians, "table": table},
-            indent=1, default=common.json_default) + "\n", encoding="utf-8")
+            "medians": medians, "table": table})
         print(f"recorded {path}")
     return 0
 

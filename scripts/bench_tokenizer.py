@@ -12,7 +12,6 @@ no thread setting applies.
 
 from __future__ import annotations
 
-import json
 import pathlib
 import statistics
 import sys
@@ -80,15 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                                    f"{sizes[-1]:,} B / {sizes[0]:,} B"], rows)
     print(table)
     if args.record:
-        out = common.output_dir(args.record)
-        stamp = time.strftime("%Y-%m-%dT%H%M%S")
-        cpu = "-".join((machine.get("cpu") or "cpu").lower().split()[:3])
-        path = out / f"{stamp}-{cpu}-tokenizer.json"
-        path.write_text(json.dumps({
+        path = common.record(args.record, "tokenizer", {
             "command": common.command_line("bench_tokenizer.py", argv),
             "machine": machine, "versions": versions, "sizes": sizes,
-            "microseconds_per_byte": results, "table": table},
-            indent=1, default=common.json_default) + "\n", encoding="utf-8")
+            "microseconds_per_byte": results, "table": table})
         print(f"recorded {path}")
     return 0
 

@@ -12,7 +12,6 @@ NumPy trains on one thread (xpseq's default).
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import re
@@ -77,15 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nlargest difference between settings: BLEU {bleu:.1f}, exact {exact} points; "
           f"the translation {'the same' if same else 'differs'}")
     if args.record:
-        out = common.output_dir(args.record)
-        stamp = time.strftime("%Y-%m-%dT%H%M%S")
-        cpu = "-".join((machine.get("cpu") or "cpu").lower().split()[:3])
-        path = out / f"{stamp}-{cpu}-readme.json"
-        path.write_text(json.dumps({
+        path = common.record(args.record, "readme", {
             "command": common.command_line("readme_scores.py", argv), "machine": machine,
             "versions": versions, "source": source, "results": results,
-            "largest_difference": {"bleu": bleu, "exact_points": exact}},
-            indent=1, default=common.json_default) + "\n", encoding="utf-8")
+            "largest_difference": {"bleu": bleu, "exact_points": exact}})
         print(f"recorded {path}")
     return 0
 

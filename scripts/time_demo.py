@@ -13,7 +13,6 @@ wall times.
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import selectors
@@ -86,15 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         size = sum(f.stat().st_size for f in (clone / ".venv").rglob("*") if f.is_file())
     print(f"the demo's .venv: {len(packages)} packages, {size / 2**20:.0f} MiB")
     if args.record:
-        out = common.output_dir(args.record)
-        stamp = time.strftime("%Y-%m-%dT%H%M%S")
-        cpu = "-".join((machine.get("cpu") or "cpu").lower().split()[:3])
-        path = out / f"{stamp}-{cpu}-demo.json"
-        path.write_text(json.dumps({
+        path = common.record(args.record, "demo", {
             "command": common.command_line("time_demo.py", argv), "commit": commit,
             "machine": machine, "results": results, "venv_packages": packages,
-            "venv_mib": size / 2**20}, indent=1, default=common.json_default) + "\n",
-            encoding="utf-8")
+            "venv_mib": size / 2**20})
         print(f"recorded {path}")
     return 0
 
