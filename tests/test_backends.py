@@ -877,17 +877,3 @@ def test_core_imports_no_array_library():
     for path in files:
         found += forbidden_imports(path.read_text(encoding="utf-8"), str(path))
     assert found == []
-
-
-def test_tree_locate_names_each_array_once_and_finds_the_known_ones_by_path():
-    from xpseq.core import tree
-
-    a, b, c, d, e = (np.full((2,), float(i)) for i in range(5))
-    known = {"x": a, "skip": None, "s": (b, [c])}
-    assert list(tree.leaf_paths(known)) == [(("x",), a), (("s", 0), b), (("s", 1, 0), c)]
-    arrays = [d, a, d, None, c, e, np.full((2,), 3.0)]       # the last equals d, is not d
-    fresh, where = tree.locate(arrays, known)
-    assert [id(f) for f in fresh] == [id(d), id(e), id(arrays[-1])]
-    assert where == [("fresh", 0), ("known", ("x",)), ("fresh", 0), None,
-                     ("known", ("s", 1, 0)), ("fresh", 1), ("fresh", 2)]
-    assert all(tree.resolve(w, fresh, known) is x for w, x in zip(where, arrays))

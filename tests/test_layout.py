@@ -177,7 +177,7 @@ def test_backends_know_no_model_and_no_cell():
 @pytest.mark.parametrize("folder", ["core", "models"])
 def test_core_and_models_never_look_at_a_backend(folder):
     bad = []
-    for path in sorted((PACKAGE / folder).glob("*.py")):
+    for path in sorted((PACKAGE / folder).rglob("*.py")):
         for target, _, line in imports(path):
             if target.startswith("xpseq.backends"):
                 bad.append(f"{path.name}:{line} imports {target}")

@@ -2,13 +2,11 @@
 
 Enough for the Python-loop :func:`xpseq.core.scan`, the optimisers and the autograd
 ``value_and_grad`` of the torch backend; JAX has ``jax.tree_util`` of its own.
-:func:`locate` and :func:`resolve` let a loop body on any backend return each array once
-and none of its inputs (the RNN's hand-derived decoder uses them).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 _LEAF = "leaf"
 
@@ -99,52 +97,3 @@ def _map(fn: Callable[..., Any], trees: Sequence[Any], path: tuple[Any, ...]) ->
             raise ValueError(f"map_leaves: the trees differ at {where}: a leaf against "
                              f"{type(other).__name__}")
     return fn(*trees)
-
-
-def leaf_paths(tree: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """``(path, leaf)`` for every array of ``tree`` in :func:`flatten`'s order, ``path``
-    the keys and indices from the root (``tree[path[0]][path[1]]...`` is the leaf)."""
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            yield from leaf_paths(value, (*prefix, key))
-    elif isinstance(tree, (list, tuple)):
-        for i, value in enumerate(tree):
-            yield from leaf_paths(value, (*prefix, i))
-    elif tree is not None:
-        yield prefix, tree
-
-
-def locate(arrays: Sequence[Any], known: Any) -> tuple[list[Any], list[Any]]:
-    """Where each of ``arrays`` comes from: ``(fresh, where)``, ``fresh`` the distinct
-    arrays (by identity, in the order met) that are no leaf of the tree ``known``, and
-    for each array ``("known", path)`` (its :func:`leaf_paths` path in ``known``),
-    ``("fresh", i)`` or ``None`` (for ``None``).
-
-    A loop body returning ``fresh`` instead of ``arrays`` stacks each array once and
-    none of the inputs it was given: :func:`resolve` finds the stacks after the loop."""
-    paths = {id(leaf): path for path, leaf in leaf_paths(known)}
-    fresh: list[Any] = []
-
-    def where(a: Any) -> Any:
-        if a is None:
-            return None
-        if id(a) in paths:
-            return "known", paths[id(a)]
-        i = next((i for i, f in enumerate(fresh) if f is a), len(fresh))
-        if i == len(fresh):
-            fresh.append(a)
-        return "fresh", i
-
-    return fresh, [where(a) for a in arrays]
-
-
-def resolve(where: Any, fresh: Sequence[Any], known: Any) -> Any:
-    """The array a :func:`locate` entry names, in ``fresh`` or in the tree ``known``."""
-    if where is None:
-        return None
-    kind, at = where
-    if kind == "fresh":
-        return fresh[at]
-    for key in at:
-        known = known[key]
-    return known
