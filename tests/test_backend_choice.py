@@ -39,12 +39,30 @@ def test_the_capability_table():
     assert backends.NAMES == ("numpy", "jax", "torch", "array_api_strict")
     assert {n for n, c in caps.items() if c.gradients == "none"} == {"onnx", "dask"}
     assert {n for n, c in caps.items() if c.compile == "program"} == {"jax"}
-    assert {n for n, c in caps.items() if c.bfloat16} == {"jax", "torch"}
-    assert {n for n, c in caps.items() if c.lazy} == {"onnx", "dask"}
     with pytest.raises(ValueError, match="unknown backend 'cupy'"):
         backends.capabilities("cupy")
     with pytest.raises(ValueError, match="compile must be one of"):
         backends.Capabilities("autodiff", "always")
+
+
+def test_each_backend_answers_how_a_search_runs(backend):
+    """The backend decides the search's loop, cache and batch sizes; nobody else reads
+    what it compiles."""
+    plan = backend.search_plan(max_len=12)
+    if backend.name == "jax":
+        assert plan.scan is not None and plan.whole_program and plan.capacity == 12
+        assert not plan.narrowing and plan.batch_sizes == backends.COMPILED_BATCH_SIZES
+    else:
+        assert plan == backends.SearchPlan() and plan.capacity is None and plan.narrowing
+        assert not plan.whole_program and plan.batch_sizes is None
+    assert backend.compiles_autodiff is (backend.name == "jax")
+
+
+def test_a_compiled_torch_backend_compiles_the_decoder_step():
+    compiled = other_backend("torch") and backends.get("torch", compile=True)
+    plan = compiled.search_plan(max_len=7)
+    assert plan.compiled_step and plan.capacity == 7 and not plan.narrowing
+    assert plan.scan is None and plan.batch_sizes is None and not compiled.compiles_autodiff
 
 
 def test_compile_methods_are_the_identity_where_they_do_not_apply(backend):

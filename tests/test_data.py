@@ -383,3 +383,20 @@ def test_shapes_pads_the_fewest_positions():
     assert [b["src"].shape[1] for b in batches] == [16, 16, 16, 40]
     with pytest.raises(ValueError, match="shapes must be a positive int"):
         make_batches(pairs, 1, shapes=0)
+
+
+def test_rows_pads_each_batch_to_the_smallest_size_that_holds_it():
+    # 300 sentences, batches of at most the largest size (256) and the rest: 256 and 44,
+    # the 44 padded to 64 with empty rows (source length 1, index -1).
+    pairs = [([4] * (1 + i % 5) + [3], [5]) for i in range(300)]
+    batches = make_batches(pairs, 1000, bucket=8, rows=(64, 16, 256))
+    assert [b["src"].shape[0] for b in batches] == [256, 64]
+    last = batches[-1]
+    assert np.sum(last["index"] >= 0) == 44 and np.all(last["src_len"][44:] == 1)
+    assert np.all(last["tgt_out"][44:] == PAD_ID)
+    real = sorted(int(i) for b in batches for i in b["index"] if i >= 0)
+    assert real == list(range(300))
+    assert [b["src"].shape[0] for b in make_batches(pairs[:3], 8, rows=(16,))] == [16]
+    for bad in ((), (0, 16), "16", (2.5,)):
+        with pytest.raises(ValueError, match="rows must be a non-empty sequence"):
+            make_batches(pairs, 8, rows=bad)

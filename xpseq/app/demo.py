@@ -112,8 +112,8 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
     _title("by source length: phrases 0-3 as in training, 4 longer than any training sentence")
     order = {name: CheckpointDecoder(*models[name], task.src_vocab, task.tgt_vocab, backend)
              for name in ("seq2seq", "attention", "transformer")}
-    compiled = " (each search compiled on its first use)" if backend.capabilities.compile \
-        == "program" else ""
+    whole_program = backend.search_plan().whole_program
+    compiled = " (each search compiled on its first use)" if whole_program else ""
     with still(f"decoding the {sum(map(len, task.test.values()))} test sentences "
                f"with each model{compiled}", enabled=progress):
         headers, rows, details = bucket_table(order, task, shapes=SEARCH_SHAPES)
@@ -142,7 +142,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
         rows.append([r["search"], r["bleu"], f"{100 * r['exact']:.1f}%",
                      f"{r['seconds']:.2f} s"])
     print(format_table(["search", "BLEU", "exact", "time"], rows))
-    after = ", after JAX compiled" if backend.capabilities.compile == "program" else ""
+    after = ", after JAX compiled" if whole_program else ""
     print("(beam search ranks hypotheses by mean log-probability per token; times are for a "
           f"second run{after})")
 

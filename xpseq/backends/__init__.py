@@ -69,12 +69,14 @@ from typing import Any, Iterator
 
 from xpseq.core import checks
 
-from ._base import CAPABILITIES, Backend, Capabilities
+from ._base import CAPABILITIES, COMPILED_BATCH_SIZES, Backend, Capabilities, SearchPlan
 
 Backend.__module__ = __name__    # its public home, where the API reference documents it
 Capabilities.__module__ = __name__
+SearchPlan.__module__ = __name__
 
-__all__ = ["Backend", "Capabilities", "CAPABILITIES", "NAMES", "PREFERENCE", "PURPOSES",
+__all__ = ["Backend", "Capabilities", "CAPABILITIES", "SearchPlan", "COMPILED_BATCH_SIZES",
+           "NAMES", "PREFERENCE", "PURPOSES",
            "COMPILE_APPLIES", "available", "capabilities", "get", "default_name", "default",
            "resolve",
            "set_threads", "threads_set", "usable_cpus", "blas_threads",

@@ -39,18 +39,16 @@ class Capabilities:
         See :data:`GRADIENTS`. ``"none"``: :meth:`Backend.value_and_grad` is a TypeError.
     compile : {"program", "pieces", "none"}
         See :data:`COMPILE`: what :meth:`Backend.compile_program` and
-        :meth:`Backend.compile_piece` do (each is the identity where it does not apply).
-    lazy : bool
-        Whether arrays may have no values while code runs on them (a task graph, a
-        recorded ONNX graph): value checks are skipped on them, sizes may be unknown.
-    bfloat16 : bool
-        Whether the library has bfloat16 (``precision="bf16"``).
+        :meth:`Backend.compile_piece` do (each is the identity where it does not apply),
+        and the :class:`SearchPlan` a backend answers with.
+
+    Whether a library has bfloat16, or arrays without values (a task graph, a recorded
+    ONNX graph), is asked of its namespace where it matters
+    (:func:`xpseq.core.precision.compute_dtype`, :mod:`xpseq.core.checks`), not declared.
     """
 
     gradients: str = "hand-derived"
     compile: str = "none"
-    lazy: bool = False
-    bfloat16: bool = False
 
     def __post_init__(self) -> None:
         if self.gradients not in GRADIENTS:
@@ -65,23 +63,60 @@ class Capabilities:
         """Whether models can be trained on it (it has gradients)."""
         return self.gradients != "none"
 
-    @property
-    def fixed_shapes(self) -> bool:
-        """Whether what it compiles needs fixed shapes (a decoder's key/value cache of a
-        fixed capacity, no batch narrowing inside a search)."""
-        return self.compile != "none"
-
 
 #: Every backend's capabilities, by name: known without importing its library. ``"torch"``
 #: made with ``compile=True`` compiles ``"pieces"``.
 CAPABILITIES = {
     "numpy": Capabilities("hand-derived", "none"),
-    "jax": Capabilities("autodiff", "program", bfloat16=True),
-    "torch": Capabilities("autodiff", "none", bfloat16=True),
+    "jax": Capabilities("autodiff", "program"),
+    "torch": Capabilities("autodiff", "none"),
     "array_api_strict": Capabilities("hand-derived", "none"),
-    "onnx": Capabilities("none", "none", lazy=True),
-    "dask": Capabilities("none", "none", lazy=True),
+    "onnx": Capabilities("none", "none"),
+    "dask": Capabilities("none", "none"),
 }
+
+#: The row counts a backend that compiles whole searches pads a batch of sources to (one
+#: compilation of the search each, per source length): any number of sentences then needs
+#: a handful of programs, not one per batch size.
+COMPILED_BATCH_SIZES = (16, 64, 128, 256)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchPlan:
+    """How a search runs on a backend: :meth:`Backend.search_plan`'s answer.
+
+    Attributes
+    ----------
+    scan : callable or None
+        The loop over output positions: ``backend.scan`` compiled into the search's
+        program (JAX's ``lax.scan``), or ``None`` for a Python loop that stops as soon as
+        every sentence is finished.
+    capacity : int or None
+        The positions of a decoder's key/value cache: fixed at the longest output where
+        what is compiled needs fixed shapes, ``None`` where the cache grows a position per
+        step.
+    narrowing : bool
+        Whether greedy search drops finished sentences from its steps (an eager loop does;
+        a compiled one would compile again for every batch size).
+    compiled_step : bool
+        Whether each model's decoder step is compiled on its own (``torch.compile``), the
+        loop around it staying Python.
+    batch_sizes : tuple of int or None
+        The row counts a batch of sources is padded to (each a compilation of the whole
+        search), or ``None`` for any.
+    """
+
+    scan: Callable[..., Any] | None = None
+    capacity: int | None = None
+    narrowing: bool = True
+    compiled_step: bool = False
+    batch_sizes: tuple[int, ...] | None = None
+
+    @property
+    def whole_program(self) -> bool:
+        """Whether the whole search is one compiled program (each batch shape compiled on
+        its first use)."""
+        return self.scan is not None
 
 
 class Backend:
@@ -134,6 +169,27 @@ class Backend:
     @property
     def device(self) -> Any:
         return self._device
+
+    @property
+    def compiles_autodiff(self) -> bool:
+        """Whether it compiles whole programs, its own differentiation included (JAX):
+        hand-derived rules then run inside that differentiation, as :meth:`custom_vjp`,
+        rather than beside it."""
+        return self.capabilities.compile == "program"
+
+    def search_plan(self, max_len: int | None = None) -> SearchPlan:
+        """How a search of outputs of at most ``max_len`` tokens runs here (see
+        :class:`SearchPlan`): a scan compiled into one program per batch shape, batches
+        padded to :data:`COMPILED_BATCH_SIZES` (JAX); an eager loop around a compiled
+        decoder step with a cache of ``max_len`` positions (``torch.compile``); or an eager
+        loop that narrows to the unfinished sentences and grows its cache (the rest)."""
+        strategy = self.capabilities.compile
+        if strategy == "program":
+            return SearchPlan(scan=self.scan, capacity=max_len, narrowing=False,
+                              batch_sizes=COMPILED_BATCH_SIZES)
+        if strategy == "pieces":
+            return SearchPlan(capacity=max_len, narrowing=False, compiled_step=True)
+        return SearchPlan()
 
     def __repr__(self) -> str:
         return f"<xpseq backend {self.name!r} on {self.device}>"

@@ -32,7 +32,8 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int, *,
                  bucket: int = 8, pad_id: int = PAD_ID, bos_id: int = BOS_ID,
                  eos_id: int = EOS_ID, max_tokens: int | None = None,
-                 shapes: int | None = None) -> list[dict[str, np.ndarray]]:
+                 shapes: int | None = None,
+                 rows: Sequence[int] | None = None) -> list[dict[str, np.ndarray]]:
     """Cut ``(source ids, target ids)`` pairs into padded batches.
 
     Parameters
@@ -58,6 +59,11 @@ def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
         every target ``pad_id``, ``index`` -1. Padding is masked, so the loss per real
         target token is unchanged (with ``max_tokens``, a padded batch may hold more than
         ``max_tokens`` positions). ``None``: no bound.
+    rows : sequence of int, optional
+        The row counts a batch may have (a backend's compiled search sizes,
+        :attr:`xpseq.backends.SearchPlan.batch_sizes`): each batch gets empty rows, as for
+        ``shapes``, up to the smallest of them that holds it, and no batch takes more
+        sentences than the largest. ``None``: any.
 
     Returns
     -------
@@ -75,6 +81,13 @@ def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
     for name, value in sizes:
         if not checks.is_int(value) or value < 1:
             raise ValueError(f"make_batches: {name} must be a positive int, got {value!r}")
+    if rows is not None:
+        if isinstance(rows, (str, bytes)) or not rows or not all(
+                checks.is_int(r) and r >= 1 for r in rows):
+            raise ValueError(f"make_batches: rows must be a non-empty sequence of positive "
+                             f"ints, got {rows!r}")
+        rows = sorted(rows)
+        batch_size = min(batch_size, rows[-1])
     cleaned = []
     for i, pair in enumerate(pairs):
         try:
@@ -94,6 +107,8 @@ def make_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
               for start, stop in cuts]
     if shapes is not None:
         shaped = _bounded(shaped, shapes)
+    if rows is not None:
+        shaped = [(next(r for r in rows if r >= B), S, T) for B, S, T in shaped]
     batches = []
     for (start, stop), (B, S, T) in zip(cuts, shaped):
         chunk = [cleaned[i] for i in order[start:stop]]

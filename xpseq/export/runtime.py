@@ -33,8 +33,8 @@ __all__ = ["OnnxModel"]
 
 class OnnxModel:
     """An export folder's graphs in onnxruntime sessions: a :class:`~xpseq.search.Decoder`
-    (``src_vocab``, ``tgt_vocab``, ``metadata``, ``name``, ``search``, ``encode``,
-    ``step``).
+    (``src_vocab``, ``tgt_vocab``, ``metadata``, ``name``, ``batch_sizes``, ``precision``,
+    ``search``); its ``encode`` and ``step`` run the two graphs.
 
     Parameters
     ----------
@@ -45,6 +45,10 @@ class OnnxModel:
     """
 
     name = "onnxruntime"
+    #: Any batch size: onnxruntime compiles nothing per shape.
+    batch_sizes: tuple[int, ...] | None = None
+    #: It decodes in the dtype it was exported in.
+    precision = Policy(None)
 
     def __init__(self, folder: str | os.PathLike, *, threads: int | None = None) -> None:
         import onnxruntime
@@ -123,7 +127,7 @@ class OnnxModel:
         if src.ndim != 2 or src_len.shape != (src.shape[0],):
             raise ValueError(f"OnnxModel.search: src must be (batch, src_len) and src_len "
                              f"(batch,), got {src.shape} and {src_len.shape}")
-        if Policy.of(options.precision).reduced:
+        if options.policy.reduced:
             raise ValueError("OnnxModel.search: precision is fixed by the export "
                              f"({self.meta['dtype']}); pass precision=None")
         want_attention = options.attention and self.attends

@@ -72,7 +72,8 @@ from .converter import (
 from .text import ControlCharacterWarning
 
 __all__ = ["G2P", "pronounce", "pronounce_iter", "phonemize", "load", "shipped",
-           "UnknownCharacterWarning", "LongWordWarning", "ControlCharacterWarning", "MAX_WORD_LENGTH", "CHUNK",
+           "UnknownCharacterWarning", "LongWordWarning", "ControlCharacterWarning",
+           "MAX_WORD_LENGTH", "CHUNK",
            "MODEL_DIR"]
 
 _LOADED: dict[tuple[Any, ...], G2P] = {}

@@ -32,9 +32,6 @@ MAX_WORD_LENGTH = 64
 #: Words decoded together by :func:`pronounce_iter` (and ``xpseq g2p``), by default.
 CHUNK = 512
 
-#: Batch sizes a compiling backend decodes (see :meth:`G2P._decode`): the last is the
-#: batch size of a longer list, whose remainder takes the smallest size that holds it.
-_PADDED_SIZES = (16, 64, 128, 256)
 
 class UnknownCharacterWarning(UserWarning):
     """A word held characters the model never saw; they were left out.
@@ -191,13 +188,7 @@ class G2P:
     @property
     def precision(self) -> Policy:
         """The precision it decodes in (an export's: its own dtype, ``Policy(None)``)."""
-        return getattr(self.decoder, "precision", Policy(None))
-
-    @property
-    def compiles_programs(self) -> bool:
-        """Whether its decoder compiles whole searches (JAX), one per batch shape."""
-        backend = getattr(self.decoder, "backend", None)
-        return backend is not None and backend.capabilities.compile == "program"
+        return self.decoder.precision
 
     def unknown_characters(self, word: str) -> list[str]:
         """The characters of ``word`` (as the model reads it: lower-cased, accents
@@ -609,12 +600,9 @@ class G2P:
 
         Words of the same length bucket (8 characters, with the ``</s>`` the encoder
         reads) are decoded together, so that a chunk's long words do not make its short
-        ones pad to their length (a search costs its batch's longest source). On a
-        backend that compiles its search (JAX: one program per batch shape) each bucket
-        is decoded in batches of :data:`_PADDED_SIZES`' largest, and its remainder padded
-        to the smallest size there that holds it, with copies of its shortest word whose
-        answers are dropped: chunks of every size then need a handful of programs (batch
-        sizes 16, 64 and 256 per length bucket), not one each."""
+        ones pad to their length (a search costs its batch's longest source); each bucket's
+        batches are padded as the decoder asks (:func:`xpseq.search.translate`: on JAX,
+        to a few batch sizes, each a compilation)."""
         from xpseq.search import translate
 
         buckets: dict[int, list[int]] = {}
@@ -623,14 +611,7 @@ class G2P:
         answers: list[Any] = [None] * len(tokens)
         with backends.blas_threads():           # (the caller's threads are restored)
             for _, where in sorted(buckets.items()):
-                asked = [tokens[i] for i in where]
-                if self.compiles_programs:
-                    full, rest = divmod(len(asked), _PADDED_SIZES[-1])
-                    size = full * _PADDED_SIZES[-1] + (
-                        next(s for s in _PADDED_SIZES if s >= rest) if rest else 0)
-                    asked += [min(asked, key=len)] * (size - len(asked))
-                results = translate(self.decoder, asked, options,
-                                    batch_size=_PADDED_SIZES[-1])
+                results = translate(self.decoder, [tokens[i] for i in where], options)
                 for i, result in zip(where, results):
                     answers[i] = [list(h) for h in result["n_best"]]
         return answers

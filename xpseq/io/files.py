@@ -45,7 +45,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Union
 
-__all__ = ["StrPath", "OutputRefused", "Run", "run", "note_input", "declare_output", "check", "write", "write_set", "remove", "make_folder",
+__all__ = ["StrPath", "OutputRefused", "Run", "run", "note_input", "declare_output", "check",
+           "write", "write_set", "remove", "make_folder",
            "clean_stale", "Lock", "file_kind", "KINDS", "Data", "is_checkpoint", "is_own_png",
            "is_metrics_log", "PNG_SOFTWARE"]
 

@@ -11,5 +11,6 @@ other kind, :class:`xpseq.export.runtime.OnnxModel`).
 from .decode import MAX_BEAM, Ensemble, SearchOptions, options_for, run, search, to_lists
 from .decoder import CheckpointDecoder, Decoder, LongSourceWarning, translate
 
-__all__ = ["LongSourceWarning", "SearchOptions", "Ensemble", "search", "run", "to_lists", "options_for", "MAX_BEAM",
+__all__ = ["LongSourceWarning", "SearchOptions", "Ensemble", "search", "run", "to_lists",
+           "options_for", "MAX_BEAM",
            "Decoder", "CheckpointDecoder", "translate"]

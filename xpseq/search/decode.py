@@ -82,6 +82,11 @@ class SearchOptions:
     attention: bool = True
     precision: mixed.Policy | str | None = None
 
+    @property
+    def policy(self) -> mixed.Policy:
+        """``precision`` as the :class:`~xpseq.core.precision.Policy` it was made into."""
+        return cast(mixed.Policy, self.precision)
+
     def __post_init__(self) -> None:
         # The policy made once here (a name given becomes a Policy).
         object.__setattr__(self, "precision", mixed.Policy.of(self.precision,
@@ -166,12 +171,8 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
     configs, member_params = _members(params, config)
     member_params = tuple(mixed.cast_params(p, options.precision, xp=xp)
                           for p in member_params)
-    strategy = backend.capabilities.compile
-    # A compiled program runs its loop as a scan (not unrolled); a compiled loop, or a
-    # compiled step, needs the decoder state's shapes fixed (a key/value cache of max_len
-    # positions); an eager loop lets a cache grow a position per step.
-    scan = backend.scan if strategy == "program" else None
-    capacity = max_len if backend.capabilities.fixed_shapes else None
+    plan = backend.search_plan(max_len)
+    capacity = plan.capacity
     encoded = tuple(models.of(c).kernels.encode(p, c, src, src_len, scan=backend.scan, xp=xp)
                     for c, p in zip(configs, member_params))
 
@@ -180,7 +181,7 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
             models.of(c).kernels.decoder(p, c, e, attention=options.attention,
                                          max_len=capacity, xp=xp)
             for c, p, e in zip(configs, member_params, encoded)]
-        if strategy == "pieces":   # the same first states, and each member's step compiled
+        if plan.compiled_step:     # the same first states, and each member's step compiled
             pairs = [(_bind(compiled_step(c, options.attention, backend), p, e,
                             cast(int, capacity)),     # compiled: capacity is max_len
                       state) for c, p, e, (_, state) in zip(configs, member_params, encoded,
@@ -189,10 +190,8 @@ def _search_arrays(params: Any, src: Any, src_len: Any, *, config: Any,
             return pairs[0]
         return ensemble_step([s for s, _ in pairs]), tuple(state for _, state in pairs)
 
-    # An eager loop drops finished sentences from its steps (a compiled step would
-    # compile again for each batch size).
     return run(decoder, encoded, src_len, options=options, max_len=max_len, xp=xp,
-               scan=scan, narrowing=not backend.capabilities.fixed_shapes)
+               scan=plan.scan, narrowing=plan.narrowing)
 
 
 def run(decoder: Any, encoded: Any, src_len: Any, *, options: SearchOptions,
@@ -240,7 +239,7 @@ def compiled_step(config: Any, attention: bool, backend: Backend) -> Any:
     ``step(params, encoded, state, y_prev, max_len) -> (log_probs (N, V), state, attention
     (N, S) or None)`` (the model's ``decoder`` step for at most ``max_len`` steps, see
     :mod:`xpseq.models`), for a backend made with ``backends.get("torch", compile=True)``:
-    ``backend.jit`` of it, built once per configuration and kept in
+    ``backend.compile_piece`` of it, built once per configuration and kept in
     :mod:`xpseq.backends.programs`, so that every search reuses its graphs.
 
     The search around it stays an eager loop that stops when every sentence is finished;

@@ -9,9 +9,7 @@ checkpoint file or an export folder); :func:`xpseq.tasks.translate`, ``Translato
 
 >>> import numpy as np
 >>> from xpseq import backends, models
->>> from xpseq.data import Vocab, make_batches
-from xpseq.io import reading
-from xpseq.io.reading import MAX_TOKENS
+>>> from xpseq.data import Vocab
 >>> from xpseq.search import CheckpointDecoder, SearchOptions
 >>> config = models.get("rnn").Config(src_vocab=6, tgt_vocab=6, embed=4, hidden=3)
 >>> params = models.get("rnn").init_params(config, seed=0)
@@ -47,12 +45,9 @@ __all__ = ["Decoder", "CheckpointDecoder", "translate", "LongSourceWarning"]
 class Decoder(Protocol):
     """What decoding needs of a trained model.
 
-    Its methods: ``search(src, src_len, options)``, greedy or beam search of a padded
+    Its method: ``search(src, src_len, options)``, greedy or beam search of a padded
     batch of NumPy ids ``(B, S)`` with their lengths ``(B,)``, NumPy results
-    (:func:`xpseq.search.search`'s :class:`~xpseq.core.decoding.Hypotheses`);
-    ``encode(src, src_len) -> (encoded, state)``, the encoded source and the decoder's
-    first state; ``step(encoded, state, y_prev) -> (log_probs (B, V), state, attention
-    (B, S) or None)``, one step of the decoder.
+    (:func:`xpseq.search.search`'s :class:`~xpseq.core.decoding.Hypotheses`).
 
     Attributes
     ----------
@@ -64,21 +59,24 @@ class Decoder(Protocol):
     name : str
         How a message names it: the backend (``"numpy"``, ``"torch with torch.compile"``)
         or ``"onnxruntime"``.
+    batch_sizes : tuple of int or None
+        The row counts :func:`translate` pads a batch of sources to (each a compilation
+        of the search: :attr:`xpseq.backends.SearchPlan.batch_sizes`), or ``None``.
+    precision : Policy
+        The precision it decodes in (an export's: its own dtype, ``Policy(None)``).
     """
 
     src_vocab: Vocab
     tgt_vocab: Vocab
     metadata: dict[str, Any]
+    batch_sizes: tuple[int, ...] | None
+    precision: Policy
 
     @property
     def name(self) -> str: ...
 
     def search(self, src: np.ndarray, src_len: np.ndarray,
                options: SearchOptions = ...) -> Hypotheses: ...
-
-    def encode(self, src: np.ndarray, src_len: np.ndarray) -> tuple[Any, Any]: ...
-
-    def step(self, encoded: Any, state: Any, y_prev: Any) -> tuple[Any, Any, Any]: ...
 
 
 class CheckpointDecoder:
@@ -111,6 +109,7 @@ class CheckpointDecoder:
         self.metadata = dict(metadata or {})
         self.precision = Policy.of(precision, "CheckpointDecoder: precision")
         self.precision.compute_dtype(backend.xp)        # no bfloat16: a clear error
+        self.batch_sizes = backend.search_plan().batch_sizes
         if isinstance(config, Ensemble):
             self.params: Any = [backend.asarray_tree(dict(p)) for p in params]
         else:
@@ -129,36 +128,9 @@ class CheckpointDecoder:
                options: SearchOptions = SearchOptions()) -> Hypotheses:
         """:func:`xpseq.search.search` of the batch, in the decoder's precision unless
         ``options`` asks for one."""
-        if self.precision.reduced and not Policy.of(options.precision).reduced:
+        if self.precision.reduced and not options.policy.reduced:
             options = dataclasses.replace(options, precision=self.precision)
         return search(self.params, self.config, src, src_len, self.backend, options)
-
-    def encode(self, src: np.ndarray, src_len: np.ndarray) -> tuple[Any, Any]:
-        """The model's ``encode`` and its decoder's first state (arrays of the backend;
-        the state grows with each step)."""
-        kernels = self._kernels()
-        params = self.precision.cast_params(self.params, xp=self.backend.xp)
-        encoded = kernels.encode(params, self.config, self.backend.asarray(np.asarray(src)),
-                                 self.backend.asarray(np.asarray(src_len)),
-                                 scan=self.backend.scan, xp=self.backend.xp)
-        _, state = kernels.decoder(params, self.config, encoded, max_len=None,
-                                   xp=self.backend.xp)
-        return encoded, state
-
-    def step(self, encoded: Any, state: Any, y_prev: Any) -> tuple[Any, Any, Any]:
-        """One step of the model's decoder from ``state`` on the previous ids."""
-        kernels = self._kernels()
-        params = self.precision.cast_params(self.params, xp=self.backend.xp)
-        run, _ = kernels.decoder(params, self.config, encoded, max_len=None,
-                                 xp=self.backend.xp)
-        log_probs, state, weights = run(state, self.backend.asarray(np.asarray(y_prev)))
-        return log_probs, state, weights
-
-    def _kernels(self) -> Any:
-        if isinstance(self.config, Ensemble):
-            raise TypeError("CheckpointDecoder: an ensemble decodes through search only "
-                            "(its members' steps are averaged inside it)")
-        return models.of(self.config).kernels
 
 
 class LongSourceWarning(UserWarning):
@@ -188,7 +160,8 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
     A model whose best score for a source is not finite (weights that overflow) raises a
     ``FloatingPointError`` instead of an empty or wrong answer.
     ``shapes`` bounds the batches' shapes, each a compilation of the search on JAX (see
-    :func:`xpseq.data.make_batches`). ``progress``: a tqdm bar of the sources decoded, on
+    :func:`xpseq.data.make_batches`); a batch's rows are padded to the decoder's
+    ``batch_sizes``. ``progress``: a tqdm bar of the sources decoded, on
     standard error (a str: its label).
     """
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
@@ -216,7 +189,8 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
 
         bar = tqdm(total=len(keep), unit=" sentences", leave=False,
                    desc=progress if isinstance(progress, str) else None)
-    for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes) if pairs else []:
+    for batch in make_batches(pairs, batch_size, bucket=8, shapes=shapes,
+                                           rows=decoder.batch_sizes) if pairs else []:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # checked below
             hyp = decoder.search(batch["src"], batch["src_len"], options)
         top_scores = np.asarray(hyp.scores)[:, 0][np.asarray(batch["index"]) >= 0]
@@ -229,10 +203,11 @@ def translate(decoder: Decoder, sources: Sequence[Sequence[str]],
             if i < 0:                                    # a row that only fills the shape
                 continue
             top = best[0]
-            results[keep[int(i)]] = {"tokens": tgt_vocab.decode(top["tokens"]), "ids": top["tokens"],
-                               "score": top["score"], "attention": top["attention"],
-                               "n_best": [tgt_vocab.decode(h["tokens"]) for h in best],
-                               "n_best_scores": [h["score"] for h in best]}
+            results[keep[int(i)]] = {
+                "tokens": tgt_vocab.decode(top["tokens"]), "ids": top["tokens"],
+                "score": top["score"], "attention": top["attention"],
+                "n_best": [tgt_vocab.decode(h["tokens"]) for h in best],
+                "n_best_scores": [h["score"] for h in best]}
         if bar is not None:
             bar.update(int(np.sum(np.asarray(batch["index"]) >= 0)))
     if bar is not None:

@@ -173,7 +173,7 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
     # hand-derived pass when it has no loop over time steps (the Transformer); otherwise it
     # differentiates the loss itself, and the model runs its loops with their
     # hand-derived custom VJP (the RNN).
-    rules_inside = (gradients == "hand-derived" and backend.capabilities.compile == "program"
+    rules_inside = (gradients == "hand-derived" and backend.compiles_autodiff
                     and not model.kernels.loss_vjp_compiles)
     custom_vjp = backend.custom_vjp if rules_inside else None
 
