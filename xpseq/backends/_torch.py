@@ -28,40 +28,13 @@ decoder step uses ``dynamic=None`` (``xpseq.search.decode.STEP_DYNAMIC``): every
 brings a new batch size, source length and ``max_len``, and automatic dynamic shapes bound
 the graphs to a few whatever the number of shapes.
 
-**Why compile=False is the default.** Measured at the benchmark's default sizes
-(``scripts/bench.py --help``): the RNN with embed 32, hidden 64, batches of 64 (32 batches of
-5 shapes an epoch), the Transformer with 256, 4, 3, 1024 and 3000 tokens a batch (12 batches
-of 5 shapes), float32, Adam, one torch thread, two epochs per run, eager torch then
-compiled torch in one process, each run in its own process with an empty inductor cache
-(``TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) python measure.py KIND DYNAMIC``, a script kept
-outside the repository that builds ``scripts/benchmarks/context.py``'s ``Context`` with
-bench.py's defaults and times ``make_train_step`` over ``context.epoch`` or
-``context.transformer.epoch``). The 2-core machine was shared and its load varied (the load
-average is given), so the eager epochs of one kind differ between runs; read the ratio
-within a run::
-
-    kind         dynamic  cache  load   graphs  compile s  eager epoch s  compiled s  ratio
-    RNN          False    cold   3.9    6       807        2.72           0.97        2.8x
-    RNN          None     cold   3.9    6       792        1.77           0.91        1.9x
-    RNN          False    warm   1.1    6       22         1.65           0.89        1.8x
-    Transformer  False    cold   4.5-5  6       387        23.5           16.2        1.45x
-    Transformer  None     cold   5.7    6       717        32.0           29.6        1.08x
-    Transformer  True     cold   5.0    6       714        14.9           18.2        0.82x
-    Transformer  False    cold   1.1    6       208        13.7           14.8        0.93x
-    Transformer  False    warm   2.7    6       14         13.5           14.7        0.92x
-    Transformer  None     warm   1.2-2.9 6      28         14.3           14.6        0.97x
-
-(``ratio``: eager epoch over compiled epoch, steady state; ``compile s``: the first
-epoch's extra time; ``warm``: a second process on the same inductor cache.) The RNN's step
-runs about twice as fast compiled, but its compilation costs 13 minutes on a cold cache
-(22 s on a warm one) against 0.8 to 1.8 s saved per epoch of 2000 pairs: at these sizes
-the toy task's default run (12,000 pairs, 5 epochs) would save half a minute to a minute.
-The Transformer's step, dominated by its matrix products, runs no faster compiled on a
-lightly loaded machine. Compiled torch is not faster for both kinds once its compile time
-is counted, so it is asked for, not the default. Decoding the benchmark's Transformer (100
-sentences in batches of 32) compiled 3 graphs (about a minute, cold); greedy search then
-ran 1.1x to 1.5x as fast as eager, beam search (k = 5) 0.73x (the fixed-capacity cache is
-rewritten whole at every step).
+**Why compile=False is the default.** A cold compile of the RNN's training step takes
+minutes (its unrolled loops make big graphs, one per pair of lengths), and the Transformer's
+step, dominated by its matrix products, runs little faster compiled: at the sizes of the
+toy task the compile time is not paid back, so compiling is asked for, not the default.
+``scripts/bench.py --only peers`` measures it in every run (xpseq's compiled torch steps
+beside eager ones, and a cold ``torch.compile`` of the same model written natively); the
+benchmarks page has the recorded runs.
 """
 
 from __future__ import annotations

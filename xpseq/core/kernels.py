@@ -103,7 +103,7 @@ def valid_span(valid: Any, *, xp: Any) -> tuple[Any, Any]:
     row of ``valid`` (``(T, B, ...)`` bool) is true (``start >= stop`` when none is), the
     ``span`` of a ``scan`` that may skip the steps that are padding in every row."""
     steps = valid.shape[0]
-    t = xp.arange(steps, device=compat.device(valid))
+    t = xp.arange(steps, dtype=int_dtype(xp), device=compat.device(valid))
     if steps == 0:
         return xp.sum(t), xp.sum(t)
     any_valid = xp.any(xp.reshape(valid, (steps, -1)), axis=1)

@@ -140,7 +140,7 @@ def dropout(x: Any, keep: Any, rate: float) -> Any:
     return kernels.dropout(x, keep, float(rate), xp=xp)
 
 
-# ------------------------------------------------------------------- private kernels
+# ------------------------------------------------------------ the Transformer's parts
 
 
 def layer_norm(x: Any, gamma: Any, beta: Any, *, eps: float = 1e-5) -> Any:

@@ -206,9 +206,6 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
     return cast(Callable[..., Any], custom_vjp(recurrence, fwd, bwd))
 
 
-# ------------------------------------------------------------------- private kernels
-
-
 # ------------------------------------------------------------------------- checks
 
 

@@ -93,7 +93,8 @@ def take_rows(table: Any, ids: Any, *, xp: Any) -> Any:
     after a flat ``take``, it is the one-hot product ``onehot(ids) @ table``: the same
     values (one row times one, the others times zero), ``V`` more multiplications."""
     if not reshapable(ids.shape):
-        onehot = ids[..., None] == xp.arange(table.shape[0], dtype=ids.dtype)
+        onehot = ids[..., None] == xp.arange(table.shape[0], dtype=ids.dtype,
+                                             device=compat.device(ids))
         return xp.astype(onehot, table.dtype) @ table
     flat = xp.take(table, xp.reshape(ids, (-1,)), axis=0)
     return xp.reshape(flat, reshape_dims((*ids.shape, table.shape[1])))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+import array_api_compat as compat
 import array_api_extra as xpx
 
 from . import delegation, kernels
@@ -603,7 +604,7 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
         saved.append((t, parts, state))
         state, outputs[t] = kernels.keep_valid(new, state, valid[:, t, :], xp=xp)
     out = xp.stack(outputs, axis=1) if steps else xp.zeros(
-        (xs.shape[0], 0, state0[0].shape[-1]), dtype=xs.dtype)
+        (xs.shape[0], 0, state0[0].shape[-1]), dtype=xs.dtype, device=compat.device(xs))
 
     def backprop(d_outputs: Any, d_final: tuple[Any, ...]) -> tuple[Any, ...]:
         grads = {"W_hh": xp.zeros_like(p["W_hh"]), "b_hh": xp.zeros_like(p["b_hh"])}

@@ -233,11 +233,6 @@ def training_config(kind: str = "rnn", *, epochs: int | None = None, lr: float |
     return TrainConfig(epochs=epochs, optimizer=adam(rate), **settings)
 
 
-#: What :func:`train_model` trains an ``"rnn"`` model with when given no
-#: :class:`~xpseq.train.TrainConfig`: ``training_config("rnn")``.
-TOY_TRAINING = training_config("rnn")
-
-
 def train_model(task: Task, backend: Backend, config: Any = None,
                 train: TrainConfig | None = None, *, batch_size: int | None = None,
                 bucket: int = 8, max_tokens: int | None = None, shapes: int | None = None,

@@ -20,8 +20,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from xpseq import backends
-
 FRAMEWORKS = ("numpy", "jax", "torch")
 HEADERS = ("what", "numpy (xpseq by hand)", "jax", "torch")
 NOT_INSTALLED = "not installed"
@@ -202,8 +200,3 @@ def _short(err: BaseException, limit: int = 60) -> str:
 def _data(seed: int, *shape: int) -> np.ndarray:
     """Reproducible float64 normal samples of ``shape``."""
     return np.random.default_rng(seed).normal(size=shape)
-
-
-def _xp_numpy() -> Any:
-    """The array namespace of xpseq's numpy backend."""
-    return backends.get("numpy").xp
