@@ -30,15 +30,58 @@ every attention, cell, style and the no-feeding case (``JAX_SUBSET``), for quick
 from __future__ import annotations
 
 import functools
-import itertools
-import os
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rnn_cases import (
+    ADAM_CONFIGS,
+    BATCH,
+    CONFIGS,
+    DROPOUT,
+    DROPOUT_IDS,
+    FD_CONFIGS,
+    FD_H,
+    FD_RESOLVABLE,
+    HIDDEN,
+    IDS,
+    JAX_CONFIGS,
+    JAX_EAGER_CONFIGS,
+    NP,
+    PAD,
+    PADDING_CONFIGS,
+    PARAMS,
+    SRC,
+    SRC_LEN,
+    SRC_REAL,
+    SRC_VOCAB,
+    STEP_TOL,
+    TGT_IN,
+    TGT_OUT,
+    TGT_REAL,
+    TGT_VOCAB,
+    UNUSED_SRC_ROWS,
+    UNUSED_TGT_ROWS,
+    B,
+    D,
+    Out,
+    S,
+    T,
+    assert_grads_close,
+    autodiff,
+    evaluate,
+    fd_grads,
+    fd_params,
+    independent_nll,
+    jax_program,
+    keep_for,
+    need,
+    np_of,
+    numpy_loss,
+    reference,
+    require_jax_config,
+)
 
 from xpseq import backends
 from xpseq.core import optim
@@ -51,259 +94,8 @@ from xpseq.testing import (
     GRAD_ATOL,
     GRAD_RTOL,
     assert_matches,
-    central_difference_grad,
     relative_error,
 )
-
-NP = backends.get("numpy")
-STEP_TOL = 1e-12    # encode + decode_step vs forward, unpadded vs padded encoder (numpy)
-FD_H = 1e-6
-
-# ---------------------------------------------------------------------- the tiny model
-
-SRC_VOCAB, TGT_VOCAB, EMBED, HIDDEN = 7, 8, 3, 2
-B, S, T = 3, 4, 3
-PAD, BOS, EOS = 0, 1, 2
-D = 2 * HIDDEN
-
-SRC = np.array([[3, 1, 5, 2],
-                [6, 3, PAD, PAD],
-                [5, PAD, PAD, PAD]], dtype=np.int64)
-SRC_LEN = np.array([4, 2, 1], dtype=np.int64)
-TGT_IN = np.array([[BOS, 3, 4],
-                   [BOS, 5, PAD],
-                   [BOS, PAD, PAD]], dtype=np.int64)
-TGT_OUT = np.array([[3, 4, EOS],
-                    [5, EOS, PAD],
-                    [EOS, PAD, PAD]], dtype=np.int64)
-BATCH = {"src": SRC, "src_len": SRC_LEN, "tgt_in": TGT_IN, "tgt_out": TGT_OUT}
-
-SRC_REAL = np.arange(S)[None, :] < SRC_LEN[:, None]          # (B, S)
-TGT_REAL = TGT_OUT != PAD                                     # (B, T)
-# Embedding rows that no real token uses: their gradient must be exactly zero.
-UNUSED_SRC_ROWS = sorted(set(range(SRC_VOCAB)) - set(SRC[SRC_REAL].tolist()))
-UNUSED_TGT_ROWS = sorted(set(range(TGT_VOCAB)) - set(TGT_IN[TGT_REAL].tolist()))
-assert UNUSED_SRC_ROWS == [0, 4] and UNUSED_TGT_ROWS == [0, 2, 6, 7]
-assert (SRC[~SRC_REAL] == PAD).all() and (TGT_IN[:, 1:][TGT_REAL[:, 1:]] ==
-                                          TGT_OUT[:, :-1][TGT_REAL[:, 1:]]).all()
-
-DROPOUT = 0.3
-KEEP = np.random.default_rng(1).random((B, T, 2 * HIDDEN)) >= DROPOUT
-assert KEEP.any() and not KEEP.all()
-
-
-def make_config(attention: str, cell: str, style: str, feed: bool,
-                dropout: float = 0.0) -> M.Seq2SeqConfig:
-    return M.Seq2SeqConfig(src_vocab=SRC_VOCAB, tgt_vocab=TGT_VOCAB, embed=EMBED, hidden=HIDDEN,
-                           cell=cell, attention=attention, style=style, input_feeding=feed,
-                           dropout=dropout)
-
-
-def config_id(c: M.Seq2SeqConfig) -> str:
-    name = f"{c.attention}-{c.cell}-{c.style}"
-    if c.attention != "none" and not c.input_feeding:
-        name += "-nofeed"
-    if c.dropout:
-        name += f"-drop{c.dropout}"
-    return name
-
-
-_all = [make_config(a, c, s, a != "none")
-        for a, c, s in itertools.product(M.ATTENTIONS, ("lstm", "gru"), M.STYLES)]
-_all += [make_config("dot", "lstm", "luong", False),
-         make_config("general", "gru", "bahdanau", False),
-         make_config("additive", "lstm", "bahdanau", False),
-         make_config("scaled_dot", "gru", "luong", False)]
-CONFIGS = {config_id(c): c for c in _all}
-IDS = list(CONFIGS)
-assert len(IDS) == 24
-# One seed per configuration; the dropout variants share the parameters of their base.
-PARAMS = {cid: M.init_params(c, seed=10 + i) for i, (cid, c) in enumerate(CONFIGS.items())}
-
-DROPOUT_BASES = ["general-lstm-luong", "additive-gru-bahdanau"]
-for _base in DROPOUT_BASES:
-    _c = M.Seq2SeqConfig.from_dict({**CONFIGS[_base].to_dict(), "dropout": DROPOUT})
-    CONFIGS[config_id(_c)] = _c
-    PARAMS[config_id(_c)] = PARAMS[_base]
-DROPOUT_IDS = [f"{b}-drop{DROPOUT}" for b in DROPOUT_BASES]
-
-# Configurations for the expensive checks (see the module docstring).
-FD_CONFIGS = ["additive-lstm-bahdanau", "additive-gru-luong", "general-lstm-luong",
-              "general-gru-bahdanau"]
-JAX_SUBSET = set(FD_CONFIGS + ["none-gru-luong", "dot-lstm-bahdanau",
-                               "scaled_dot-gru-luong-nofeed", DROPOUT_IDS[0]])
-
-
-def _configs_for(variable: str) -> set[str]:
-    """``JAX_SUBSET`` if the environment variable is set (and not 0), else every one."""
-    return JAX_SUBSET if os.environ.get(variable, "") not in ("", "0") else set(CONFIGS)
-
-
-# Every configuration by default (the parity contract); XPSEQ_JAX_SUBSET=1 (which `make test`
-# sets, for the suite's 5-minute budget) compiles only a covering subset on JAX.
-JAX_CONFIGS = _configs_for("XPSEQ_JAX_SUBSET")
-# The same covering subset for ndonnx's eager forward (10-25 s a configuration, each
-# operation run by onnxruntime as it is recorded): XPSEQ_ONNX_SUBSET=1, which
-# `make test-slow` sets, runs it there; the other configurations' operations are the same.
-ONNX_CONFIGS = _configs_for("XPSEQ_ONNX_SUBSET")
-JAX_EAGER_CONFIGS = ["additive-lstm-bahdanau", "general-gru-bahdanau"]
-ADAM_CONFIGS = ["general-lstm-luong", "additive-gru-luong"]
-PADDING_CONFIGS = ["additive-lstm-bahdanau", "additive-gru-luong"]
-assert set(JAX_EAGER_CONFIGS + ADAM_CONFIGS + PADDING_CONFIGS) <= JAX_SUBSET
-assert {c.attention for c in (CONFIGS[i] for i in JAX_SUBSET)} == set(M.ATTENTIONS)
-assert {(c.cell, c.style) for c in (CONFIGS[i] for i in JAX_SUBSET)} >= {
-    ("lstm", "luong"), ("lstm", "bahdanau"), ("gru", "luong"), ("gru", "bahdanau")}
-
-
-def keep_for(cid: str) -> np.ndarray | None:
-    return KEEP if CONFIGS[cid].dropout else None
-
-
-# ------------------------------------------------------------------------ evaluation
-
-
-@dataclass
-class Out:
-    """NumPy copies of one evaluation."""
-
-    logits: np.ndarray
-    weights: np.ndarray | None
-    loss: float
-    grads: dict | None = None
-
-
-def np_of(be: backends.Backend, x: Any) -> Any:
-    if x is None:
-        return None
-    if isinstance(x, dict):
-        return {k: np_of(be, v) for k, v in x.items()}
-    return be.to_numpy(x)
-
-
-def need(name: str) -> backends.Backend:
-    if name not in backends.available():
-        pytest.skip(f"backend {name!r} is not installed")
-    return backends.get(name)
-
-
-def require_jax_config(cid: str) -> None:
-    if cid not in JAX_CONFIGS:
-        pytest.skip("XPSEQ_JAX_SUBSET=1: JAX runs a covering subset of the configurations")
-
-
-@functools.lru_cache(maxsize=None)
-def jax_program(config: M.Seq2SeqConfig, with_grads: bool = True):
-    """One jitted program per configuration: forward, loss and (optionally) gradients.
-
-    ``config`` is closed over; params, batch arrays and the keep mask are traced, so new
-    ids of the same shape (the property tests) reuse the compilation.
-    """
-    be = backends.get("jax")
-
-    def run(params, batch, keep):
-        logits, weights = M.forward(params, config, batch["src"], batch["src_len"],
-                                    batch["tgt_in"], keep=keep, scan=be.scan)
-        objective = lambda p: M.loss(p, config, batch, keep=keep, scan=be.scan)  # noqa: E731
-        if not with_grads:
-            return logits, weights, objective(params), None
-        value, grads = be.value_and_grad(objective)(params)
-        return logits, weights, value, grads
-
-    return be.jit(run)
-
-
-def evaluate(be: backends.Backend, cid: str, *, batch: dict | None = None,
-             keep: Any = "default", grads: bool = False, params: dict | None = None,
-             jit_grads: bool = True) -> Out:
-    """Forward, loss (and gradients) of configuration ``cid`` on ``be``.
-
-    JAX runs the jitted program of the configuration; the other backends run eagerly with
-    ``scan=backend.scan``.
-    """
-    config = CONFIGS[cid]
-    params = be.asarray_tree(PARAMS[cid] if params is None else params)
-    batch = be.asarray_tree(BATCH if batch is None else batch)
-    keep = keep_for(cid) if isinstance(keep, str) else keep
-    keep = None if keep is None else be.asarray(keep, dtype="bool")
-    if be.name == "jax":
-        require_jax_config(cid)
-        logits, weights, value, g = jax_program(config, jit_grads or grads)(params, batch, keep)
-        return Out(be.to_numpy(logits), np_of(be, weights), float(be.to_numpy(value)),
-                   np_of(be, g) if grads else None)
-    logits, weights = M.forward(params, config, batch["src"], batch["src_len"],
-                                batch["tgt_in"], keep=keep, scan=be.scan)
-    value = M.loss(params, config, batch, keep=keep, scan=be.scan)
-    g = None
-    if grads and be.gradients == "hand-derived":
-        value2, g = M.loss_and_grad(params, config, batch, keep=keep)
-    elif grads:
-        value2, g = be.value_and_grad(
-            lambda p: M.loss(p, config, batch, keep=keep, scan=be.scan))(params)
-    if grads:
-        np.testing.assert_allclose(float(be.to_numpy(value2)), float(be.to_numpy(value)),
-                                   rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
-        g = np_of(be, g)
-    return Out(be.to_numpy(logits), np_of(be, weights), float(be.to_numpy(value)), g)
-
-
-@functools.lru_cache(maxsize=None)
-def reference(cid: str) -> Out:
-    return evaluate(NP, cid)
-
-
-@functools.lru_cache(maxsize=None)
-def autodiff(name: str, cid: str) -> Out:
-    return evaluate(backends.get(name), cid, grads=True)
-
-
-def numpy_loss(cid: str, params: dict, keep: Any = "default") -> float:
-    keep = keep_for(cid) if isinstance(keep, str) else keep
-    return float(M.loss(params, CONFIGS[cid], BATCH, keep=keep))
-
-
-@functools.lru_cache(maxsize=None)
-def fd_params(cid: str) -> dict[str, np.ndarray]:
-    """Parameters at which central differences can resolve every gradient to FD_REL_ERR.
-
-    At h = 1e-6 the rounding error of a central difference of this loss is about 3e-10,
-    so a parameter array whose largest gradient is below ~3e-3 cannot be checked to 1e-7
-    relative. At ``init_params`` scale some are far smaller (att.W_q of additive attention
-    has gradients ~1e-6 in this tiny model), so the weights here are drawn from N(0, 1.5^2)
-    (embeddings N(0, 1)): every array's gradient is then >= 1e-2.
-    """
-    r = np.random.default_rng(0)
-    return {k: r.standard_normal(v.shape) * (1.0 if k.endswith("embed") else 1.5)
-            for k, v in PARAMS[cid].items()}
-
-
-FD_RESOLVABLE = 3e-3   # the smallest max|gradient| that central differences resolve to 1e-7
-
-
-@functools.lru_cache(maxsize=None)
-def fd_grads(cid: str) -> dict[str, np.ndarray]:
-    """Central differences of the NumPy loss, parameter array by parameter array."""
-    params = fd_params(cid)
-    return {name: central_difference_grad(
-        lambda x, name=name: numpy_loss(cid, {**params, name: x}), params[name], h=FD_H)
-        for name in params}
-
-
-def assert_grads_close(a: dict, b: dict, what: str) -> None:
-    assert sorted(a) == sorted(b), what
-    for name in a:
-        assert a[name].shape == b[name].shape and a[name].dtype == b[name].dtype == np.float64
-        np.testing.assert_allclose(a[name], b[name], rtol=GRAD_RTOL, atol=GRAD_ATOL,
-                                   err_msg=f"{what}: d loss / d {name}")
-
-
-def independent_nll(logits: np.ndarray, tgt_out: np.ndarray) -> float:
-    """Mean NLL over the real targets, in plain NumPy."""
-    m = logits.max(axis=-1, keepdims=True)
-    logp = logits - m - np.log(np.exp(logits - m).sum(axis=-1, keepdims=True))
-    picked = np.take_along_axis(logp, tgt_out[..., None], axis=-1)[..., 0]
-    real = tgt_out != PAD
-    return float(-picked[real].sum() / real.sum())
-
 
 # ----------------------------------------------------------------------- 1. forward
 
@@ -793,130 +585,3 @@ def test_encoder_states_match_the_unpadded_sequences(backend, cell):
                                    atol=FORWARD_ATOL, err_msg=f"sequence {b}: forward memory")
         np.testing.assert_allclose(padded["memory"][b, :L, H:], b_out[::-1], rtol=STEP_TOL,
                                    atol=FORWARD_ATOL, err_msg=f"sequence {b}: backward memory")
-
-
-# -------------------------------------------- a library that is not a training backend
-
-
-#: The configuration dask runs in the quick tier (1 to 2 s); the others are slow tests.
-DASK_QUICK = ("additive-lstm-bahdanau",)
-
-
-@pytest.mark.forward(quick=("dask",))
-@pytest.mark.parametrize("cid", [c if c in DASK_QUICK else pytest.param(c, marks=pytest.mark.slow)
-                                 for c in IDS + DROPOUT_IDS])
-def test_forward_on_forward_libraries_matches_numpy(forward_backend, cid):
-    """Every configuration's forward pass and loss on the libraries that only run forward,
-    against NumPy (float64): ndonnx (``backends.get("onnx")``), eager: recorded and
-    computed as an ONNX graph, 10-25 s a configuration (the quick tier traces a model
-    through ndonnx in tests/test_export.py); dask.array (``backends.get("dask")``, dropout
-    included): built as a task graph and computed, 1 to 2 s each."""
-    if forward_backend.name == "onnx" and cid not in ONNX_CONFIGS:
-        pytest.skip("XPSEQ_ONNX_SUBSET=1: ndonnx runs a covering subset of the configurations")
-    out = evaluate(forward_backend, cid)
-    ref = reference(cid)
-    np.testing.assert_allclose(out.logits, ref.logits, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
-    if ref.weights is not None:
-        np.testing.assert_allclose(out.weights, ref.weights, rtol=FORWARD_RTOL,
-                                   atol=FORWARD_ATOL)
-    np.testing.assert_allclose(out.loss, ref.loss, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
-
-
-@pytest.mark.parametrize(("cid", "beam"), [
-    ("scaled_dot-gru-luong", 1),       # greedy; sentences of 1, 3, 1 tokens: it narrows
-    pytest.param("general-gru-bahdanau-nofeed", 3, marks=pytest.mark.slow)])    # 15 to 25 s
-def test_search_on_dask_matches_numpy(cid, beam):
-    """Greedy and beam search on dask.array give NumPy's tokens and lengths, and its scores
-    and attention to the forward tolerance (the eager loop computes the finished flags of
-    each step)."""
-    pytest.importorskip("dask.array")
-    from xpseq.search.decode import SearchOptions, search
-
-    options = SearchOptions() if beam == 1 else SearchOptions(method="beam", k=beam, n_best=2)
-    be = backends.get("dask")
-    want = search(PARAMS[cid], CONFIGS[cid], SRC, SRC_LEN, NP, options)
-    got = search(be.asarray_tree(PARAMS[cid]), CONFIGS[cid], SRC, SRC_LEN, be, options)
-    assert want.attention is not None and len(set(want.lengths.ravel().tolist())) > 1
-    for name in want._fields:
-        w, g = getattr(want, name), getattr(got, name)
-        assert isinstance(g, np.ndarray) and g.dtype == w.dtype and g.shape == w.shape, name
-        if w.dtype.kind == "f":
-            np.testing.assert_allclose(g, w, rtol=FORWARD_RTOL, atol=FORWARD_ATOL, err_msg=name)
-        else:
-            np.testing.assert_array_equal(g, w, err_msg=name)
-
-
-# ------------------------------------- the Transformer on the libraries that only run forward
-
-#: A Transformer of two layers each side (a layer's cache feeds the next), in the three
-#: variants of its options: pre-LN with sinusoidal positions; post-LN with learned ones;
-#: shared and tied embeddings with GELU.
-TRANSFORMER_VARIANTS = {
-    "pre": {},
-    "post-learned": {"norm": "post", "positions": "learned", "max_len": 16},
-    "shared-tied": {"share_embeddings": True, "tie_output": True, "tgt_vocab": 11,
-                    "activation": "gelu"}}
-TRANSFORMER_BATCH = {"src": np.array([[4, 5, 6, 2, 0], [7, 8, 2, 0, 0], [9, 2, 0, 0, 0]]),
-                     "src_len": np.array([4, 3, 2]),
-                     "tgt_in": np.array([[1, 5, 6, 7], [1, 9, 10, 0], [1, 8, 0, 0]]),
-                     "tgt_out": np.array([[5, 6, 7, 2], [9, 10, 2, 0], [8, 2, 0, 0]])}
-
-
-def transformer_variant(name: str) -> tuple[Any, dict[str, np.ndarray]]:
-    from xpseq.models import transformer
-
-    config = transformer.TransformerConfig(**{
-        "src_vocab": 11, "tgt_vocab": 13, "d_model": 8, "heads": 2, "encoder_layers": 2,
-        "decoder_layers": 2, "d_ff": 12, **TRANSFORMER_VARIANTS[name]})
-    return config, transformer.init_params(config, seed=3)
-
-
-def quick_only(cases: list[Any], quick: Any) -> list[Any]:
-    """``cases`` as parameters, all but ``quick`` marked slow."""
-    return [c if c == quick else pytest.param(*(c if isinstance(c, tuple) else (c,)),
-                                              marks=pytest.mark.slow) for c in cases]
-
-
-@pytest.mark.forward(quick=("dask",))
-@pytest.mark.parametrize("variant", quick_only(list(TRANSFORMER_VARIANTS), "pre"))  # 1 to 4 s
-def test_transformer_forward_on_forward_libraries(forward_backend, variant):
-    """ndonnx (eager: each operation recorded and run by onnxruntime; 20 s a variant) and
-    dask.array: the Transformer's loss and every layer's cross-attention weights equal
-    NumPy float64's to the forward tolerance."""
-    from xpseq.models import transformer
-
-    config, params = transformer_variant(variant)
-    be = forward_backend
-    on_be, batch = be.asarray_tree(params), be.asarray_tree(TRANSFORMER_BATCH)
-    args = ("src", "src_len", "tgt_in")
-    np.testing.assert_allclose(
-        be.to_numpy(transformer.cross_attention(on_be, config, *(batch[k] for k in args))),
-        transformer.cross_attention(params, config, *(TRANSFORMER_BATCH[k] for k in args)),
-        rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
-    np.testing.assert_allclose(float(be.to_numpy(transformer.loss(on_be, config, batch))),
-                               float(transformer.loss(params, config, TRANSFORMER_BATCH)),
-                               rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
-
-
-@pytest.mark.forward(quick=("dask",))
-@pytest.mark.parametrize(("variant", "method"), quick_only(
-    [("pre", "greedy"), ("post-learned", "beam"), ("pre", "beam")], ("pre", "greedy")))
-def test_transformer_search_on_forward_libraries(forward_backend, variant, method):
-    """Greedy and beam search of the Transformer on ndonnx and dask.array (its key/value
-    cache growing step by step; four steps, as each step of these libraries costs a
-    second or more) give NumPy's ids and lengths, and its scores and attention to the
-    forward tolerance."""
-    from xpseq.search.decode import SearchOptions, search
-
-    config, params = transformer_variant(variant)
-    be = forward_backend
-    options = (SearchOptions(max_len_a=0.0, max_len_b=4) if method == "greedy" else
-               SearchOptions(method="beam", k=3, n_best=2, max_len_a=0.0, max_len_b=4))
-    src, src_len = TRANSFORMER_BATCH["src"], TRANSFORMER_BATCH["src_len"]
-    want = search(params, config, src, src_len, NP, options)
-    got = search(be.asarray_tree(params), config, src, src_len, be, options)
-    np.testing.assert_array_equal(got.tokens, want.tokens)
-    np.testing.assert_array_equal(got.lengths, want.lengths)
-    np.testing.assert_allclose(got.scores, want.scores, rtol=FORWARD_RTOL, atol=FORWARD_ATOL)
-    np.testing.assert_allclose(got.attention, want.attention, rtol=FORWARD_RTOL,
-                               atol=FORWARD_ATOL)
