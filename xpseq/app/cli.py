@@ -138,10 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         # translate, g2p: words after an option are more sentences or words (argparse does
         # not intermix positionals and options with subcommands).
-        more = getattr(args, "more", None)
+        more: str | None = getattr(args, "more", None)
         if more is None or any(e.startswith("-") for e in extra):
             args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        setattr(args, more, list(getattr(args, more)) + extra)
+        else:
+            setattr(args, more, list(getattr(args, more)) + extra)
     if getattr(args, "check", None) is not None:
         args.check(args)                      # the subcommand's own: its options together
     try:

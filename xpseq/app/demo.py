@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pathlib
 import time
+from typing import Any
 
 import numpy as np
 
@@ -35,11 +36,11 @@ from xpseq.tasks.experiment import TOY_MODEL_DEFAULTS, TRAINING_DEFAULTS
 # same time, more padding). Each search of the table pads its batches to one shape
 # (SEARCH_SHAPES); the timed comparison of searches does not, so that its times are those
 # of the sentences alone.
-FULL = {"data": {"n_train": 12000, "n_dev": 500, "n_test_per_bucket": 300},
+FULL: dict[str, Any] = {"data": {"n_train": 12000, "n_dev": 500, "n_test_per_bucket": 300},
         "model": {"bucket": 8}, "epochs": 5, "beam_sentences": 300, "transformer": {},
         "warmup": TRAINING_DEFAULTS["transformer"]["warmup"], "shapes": 3}
 # Quick: one padded batch shape, so JAX compiles the training step once per model.
-QUICK = {"data": {"n_train": 1500, "n_dev": 100, "n_test_per_bucket": 40},
+QUICK: dict[str, Any] = {"data": {"n_train": 1500, "n_dev": 100, "n_test_per_bucket": 40},
          "model": {"embed": 16, "hidden": 32, "bucket": 8}, "epochs": 1, "beam_sentences": 40,
          "transformer": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1,
                          "d_ff": 64}, "warmup": 20, "shapes": 1}
@@ -148,13 +149,13 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
 
     _title("attention heatmap: rows are generated Zhoric words, columns the English source")
     src, ref = task.test[3][0]
-    [result] = translate(CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab,
-                                           backend), [src])
-    source, output = attention_labels(src, result, task.src_vocab)
+    [example] = translate(CheckpointDecoder(params, config, task.src_vocab, task.tgt_vocab,
+                                            backend), [src])
+    source, output = attention_labels(src, example, task.src_vocab)
     print(f"  English:   {' '.join(src)}\n  reference: {' '.join(ref)}\n"
-          f"  output:    {' '.join(result['tokens'])}\n")
-    print(ascii_heatmap(result["attention"], source, output))
-    focus = [f"{w}->{source[int(np.argmax(row))]}" for w, row in zip(output, result["attention"])]
+          f"  output:    {' '.join(example['tokens'])}\n")
+    print(ascii_heatmap(example["attention"], source, output))
+    focus = [f"{w}->{source[int(np.argmax(row))]}" for w, row in zip(output, example["attention"])]
     print("\n  the source word each output word attends to most: " + ", ".join(focus))
 
     _title("teacher forcing vs autoregressive decoding (seq2seq model, one long sentence)")
@@ -173,7 +174,7 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
           "outputs, and a\n  mistake carries forward.")
 
     out = pathlib.Path(out)
-    heat = save_heatmap(out / "attention_heatmap.png", result["attention"], source, output,
+    heat = save_heatmap(out / "attention_heatmap.png", example["attention"], source, output,
                         title="attention (general, Luong)")
     curves = save_loss_curves(out / "loss_curves.png", histories)
     print(f"\nwrote {heat} and {curves}; the trained models: {', '.join(saved)} "

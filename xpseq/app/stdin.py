@@ -115,7 +115,7 @@ def split_lines(read: Any, ready: Any, size: int, what: str = "words") -> Any:
             held += len(lines[take])
             take += 1
         batch, lines = lines[:take], lines[take:]
-        words = []
+        words: list[str] = []
         for raw in batch:
             number += 1
             try:

@@ -8,7 +8,7 @@ A backend supplies only what the array API standard lacks. The math itself lives
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 import array_api_compat as compat
 import numpy as np
@@ -393,6 +393,46 @@ class Backend:
 
         setattr(wrapped, "vjp", rule)
         return wrapped
+
+    # ------------------------------------------------ training over several devices
+    # One process on one device here; JAX (a device mesh, several processes) and PyTorch
+    # (a torch.distributed group) override what they can do.
+
+    def process_group(self) -> tuple[int, int] | None:
+        """``(this process's index, the process count)`` when it trains as one of several
+        processes, ``None`` for one process (here, always)."""
+        return None
+
+    def join_processes(self, coordinator: str, processes: int, process_id: int) -> None:
+        """Make this process one of ``processes`` (JAX only: ``jax.distributed``)."""
+        raise TypeError(f"the {self.name} backend trains in one process; training across "
+                        "processes started by xpseq needs the jax backend")
+
+    def broadcast(self, obj: Any) -> Any:
+        """Process 0's ``obj`` on every process (one process: ``obj`` itself)."""
+        return obj
+
+    def all_reduce_sum(self, tree_: Any) -> Any:
+        """``tree_`` summed over the processes of the group (one process: itself)."""
+        return tree_
+
+    def mesh(self, devices: int) -> Any:
+        """A one-axis device mesh of ``devices`` devices (JAX only)."""
+        self._no_mesh()
+
+    def put(self, tree: Any, mesh: Any, *, split: bool) -> Any:
+        """``tree`` placed on ``mesh`` (JAX only; see :meth:`mesh`)."""
+        self._no_mesh()
+
+    def data_parallel(self, grad_fn: Callable[..., tuple[Any, Any]], mesh: Any,
+                      pad_id: int) -> Callable[..., tuple[Any, Any]]:
+        """``grad_fn`` run by each device of ``mesh`` on its rows (JAX only; see
+        :meth:`mesh`)."""
+        self._no_mesh()
+
+    def _no_mesh(self) -> NoReturn:
+        raise TypeError(f"the {self.name} backend has no device mesh; data parallelism over "
+                        "devices in one process needs the jax backend")
 
 
 def _is_array(x: Any) -> bool:

@@ -157,7 +157,7 @@ def _table(columns: dict[str, Cells | None], spec: Sequence[tuple[str, str]]) ->
     """Rows ``(label, numpy, jax, torch)`` for the ``(key, label)`` pairs of ``spec``."""
     rows = []
     for key, label in spec:
-        cells = [NOT_INSTALLED if columns[name] is None else columns[name].get(key, NONE)
+        cells = [NOT_INSTALLED if (found := columns[name]) is None else found.get(key, NONE)
                  for name in FRAMEWORKS]
         rows.append((label, cells[0], cells[1], cells[2]))
     return rows

@@ -64,6 +64,7 @@ def torch_bias_grad(X: Any, W: Any, b: Any, G: Any) -> tuple[Any, Any]:
 
     Wt, bt = torch.tensor(W, requires_grad=True), torch.tensor(b, requires_grad=True)
     bias_loss(Wt, bt, torch.tensor(X), torch.tensor(G)).backward()
+    assert Wt.grad is not None and bt.grad is not None
     return Wt.grad.numpy(), bt.grad.numpy()
 
 

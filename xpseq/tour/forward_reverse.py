@@ -60,8 +60,10 @@ def numpy_jvp_vjp(x: np.ndarray, A: np.ndarray, v: np.ndarray, u: np.ndarray) ->
     rules only, so ``J`` is one VJP per output row."""
     pullback = numpy_pullback(x, A)
     jac = np.stack([pullback(e) for e in np.eye(len(u))])
-    jac_fd = np.stack([central_difference_grad(lambda a, i=i: float(np.tanh(A @ a)[i]), x)
-                       for i in range(len(u))])
+    def output(i: int) -> Callable[[np.ndarray], float]:
+        return lambda a: float(np.tanh(A @ a)[i])
+
+    jac_fd = np.stack([central_difference_grad(output(i), x) for i in range(len(u))])
     return jac @ v, pullback(u), jac_fd, jac
 
 
@@ -90,8 +92,8 @@ def torch_jvp_vjp(x: np.ndarray, A: np.ndarray, v: np.ndarray, u: np.ndarray) ->
         # torch.func's own internals still call the deprecated torch.jit.script.
         warnings.filterwarnings("ignore", message=".*torch.jit.script.* is deprecated",
                                 category=DeprecationWarning)
-        _, jv = torch.func.jvp(f, (xt,), (torch.tensor(v),))
-        _, pullback = torch.func.vjp(f, xt)
+        jv = torch.func.jvp(f, (xt,), (torch.tensor(v),))[1]
+        pullback = torch.func.vjp(f, xt)[1]
         (uj,) = pullback(torch.tensor(u))
         jac_fwd, jac_rev = torch.func.jacfwd(f)(xt), torch.func.jacrev(f)(xt)
     return jv.numpy(), uj.numpy(), jac_fwd.numpy(), jac_rev.numpy()

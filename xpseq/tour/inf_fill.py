@@ -78,6 +78,7 @@ def torch_masked_loss_grads(scores: Any, keep: Any, bias: Any, targets: Any,
         picked = log_softmax(fill(s))[torch.arange(len(targets)), torch.tensor(targets)]
         value = -torch.sum(torch.where(torch.tensor(real), picked, 0.0))
         value.backward()
+        assert s.grad is not None
         return float(value.detach()), s.grad.numpy()
 
     native = lambda z: torch.log_softmax(z, dim=-1)                     # noqa: E731
@@ -99,6 +100,7 @@ def torch_cross_entropy_grad(scores: Any, bias: Any, targets: Any,
     ce = torch.nn.functional.cross_entropy(s + torch.tensor(bias), ignored, ignore_index=-100,
                                            reduction="sum")
     ce.backward()
+    assert s.grad is not None
     return float(ce.detach()), s.grad.numpy()
 
 

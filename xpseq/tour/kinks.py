@@ -64,6 +64,7 @@ def torch_kink_slopes() -> dict[str, Any]:
     for name, f in funcs.items():
         x = torch.zeros(2 if name == "norm" else (), dtype=torch.float64, requires_grad=True)
         f(x).backward()
+        assert x.grad is not None
         slopes[name] = x.grad.numpy()
     return slopes
 

@@ -88,7 +88,9 @@ def attention_three_ways(name: str, q: Any, k: Any, v: Any) -> tuple[Any, Any, A
                   for t in range(T)]
         return masked, leaky, be.xp.concat(cached, axis=0)
 
-    return tuple(be.to_numpy(a) for a in be.jit(three)(*(be.asarray(a) for a in (q, k, v))))
+    masked, leaky, cached = (be.to_numpy(a) for a in
+                             be.jit(three)(*(be.asarray(a) for a in (q, k, v))))
+    return masked, leaky, cached
 
 
 # ------------------------------------------------------------------------ the table

@@ -76,6 +76,7 @@ def torch_layer_norm_vjp(x: Any, gamma: Any, beta: Any, dy: Any) -> tuple[Any, A
     xt, gt, bt = (torch.tensor(a, requires_grad=True) for a in (x, gamma, beta))
     y = torch.nn.functional.layer_norm(xt, (xt.shape[-1],), gt, bt, eps=EPS)
     y.backward(torch.tensor(dy))
+    assert xt.grad is not None and gt.grad is not None and bt.grad is not None
     return xt.grad.numpy(), gt.grad.numpy(), bt.grad.numpy()
 
 

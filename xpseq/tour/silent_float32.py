@@ -43,7 +43,7 @@ def jax_dtypes() -> dict:
     makers = {"from_numpy": lambda: jnp.asarray(np.ones(2, dtype=np.float64)),
               "python_float": lambda: jnp.asarray(1.0),
               "explicit": lambda: jnp.array(1.0, dtype=jnp.float64)}
-    found = {"x64": bool(jax.config.jax_enable_x64)}
+    found: dict[str, Any] = {"x64": bool(getattr(jax.config, "jax_enable_x64"))}
     for name, make in makers.items():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -91,6 +91,7 @@ def torch_value_and_grad(X: np.ndarray, W: np.ndarray) -> tuple[float, np.ndarra
     Wt = torch.tensor(W, requires_grad=True)
     value = tanh_sum(Wt, torch.tensor(X))
     value.backward()
+    assert Wt.grad is not None                     # the tape wrote it
     return float(value.detach()), Wt.grad.numpy()
 
 
@@ -102,6 +103,7 @@ def torch_accumulates() -> list[float]:
     seen = []
     for _ in range(3):                # a training loop that forgets x.grad = None
         (3.0 * x).backward()
+        assert x.grad is not None
         seen.append(float(x.grad))
     return seen
 
@@ -130,6 +132,7 @@ def torch_retain_graph() -> list[float]:
     seen = []
     for _ in range(2):
         y.backward(retain_graph=True)
+        assert x.grad is not None
         seen.append(float(x.grad))
     return seen
 

@@ -80,11 +80,11 @@ def jax_program(f: Any, W: np.ndarray, xs: np.ndarray) -> tuple[int, float, np.n
     import jax
     import jax.numpy as jnp
 
-    W, xs = jnp.asarray(W), jnp.asarray(xs)
-    eqns = len(jax.make_jaxpr(f)(W, xs).jaxpr.eqns)
+    Wj, xsj = jnp.asarray(W), jnp.asarray(xs)
+    eqns = len(jax.make_jaxpr(f)(Wj, xsj).jaxpr.eqns)
     start = time.perf_counter()
-    compiled = jax.jit(f).lower(W, xs).compile()
-    return eqns, 1e3 * (time.perf_counter() - start), np.asarray(compiled(W, xs))
+    compiled = jax.jit(f).lower(Wj, xsj).compile()
+    return eqns, 1e3 * (time.perf_counter() - start), np.asarray(compiled(Wj, xsj))
 
 
 # ------------------------------------------------------------------------ the table

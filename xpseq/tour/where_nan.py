@@ -81,6 +81,7 @@ def torch_where_grads(x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         xt = torch.tensor(x, requires_grad=True)
         out = f(xt)
         out.backward()
+        assert xt.grad is not None                 # the tape wrote it
         found.append((float(out.detach()), xt.grad.numpy()))
     return found[0][0], found[0][1], found[1][1]
 

@@ -36,7 +36,7 @@ import math
 import os
 import pathlib
 import time
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, cast
 
 from xpseq.core import checks
 from xpseq.core.optim import scale_learning_rate
@@ -202,7 +202,7 @@ class SaveCheckpoint(Callback):
                                  ("keep_epochs", keep_epochs, 0)):
             if value is None and name == "every_steps":
                 continue
-            if not checks.is_int(value) or value < low:
+            if not checks.is_int(value) or cast(int, value) < low:
                 raise ValueError(f"SaveCheckpoint: {name} must be an int >= {low}"
                                  f"{' or None' if name == 'every_steps' else ''}, got "
                                  f"{value!r}")
@@ -223,11 +223,11 @@ class SaveCheckpoint(Callback):
 
         if not loop.place.main:          # one process of several writes the file
             return
-        restored = finished and loop.restored
+        restored = loop.final_params if finished and loop.restored else None
         try:
             checkpoint.save(self.path, config=loop.config,
-                            params=loop.final_params if restored else loop.params_numpy(),
-                            opt_state=None if restored else loop.opt_state_numpy(),
+                            params=loop.params_numpy() if restored is None else restored,
+                            opt_state=None if restored is not None else loop.opt_state_numpy(),
                             optimizer=loop.train.optimizer, vocabs=self.vocabs,
                             train_state=loop.state, metadata=self.metadata)
         except FloatingPointError:

@@ -90,7 +90,7 @@ class TrainConfig:
     """
 
     epochs: int = 10
-    optimizer: Optimizer | None = None
+    optimizer: Optimizer = dataclasses.field(default_factory=lambda: adam(1e-3))
     clip_norm: float | None = 5.0
     seed: int = 0
     max_steps: int | None = None
@@ -102,7 +102,7 @@ class TrainConfig:
     precision: Policy | str | None = None
 
     def __post_init__(self) -> None:
-        if self.optimizer is None:
+        if self.optimizer is None:         # (None asks for the default too)
             object.__setattr__(self, "optimizer", adam(1e-3))
         for name in ("epochs", "max_steps", "devices"):
             value = getattr(self, name)

@@ -88,14 +88,14 @@ def _enable_jax_cache() -> None:
     except ModuleNotFoundError:
         return
     folder = jax_cache_dir()
-    if folder is None or jax.config.jax_compilation_cache_dir is not None:
+    if folder is None or getattr(jax.config, "jax_compilation_cache_dir") is not None:
         return
     try:
         files.make_folder(folder)           # JAX writes the cache's files itself
     except (OSError, ValueError):
         return
     jax.config.update("jax_compilation_cache_dir", str(folder))
-    if jax.config.jax_compilation_cache_max_size == -1:             # JAX's: no limit
+    if getattr(jax.config, "jax_compilation_cache_max_size") == -1:             # JAX's: no limit
         jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_BYTES)
 
 

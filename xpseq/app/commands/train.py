@@ -303,7 +303,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
                                        "data_files": data_files}, **overrides)
     if _nothing_trained(args, resumed, result):
         return 0
-    best = result.history[result.best_epoch - 1]
+    best = result.history[-1 if result.best_epoch is None else result.best_epoch - 1]
     wer = f", dev WER {best['dev_wer']:.2f} %" if "dev_wer" in best else ""
     print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "
           f"{result.best_epoch}, dev loss {best['dev_loss']:.4f}{wer}; {result.stopped}) in "
