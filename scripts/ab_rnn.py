@@ -11,7 +11,7 @@ peers`` (``scripts/native_keras.py``) on the same batches: the bench's toy task,
 float32 (``--embed``/``--hidden``/``--batch``/``--steps``). It reports each step's
 tokens per second (median of ``--repeats``) and its ratio to Keras::
 
-    python scripts/ab_rnn.py --before HEAD~1 --record benchmarks/results
+    python scripts/ab_rnn.py --before HEAD~1 --record benchmarks/ab-rnn
 """
 
 from __future__ import annotations

@@ -489,3 +489,54 @@ def test_more_padding_leaves_the_loss_per_token_unchanged(kind, fields):
         assert abs(float(model.loss(params, config, p)) - float(loss_t)) <= 1e-12
         for name in grads_t:
             np.testing.assert_allclose(grads_p[name], grads_t[name], rtol=1e-10, atol=1e-14)
+
+
+def test_the_loss_is_read_every_few_steps_with_the_same_numbers():
+    """fit reads the training loss to the host every READ_EVERY steps (and at an epoch's
+    end), not after every step; reading it after every step instead (a callback that
+    settles each time) gives the same history to the last bit, and a run without progress
+    output or callbacks still records its dev loss."""
+    from xpseq.train.loop import READ_EVERY
+
+    seen = []
+
+    class Watch(callbacks.Callback):
+        def __init__(self, settle):
+            self.settle = settle
+
+        def on_step_end(self, loop):
+            if self.settle:
+                loop.settle()
+            seen.append((loop.state["step"], loop.last_loss, len(loop.pending)))
+
+    batches = make_batches(reverse_pairs(100), batch_size=4, bucket=8)
+    assert len(batches) > READ_EVERY + 2
+    results = []
+    for settle in (False, True):
+        seen.clear()
+        results.append(fit(CONFIG, init_params(CONFIG, seed=0), batches, backends.get("numpy"),
+                           dev_batches=DEV, train=TrainConfig(epochs=2, progress=False),
+                           callbacks=[Watch(settle)]))
+        if not settle:
+            assert [s for s, loss, _ in seen if loss is None] == list(range(1, READ_EVERY))
+            assert max(n for _, _, n in seen) == READ_EVERY - 1
+        else:
+            assert all(loss is not None and n == 0 for _, loss, n in seen)
+    lazy, eager = results
+    assert [h["train_loss"] for h in lazy.history] == [h["train_loss"] for h in eager.history]
+    assert all(h["dev_loss"] is not None for h in lazy.history)
+    bare = fit(CONFIG, init_params(CONFIG, seed=0), BATCHES, backends.get("numpy"),
+               dev_batches=DEV, train=TrainConfig(epochs=1, progress=False))
+    assert bare.history[0]["dev_loss"] is not None
+
+
+def test_a_non_finite_training_loss_names_its_step():
+    class Poison(callbacks.Callback):             # the parameters blow up after step 2
+        def on_step_end(self, loop):
+            if loop.state["step"] == 2:
+                loop.params = {k: v * np.nan for k, v in loop.params.items()}
+
+    with np.errstate(invalid="ignore"), pytest.raises(
+            FloatingPointError, match=r"the training loss became nan at step 3$"):
+        fit(CONFIG, init_params(CONFIG, seed=0), BATCHES, backends.get("numpy"),
+            train=TrainConfig(epochs=1, progress=False), callbacks=[Poison()])

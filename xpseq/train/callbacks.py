@@ -7,17 +7,28 @@ loop (Keras's ``EarlyStopping``, ``ModelCheckpoint`` ... are the model; xpseq's
 :class:`xpseq.train.checkpoint.Checkpoint`)::
 
     on_train_begin(loop)                 before the first step (checks its settings)
+    on_epoch_begin(loop)                 before an epoch's first step
+    on_step_begin(loop, batch)           before every step (``batch``: NumPy arrays)
     on_step_end(loop)                    after every step
+    on_evaluate_begin(loop)              before the dev loss (only with dev batches)
+    on_evaluate_end(loop)                after it
     on_epoch_metrics(loop, record)       after the dev loss; a returned mapping is added
                                          to the epoch's history record
     on_epoch_end(loop, record)           after fit has noted whether ``monitor`` improved
     on_train_end(loop)                   once, after the loop
 
+A callback that is also a context manager is entered for the run (and left however it
+ends): :class:`xpseq.train.reporting.ProgressBar`, which fit puts first when
+``TrainConfig.progress`` is on, is one. fit also puts :class:`MaxSteps` first when
+``TrainConfig.max_steps`` is set.
+
 ``loop`` is the :class:`xpseq.train.loop.Loop`: its ``params`` and ``opt_state`` (arrays of
 the backend), ``state`` (the JSON-serialisable progress a checkpoint keeps: epoch, step,
 history, the best value of ``monitor`` and the epochs since it improved), ``improved``
 (whether the epoch just recorded improved ``monitor`` by more than ``min_delta``) and
-``stop`` (set it to a reason to end the run). Callbacks run in the order given.
+``stop`` (set it to a reason to end the run), and ``last_loss`` (the last training loss
+read to the host: fit reads the steps' losses together every few steps, and
+``loop.settle()`` reads those not read yet). Callbacks run in the order given.
 
 Order matters at the end of an epoch. A :class:`SaveCheckpoint` comes after the callbacks
 that change the state it writes (:class:`ReduceLROnPlateau` lowers the plateau factor,
@@ -42,8 +53,8 @@ from xpseq.core import checks
 from xpseq.core.optim import scale_learning_rate
 from xpseq.io import files
 
-__all__ = ["Loop", "Callback", "EarlyStopping", "ReduceLROnPlateau", "RestoreBest", "TimeLimit",
-           "SaveCheckpoint", "EpochMetrics", "MetricsLog", "place_checkpoint"]
+__all__ = ["Loop", "Callback", "MaxSteps", "EarlyStopping", "ReduceLROnPlateau", "RestoreBest",
+           "TimeLimit", "SaveCheckpoint", "EpochMetrics", "MetricsLog", "place_checkpoint"]
 
 
 class Loop(Protocol):
@@ -68,8 +79,11 @@ class Loop(Protocol):
     restored: bool
     final_params: dict | None
     started: float
+    last_loss: float | None
 
     def params_numpy(self) -> dict: ...
+
+    def settle(self) -> None: ...
 
     def opt_state_numpy(self) -> dict: ...
 
@@ -80,7 +94,19 @@ class Callback:
     def on_train_begin(self, loop: Loop) -> None:
         pass
 
+    def on_epoch_begin(self, loop: Loop) -> None:
+        pass
+
+    def on_step_begin(self, loop: Loop, batch: Mapping[str, Any]) -> None:
+        pass
+
     def on_step_end(self, loop: Loop) -> None:
+        pass
+
+    def on_evaluate_begin(self, loop: Loop) -> None:
+        pass
+
+    def on_evaluate_end(self, loop: Loop) -> None:
         pass
 
     def on_epoch_metrics(self, loop: Loop, record: dict) -> Mapping[str, Any] | None:
@@ -91,6 +117,21 @@ class Callback:
 
     def on_train_end(self, loop: Loop) -> None:
         pass
+
+
+class MaxSteps(Callback):
+    """End the run once ``steps`` training steps are done in all (``TrainConfig.max_steps``;
+    fit puts it first). The epoch it ends in is not recorded (no dev loss, no history
+    entry); ``stopped`` is ``"max_steps"``."""
+
+    def __init__(self, steps: int):
+        if not checks.is_int(steps) or steps < 1:
+            raise ValueError(f"MaxSteps: steps must be a positive int, got {steps!r}")
+        self.steps = steps
+
+    def on_step_end(self, loop: Loop) -> None:
+        if loop.state["step"] >= self.steps:
+            loop.stop = "max_steps"
 
 
 def _needs_dev(loop: Loop, name: str) -> None:
@@ -221,6 +262,7 @@ class SaveCheckpoint(Callback):
         file that cannot be written with an ``OSError`` saying what is kept."""
         from . import checkpoint
 
+        loop.settle()                    # the epoch's loss so far, in the state it writes
         if not loop.place.main:          # one process of several writes the file
             return
         restored = loop.final_params if finished and loop.restored else None

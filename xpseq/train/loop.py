@@ -21,9 +21,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import sys
 import time
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,11 +30,11 @@ from xpseq.backends import Backend
 from xpseq.core import checks
 from xpseq.core.optim import Optimizer, adam
 from xpseq.core.precision import Policy
-from xpseq.io import progress
 from xpseq.models import check_batch
 
-from .callbacks import Callback
+from .callbacks import Callback, MaxSteps
 from .parallel import Placement, placement
+from .reporting import ProgressBar
 from .step import (
     Batch,
     check_gradients,
@@ -158,6 +157,10 @@ class FitResult:
     best_epoch: int | None = None
 
 
+#: Steps between two reads of the training loss to the host (see :meth:`Loop.record_step`).
+READ_EVERY = 10
+
+
 class Loop:
     """The state of one :func:`fit` call, as the callbacks see it.
 
@@ -167,7 +170,8 @@ class Loop:
     ``history``, ``best_dev`` and ``bad_epochs`` (``monitor``'s best and the epochs since it
     improved by more than ``min_delta``), ``best_epoch``); ``watched`` (the last epoch's
     value of ``monitor``, ``None`` without dev batches) and ``improved``; ``stop`` (a reason
-    to end, set by a callback); ``started`` (``time.perf_counter()`` at the call's start).
+    to end, set by a callback); ``started`` (``time.perf_counter()`` at the call's start);
+    ``last_loss`` (the latest training loss read to the host, see :meth:`settle`).
     """
 
     def __init__(self, config: Any, train: TrainConfig, backend: Backend, params: dict,
@@ -184,6 +188,45 @@ class Loop:
         self.restored = False
         self.final_params: dict | None = None
         self.started = time.perf_counter()
+        self.last_loss: float | None = None
+        #: The steps whose losses are still on the device: (step, loss, real tokens).
+        self.pending: list[tuple[int, Any, float]] = []
+
+    def record_step(self, batch: Batch, value: Any) -> None:
+        """Count a step done, its loss (a 0-d backend array) kept on the device: the
+        losses are read to the host together every :data:`READ_EVERY` steps
+        (:meth:`settle`), so that a backend that runs ahead of Python (JAX dispatches
+        asynchronously) is not made to wait after every step."""
+        state = self.state
+        state["batch"] += 1
+        state["step"] += 1
+        tokens = float(np.sum(np.asarray(batch["tgt_out"]) != self.config.pad_id))
+        self.pending.append((state["step"], value, tokens))
+        if len(self.pending) >= READ_EVERY:
+            self.settle()
+
+    def settle(self) -> None:
+        """Read the losses of the steps not read yet (one transfer) into the epoch's running
+        sum per real token, in step order; ``last_loss`` is the latest.
+
+        Raises
+        ------
+        FloatingPointError
+            A step's loss is not finite (named by its step: the training diverged).
+        """
+        if not self.pending:
+            return
+        xp, state = self.backend.xp, self.state
+        values = self.backend.to_numpy(xp.stack([v for _, v, _ in self.pending]))
+        for (step, _, tokens), value in zip(self.pending, values.tolist()):
+            if not math.isfinite(value):
+                self.pending.clear()
+                raise FloatingPointError(f"fit: the training loss became {value} at step "
+                                         f"{step}")
+            state["epoch_nll"] += value * tokens
+            state["epoch_tokens"] += tokens
+            self.last_loss = value
+        self.pending.clear()
 
     def params_numpy(self) -> dict:
         return self.backend.to_numpy_tree(self.params)
@@ -227,7 +270,9 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     callbacks : :class:`xpseq.train.callbacks.Callback` objects, run in this order (put a
         ``SaveCheckpoint`` after those that change the state and before a ``MetricsLog``,
         so that it saves what the others changed and the log lists saved epochs only:
-        :func:`xpseq.train.callbacks.place_checkpoint` does it)
+        :func:`xpseq.train.callbacks.place_checkpoint` does it); fit puts
+        :class:`~xpseq.train.callbacks.MaxSteps` (with ``max_steps``) and
+        :class:`~xpseq.train.reporting.ProgressBar` (with ``progress``) before them
     resume : a :class:`xpseq.train.checkpoint.Checkpoint` to continue from (its parameters,
         optimiser state, epoch, position in the epoch and history); ``params`` is then
         ignored
@@ -236,20 +281,94 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     -------
     FitResult
     """
+    train = _checked(config, train, train_batches, dev_batches, callbacks, backend)
+    place = placement(backend, train.devices)
+    loop = _start(config, params, backend, train, resume, dev_batches, place)
+    step = make_train_step(config, train.optimizer, backend, clip_norm=train.clip_norm,
+                           gradients=train.gradients, group=place.group, mesh=place.mesh,
+                           precision=train.precision)
+    everything = _default_callbacks(train, place, len(train_batches), backend,
+                                    lambda: step.graphs is not None) + list(callbacks)
+    compiles_before = step.graphs                 # None: nothing compiles
+    with contextlib.ExitStack() as run:
+        for cb in everything:
+            if isinstance(cb, contextlib.AbstractContextManager):
+                run.enter_context(cb)
+        for cb in everything:
+            cb.on_train_begin(loop)
+        eval_loss = make_eval_loss(config, backend, train.precision)
+        while loop.state["epoch"] < train.epochs and loop.stop is None:
+            record = _epoch(loop, everything, train_batches, step, eval_loss)
+            if record is not None:
+                for cb in everything:
+                    cb.on_epoch_end(loop, record)
+                loop.stop = place.agree(loop.stop)
+        loop.stopped = loop.stop or "epochs"
+        loop.final_params = loop.params_numpy()
+        for cb in everything:
+            cb.on_train_end(loop)
+    state = loop.state
+    return FitResult(params=loop.final_params, opt_state=loop.opt_state_numpy(),
+                     history=list(state["history"]), stopped=loop.stopped,
+                     traces=_since(step.graphs, compiles_before), train_state=dict(state),
+                     best_epoch=state.get("best_epoch"))
+
+
+def _epoch(loop: Loop, callbacks: Sequence[Callback], batches: Sequence[Batch],
+           step: Any, eval_loss: Any) -> dict | None:
+    """One epoch (from where the state says it is): its steps, the dev loss and its
+    record, noted and added to the history; ``None`` when a stop ended it early
+    (``max_steps``: the epoch is not recorded)."""
+    state, train, place = loop.state, loop.train, loop.place
+    started, graphs = time.perf_counter(), step.graphs
+    order = np.random.default_rng([train.seed, state["epoch"]]).permutation(len(batches))
+    for cb in callbacks:
+        cb.on_epoch_begin(loop)
+    while state["batch"] < len(order) and loop.stop is None:
+        batch = batches[order[state["batch"]]]
+        for cb in callbacks:
+            cb.on_step_begin(loop, batch)
+        loop.params, loop.opt_state, value = step(loop.params, loop.opt_state,
+                                                  place.batch(batch), train.seed)
+        loop.record_step(batch, value)
+        for cb in callbacks:
+            cb.on_step_end(loop)
+        loop.stop = place.agree(loop.stop)
+    loop.settle()
+    if loop.stop == "max_steps":
+        return None
+    dev = None
+    if loop.dev_batches:
+        for cb in callbacks:
+            cb.on_evaluate_begin(loop)
+        dev = place.evaluate(eval_loss, loop.params, loop.dev_batches)
+        for cb in callbacks:
+            cb.on_evaluate_end(loop)
+    if dev is not None and not math.isfinite(dev):
+        raise FloatingPointError(f"fit: the dev loss became {dev} after epoch "
+                                 f"{state['epoch'] + 1} (the training diverged)")
+    record = {"epoch": state["epoch"] + 1,
+              "train_loss": state["epoch_nll"] / state["epoch_tokens"],
+              "dev_loss": dev, "steps": state["step"], "traces": _since(step.graphs, graphs),
+              "lr_scale": _plateau_factor(loop), "seconds": time.perf_counter() - started}
+    extra: dict = {}
+    for cb in callbacks:
+        extra.update(cb.on_epoch_metrics(loop, dict(record, **extra)) or {})
+    record.update(extra)
+    record["elapsed"] = time.perf_counter() - loop.started
+    state["history"].append(record)
+    state.update(epoch=state["epoch"] + 1, batch=0, epoch_nll=0.0, epoch_tokens=0.0)
+    loop.note(record)
+    return record
+
+
+def _checked(config: Any, train: TrainConfig | None, train_batches: Sequence[Batch],
+             dev_batches: Sequence[Batch], callbacks: Sequence[Callback],
+             backend: Backend) -> TrainConfig:
+    """fit's arguments checked (every batch once); the :class:`TrainConfig`."""
     train = TrainConfig() if train is None else train
     if not isinstance(train, TrainConfig):
         raise TypeError(f"fit: train must be a TrainConfig, got {type(train).__name__}")
-    if train.progress:     # a notebook's widget bar where one can be drawn, else text
-        from tqdm.auto import tqdm
-    else:                  # (tqdm.auto warns in a notebook without ipywidgets)
-        from tqdm import tqdm
-
-    def say(line: str) -> None:       # beside the bar, and out at once (a pipe buffers)
-        tqdm.write(line)
-        if sys.stdout is not None:
-            sys.stdout.flush()
-
-    callbacks = list(callbacks)
     for cb in callbacks:
         if not isinstance(cb, Callback):
             raise TypeError(f"fit: callbacks must be xpseq.train.callbacks.Callback objects, "
@@ -259,123 +378,19 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     training_precision(backend, check_gradients(backend, train.gradients), train.precision)
     for batch in list(train_batches) + list(dev_batches):
         check_batch(config, batch)
-    place = placement(backend, train.devices)
-    loop = _start(config, params, backend, train, resume, dev_batches, place)
-    for cb in callbacks:
-        cb.on_train_begin(loop)
-    train_step = make_train_step(config, train.optimizer, backend, clip_norm=train.clip_norm,
-                                 gradients=train.gradients, group=place.group,
-                                 mesh=place.mesh, precision=train.precision)
-    eval_loss = make_eval_loss(config, backend, train.precision)
-    state = loop.state
-    compiles_before = epoch_compiles = train_step.graphs     # None: nothing compiles
-    seen: set[tuple[int, ...]] = set()                        # batch shapes stepped once
-    while state["epoch"] < train.epochs:
-        epoch_start = time.perf_counter()
-        order = np.random.default_rng([train.seed, state["epoch"]]).permutation(
-            len(train_batches))
-        bar = tqdm(total=len(order), initial=state["batch"],
-                   # None: only on a terminal (a log file gets the epoch lines, not
-                   # every redraw); a notebook's widget shows anyway
-                   disable=None if train.progress and place.main else True,
-                   desc=f"epoch {state['epoch'] + 1}/{train.epochs} [{backend.name}]",
-                   leave=False)
-        speaks = train.progress and place.main
-        status = _Status(f"epoch {state['epoch'] + 1}/{train.epochs} [{backend.name}]",
-                         len(order), state, shown=not bar.disable)
-        with progress.still(status, enabled=speaks, write=say):
-            while state["batch"] < len(order) and loop.stop is None:
-                batch = train_batches[order[state["batch"]]]
-                with _first_use(train_step.graphs is not None and speaks, seen, batch,
-                                "the training step", status):
-                    loop.params, loop.opt_state, value = train_step(
-                        loop.params, loop.opt_state, place.batch(batch), train.seed)
-                    value = _record_step(loop, batch, float(backend.to_numpy(value)))
-                bar.update(1)
-                bar.set_postfix(loss=f"{value:.4f}")
-                if train.max_steps is not None and state["step"] >= train.max_steps:
-                    loop.stop = "max_steps"
-                    break
-                for cb in callbacks:
-                    cb.on_step_end(loop)
-                loop.stop = place.agree(loop.stop)
-        bar.close()
-        if loop.stop == "max_steps":
-            break
-        with progress.still(f"computing the dev loss after epoch {state['epoch'] + 1}"
-                            + (" (compiled for each batch shape on first use)"
-                               if train_step.graphs is not None else ""),
-                            enabled=speaks and bool(dev_batches), write=say):
-            dev = (place.evaluate(eval_loss, loop.params, dev_batches) if dev_batches
-                   else None)
-        if dev is not None and not math.isfinite(dev):
-            raise FloatingPointError(f"fit: the dev loss became {dev} after epoch "
-                                     f"{state['epoch'] + 1} (the training diverged)")
-        record = {"epoch": state["epoch"] + 1,
-                  "train_loss": state["epoch_nll"] / state["epoch_tokens"],
-                  "dev_loss": dev, "steps": state["step"],
-                  "traces": _since(train_step.graphs, epoch_compiles),
-                  "lr_scale": _plateau_factor(loop),
-                  "seconds": time.perf_counter() - epoch_start}
-        epoch_compiles = train_step.graphs
-        extra: dict = {}
-        for cb in callbacks:
-            extra.update(cb.on_epoch_metrics(loop, dict(record, **extra)) or {})
-        record.update(extra)
-        record["elapsed"] = time.perf_counter() - loop.started
-        state["history"].append(record)
-        if train.progress and place.main:
-            say(_epoch_line(record, extra, backend.name))
-        state.update(epoch=state["epoch"] + 1, batch=0, epoch_nll=0.0, epoch_tokens=0.0)
-        loop.note(record)
-        for cb in callbacks:
-            cb.on_epoch_end(loop, record)
-        loop.stop = place.agree(loop.stop)
-        if loop.stop is not None:
-            break
-    loop.stopped = loop.stop or "epochs"
-    loop.final_params = loop.params_numpy()
-    for cb in callbacks:
-        cb.on_train_end(loop)
-    return FitResult(params=loop.final_params, opt_state=loop.opt_state_numpy(),
-                     history=list(state["history"]), stopped=loop.stopped,
-                     traces=_since(train_step.graphs, compiles_before),
-                     train_state=dict(state), best_epoch=state.get("best_epoch"))
+    return train
 
 
-class _Status:
-    """What an epoch is doing, for :func:`xpseq.io.progress.still`: the compilation of a
-    batch shape's first step while it runs, else nothing while a bar shows the epoch,
-    else the batches done so far."""
-
-    def __init__(self, label: str, total: int, state: dict[str, Any], *, shown: bool):
-        self.label, self.total, self.state, self.shown = label, total, state, shown
-        self.compiling: str | None = None
-
-    def __call__(self) -> str | None:
-        if self.compiling is not None:
-            return f"{self.label}: {self.compiling}"
-        if self.shown:
-            return None
-        return f"{self.label}: {self.state['batch']}/{self.total} batches"
-
-
-@contextlib.contextmanager
-def _first_use(compiles: bool, seen: set[tuple[int, ...]], batch: Batch, what: str,
-               status: _Status) -> Iterator[None]:
-    """Around a step: on a backend that compiles, the first step of a batch shape is what
-    ``status`` says while it runs (once per shape; JAX's cache keeps the program)."""
-    shape = tuple(batch["src"].shape) + tuple(batch["tgt_in"].shape[1:])
-    if not compiles or shape in seen:
-        yield
-        return
-    status.compiling = (f"compiling {what} for batch shape {shape[0]} x {shape[1]} -> "
-                        f"{shape[2]} (once per shape)")
-    try:
-        yield
-        seen.add(shape)
-    finally:
-        status.compiling = None
+def _default_callbacks(train: TrainConfig, place: Placement, steps: int, backend: Backend,
+                       compiles: Callable[[], bool]) -> list[Callback]:
+    """What fit puts in front of the caller's callbacks: :class:`MaxSteps` and, in the
+    process that prints, the :class:`~xpseq.train.reporting.ProgressBar`."""
+    found: list[Callback] = []
+    if train.max_steps is not None:
+        found.append(MaxSteps(train.max_steps))
+    if train.progress and place.main:
+        found.append(ProgressBar(steps, backend.name, compiles))
+    return found
 
 
 def _start(config: Any, params: Mapping[str, np.ndarray], backend: Backend,
@@ -408,29 +423,6 @@ def _plateau_factor(loop: Loop) -> float:
     """The optimiser state's ``scale`` (1 for an optimiser whose state has none)."""
     scale = loop.opt_state.get("scale")
     return 1.0 if scale is None else float(loop.backend.to_numpy(scale))
-
-
-def _record_step(loop: Loop, batch: Batch, value: float) -> float:
-    """Add a step's loss to the epoch's running mean per real token."""
-    state = loop.state
-    if not math.isfinite(value):
-        raise FloatingPointError(f"fit: the training loss became {value} at step "
-                                 f"{state['step'] + 1}")
-    tokens = float(np.sum(np.asarray(batch["tgt_out"]) != loop.config.pad_id))
-    state["epoch_nll"] += value * tokens
-    state["epoch_tokens"] += tokens
-    state["batch"] += 1
-    state["step"] += 1
-    return value
-
-
-def _epoch_line(record: dict, extra: dict, backend: str) -> str:
-    dev = record["dev_loss"]
-    dev_text = "" if dev is None else f", dev loss {dev:.4f}"
-    extra_text = "".join(f", {k} {v:.4g}" if isinstance(v, float) else f", {k} {v}"
-                         for k, v in extra.items())
-    return (f"epoch {record['epoch']}: train loss {record['train_loss']:.4f}{dev_text}"
-            f"{extra_text} ({backend}, {record['seconds']:.0f} s)")
 
 
 def _is_number(value: Any, low: float, high: float) -> bool:
