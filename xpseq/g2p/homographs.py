@@ -18,7 +18,9 @@ stress after it, with as many vowels (755 words of the dictionary have both).
 Homographs that differ by their sounds rather than their stress (*read*, *live*, *lead*,
 *wind*, *tear*, *bass*, *close*, *use*, *wound*, *résumé*) are chosen by
 :func:`choose_sound`, from the word before, the one before that and the word after (and
-*résumé*'s accents, kept by :func:`xpseq.g2p.text.normalize` as the cue for the noun);
+*résumé*'s accents, kept by :func:`xpseq.g2p.text.normalize` as the cue for the noun), by
+the rules of the table :data:`SOUND_RULES` (each pronunciation with the contexts that pick
+it, tried in order);
 where its rules do not decide, the dictionary's first pronunciation is given
 (``pronounce(..., lookup=True, beam=k, n_best=k)`` lists the others). No part-of-speech
 tagger runs: none that ships its model in a package registry and works offline was found
@@ -27,10 +29,11 @@ dependable enough to add.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 __all__ = ["choose", "variants", "choose_sound", "NOUN_CONTEXT", "VERB_CONTEXT",
-           "SOUND_HOMOGRAPHS", "ACCENT_CUES"]
+           "SOUND_HOMOGRAPHS", "SOUND_RULES", "Cue", "ACCENT_CUES"]
 
 #: Words after which a stress homograph is read as a noun (first-stress variant).
 NOUN_CONTEXT = frozenset(
@@ -84,89 +87,104 @@ _VERBAL = VERB_CONTEXT | frozenset(
 _DETERMINER = NOUN_CONTEXT
 
 
+@dataclasses.dataclass(frozen=True)
+class Cue:
+    """A context that picks a pronunciation: each slot given (the word ``before``, the one
+    before that, ``before2``, the word ``after``) holds one of its words."""
+
+    before: frozenset[str] | None = None
+    before2: frozenset[str] | None = None
+    after: frozenset[str] | None = None
+
+    def holds(self, before: str | None, before2: str | None, after: str | None) -> bool:
+        return all(words is None or word in words for words, word in (
+            (self.before, before), (self.before2, before2), (self.after, after)))
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+def _cue(before: str | frozenset[str] | None = None, before2: str | None = None,
+         after: str | None = None) -> Cue:
+    def of(x: str | frozenset[str] | None) -> frozenset[str] | None:
+        return _words(x) if isinstance(x, str) else x
+    return Cue(of(before), of(before2), of(after))
+
+
+#: The rules of each sound homograph, in order: the first pronunciation (stress digits
+#: kept, phones joined by spaces) one of whose cues holds is chosen; none holds, nothing
+#: is chosen. A rule with an empty cue (``_cue()``) always holds.
+SOUND_RULES: dict[str, tuple[tuple[str, tuple[Cue, ...]], ...]] = {
+    "read": (
+        ("R EH1 D", (_cue("he she it had has have was were been being is are already just "
+                          "once"),                                  # past, participle
+                     _cue("i you we they", before2="have has had"))),
+        ("R IY1 D", (_cue(_VERBAL),))),
+    "live": (
+        ("L AY1 V", (_cue(after="music concert show broadcast performance audience album "
+                                "stream wire bait coverage event recording feed tv "
+                                "television update updates animals ammunition version"),
+                     _cue("go goes went going gone is are was were be broadcast aired "
+                          "streamed"),
+                     _cue(_DETERMINER))),                           # the adjective
+        ("L IH1 V", (_cue(_VERBAL | _words("who where long and")),))),
+    "lead": (
+        ("L EH1 D", (_cue(after="poisoning pipe pipes paint pencil weight weights bullet "
+                                "bullets shot acid crystal free"),
+                     _cue("of with"))),                              # the metal
+        ("L IY1 D", (_cue(_VERBAL), _cue("the"),
+                     _cue(after="to the us them you him her our their by off up")))),
+    "wind": (
+        ("W IH1 N D", (_cue(_DETERMINER),                            # the noun
+                       _cue("of in against cold strong north south east west solar"))),
+        ("W AY1 N D", (_cue(_VERBAL),
+                       _cue(after="up down around it the back them through along"))),
+        ("W IH1 N D", (_cue(),))),
+    "tear": (
+        ("T EH1 R", (_cue(after="down up apart off open it the out into through them"),
+                     _cue(_VERBAL | _words("and")))),                # rip
+        ("T IH1 R", (_cue(_DETERMINER),                              # a drop
+                     _cue("single with in into of shed")))),
+    "tears": (
+        ("T EH1 R Z", (_cue(after="down up apart off open it the out into through them"),
+                       _cue(_VERBAL | _words("and")), _cue("he she it"))),
+        ("T IH1 R Z", (_cue(_DETERMINER), _cue("single with in into of shed")))),
+    "bass": (
+        ("B EY1 S", (_cue(after="guitar guitarist player line drum drums clef note notes "
+                                "voice singer section amp speaker solo part"),)),  # music
+        ("B AE1 S", (_cue(after="fishing fish boat swam swim swims took bit bites jumped"),
+                     _cue("sea striped largemouth smallmouth large big"),
+                     _cue(before2="caught catch catching"))),        # the fish
+        ("B EY1 S", (_cue("plays play playing played sings sing the electric double"),))),
+    "close": (
+        ("K L OW1 Z", (_cue(_VERBAL | _words("and")),)),             # the verb
+        ("K L OW1 S", (_cue("very so too a is are was were be stay get came come from"),
+                       _cue(after="to friend friends call range by together enough "
+                                  "relative relatives attention look"))),
+        ("K L OW1 Z", (_cue(after="the your it them this that down off my his her our "
+                                  "their"),))),
+    "use": (
+        ("Y UW1 S", (_cue(_DETERMINER),                              # the noun
+                     _cue("of in for no much personal common daily external internal"))),
+        ("Y UW1 Z", (_cue(_VERBAL),))),
+    "wound": (
+        ("W UW1 N D", (_cue(_DETERMINER),                            # an injury
+                       _cue("gunshot stab knife head chest deep open flesh bullet"))),
+        ("W AW1 N D", (_cue(after="up down around through the his her its their my our "
+                                  "your it tight tightly"),         # wind's past
+                       _cue("he she they we i you it was were had has have got be been "
+                            "path road river trail")))),
+}
+
+
 def _rule(word: str, before: str | None, before2: str | None,
           after: str | None) -> str | None:
-    """The pronunciation (stress digits kept, phones joined by spaces) that the context
-    chooses for a sound homograph, or ``None`` when it does not decide."""
-    b, b2, a = before or "", before2 or "", after or ""
-    if word == "read":
-        if b in {"he", "she", "it", "had", "has", "have", "was", "were", "been", "being",
-                 "is", "are", "already", "just", "once"} or (
-                b2 in {"have", "has", "had"} and b in {"i", "you", "we", "they"}):
-            return "R EH1 D"                                    # past, participle
-        return "R IY1 D" if b in _VERBAL else None
-    if word == "live":
-        if a in {"music", "concert", "show", "broadcast", "performance", "audience", "album",
-                 "stream", "wire", "bait", "coverage", "event", "recording", "feed", "tv",
-                 "television", "update", "updates", "animals", "ammunition", "version"} \
-                or b in {"go", "goes", "went", "going", "gone", "is", "are", "was", "were",
-                         "be", "broadcast", "aired", "streamed"} or b in _DETERMINER:
-            return "L AY1 V"                                    # the adjective
-        return "L IH1 V" if b in _VERBAL | {"who", "where", "long", "and"} else None
-    if word == "lead":
-        if a in {"poisoning", "pipe", "pipes", "paint", "pencil", "weight", "weights",
-                 "bullet", "bullets", "shot", "acid", "crystal", "free"} or b in {"of", "with"}:
-            return "L EH1 D"                                    # the metal
-        if b in _VERBAL or b == "the" or a in {"to", "the", "us", "them", "you", "him",
-                                                "her", "our", "their", "by", "off", "up"}:
-            return "L IY1 D"
-        return None
-    if word == "wind":
-        if b in _DETERMINER or b in {"of", "in", "against", "cold", "strong", "north",
-                                     "south", "east", "west", "solar"}:
-            return "W IH1 N D"                                  # the noun
-        if b in _VERBAL or a in {"up", "down", "around", "it", "the", "back", "them",
-                                 "through", "along"}:
-            return "W AY1 N D"
-        return "W IH1 N D"
-    if word in ("tear", "tears"):
-        s = "" if word == "tear" else " Z"
-        if a in {"down", "up", "apart", "off", "open", "it", "the", "out", "into",
-                 "through", "them"} or b in _VERBAL | {"and"} or (
-                word == "tears" and b in {"he", "she", "it"}):
-            return "T EH1 R" + s                                # rip
-        if b in _DETERMINER or b in {"single", "with", "in", "into", "of", "shed"}:
-            return "T IH1 R" + s                                # a drop
-        return None
-    if word == "bass":
-        if a in {"guitar", "guitarist", "player", "line", "drum", "drums", "clef", "note",
-                 "notes", "voice", "singer", "section", "amp", "speaker", "solo", "part"}:
-            return "B EY1 S"                                    # music
-        if a in {"fishing", "fish", "boat", "swam", "swim", "swims", "took", "bit", "bites",
-                 "jumped"} or b in {"sea", "striped", "largemouth", "smallmouth", "large",
-                                    "big"} or b2 in {"caught", "catch", "catching"}:
-            return "B AE1 S"                                    # the fish
-        if b in {"plays", "play", "playing", "played", "sings", "sing", "the", "electric",
-                 "double"}:
-            return "B EY1 S"
-        return None
-    if word == "close":
-        if b in _VERBAL | {"and"}:
-            return "K L OW1 Z"                                  # the verb
-        if b in {"very", "so", "too", "a", "is", "are", "was", "were", "be", "stay", "get",
-                 "came", "come", "from"} or a in {"to", "friend", "friends", "call", "range",
-                                                  "by", "together", "enough", "relative",
-                                                  "relatives", "attention", "look"}:
-            return "K L OW1 S"
-        if a in {"the", "your", "it", "them", "this", "that", "down", "off", "my", "his",
-                 "her", "our", "their"}:
-            return "K L OW1 Z"
-        return None
-    if word == "use":
-        if b in _DETERMINER or b in {"of", "in", "for", "no", "much", "personal",
-                                     "common", "daily", "external", "internal"}:
-            return "Y UW1 S"                                    # the noun
-        return "Y UW1 Z" if b in _VERBAL else None
-    if word == "wound":
-        if b in _DETERMINER or b in {"gunshot", "stab", "knife", "head", "chest", "deep",
-                                     "open", "flesh", "bullet"}:
-            return "W UW1 N D"                                  # an injury
-        if a in {"up", "down", "around", "through", "the", "his", "her", "its", "their",
-                 "my", "our", "your", "it", "tight", "tightly"} or b in {
-                    "he", "she", "they", "we", "i", "you", "it", "was", "were", "had", "has",
-                    "have", "got", "be", "been", "path", "road", "river", "trail"}:
-            return "W AW1 N D"                                  # wind's past
-        return None
+    """The pronunciation that the context chooses for a sound homograph by
+    :data:`SOUND_RULES`, or ``None`` when no rule holds."""
+    for pron, cues in SOUND_RULES.get(word, ()):
+        if any(cue.holds(before, before2, after) for cue in cues):
+            return pron
     return None
 
 
