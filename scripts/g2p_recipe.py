@@ -503,14 +503,14 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
                             metadata={**(ckpt.metadata or {}), "shipped_from": name})
             names.append(target.name)
         model = shipped_g2p.G2P([folder / n for n in names], backend=backend)
-        stored = (model.params, model.config, model.src_vocab, model.tgt_vocab)
+        stored = (model.decoder.params, model.decoder.config, model.src_vocab,
+                  model.tgt_vocab)
         dev_wer = score(stored, split, backend, "dev", searches[0], args.dev_words)["wer"]
         if dtype == "float16" and abs(dev_wer - float32_wer) > FLOAT16_TOLERANCE:
             return names, {"dev_wer": dev_wer}
         scores = {}
         for label, options in searches:
-            row = score((model.params, model.config, model.src_vocab, model.tgt_vocab),
-                        split, backend, "test", (label, options), args.test_words)
+            row = score(stored, split, backend, "test", (label, options), args.test_words)
             scores[label] = {k: v for k, v in row.items() if k != "search"}
         return names, {**scores, "dev_wer": dev_wer}
 

@@ -6,9 +6,9 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import xpseq
-import xpseq.search
 import xpseq.tasks.translator as translator_module
 from xpseq import backends, g2p
+from xpseq.g2p import converter as g2p_converter
 
 
 def blas() -> set[int]:
@@ -72,7 +72,7 @@ def test_translator_and_g2p_compute_inside_the_limit(uncontrolled: None,
         return [{"tokens": ["x"], "n_best": [["AH"]]} for _ in tokens]
 
     monkeypatch.setattr(translator_module, "translate", fake_translate)
-    monkeypatch.setattr(xpseq.search, "translate", fake_translate)   # what G2P calls
+    monkeypatch.setattr(g2p_converter, "translate", fake_translate)   # what G2P calls
     task = xpseq.toy_task(n_train=20, n_dev=5, n_test_per_bucket=2)
     model = xpseq.Translator({}, None, task.src_vocab, task.tgt_vocab, backends.get("numpy"))
     assert model.translate(["the cat"]) == ["x"]

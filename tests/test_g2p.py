@@ -558,7 +558,7 @@ def test_recipe_script_quick_run(tmp_path, full, capsys):
     assert (got["per"], got["wer"]) == pytest.approx((expected.per, expected.wer), abs=1e-12)
     members = [out / f for o in results["options"][:2] for f in o["files"]]
     pair = shipped_g2p.G2P(members, backend=be)
-    assert isinstance(pair.config, Ensemble)
+    assert isinstance(pair.decoder.config, Ensemble)
     expected = g2p_scores(pair.pronounce(words, lookup=False), refs)
     assert (ensembles[0]["per"], ensembles[0]["wer"]) == pytest.approx(
         (expected.per, expected.wer), abs=1e-12)

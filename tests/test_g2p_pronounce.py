@@ -123,7 +123,7 @@ def test_lookup_answers_dictionary_words_from_the_dictionary(models, split):
 def test_an_ensemble_of_checkpoints(models):
     """Two files make an ensemble; the same file twice decodes as that one file."""
     pair = g2p.G2P([str(p) for p in models])
-    assert isinstance(pair.config, Ensemble) and len(pair.config.configs) == 2
+    assert isinstance(pair.decoder.config, Ensemble) and len(pair.decoder.config.configs) == 2
     twice = g2p.G2P([str(models[1])] * 2)
     assert twice.pronounce(WORDS, lookup=False) == g2p.pronounce(WORDS, model=str(models[1]), lookup=False)
     assert len(pair.pronounce(WORDS, lookup=False)) == len(WORDS)

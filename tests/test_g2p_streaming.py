@@ -84,10 +84,10 @@ def stub_translate(decoder, sources, *args, **kwargs) -> list[dict]:
 def stubbed(monkeypatch):
     """The shipped model on NumPy, loaded before any measurement, decoding with
     :func:`stub_translate`."""
-    import xpseq.search
+    from xpseq.g2p import converter
 
     model = g2p.load(backend="numpy")
-    monkeypatch.setattr(xpseq.search, "translate", stub_translate)     # what G2P calls
+    monkeypatch.setattr(converter, "translate", stub_translate)        # what G2P calls
     return model
 
 

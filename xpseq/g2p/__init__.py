@@ -191,7 +191,8 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
     >>> g2p.pronounce(["hello"], lookup=False)         # the model's own answer
     [['HH', 'EH1', 'L', 'OW0']]
     """
-    return load(model, backend=backend)._pronounce(words, beam, n_best, lookup, stress, ipa)
+    return load(model, backend=backend).pronounce(words, beam=beam, n_best=n_best,
+                                                  lookup=lookup, stress=stress, ipa=ipa)
 
 
 def phonemize(text: str, *, lookup: bool = True, stress: bool | None = None, beam: int = 1,

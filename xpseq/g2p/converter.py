@@ -6,14 +6,22 @@ from __future__ import annotations
 import itertools
 import json
 import pathlib
-import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any, Sequence, cast
 
 from xpseq import backends
 from xpseq.core import checks
 from xpseq.core.precision import Policy
+from xpseq.data.cmudict import word_tokens
+from xpseq.export.decoders import load_decoder
+from xpseq.search import SearchOptions, options_for, translate
 from xpseq.search.decoder import Decoder
+
+from .ipa import text_to_ipa, to_ipa
+from .lexicon import Entries, Lexicon
+from .notes import emit
+from .reading import read_texts
+from .text import fold
 
 __all__ = ["G2P", "shipped", "UnknownCharacterWarning", "LongWordWarning",
            "MAX_WORD_LENGTH", "CHUNK", "MODEL_DIR"]
@@ -127,13 +135,13 @@ class G2P:
     def __init__(self, model: str | pathlib.Path | Sequence[str | pathlib.Path] | Decoder
                  | None = None, *, backend: str | backends.Backend | None = None,
                  precision: Policy | str | None = None):
-        from xpseq.export.decoders import load_decoder
-
         #: The stress-free model that answers ``stress=False`` beside a stressed shipped
         #: one (the manifest's ``no_stress`` entry), loaded when first asked.
         self._plain_paths: list[pathlib.Path] = []
         self._plain: G2P | None = None
-        self._lexicons: dict[bool, dict[str, Any]] = {}
+        self._backend = backend
+        #: The CMU dictionary, read when first asked (shared with the stress-free model).
+        self.dictionary = Lexicon()
         precision = Policy.of(precision, "G2P: precision")
         if isinstance(model, Decoder):
             decoder, paths = model, []
@@ -154,7 +162,7 @@ class G2P:
                 raise ValueError("G2P: " + str(err).removeprefix("load_decoder: ")) from None
         meta = decoder.metadata
         if meta.get("task") != "g2p":
-            what = " and ".join(map(str, paths)) or str(getattr(decoder, "folder", decoder))
+            what = " and ".join(map(str, paths)) or repr(decoder)
             raise ValueError(f"G2P: {what} is not a G2P model (it was not trained by xpseq "
                              "train --task g2p)")
         self.decoder = decoder
@@ -162,28 +170,6 @@ class G2P:
         self.metadata = dict(meta)
         self.stress = bool(meta.get("stress"))
         self.src_vocab, self.tgt_vocab = decoder.src_vocab, decoder.tgt_vocab
-
-    @property
-    def backend(self) -> backends.Backend | None:
-        """The backend its checkpoint decodes on (``None`` for an export: onnxruntime)."""
-        return getattr(self.decoder, "backend", None)
-
-    @property
-    def params(self) -> Any:
-        """The checkpoint's parameters on :attr:`backend` (a list for an ensemble)."""
-        return self._checkpoint("params")
-
-    @property
-    def config(self) -> Any:
-        """The checkpoint's configuration (an :class:`~xpseq.search.Ensemble` for
-        several)."""
-        return self._checkpoint("config")
-
-    def _checkpoint(self, name: str) -> Any:
-        if not hasattr(self.decoder, name):
-            raise TypeError(f"G2P.{name}: {self.decoder!r} is an ONNX export; it has graphs, "
-                            "not parameters")
-        return getattr(self.decoder, name)
 
     @property
     def precision(self) -> Policy:
@@ -218,13 +204,9 @@ class G2P:
         if not isinstance(word, str):
             raise TypeError(f"unknown_characters: word must be a str, got "
                             f"{type(word).__name__}")
-        from xpseq.data.cmudict import word_tokens
-
-        from .text import fold
-
         return sorted({c for c in word_tokens(fold(word)) if c not in self.src_vocab})
 
-    def lexicon(self, stress: bool | None = None) -> dict[str, Any]:
+    def lexicon(self, stress: bool | None = None) -> Entries:
         """The CMU dictionary, read once: word -> pronunciations.
 
         Parameters
@@ -251,16 +233,7 @@ class G2P:
         >>> g2p.load(backend="numpy").lexicon()["read"]
         [('R', 'EH1', 'D'), ('R', 'IY1', 'D')]
         """
-        return self._read_lexicon(self._stress(stress, "lexicon"))
-
-    def _read_lexicon(self, stress: bool) -> dict[str, Any]:
-        """The CMU dictionary with or without its stress digits, read once (unchecked
-        against the model: the homograph rule reads the stressed one for any model)."""
-        if stress not in self._lexicons:
-            from xpseq.data.cmudict import read_cmudict
-
-            self._lexicons[stress] = read_cmudict(stress=stress)
-        return self._lexicons[stress]
+        return self.dictionary.entries(self._stress(stress, "lexicon"))
 
     def _for(self, stress: bool) -> G2P:
         """The model that answers: this one, or for ``stress=False`` the stress-free model
@@ -268,8 +241,9 @@ class G2P:
         if stress or not self._plain_paths:
             return self
         if self._plain is None:
-            self._plain = G2P(self._plain_paths, backend=self.backend,
+            self._plain = G2P(self._plain_paths, backend=self._backend,
                               precision=self.precision)
+            self._plain.dictionary = self.dictionary
         return self._plain
 
     def _stress(self, stress: Any, caller: str) -> bool:
@@ -350,22 +324,14 @@ class G2P:
         >>> model.pronounce(["hello"], lookup=False, ipa=True)
         ['ˈhɛloʊ']
         """
-        return self._pronounce(words, beam, n_best, lookup, stress, ipa)
-
-    def _pronounce(self, words: Any, beam: Any, n_best: Any, lookup: bool,
-                   stress: Any = None, ipa: bool = False) -> list[Any]:
-        """:meth:`pronounce`, called by it or by :func:`pronounce`: a warning points at
-        the caller of either."""
-        from xpseq.search import options_for
-
         options = options_for(beam, n_best, caller="pronounce")
         _flag(lookup, "lookup", "pronounce")
         stress, marks = _ipa_stress(stress, ipa, "pronounce")
         stress = self._stress(stress, "pronounce")
         listed = [_checked(i, word, "pronounce")
                   for i, word in enumerate(_iterable(words, "pronounce"))]
-        answers = self._for(stress)._answer(listed, options, n_best, lookup, stress,
-                                            stacklevel=4)
+        answers, notes = self._for(stress).answer(listed, options, n_best, lookup, stress)
+        emit(notes)
         return [_in_ipa(a, n_best, marks) for a in answers] if ipa else answers
 
     def pronounce_iter(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
@@ -410,8 +376,6 @@ class G2P:
         >>> next(answers), next(answers)
         ('ˈkæt', 'ˈdɔɡ')
         """
-        from xpseq.search import options_for
-
         options = options_for(beam, n_best, caller="pronounce_iter")
         _flag(lookup, "lookup", "pronounce_iter")
         stress, marks = _ipa_stress(stress, ipa, "pronounce_iter")
@@ -516,21 +480,14 @@ class G2P:
 
     def _phonemize(self, texts: Iterable[Any], lookup: bool, stress: Any, beam: Any,
                    ipa: Any, caller: str) -> list[list[str]]:
-        from xpseq.search import options_for
-
-        from .ipa import text_to_ipa
-        from .reading import read_texts
-
         options = options_for(beam, 1, caller=caller)
         _flag(lookup, "lookup", caller)
         stress, marks = _ipa_stress(stress, ipa, caller)
         stress = self._stress(stress, caller)
         model = self._for(stress)
-        if model is not self:
-            lines = model._phonemize(texts, lookup, stress, beam, False, caller)
-        else:
-            lines = read_texts(self, texts, lookup=lookup, stress=stress, options=options,
-                               caller=caller)
+        lines, notes = read_texts(model, texts, lookup=lookup, stress=stress, options=options,
+                                  caller=caller)
+        emit(notes)
         return [text_to_ipa(tokens, stress=marks) for tokens in lines] if ipa else lines
 
     def _answers(self, items: Iterator[Any], options: Any, n_best: int, lookup: bool,
@@ -543,31 +500,34 @@ class G2P:
             if not words:
                 return
             start += len(words)
-            yield from self._answer(words, options, n_best, lookup, stress, stacklevel=3)
+            answers, notes = self.answer(words, options, n_best, lookup, stress)
+            emit(notes)                     # at the reader's line
+            yield from answers
 
-    def _answer(self, words: list[str], options: Any, n_best: int, lookup: bool,
-                stress: bool, *, stacklevel: int) -> list[Any]:
-        """The answers to checked ``words`` (decoded together), as :meth:`pronounce`: the
-        one place where the policies for a word hold (a dictionary word from the
-        dictionary; characters the model never saw left out, with an
-        :class:`UnknownCharacterWarning`; a word over :data:`MAX_WORD_LENGTH` answered with
-        no phones, with a :class:`LongWordWarning`); a warning points ``stacklevel`` frames
-        up (the caller of ``pronounce``, the
-        reader of ``pronounce_iter``)."""
-        from xpseq.data.cmudict import word_tokens
+    def answer(self, words: list[str], options: SearchOptions, n_best: int, lookup: bool,
+               stress: bool) -> tuple[list[Any], list[Warning]]:
+        """The answers to ``words`` (str, checked), decoded together, and the notes on
+        them: the one place where the policies for a word hold, and what
+        :meth:`pronounce` and the text front end (:mod:`xpseq.g2p.reading`) call.
 
-        from .text import fold
-
+        A dictionary word comes from the dictionary (with ``lookup``); characters the
+        model never saw are left out (an :class:`UnknownCharacterWarning` among the notes);
+        a word over :data:`MAX_WORD_LENGTH` is answered with no phones (a
+        :class:`LongWordWarning`). ``stress`` is already checked against the model. The
+        notes are returned, not raised: the public method that was called raises them
+        (:func:`xpseq.g2p.notes.emit`). An answer is a phone list, or with ``n_best > 1`` a
+        list of them."""
         answers: list[Any] = [None] * len(words)
+        notes: list[Warning] = []
         todo = []
-        lexicon = self.lexicon(stress) if lookup else {}
+        lexicon = self.dictionary.entries(stress) if lookup else {}
         for i, word in enumerate(words):
             key = fold(word).strip()
             if len(word.strip()) > MAX_WORD_LENGTH:
-                warnings.warn(LongWordWarning(
+                notes.append(LongWordWarning(
                     f"{word.strip()[:20]!r}... has {len(word.strip())} characters, more than "
                     f"{MAX_WORD_LENGTH} (xpseq.g2p.MAX_WORD_LENGTH); answered with no phones",
-                    word=word.strip(), length=len(word.strip())), stacklevel=stacklevel)
+                    word=word.strip(), length=len(word.strip())))
                 answers[i] = [[]]
                 continue
             if key in lexicon:
@@ -580,9 +540,9 @@ class G2P:
                 shown = ", ".join(map(repr, unknown))
                 then = ("answered from the other characters" if tokens else
                         "no character is left: the word is left out (no phones)")
-                warnings.warn(UnknownCharacterWarning(
+                notes.append(UnknownCharacterWarning(
                     f"{word.strip()!r}: the model knows no {shown}; {then}",
-                    word=word.strip(), characters=unknown), stacklevel=stacklevel)
+                    word=word.strip(), characters=unknown))
             if tokens:
                 todo.append((i, tokens))
             else:
@@ -592,7 +552,7 @@ class G2P:
                 hyps = [list(h) for h in dict.fromkeys(
                     tuple(p.rstrip("012") for p in h) for h in hyps)]
             answers[i] = [list(h) for h in hyps]
-        return [a[0] for a in answers] if n_best == 1 else answers
+        return [a[0] for a in answers] if n_best == 1 else answers, notes
 
     def _decode(self, tokens: list[list[str]], options: Any) -> list[list[list[str]]]:
         """The n-best phone lists of each of ``tokens`` (character lists, all known to the
@@ -603,8 +563,6 @@ class G2P:
         ones pad to their length (a search costs its batch's longest source); each bucket's
         batches are padded as the decoder asks (:func:`xpseq.search.translate`: on JAX,
         to a few batch sizes, each a compilation)."""
-        from xpseq.search import translate
-
         buckets: dict[int, list[int]] = {}
         for i, word in enumerate(tokens):
             buckets.setdefault(len(word) // 8, []).append(i)
@@ -650,8 +608,6 @@ def _ipa_stress(stress: Any, ipa: Any, caller: str) -> tuple[Any, bool]:
 
 def _in_ipa(answer: list[Any], n_best: int, marks: bool) -> Any:
     """One word's answer (a phone list, or ``n_best`` of them) in IPA strings."""
-    from .ipa import to_ipa
-
     return (to_ipa(answer, stress=marks) if n_best == 1 else
             [to_ipa(a, stress=marks) for a in answer])
 

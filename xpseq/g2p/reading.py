@@ -11,19 +11,33 @@ One pipeline, in four steps::
                 the text's decoded together and each once
     join        the phones of each line, " " between words and around punctuation
 
-The model answers under the one policy of :meth:`xpseq.g2p.G2P._answer` (unknown
-characters left out, an over-long word left out, each with its warning).
+The model answers under the one policy of :meth:`xpseq.g2p.G2P.answer` (unknown
+characters left out, an over-long word left out, each with its note); the notes come back
+with the phones, for the caller to raise (:func:`xpseq.g2p.notes.emit`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
+
+from xpseq.search import SearchOptions
 
 from . import homographs
-from .text import normalize
+from .lexicon import Lexicon
+from .text import normalize_noting
 
-__all__ = ["read_texts", "is_word"]
+__all__ = ["read_texts", "is_word", "WordModel"]
+
+
+class WordModel(Protocol):
+    """What the text front end needs of a G2P model (:class:`xpseq.g2p.G2P` is one): the
+    dictionary, and the answers and notes for words (:meth:`xpseq.g2p.G2P.answer`)."""
+
+    dictionary: Lexicon
+
+    def answer(self, words: list[str], options: SearchOptions, n_best: int, lookup: bool,
+               stress: bool) -> tuple[list[Any], list[Warning]]: ...
 
 
 def is_word(token: str) -> bool:
@@ -31,24 +45,27 @@ def is_word(token: str) -> bool:
     return any(c.isalpha() for c in token)
 
 
-def read_texts(model: Any, texts: Iterable[Any], *, lookup: bool, stress: bool,
-               options: Any, caller: str, stacklevel: int = 5) -> list[list[str]]:
-    """The phones of each of ``texts`` (see :meth:`xpseq.g2p.G2P.phonemize`): ``model``
-    (a :class:`~xpseq.g2p.G2P`) answers the words the dictionary does not (every word
+def read_texts(model: WordModel, texts: Iterable[Any], *, lookup: bool, stress: bool,
+               options: SearchOptions, caller: str) -> tuple[list[list[str]], list[Warning]]:
+    """The phones of each of ``texts`` (see :meth:`xpseq.g2p.G2P.phonemize`) and the
+    notes on them: ``model`` answers the words the dictionary does not (every word
     without ``lookup``), decoded together with the search ``options``; ``stress`` is
-    already checked against the model. A warning points ``stacklevel`` frames up."""
-    lines = []
+    already checked against the model."""
+    lines: list[list[str]] = []
+    notes: list[Warning] = []
     for text in texts:                                                   # normalize
         if not isinstance(text, str):
             raise TypeError(f"{caller}: text must be a str, got {type(text).__name__}")
-        lines.append(normalize(text))
-    lexicon = model.lexicon(stress) if lookup else {}
+        tokens, noted = normalize_noting(text)
+        lines.append(tokens)
+        notes += noted
+    lexicon = model.dictionary.entries(stress) if lookup else {}
     pieces = {t: _pieces(t, lexicon, lookup) for line in lines for t in line if is_word(t)}
     asked = list(dict.fromkeys(p for said in pieces.values() for p in said  # each once
                                if p not in lexicon))
-    heard = dict(zip(asked, model._answer(asked, options, 1, False, stress,  # answer
-                                          stacklevel=stacklevel)))
-    stressed = model._read_lexicon(True) if lookup else {}   # homographs: digits kept
+    answers, found = model.answer(asked, options, 1, False, stress)      # answer
+    heard = dict(zip(asked, answers))
+    stressed = model.dictionary.entries(True) if lookup else {}   # homographs: digits kept
 
     def said(token: str, before: str | None, before2: str | None,
              after: str | None) -> list[str]:
@@ -63,7 +80,7 @@ def read_texts(model: Any, texts: Iterable[Any], *, lookup: bool, stress: bool,
         return [p for piece in pieces[token] for p in (
             lexicon[piece][0] if piece in lexicon else heard[piece])]
 
-    return [_join(line, said) for line in lines]                          # join
+    return [_join(line, said) for line in lines], notes + found          # join
 
 
 def _pieces(token: str, lexicon: Mapping[str, Any], lookup: bool) -> list[str]:

@@ -45,12 +45,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
-import warnings
 from typing import Any
 
 from xpseq.io import reading
 
-__all__ = ["normalize", "fold", "number_words", "MONTHS", "ControlCharacterWarning"]
+from .notes import emit
+
+__all__ = ["normalize", "normalize_noting", "fold", "number_words", "MONTHS",
+           "ControlCharacterWarning"]
 
 
 class ControlCharacterWarning(UserWarning):
@@ -314,14 +316,23 @@ def normalize(text: str) -> list[str]:
     ['i', 'paid', 'two', 'hundred', 'and', 'fifty', 'dollars', 'on', 'march', 'fourth',
      'twenty', 'twenty-one', ',', "didn't", 'i', '?']
     """
+    tokens, notes = normalize_noting(text)
+    emit(notes)
+    return tokens
+
+
+def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
+    """:func:`normalize`'s tokens and its notes (a :class:`ControlCharacterWarning` when
+    control characters were dropped), returned for the caller to raise."""
     if not isinstance(text, str):
         raise TypeError(f"normalize: text must be a str, got {type(text).__name__}")
     text, dropped = reading.clean_text(text)
+    notes: list[Warning] = []
     if dropped:
-        warnings.warn(ControlCharacterWarning(
+        notes.append(ControlCharacterWarning(
             f"{len(dropped)} control character(s) dropped from the text "
             f"({', '.join(dict.fromkeys(reading.shown(c) for c in dropped))})",
-            characters=dropped), stacklevel=2)
+            characters=dropped))
     tokens: list[str] = []
     # résumé keeps its accents, the cue that tells the noun from the verb resume: found
     # before the accents go, and carried as its own item of the stream (None), never as a
@@ -405,7 +416,7 @@ def normalize(text: str) -> list[str]:
         if m.group(0).endswith(".") and (kind in ("short", "abbreviation") or time) and (
                 at + 1 == len(matches) or (time and _new_sentence(after))):
             tokens.append(".")        # its full stop ends the sentence too: a pause kept
-    return tokens
+    return tokens, notes
 
 
 def _new_sentence(word: str) -> bool:

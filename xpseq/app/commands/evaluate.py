@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         toy = _toy_task(spec)
         task = Task([], [], toy.test, decoder.src_vocab, decoder.tgt_vocab)
     # The table's column: the attention of an rnn model, or the model kind.
-    name = getattr(decoder.config, "attention", models.of(decoder.config).kind)
+    kind = models.of(decoder.config).kind
+    name = decoder.config.attention if kind == "rnn" else kind
     name = "seq2seq" if name == "none" else name
     with still(f"decoding {sum(map(len, task.test.values()))} test sentences"):
         headers, rows, details = bucket_table({name: decoder}, task, _search_options(args))
