@@ -118,11 +118,6 @@ def cpu_name() -> str | None:
     return platform.processor() or platform.machine() or None
 
 
-def usable_cpus() -> int | None:
-    """How many CPUs this process may run on now (its affinity), None where unknown."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-
-
 def load_average(ndigits: int | None = None) -> list[float] | None:
     """The 1, 5 and 15 minute load averages (rounded to ``ndigits`` if given), None where
     the system has none."""
@@ -165,9 +160,12 @@ def cpu_features(flags: str | None = None) -> list[str] | None:
 
 def machine() -> dict[str, Any]:
     """The machine the numbers were measured on: ``cpu`` (its name), ``cpu_features``
-    (:func:`cpu_features`), ``cpu_count``, ``cpus_usable`` (see :func:`usable_cpus`),
+    (:func:`cpu_features`), ``cpu_count``, ``cpus_usable`` (``xpseq.backends.usable_cpus``),
     ``openblas_coretype`` (the ``OPENBLAS_CORETYPE`` variable, which picks NumPy's BLAS
-    kernels) and ``platform``."""
+    kernels) and ``platform``. (It imports xpseq: call it after the script has set its
+    thread variables.)"""
+    from xpseq.backends import usable_cpus
+
     return {"cpu": cpu_name(), "cpu_features": cpu_features(), "cpu_count": os.cpu_count(),
             "cpus_usable": usable_cpus(),
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),

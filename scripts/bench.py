@@ -88,7 +88,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _c
 import _common as common  # noqa: E402
 import benchmarks  # noqa: E402  (scripts/benchmarks/)
 from benchmarks.context import Context  # noqa: E402
-from benchmarks.shared import Row, environment, markdown_table  # noqa: E402
+from benchmarks.shared import Row, environment, results_table  # noqa: E402
 
 SECTIONS, EXTRA_SECTIONS = benchmarks.SECTIONS, benchmarks.EXTRA_SECTIONS
 #: The sections that run on all the process's CPUs: XLA compiles on every core it may use,
@@ -197,7 +197,7 @@ def run_sections(context: Context, sections: Sequence[str]
         seconds[name] = time.perf_counter() - start
         timings[name] = common.TIMINGS[timed:]
         print(f"\n[{name}] {seconds[name]:.1f} s")
-        print(markdown_table(new))
+        print(results_table(new))
         rows += new
     return rows, seconds, timings
 
@@ -254,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows, seconds, timings = run_sections(context, args.sections)
     total = time.perf_counter() - started
     env["load_average_end"] = common.load_average(2)
-    table = markdown_table(rows)
+    table = results_table(rows)
     judged = [r for r in rows if r.met is not None]
     print(f"\nall sections, {total:.0f} s (load average at the end "
           f"{env['load_average_end']}); {sum(r.met for r in judged)} of {len(judged)} "

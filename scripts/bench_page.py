@@ -31,7 +31,7 @@ from typing import Any, Iterable, Sequence
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
 import _common as common  # noqa: E402
-from benchmarks.shared import Row, markdown_table  # noqa: E402
+from benchmarks.shared import Row, results_table  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KINDS = {"rnn": "LSTM + attention", "transformer": "Transformer"}
@@ -322,7 +322,7 @@ def run_block(runs: Sequence[dict[str, Any]]) -> str:
             "at the end. Every time is the median of "
             f"{run['args']['repeats']} repeats; the implementations took turns within "
             "each repeat.")
-        parts.append(fenced(markdown_table([Row(**r) for r in run["rows"]]), "xpseq-run"))
+        parts.append(fenced(results_table([Row(**r) for r in run["rows"]]), "xpseq-run"))
     return "\n\n".join(parts)
 
 

@@ -560,7 +560,7 @@ def timing_header(label: str) -> str:
     return f"{label} (speed-up)"
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]], steps: int, base: str,
+def results_table(rows: Sequence[Mapping[str, Any]], steps: int, base: str,
                    notes: Sequence[str] = ()) -> str:
     headers = ["backend", "dtype", "gradients", *(timing_header(label) for _, label in TIMINGS),
                "compile s", *(label for _, label in DIFFS), f"loss after {steps} steps"]
@@ -793,7 +793,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         else f" ({row['compile_total_s']:.1f} s compiling)")
         print(f"  {row_name(row)}: {row['seconds']:.1f} s{compile_note}", flush=True)
     base = add_speedups(rows)
-    table = markdown_table(rows, args.steps, base, notes)
+    table = results_table(rows, args.steps, base, notes)
     total = time.perf_counter() - wall
     env["load_average_end"] = common.load_average()
 

@@ -141,8 +141,8 @@ from xpseq.app.cli import main
 checkpoint = sys.argv[1]
 seen = {}
 seen["load"] = xpseq.load(checkpoint).backend.name
-seen["G2P"] = g2p.G2P().backend.name
-seen["g2p.pronounce"] = g2p.load().backend.name
+seen["G2P"] = g2p.G2P().decoder.name
+seen["g2p.pronounce"] = g2p.load().decoder.name
 task = xpseq.toy_task(n_train=40, n_dev=8, n_test_per_bucket=2)
 seen["Translator.train"] = xpseq.Translator.train(task, epochs=1, progress=False, embed=4,
                                                   hidden=4).backend.name

@@ -15,6 +15,8 @@ from typing import Any
 
 import _common as common
 
+from xpseq import backends
+
 from .context import Context
 from .shared import HAND_JAX, Row, float32_on, on_backend
 
@@ -51,7 +53,7 @@ def run(context: Context) -> list[Row]:
         rows.append(Row("compile", "JAX training-step compile (first call − steady step)",
                         compile_s, "s", None, "<= 3 s", compile_s <= 3.0,
                         f"median of {len(compiles)} shapes (max {max(compiles):.2f} s) on "
-                        f"{common.usable_cpus()} CPUs; "
+                        f"{backends.usable_cpus()} CPUs; "
                         f"{compile_s / typical:.0f} steady steps of {1e3 * typical:.1f} ms"))
     else:
         rows.append(Row("compile", "JAX training-step compile", "not measured", detail=(

@@ -126,7 +126,8 @@ def one_batch(models: dict[str, Any], onnx_model: Any, src: Any, src_len: Any,
     fns: dict[str, Callable[[], Any]] = {}
     for name in ("numpy", "torch"):
         model = models[name]
-        be, config, params = model.backend, model.config, model.params
+        decoder = model.decoder                   # a CheckpointDecoder: the arrays
+        be, config, params = decoder.backend, decoder.config, decoder.params
         kernels = kinds.of(config).kernels
         s, n = be.asarray(src), be.asarray(src_len)
         enc = kernels.encode(params, config, s, n, scan=be.scan, xp=be.xp)

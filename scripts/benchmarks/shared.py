@@ -69,7 +69,7 @@ def at_least(value: float, bound: float) -> tuple[str, bool]:
     return f">= {bound:g}x", value >= bound
 
 
-def markdown_table(rows: Sequence[Row]) -> str:
+def results_table(rows: Sequence[Row]) -> str:
     """The results table of ``rows``, in Markdown."""
     header = ["section", "measurement", "value", "ratio", "target", "met", "detail"]
     return common.markdown_table(header, (r.cells() for r in rows), rule="---")

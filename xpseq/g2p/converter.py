@@ -506,17 +506,49 @@ class G2P:
 
     def answer(self, words: list[str], options: SearchOptions, n_best: int, lookup: bool,
                stress: bool) -> tuple[list[Any], list[Warning]]:
-        """The answers to ``words`` (str, checked), decoded together, and the notes on
-        them: the one place where the policies for a word hold, and what
-        :meth:`pronounce` and the text front end (:mod:`xpseq.g2p.reading`) call.
+        """The answers to ``words`` decoded together, and the notes on them: the one place
+        where the policies for a word hold, and what :meth:`pronounce` and the text front
+        end (:mod:`xpseq.g2p.reading`) call.
 
         A dictionary word comes from the dictionary (with ``lookup``); characters the
         model never saw are left out (an :class:`UnknownCharacterWarning` among the notes);
         a word over :data:`MAX_WORD_LENGTH` is answered with no phones (a
-        :class:`LongWordWarning`). ``stress`` is already checked against the model. The
-        notes are returned, not raised: the public method that was called raises them
-        (:func:`xpseq.g2p.notes.emit`). An answer is a phone list, or with ``n_best > 1`` a
-        list of them."""
+        :class:`LongWordWarning`). The notes are returned, not raised: the public method
+        that was called raises them (:func:`xpseq.g2p.notes.emit`).
+
+        Parameters
+        ----------
+        words : list of str
+            The words, already checked (each a str).
+        options : SearchOptions
+            The model's search.
+        n_best : int
+            Answers per word.
+        lookup : bool
+            Dictionary words from the dictionary.
+        stress : bool
+            With the stress digits; already checked against the model.
+
+        Returns
+        -------
+        answers : list
+            Per word a phone list, or with ``n_best > 1`` a list of them.
+        notes : list of Warning
+            What the caller should raise as warnings.
+
+        Raises
+        ------
+        FloatingPointError
+            The model's scores are not finite (:func:`xpseq.search.translate`'s check);
+            the arguments are not checked again here (the public methods check them).
+
+        Examples
+        --------
+        >>> from xpseq import g2p
+        >>> from xpseq.search import SearchOptions
+        >>> g2p.load(backend="numpy").answer(["cat"], SearchOptions(), 1, True, True)
+        ([['K', 'AE1', 'T']], [])
+        """
         answers: list[Any] = [None] * len(words)
         notes: list[Warning] = []
         todo = []
