@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 import time
@@ -101,12 +100,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default="out/g2p", help="output folder (default: out/g2p)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
-    args.runs = common.comma_list(args.runs)
-    bad = [r for r in args.runs if not RUN.fullmatch(r)]
-    if bad or not args.runs:
-        p.error(f"--runs takes transformer, rnn, KIND:SEED (rnn:1) or KIND:SEED:distilled, "
-                f"got {bad or args.runs}")
-    args.runs = [run_name(r) for r in args.runs]
+    from xpseq.tasks.g2p_campaign import Run
+
+    try:
+        args.runs = [Run.parse(r).name for r in common.comma_list(args.runs)]
+    except ValueError as err:
+        p.error(f"--runs: {err}")
+    if not args.runs:
+        p.error("--runs names no run")
     if len(set(args.runs)) < len(args.runs):
         p.error(f"--runs names a run twice: {args.runs}")
     common.require_at_least(p, args, ("beam",), 2, "greedy search is always scored")
@@ -115,11 +116,11 @@ def parse_args(argv=None) -> argparse.Namespace:
             pairs = [item.split("=") for item in common.comma_list(args.minutes)]
             args.minutes = {k: positive(float)(v) for k, v in pairs}
         else:
-            args.minutes = dict.fromkeys({run_kind(r) for r in args.runs},
+            args.minutes = dict.fromkeys({Run.from_name(r).kind for r in args.runs},
                                          positive(float)(args.minutes))
     except (ValueError, argparse.ArgumentTypeError) as err:
         p.error(f"--minutes takes a positive number or KIND=MINUTES pairs: {err}")
-    missing = sorted({run_kind(r) for r in args.runs} - set(args.minutes))
+    missing = sorted({Run.from_name(r).kind for r in args.runs} - set(args.minutes))
     if missing:
         p.error(f"--minutes gives no time for {missing}")
     args.overrides = {}
@@ -132,33 +133,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         except json.JSONDecodeError:
             args.overrides[key] = value
     return args
-
-
-#: A run of ``--runs``: a model kind, a seed of its own after a colon, and ``:distilled``
-#: for a student of the teacher (sequence-level knowledge distillation).
-RUN = re.compile(r"(transformer|rnn)(?::(\d+))?(:distilled)?")
-
-
-def run_name(spec: str) -> str:
-    """The run ``KIND``, ``KIND:SEED`` or ``KIND:SEED:distilled`` of ``--runs`` as a file
-    stem: ``rnn``, ``rnn-seed1``, ``rnn-seed3-distilled``."""
-    kind, seed, distilled = RUN.fullmatch(spec).groups()      # type: ignore[union-attr]
-    return (kind if seed is None else f"{kind}-seed{seed}") + ("-distilled" if distilled
-                                                               else "")
-
-
-def run_kind(name: str) -> str:
-    return name.partition("-")[0]
-
-
-def run_seed(name: str, default: int) -> int:
-    return int(name.partition("-seed")[2].split("-")[0]) if "-seed" in name else default
-
-
-def run_spec(name: str, default_seed: int) -> str:
-    """The ``--runs`` item of a run's name (``rnn-seed3-distilled`` -> ``rnn:3:distilled``)."""
-    return (f"{run_kind(name)}:{run_seed(name, default_seed)}"
-            + (":distilled" if name.endswith("-distilled") else ""))
 
 
 def teacher_split(args: argparse.Namespace, backend, split, out: pathlib.Path):
@@ -236,6 +210,7 @@ def train_runs(args: argparse.Namespace, backend, split, out: pathlib.Path,
 
 def train_one(args: argparse.Namespace, backend, split, out: pathlib.Path, name: str) -> dict:
     from xpseq.tasks import g2p_recipe
+    from xpseq.tasks.g2p_campaign import Run
     from xpseq.train import callbacks as cb
     from xpseq.train import checkpoint
 
@@ -246,7 +221,8 @@ def train_one(args: argparse.Namespace, backend, split, out: pathlib.Path, name:
         def on_train_end(self, loop) -> None:
             pass
 
-    kind, seed = run_kind(name), run_seed(name, args.seed)
+    run = Run.from_name(name)
+    kind, seed = run.kind, run.seed_or(args.seed)
     # A model option of the other kind is not this run's.
     mine = {k: v for k, v in args.overrides.items()
             if k in g2p_recipe.RECIPE or k in g2p_recipe.MODELS[kind]}
@@ -332,9 +308,11 @@ def train_side_by_side(args: argparse.Namespace, out: pathlib.Path,
     env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "")
                                        + " --xla_cpu_multi_thread_eigen=false").strip(),
            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    from xpseq.tasks.g2p_campaign import Run
+
     running = []
     for i, name in enumerate(args.runs):
-        spec = run_spec(name, args.seed)
+        spec = Run.from_name(name).spec(args.seed)
         command = [sys.executable, str(pathlib.Path(__file__).resolve()), *base,
                    "--runs", spec, "--phase", "train", "--devices", "1"]
         core = cores[i % len(cores)]
@@ -369,21 +347,9 @@ PUBLISHED = [
 ]
 
 
-def score(model, split, backend, part, search, limit=None) -> dict:
-    """PER and WER of ``model`` (params, config, src vocab, tgt vocab) on ``part`` (for a
-    split with stress kept, also with the stress digits removed: ``per_no_stress``,
-    ``wer_no_stress``)."""
-    from xpseq.search import CheckpointDecoder
-    from xpseq.tasks import g2p_recipe
-
-    decoder = CheckpointDecoder(*model, backend)
-    [row] = g2p_recipe.evaluate(decoder, split, part=part, searches=[search], limit=limit)
-    return {k: v for k, v in row.items() if k != "predictions"}
-
-
 def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -> dict:
-    from xpseq.data import Vocab
-    from xpseq.search import Ensemble, SearchOptions
+    from xpseq.search import SearchOptions
+    from xpseq.tasks.g2p_campaign import choose, score
     from xpseq.train import checkpoint
 
     greedy = ("greedy", SearchOptions())
@@ -392,20 +358,13 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
     runs = json.loads((out / "training.json").read_text(encoding="utf-8"))
     runs = [r for r in runs if r.get("name", r["kind"]) in args.runs]
 
-    def as_model(ckpt):
-        params = {k: backend.asarray(v.astype("float32")) for k, v in ckpt.params.items()}
-        return (params, ckpt.config, Vocab.from_list(ckpt.vocabs["src"]),
-                Vocab.from_list(ckpt.vocabs["tgt"]))
-
     rows, chosen, options = [], [], []
     for run in runs:
         kind = run.get("name", run["kind"])          # the run's file stem
         epochs = sorted(out.glob(f"{kind}.epoch*.safetensors"),
                         key=lambda p: int(p.suffixes[-2][len(".epoch"):]))
-        candidates, files = {}, {}
+        files = {}                                   # candidate -> its file in out
         if (out / f"{kind}.safetensors").is_file():
-            candidates[f"{kind}, best epoch ({run['best_epoch']})"] = checkpoint.load(
-                out / f"{kind}.safetensors")
             files[f"{kind}, best epoch ({run['best_epoch']})"] = f"{kind}.safetensors"
         if len(epochs) > 1:
             averaged = checkpoint.average(epochs)
@@ -413,7 +372,6 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
                             params=averaged.params, vocabs=averaged.vocabs,
                             train_state=averaged.train_state, metadata=averaged.metadata)
             first, last = (int(p.suffixes[-2][len(".epoch"):]) for p in (epochs[0], epochs[-1]))
-            candidates[f"{kind}, average of epochs {first}-{last}"] = averaged
             files[f"{kind}, average of epochs {first}-{last}"] = f"{kind}.avg.safetensors"
             if run.get("averaged") != [first, last]:     # so that it may join later
                 run["averaged"] = [first, last]
@@ -422,33 +380,29 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
         elif run.get("averaged") and (out / f"{kind}.avg.safetensors").is_file():
             # A member of an earlier session: its average (and record) kept, its epochs not.
             first, last = run["averaged"]
-            candidates[f"{kind}, average of epochs {first}-{last}"] = checkpoint.load(
-                out / f"{kind}.avg.safetensors")
             files[f"{kind}, average of epochs {first}-{last}"] = f"{kind}.avg.safetensors"
-        if not candidates:
+        if not files:
             raise FileNotFoundError(f"{out}: run {kind} has no checkpoint to score (its "
                                     f"{kind}.safetensors or epoch files)")
         dev = {}
-        for name, ckpt in candidates.items():
-            dev[name] = score(as_model(ckpt), split, backend, "dev", greedy, args.dev_words)
-            test = score(as_model(ckpt), split, backend, "test", greedy, args.test_words)
+        for name, file in files.items():
+            dev[name] = score([out / file], split, backend, "dev", greedy, args.dev_words)
+            test = score([out / file], split, backend, "test", greedy, args.test_words)
             rows.append({"model": name, "dev_wer": dev[name]["wer"], **test})
             print(f"   {name}: dev WER {dev[name]['wer']:.2f} %, test greedy PER "
                   f"{test['per']:.2f} % WER {test['wer']:.2f} %", flush=True)
         name = min(dev, key=lambda n: dev[n]["wer"])
-        test = score(as_model(candidates[name]), split, backend, "test", beam, args.test_words)
+        test = score([out / files[name]], split, backend, "test", beam, args.test_words)
         rows.append({"model": name, "dev_wer": dev[name]["wer"], **test})
         print(f"   {name}, {beam[0]}: test PER {test['per']:.2f} % WER {test['wer']:.2f} %",
               flush=True)
         if not run.get("distilled"):             # a student is no ensemble member
-            chosen.append((name, candidates[name]))
+            chosen.append((name, files[name]))
         options.append({"model": name, "files": [files[name]], "dev_wer": dev[name]["wer"],
                         "dev_wer_no_stress": dev[name].get("wer_no_stress"),
                         "member": not run.get("distilled")})
     if len(chosen) > 1:
-        members = [as_model(c) for _, c in chosen]
-        ensemble = (tuple(m[0] for m in members), Ensemble(tuple(m[1] for m in members)),
-                    members[0][2], members[0][3])
+        ensemble = [out / file for _, file in chosen]
         name = "ensemble: " + " + ".join(n for n, _ in chosen)
         on_dev = score(ensemble, split, backend, "dev", greedy, args.dev_words)
         dev_wer = on_dev["wer"]
@@ -460,28 +414,29 @@ def evaluate_runs(args: argparse.Namespace, backend, split, out: pathlib.Path) -
         options.append({"model": name, "files": [f for o in options if o["member"]
                                                  for f in o["files"]], "dev_wer": dev_wer,
                         "dev_wer_no_stress": on_dev.get("wer_no_stress")})
-    # What ships: the model (or ensemble) with the lowest dev WER; the test words never
-    # take part in the choice.
-    singles = [o for o in options if len(o["files"]) == 1]
     return {"runs": runs, "rows": rows, "options": options,
-            "choice": min(singles if args.ship_single else options,
-                          key=lambda o: o["dev_wer"])}
+            "choice": dict(choose(options, single=args.ship_single))}
 
 
 def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: dict,
          command: str) -> dict:
     """Copy the chosen model into the package folder ``--ship-to`` with float16 storage if
-    that moves its greedy dev WER by at most :data:`FLOAT16_TOLERANCE` points from float32's
-    (else float32; the test words take no part), and write the manifest ``shipped.json``
-    with the stored model's test scores, greedy and beam."""
-    from xpseq import g2p as shipped_g2p
+    that leaves its greedy dev WER within ``g2p_campaign.FLOAT16_TOLERANCE`` points of
+    float32's (else float32; the test words take no part), and write the manifest
+    ``shipped.json`` (``g2p_campaign.manifest``) with the stored model's test scores."""
     from xpseq.search import SearchOptions
+    from xpseq.tasks.g2p_campaign import manifest as shipped_manifest
+    from xpseq.tasks.g2p_campaign import score, stores_in_float16, stress_free_beside
     from xpseq.train import checkpoint
 
     choice = results["choice"]
     folder = pathlib.Path(args.ship_to)
     folder.mkdir(parents=True, exist_ok=True)
-    plain = model_without_stress(args, folder, choice)
+    path = folder / "shipped.json"
+    previous = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    plain, why = stress_free_beside(previous, choice, stress=args.stress)
+    if previous is not None and args.stress:
+        print(f"   {why}", flush=True)
     searches = [("greedy", SearchOptions()),
                 (f"beam k={args.beam}", SearchOptions(method="beam", k=args.beam,
                                                       length_penalty="avg"))]
@@ -502,11 +457,9 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
                             params={k: v.astype(dtype) for k, v in ckpt.params.items()},
                             metadata={**(ckpt.metadata or {}), "shipped_from": name})
             names.append(target.name)
-        model = shipped_g2p.G2P([folder / n for n in names], backend=backend)
-        stored = (model.decoder.params, model.decoder.config, model.src_vocab,
-                  model.tgt_vocab)
+        stored = [folder / n for n in names]              # as a user loads them
         dev_wer = score(stored, split, backend, "dev", searches[0], args.dev_words)["wer"]
-        if dtype == "float16" and abs(dev_wer - float32_wer) > FLOAT16_TOLERANCE:
+        if dtype == "float16" and not stores_in_float16(float32_wer, dev_wer):
             return names, {"dev_wer": dev_wer}
         scores = {}
         for label, options in searches:
@@ -519,58 +472,15 @@ def ship(args: argparse.Namespace, backend, split, out: pathlib.Path, results: d
     print(f"   float16 storage: greedy dev WER {float32_wer:.2f} -> {scores['dev_wer']:.2f} %",
           flush=True)
     if "greedy" not in scores:
-        print(f"   (more than {FLOAT16_TOLERANCE} points): shipping float32", flush=True)
+        print("   (more than the tolerance): shipping float32", flush=True)
         dtype = "float32"
         names, scores = store(dtype)
     scores.pop("dev_wer")
-    manifest = {"files": names, "stress": bool(args.stress), "model": choice["model"],
-                "storage": dtype, "dev_wer": choice["dev_wer"], "scores": scores,
-                "command": command}
-    if args.stress:
-        manifest["dev_wer_no_stress"] = choice.get("dev_wer_no_stress")
-    if plain is not None:
-        manifest["no_stress"] = plain
+    manifest = shipped_manifest(names, choice, stress=args.stress, storage=dtype,
+                                scores=scores, command=command, no_stress=plain)
     (folder / "shipped.json").write_text(json.dumps(manifest, indent=1) + "\n",
                                          encoding="utf-8")
     return manifest
-
-
-#: float16 storage ships when it moves the greedy dev WER by at most this many points (one
-#: or two of the 6,302 dev words) from float32's.
-FLOAT16_TOLERANCE = 0.05
-
-#: A stressed model ships alone when its dev WER with the stress digits removed is within
-#: this many points of the stress-free model's that ships now; otherwise that one stays
-#: beside it and answers ``stress=False``.
-STRESS_FREE_MARGIN = 0.3
-
-
-def model_without_stress(args: argparse.Namespace, folder: pathlib.Path,
-                         choice: dict) -> dict | None:
-    """The manifest entry of the stress-free model to keep beside a stressed one, or None.
-
-    Shipping a stressed model (``--stress``) into a folder whose model is stress-free (or
-    keeps one beside it): that model stays, for ``stress=False``, unless the new one's dev
-    WER with its digits removed is at most :data:`STRESS_FREE_MARGIN` points above the
-    stress-free model's dev WER (the test words take no part)."""
-    path = folder / "shipped.json"
-    if not args.stress or not path.is_file():
-        return None
-    previous = json.loads(path.read_text(encoding="utf-8"))
-    plain = previous if not previous.get("stress") else previous.get("no_stress")
-    if not plain or choice.get("dev_wer_no_stress") is None:
-        return None
-    if choice["dev_wer_no_stress"] <= plain["dev_wer"] + STRESS_FREE_MARGIN:
-        print(f"   stress removed, the new model's dev WER ({choice['dev_wer_no_stress']:.2f} "
-              f"%) is within {STRESS_FREE_MARGIN} of the stress-free model's "
-              f"({plain['dev_wer']:.2f} %): it ships alone", flush=True)
-        return None
-    print(f"   stress removed, the new model's dev WER ({choice['dev_wer_no_stress']:.2f} %) "
-          f"is more than {STRESS_FREE_MARGIN} above the stress-free model's "
-          f"({plain['dev_wer']:.2f} %): that one stays beside it, for stress=False",
-          flush=True)
-    return {k: plain[k] for k in ("files", "model", "storage", "dev_wer", "scores", "command")
-            if k in plain}
 
 
 def markdown(results: dict, command: str) -> str:
