@@ -33,6 +33,10 @@ COMPILE = ("program", "pieces", "none")
 class Capabilities:
     """What a backend can do, declared once (the test fixture reads the same table).
 
+    Whether a library has bfloat16, or arrays without values (a task graph, a recorded
+    ONNX graph), is asked of its namespace where it matters
+    (:func:`xpseq.core.precision.compute_dtype`, :mod:`xpseq.core.checks`), not declared.
+
     Attributes
     ----------
     gradients : {"autodiff", "hand-derived", "none"}
@@ -41,10 +45,6 @@ class Capabilities:
         See :data:`COMPILE`: what :meth:`Backend.compile_program` and
         :meth:`Backend.compile_piece` do (each is the identity where it does not apply),
         and the :class:`SearchPlan` a backend answers with.
-
-    Whether a library has bfloat16, or arrays without values (a task graph, a recorded
-    ONNX graph), is asked of its namespace where it matters
-    (:func:`xpseq.core.precision.compute_dtype`, :mod:`xpseq.core.checks`), not declared.
     """
 
     gradients: str = "hand-derived"

@@ -1,7 +1,7 @@
 """The RNN encoder-decoder's backward pass, derived by hand.
 
 Backpropagation through time over the decoder, in two loops. The forward loop runs
-:func:`~.forward._decoder_step_parts` at every step and stacks what each step saved (a
+:func:`~xpseq.models.rnn.forward._decoder_step_parts` at every step and stacks what each step saved (a
 tree: the step's input ``x``, the cell state it started from, the cell's gates, the
 attention's values, ``u = [a_t; s_t]`` and ``tanh(W_u u)``). The backward loop runs
 :func:`_decoder_step_back` in reverse and carries only the state's gradient.
@@ -86,7 +86,7 @@ def gradient_terms(config: Seq2SeqConfig) -> tuple[Term, ...]:
     """The decoder's gradients over all steps, as terms (see the module docstring).
 
     ``part`` ``"encoded"`` names the encoder's outputs attention reads (``memory``,
-    ``keys``); the others name parameters as :func:`~.config._layout` nests them. An LSTM's
+    ``keys``); the others name parameters as :func:`~xpseq.models.rnn.config._layout` nests them. An LSTM's
     gate gradient is both ``W_ih x``'s and ``W_hh h``'s (``d_xw``); a GRU's recurrent half
     differs (``d_hw``).
     """
@@ -122,13 +122,13 @@ def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | N
     """The decoder's time loop with its hand-derived gradient attached.
 
     Returns ``decoder(p, attended, mask, state0, emb, keep, span) -> o`` over
-    :func:`~.forward._decoder_params`'s ``p``, :func:`~.forward._attended`'s memory (and
+    :func:`~xpseq.models.rnn.forward._decoder_params`'s ``p``, :func:`~xpseq.models.rnn.forward._attended`'s memory (and
     keys), the source ``mask (B, S)``, the first state, time-major ``emb (T, B, E)``,
     ``keep (T, B, D)`` (or ``None``) and ``span``, with ``o (T, B, D)``: the loop the
     teacher-forced forward runs, made ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``;
     JAX differentiates the rest of the loss itself) with :func:`_decoder_loop_rules`.
 
-    ``span`` is ``(start, stop)`` (:func:`~.forward._target_span`) or ``None`` for every
+    ``span`` is ``(start, stop)`` (:func:`~xpseq.models.rnn.forward._target_span`) or ``None`` for every
     step: the loops run only over the steps in it, and ``o`` is zero outside it. The loss
     reads no step outside it (every target there is padding), so the loss and its gradient
     are those of every step.
@@ -199,7 +199,7 @@ def _decoder_step_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dic
                        saved: dict[str, Any], keep: Any, d_state: dict[str, Any], d_o: Any, *,
                        xp: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The backward pass of one decoder step from what
-    :func:`~.forward._decoder_step_parts` saved, given ``d_state`` (the next step's state's
+    :func:`~xpseq.models.rnn.forward._decoder_step_parts` saved, given ``d_state`` (the next step's state's
     gradient) and ``d_o`` (``o_t``'s from the output layer).
 
     Returns ``(d_state_prev, fresh)``: ``fresh`` holds the step's factors of
@@ -303,9 +303,9 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
 
     The encoder's two directions are :func:`xpseq.core.vjp.run_sequence`; the decoder's
     loop runs :func:`_decoder_loop_rules`' forward and backward. JAX and PyTorch run the
-    same forward (:func:`~.forward._encode_vjp`, :func:`~.forward._decoder_step_parts`) and
+    same forward (:func:`~xpseq.models.rnn.forward._encode_vjp`, :func:`~xpseq.models.rnn.forward._decoder_step_parts`) and
     drop the callbacks; only NumPy and array_api_strict call them. Each callback returns its
-    gradients nested as :func:`~.config._layout` nests the parameters;
+    gradients nested as :func:`~xpseq.models.rnn.config._layout` nests the parameters;
     :func:`xpseq.models.protocol.named_grads` names and sums them.
     """
     keep = _keep_mask(keep)

@@ -2,8 +2,8 @@
 
 :class:`Seq2SeqConfig` fixes a model's shape and computation; :func:`param_shapes` names
 every parameter, :func:`init_params` draws them, and :func:`dropout_shapes` names the
-keep-masks of a training step. The forward kernels are in :mod:`.forward`, the
-hand-derived backward in :mod:`.backward`.
+keep-masks of a training step. The forward kernels are in :mod:`xpseq.models.rnn.forward`, the
+hand-derived backward in :mod:`xpseq.models.rnn.backward`.
 """
 
 from __future__ import annotations

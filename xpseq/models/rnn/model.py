@@ -1,8 +1,8 @@
 """The RNN encoder-decoder's public functions and its entry on the model protocol.
 
 Every function checks its inputs (:func:`xpseq.models.protocol.check_params`) and runs the
-kernels of :mod:`.forward`; :func:`loss_and_grad` runs the hand-derived backward of
-:mod:`.backward`. ``MODEL`` is this kind on the model protocol.
+kernels of :mod:`xpseq.models.rnn.forward`; :func:`loss_and_grad` runs the hand-derived backward of
+:mod:`xpseq.models.rnn.backward`. ``MODEL`` is this kind on the model protocol.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The Transformer's public functions and its entry on the model protocol: each public
-function checks its inputs (:func:`_check_inputs`) and runs the layers of :mod:`.layers`."""
+function checks its inputs (:func:`_check_inputs`) and runs the layers of :mod:`xpseq.models.transformer.layers`."""
 
 from __future__ import annotations
 
