@@ -286,8 +286,10 @@ def _gradients(terms: tuple[Term, ...], fresh: Mapping[str, Any], saved: Any, *,
     grads: dict[str, dict[str, Any]] = {}
     for t in terms:
         a = factor(t.a)
-        if t.b is None:
-            value = xp.sum(a, axis=t.axes)
+        if t.b is None:           # axis by axis, the rows of each step first: the sums a
+            value = a             # loop that summed every step's rows would form
+            for axis in sorted(t.axes, reverse=True):
+                value = xp.sum(value, axis=axis)
         elif t.batched:       # (T, B, X) and (T, B, Y) -> (B, X, Y)
             value = xp.permute_dims(a, (1, 2, 0)) @ xp.permute_dims(factor(t.b), (1, 0, 2))
         else:                 # one tensordot (XLA's CPU backend runs it faster than the
