@@ -12,6 +12,10 @@ float32 (``--embed``/``--hidden``/``--batch``/``--steps``). It reports each step
 tokens per second (median of ``--repeats``) and its ratio to Keras::
 
     python scripts/ab_rnn.py --before HEAD~1 --record benchmarks/ab-rnn
+
+The revision's RNN runs on the working tree's ``xpseq.core``: a revision whose RNN calls a
+core function removed since cannot be loaded (the recorded A/B against 4982747 ran before
+``core.tree.locate`` went).
 """
 
 from __future__ import annotations
