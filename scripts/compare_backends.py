@@ -326,6 +326,7 @@ def plan(names: Sequence[str], bes: Mapping[str, Backend], args: argparse.Namesp
          compiled: Backend | None) -> tuple[list[Variant], list[str]]:
     """The rows to measure, in order (each backend's dtypes, then its bf16 row; the compiled
     torch rows last), and the notes on rows left out."""
+    from xpseq.core.precision import Policy
     from xpseq.train.step import training_precision
 
     variants, notes = [], []
@@ -334,7 +335,7 @@ def plan(names: Sequence[str], bes: Mapping[str, Backend], args: argparse.Namesp
         if args.precision is None:
             continue
         try:
-            training_precision(be, be.gradients, args.precision)
+            training_precision(be, be.gradients, Policy.of(args.precision))
         except ValueError as err:
             notes.append(f"{be.name}: no {args.precision} row: {err}")
             continue
@@ -393,7 +394,7 @@ def measure(variant: Variant, config: Seq2SeqConfig,
             reference: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """One row: timings, compile times, differences from the reference and training."""
     from xpseq.core.optim import adam
-    from xpseq.core.precision import cast_params
+    from xpseq.core.precision import Policy, cast_params
     from xpseq.models.rnn import forward
     from xpseq.search import SearchOptions, search
     from xpseq.train import make_train_step
@@ -420,7 +421,8 @@ def measure(variant: Variant, config: Seq2SeqConfig,
         args.repeats, sync)
 
     optimizer = adam(LEARNING_RATE)
-    step = make_train_step(config, optimizer, be, clip_norm=CLIP_NORM, precision=precision)
+    step = make_train_step(config, optimizer, be, clip_norm=CLIP_NORM,
+                           precision=Policy.of(precision))
     traces_before = step.traces
     state, opt_state = params, optimizer.init(params)
     step_s, trajectory = [], []

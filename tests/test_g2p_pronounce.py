@@ -297,6 +297,10 @@ def test_bfloat16_decoding_is_asked_for_and_stays_close_to_float32():
         g2p.G2P(backend="numpy", precision="bf16")
     with pytest.raises(ValueError, match=r"G2P: precision must be None .* got 'fp8'"):
         g2p.G2P(backend="torch", precision="fp8")
+    with pytest.raises(ValueError, match=r"G2P: a Decoder decodes in its own precision "
+                                         r"\(bf16\); pass precision=None"):
+        g2p.G2P(half.decoder, precision="bf16")
+    assert g2p.load(backend="torch", precision=Policy("bf16")) is half
     done = xpseq("g2p", "--backend", "numpy", "--precision", "bf16", "hello")
     assert done.returncode == 1 and "numpy has none" in done.stderr, show(done)
     done = xpseq("g2p", "--model-only", "--backend", "torch", "--precision", "bf16", *words[:5])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import xpseq
 from xpseq import backends, models
 from xpseq.core import kernels
 from xpseq.core import precision as mixed
@@ -169,7 +170,7 @@ def _train(be, kind_name, task, precision, steps, lr):
     kind, config, init = _tiny(kind_name, task)
     optimizer = adam(lr)
     step = make_train_step(config, optimizer, be, clip_norm=5.0, gradients="autodiff",
-                           precision=precision)
+                           precision=mixed.Policy(precision))
     params = {k: be.asarray(v) for k, v in init.items()}
     state = optimizer.init(params)
     batches = _batches(task)
@@ -246,19 +247,27 @@ def test_what_cannot_compute_in_bf16_says_so(task):
     kind, config, init = _tiny("rnn", task)
     numpy = backends.get("numpy")
     with pytest.raises(ValueError, match="bfloat16 dtype and automatic differentiation"):
-        make_train_step(config, adam(1e-3), numpy, precision="bf16")
+        make_train_step(config, adam(1e-3), numpy, precision=mixed.Policy("bf16"))
     with pytest.raises(ValueError, match="bfloat16"):
         translate(CheckpointDecoder(init, config, task.src_vocab, task.tgt_vocab, numpy),
                   [["a"]], SearchOptions(precision="bf16"))
     with pytest.raises(ValueError, match="bfloat16"):
         CheckpointDecoder(init, config, task.src_vocab, task.tgt_vocab, numpy,
-                          precision="bf16")
+                          precision=mixed.Policy("bf16"))
     if "torch" in backends.available():
         with pytest.raises(ValueError, match="needs gradients='autodiff'"):
             make_train_step(config, adam(1e-3), backends.get("torch"),
-                            gradients="hand-derived", precision="bf16")
+                            gradients="hand-derived", precision=mixed.Policy("bf16"))
     for bad in ("fp16", "bfloat16", 16):
         with pytest.raises(ValueError, match="TrainConfig: precision must be None"):
             TrainConfig(precision=bad)
         with pytest.raises(ValueError, match="SearchOptions: precision must be None"):
             SearchOptions(precision=bad)
+        with pytest.raises(ValueError, match="load_decoder: precision must be None"):
+            xpseq.load_decoder("missing.safetensors", precision=bad)
+    # behind the public doors a precision is a Policy, not a name
+    with pytest.raises(TypeError, match=r"make_train_step: precision must be a Policy "
+                                        r"\(e.g. Policy.of\('bf16'\)"):
+        make_train_step(config, adam(1e-3), numpy, precision="bf16")
+    with pytest.raises(TypeError, match="CheckpointDecoder: precision must be a Policy"):
+        CheckpointDecoder(init, config, task.src_vocab, task.tgt_vocab, numpy, precision=None)

@@ -76,6 +76,7 @@ def _setups(context: Context) -> list[tuple[str, Any, dict, list]]:
 def run(context: Context) -> list[Row]:
     """bf16 against float32 throughput for both kinds on JAX and PyTorch, and the
     matmul rates."""
+    from xpseq.core.precision import Policy
     from xpseq.train import make_train_step
 
     args = context.args
@@ -98,7 +99,7 @@ def run(context: Context) -> list[Row]:
             batches = [on_backend(be, b) for b in timed]
             for precision in (None, "bf16"):
                 step = make_train_step(config, context.optimizer, be, clip_norm=None,
-                                       gradients="autodiff", precision=precision)
+                                       gradients="autodiff", precision=Policy(precision))
                 name = f"{engine} {precision or 'float32'}"
                 impls[name] = xpseq_loop(be, step, float32_on(be, init32), context.optimizer,
                                          batches)

@@ -308,12 +308,13 @@ def prepare_training(backend: Any, series: Series, length: int, batch: int, widt
     ``TypeError``."""
     from xpseq import models
     from xpseq.core.optim import adam
+    from xpseq.core.precision import Policy
     from xpseq.train import make_train_step
 
     kind = models.get(series.kind)
     config = model_config(series.kind, width, length)
     optimizer = adam(1e-3)
-    extra = {} if series.precision == "float32" else {"precision": series.precision}
+    extra = {} if series.precision == "float32" else {"precision": Policy(series.precision)}
     data = synthetic_batch(batch, length, np.random.default_rng([seed, length, batch]))
     memory = PeakMemory()
     state: dict = {}

@@ -82,6 +82,22 @@ class Policy:
         except ValueError as err:
             raise ValueError(str(err).replace("precision", where, 1)) from None
 
+    @classmethod
+    def given(cls, precision: Any, where: str) -> Policy:
+        """``precision`` itself if it is a policy, for what sits behind a public door
+        (those take names and call :meth:`of` once, then pass the policy inward).
+
+        Raises
+        ------
+        TypeError
+            ``precision`` is not a :class:`Policy` (the message starts with ``where``
+            and shows how to make one).
+        """
+        if not isinstance(precision, Policy):
+            raise TypeError(f"{where} must be a Policy (e.g. Policy.of({precision!r}) from "
+                            f"xpseq.core.precision), got {type(precision).__name__}")
+        return precision
+
     @property
     def reduced(self) -> bool:
         """Whether it computes in a reduced precision (bfloat16)."""

@@ -91,17 +91,18 @@ def load_decoder(path: Path | Sequence[Path], *,
         raise TypeError(f"{what}, got {type(path).__name__}")
     if not paths:
         raise ValueError("load_decoder: path must name a checkpoint or an export folder")
+    policy = Policy.of(precision, "load_decoder: precision")
     folders = [pathlib.Path(p) for p in paths if pathlib.Path(p).is_dir()]
     for folder in folders if backend != EXPORT_ENGINE else ():  # (asked: OnnxModel says)
         if not (folder / "model.json").is_file():
             raise ValueError(f"load_decoder: {folder} is a folder, not a checkpoint file (nor "
                              "an ONNX export: it holds no model.json)")
     if folders or backend == EXPORT_ENGINE:
-        return _export(paths, backend, dtype, precision)
-    return _checkpoints(paths, backend, dtype, precision)
+        return _export(paths, backend, dtype, policy)
+    return _checkpoints(paths, backend, dtype, policy)
 
 
-def _export(paths: list[Any], backend: Any, dtype: str | None, precision: Any) -> Decoder:
+def _export(paths: list[Any], backend: Any, dtype: str | None, precision: Policy) -> Decoder:
     from xpseq.export.runtime import OnnxModel
 
     if len(paths) != 1:
@@ -115,7 +116,7 @@ def _export(paths: list[Any], backend: Any, dtype: str | None, precision: Any) -
     if backend not in (None, EXPORT_ENGINE):
         raise ValueError(f"load_decoder: {folder} is an ONNX export, decoded by onnxruntime; "
                          f"backend {getattr(backend, 'name', backend)!r} decodes checkpoints")
-    if Policy.of(precision, "load_decoder: precision").reduced:
+    if precision.reduced:
         raise ValueError("load_decoder: precision is fixed by an ONNX export (its dtype); "
                          "pass precision=None")
     model = OnnxModel(folder, threads=backends.threads_set() or 1)
@@ -126,7 +127,7 @@ def _export(paths: list[Any], backend: Any, dtype: str | None, precision: Any) -
 
 
 def _checkpoints(paths: list[Any], backend: Any, dtype: str | None,
-                 precision: Any) -> CheckpointDecoder:
+                 precision: Policy) -> CheckpointDecoder:
     from xpseq.train import checkpoint
 
     if dtype not in (None, "float32", "float64"):

@@ -114,7 +114,7 @@ def load(paths: str | Sequence[str] | None = None, *,
     """
     key = (None if paths is None else tuple(map(str, [paths] if isinstance(
         paths, (str, pathlib.Path)) else paths)),
-        _backend_key(backend), Policy.of(precision, "G2P: precision"))
+        _backend_key(backend), precision.name if isinstance(precision, Policy) else precision)
     if key not in _LOADED:
         _LOADED[key] = G2P(paths, backend=backend, precision=precision)
     return _LOADED[key]

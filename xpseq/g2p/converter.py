@@ -112,7 +112,8 @@ class G2P:
         products and activations in bfloat16 (:mod:`xpseq.core.precision`; JAX and
         PyTorch only). Faster where the processor multiplies bfloat16 natively, slower
         where it does not; the answers may differ from float32's (the G2P guide gives the
-        shipped model's scores both ways).
+        shipped model's scores both ways). A :class:`~xpseq.search.Decoder` decodes in its
+        own precision: leave this ``None``.
 
     Raises
     ------
@@ -142,8 +143,10 @@ class G2P:
         self._backend = backend
         #: The CMU dictionary, read when first asked (shared with the stress-free model).
         self.dictionary = Lexicon()
-        precision = Policy.of(precision, "G2P: precision")
         if isinstance(model, Decoder):
+            if precision is not None:
+                raise ValueError("G2P: a Decoder decodes in its own precision "
+                                 f"({model.precision.name}); pass precision=None")
             decoder, paths = model, []
         else:
             if model is None:

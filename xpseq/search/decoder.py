@@ -91,23 +91,26 @@ class CheckpointDecoder:
     backend : Backend
     metadata : dict, optional
         What the model was trained for (a checkpoint's metadata).
-    precision : ``None``, ``"bf16"`` or a :class:`~xpseq.core.precision.Policy`
-        Decode in this precision unless the search options ask for one.
+    precision : :class:`~xpseq.core.precision.Policy`
+        Decode in this precision unless the search options ask for one
+        (``Policy("bf16")``; :func:`xpseq.load_decoder` takes the name).
 
     Raises
     ------
+    TypeError
+        ``precision`` is not a :class:`~xpseq.core.precision.Policy`.
     ValueError
-        ``precision`` is not a precision, or the backend has no bfloat16 for it.
+        The backend has no bfloat16 for ``precision``.
     """
 
     def __init__(self, params: Any, config: Any, src_vocab: Vocab, tgt_vocab: Vocab,
                  backend: Backend, *, metadata: Mapping[str, Any] | None = None,
-                 precision: Policy | str | None = None) -> None:
+                 precision: Policy = Policy()) -> None:
         self.config = config
         self.backend = backend
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.metadata = dict(metadata or {})
-        self.precision = Policy.of(precision, "CheckpointDecoder: precision")
+        self.precision = Policy.given(precision, "CheckpointDecoder: precision")
         self.precision.compute_dtype(backend.xp)        # no bfloat16: a clear error
         self.batch_sizes = backend.search_plan().batch_sizes
         if isinstance(config, Ensemble):

@@ -15,6 +15,7 @@ machine: the G2P guide, docs/guide/g2p.md, says how they were chosen and what th
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Sequence
 
@@ -175,10 +176,10 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     lr = options["lr"] if not options["warmup"] else (
         options["lr"] * schedules.warmup_inverse_sqrt(options["warmup"]))
     settings = TrainConfig(epochs=options["epochs"], optimizer=adam(lr, b2=options["beta2"]),
-                           seed=seed, monitor=options["monitor"],
-                           gradients=("autodiff" if Policy.of(precision).reduced
-                                      else options["gradients"]),
+                           seed=seed, monitor=options["monitor"], gradients=options["gradients"],
                            progress=progress, devices=devices, precision=precision)
+    if settings.precision.reduced:
+        settings = dataclasses.replace(settings, gradients="autodiff")
     config, result = train_model(task, backend, config, settings,
                                  batch_size=options["batch_size"], bucket=options["bucket"],
                                  dtype=dtype, callbacks=parts, resume=resume)

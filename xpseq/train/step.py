@@ -80,7 +80,7 @@ GRADIENTS = ("autodiff", "hand-derived")
 def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
                     clip_norm: float | None = None, gradients: str | None = None,
                     group: tuple[int, int] | None = None, mesh: Any = None,
-                    precision: mixed.Policy | str | None = None) -> TrainStep:
+                    precision: mixed.Policy = mixed.Policy()) -> TrainStep:
     """The training step of ``config`` (any model kind's) for ``backend``.
 
     Built once, then kept in :mod:`xpseq.backends.programs` by config, optimiser name and
@@ -114,15 +114,16 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
     mesh : a JAX device mesh (``backend.mesh(n)``) whose devices compute the gradient of
         their rows of the batch (``backend.data_parallel``); the batch and the dropout
         masks are split over it, the parameters replicated.
-    precision : ``None`` (compute in the parameters' dtype), ``"bf16"`` or a
-        :class:`~xpseq.core.precision.Policy`
-        Mixed precision (:mod:`xpseq.core.precision`): the loss is computed from the
+    precision : :class:`~xpseq.core.precision.Policy`
+        ``Policy()`` computes in the parameters' dtype; ``Policy("bf16")`` is mixed
+        precision (:mod:`xpseq.core.precision`): the loss is computed from the
         parameters cast to bfloat16, with softmax, layer-norm statistics and the loss in
         float32; the parameters, gradients and optimiser state stay in their own dtype
         (float32). Needs ``gradients="autodiff"`` on JAX or PyTorch.
     """
     gradients = check_gradients(backend, gradients)
-    precision = training_precision(backend, gradients, precision)
+    precision = training_precision(backend, gradients,
+                                   mixed.Policy.given(precision, "make_train_step: precision"))
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"make_train_step: optimizer must be an xpseq.core.optim.Optimizer, "
                         f"got {type(optimizer).__name__}")
@@ -147,12 +148,10 @@ def check_gradients(backend: Backend, gradients: str | None) -> str:
 
 
 def training_precision(backend: Backend, gradients: str,
-                       precision: mixed.Policy | str | None) -> mixed.Policy:
-    """``precision`` as a :class:`~xpseq.core.precision.Policy`, checked for training on
-    ``backend`` with the (checked) ``gradients``: a reduced precision needs a library with
-    bfloat16 and its automatic differentiation (the hand-derived backward passes are
-    written for one dtype)."""
-    policy = mixed.Policy.of(precision)
+                       policy: mixed.Policy) -> mixed.Policy:
+    """``policy`` checked for training on ``backend`` with the (checked) ``gradients``: a
+    reduced precision needs a library with bfloat16 and its automatic differentiation (the
+    hand-derived backward passes are written for one dtype)."""
     if not policy.reduced:
         return policy
     policy.compute_dtype(backend.xp)                      # no bfloat16: a clear error
@@ -228,14 +227,14 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
 
 
 def make_eval_loss(config: Any, backend: Backend,
-                   precision: mixed.Policy | str | None = None) -> Callable:
+                   precision: mixed.Policy = mixed.Policy()) -> Callable:
     """``fn(params, batch) -> (summed nll, number of real tokens)`` without dropout (jitted
     on JAX, kept in :mod:`xpseq.backends.programs` per config, backend and ``precision``,
     as in :func:`make_train_step`); sum both over batches for a corpus loss per token. A
     compiled torch backend runs it eagerly: the dev loss is a few batches an epoch, each a
     shape torch.compile would compile for."""
     model = models.of(config)
-    policy = mixed.Policy.of(precision)
+    policy = mixed.Policy.given(precision, "make_eval_loss: precision")
 
     def build() -> Callable:
         def nll(params: dict, batch: Mapping[str, Any]) -> tuple:
