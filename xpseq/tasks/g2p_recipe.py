@@ -178,7 +178,7 @@ def train(split: Any, backend: Backend, *, checkpoint: str | None = None, seed: 
     settings = TrainConfig(epochs=options["epochs"], optimizer=adam(lr, b2=options["beta2"]),
                            seed=seed, monitor=options["monitor"], gradients=options["gradients"],
                            progress=progress, devices=devices, precision=precision)
-    if settings.precision.reduced:
+    if settings.policy.reduced:
         settings = dataclasses.replace(settings, gradients="autodiff")
     config, result = train_model(task, backend, config, settings,
                                  batch_size=options["batch_size"], bucket=options["bucket"],

@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -99,6 +99,11 @@ class TrainConfig:
     progress: bool = True
     devices: int = 1
     precision: Policy | str | None = None
+
+    @property
+    def policy(self) -> Policy:
+        """``precision`` as the :class:`~xpseq.core.precision.Policy` it was made into."""
+        return cast(Policy, self.precision)
 
     def __post_init__(self) -> None:
         if self.optimizer is None:         # (None asks for the default too)
@@ -286,7 +291,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
     loop = _start(config, params, backend, train, resume, dev_batches, place)
     step = make_train_step(config, train.optimizer, backend, clip_norm=train.clip_norm,
                            gradients=train.gradients, group=place.group, mesh=place.mesh,
-                           precision=train.precision)
+                           precision=train.policy)
     everything = _default_callbacks(train, place, len(train_batches), backend,
                                     lambda: step.graphs is not None) + list(callbacks)
     compiles_before = step.graphs                 # None: nothing compiles
@@ -296,7 +301,7 @@ def fit(config: Any, params: Mapping[str, np.ndarray], train_batches: Sequence[B
                 run.enter_context(cb)
         for cb in everything:
             cb.on_train_begin(loop)
-        eval_loss = make_eval_loss(config, backend, train.precision)
+        eval_loss = make_eval_loss(config, backend, train.policy)
         while loop.state["epoch"] < train.epochs and loop.stop is None:
             record = _epoch(loop, everything, train_batches, step, eval_loss)
             if record is not None:
@@ -375,7 +380,7 @@ def _checked(config: Any, train: TrainConfig | None, train_batches: Sequence[Bat
                             f"got {type(cb).__name__}")
     if not train_batches:
         raise ValueError("fit: train_batches is empty")
-    training_precision(backend, check_gradients(backend, train.gradients), train.precision)
+    training_precision(backend, check_gradients(backend, train.gradients), train.policy)
     for batch in list(train_batches) + list(dev_batches):
         check_batch(config, batch)
     return train
