@@ -343,7 +343,7 @@ def test_the_command_translator_and_train_model_train_alike(kind, tmp_path, monk
     ``train_model`` with no TrainConfig: the configs' defaults and one table."""
     from xpseq import backends
 
-    monkeypatch.setattr(commands.train, "_toy_task", lambda spec: TASK)
+    monkeypatch.setattr(commands.train, "toy_task_for", lambda spec: TASK)
     monkeypatch.setenv("XPSEQ_DEBUG", "1")                   # let Captured through
     with pytest.raises(Captured):
         cli.main(["train", "--quick", "--model", kind, "--backend", "numpy", "--out",
@@ -414,9 +414,9 @@ X64_CHILD = textwrap.dedent("""
     backends.get = lambda name, *a, **k: seen.append((name, bool(jax.config.jax_enable_x64))) \\
         or real(name, *a, **k)
     before = bool(jax.config.jax_enable_x64)
-    common._backend("numpy")
+    common.command_backend("numpy")
     after_numpy = bool(jax.config.jax_enable_x64)
-    common._backend("jax")
+    common.command_backend("jax")
     print(json.dumps({"before": before, "after_numpy": after_numpy, "seen": seen,
                       "after": bool(jax.config.jax_enable_x64)}))
 """)

@@ -258,6 +258,12 @@ def test_translate_on_onnxruntime_prints_what_numpy_prints(trained_rnn, rnn_expo
         err = capsys.readouterr().err
         assert err.startswith("xpseq: error: ") and message in err, err
         assert len(err.splitlines()) == 1
+    # evaluate reads what it reports (the model's configuration) through the Decoder
+    printed = {}
+    for argv in ([str(path), "--backend", "numpy"], [str(folder)]):
+        assert cli.main(["evaluate", *argv, "--task", "toy"]) == 0
+        printed[argv[-1]] = capsys.readouterr().out
+    assert printed[str(folder)] == printed["numpy"] and "BLEU" in printed["numpy"]
 
 
 @pytest.mark.slow       # 12 s; the deployment guide's notebook checks the same at each build

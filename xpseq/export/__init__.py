@@ -19,7 +19,7 @@
     ``enc.v<i>``).
 ``model.json``
     The model kind and configuration, the vocabularies, what the checkpoint was trained
-    for (``metadata``: ``task``, and ``stress`` for a G2P model), the search options of the
+    for (``metadata``: ``task``, ``stress`` for a G2P model, a toy task's ``data``), the search options of the
     command (``max_len = ceil(a · src_len + b)``), the dtype, and the graphs' inputs and
     outputs with their shapes.
 
@@ -339,7 +339,7 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
         "vocabs": loaded.vocabs,
         # What the checkpoint says it was trained for (a G2P model: task and stress).
         "metadata": {k: v for k, v in (loaded.metadata or {}).items()
-                     if k in ("task", "stress", "tokens")},
+                     if k in ("task", "stress", "tokens", "data")},
         "search": {"max_len_a": options.max_len_a, "max_len_b": options.max_len_b,
                    "length_penalty": options.length_penalty, "alpha": options.alpha},
         "special_ids": {"pad": PAD_ID, "bos": BOS_ID, "eos": EOS_ID},

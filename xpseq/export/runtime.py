@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from xpseq import models
 from xpseq.core.decoding import Hypotheses
 from xpseq.core.precision import Policy
 from xpseq.data import Vocab
@@ -33,7 +34,7 @@ __all__ = ["OnnxModel"]
 
 class OnnxModel:
     """An export folder's graphs in onnxruntime sessions: a :class:`~xpseq.search.Decoder`
-    (``src_vocab``, ``tgt_vocab``, ``metadata``, ``name``, ``batch_sizes``, ``precision``,
+    (``src_vocab``, ``tgt_vocab``, ``config``, ``metadata``, ``name``, ``batch_sizes``, ``precision``,
     ``search``); its ``encode`` and ``step`` run the two graphs.
 
     Parameters
@@ -82,6 +83,8 @@ class OnnxModel:
         self._step_inputs = [i.name for i in self._step.get_inputs()]
         self._step_outputs = [o.name for o in self._step.get_outputs()]
         self.attends = "attention" in self._step_outputs
+        #: The model's configuration, as the checkpoint held it.
+        self.config = models.get(self.meta["kind"]).Config.from_dict(self.meta["config"])
         self.src_vocab = Vocab.from_list(self.meta["vocabs"]["src"])
         self.tgt_vocab = Vocab.from_list(self.meta["vocabs"]["tgt"])
         [log_probs] = [o for o in self._step.get_outputs() if o.name == "log_probs"]

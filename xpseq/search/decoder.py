@@ -53,6 +53,9 @@ class Decoder(Protocol):
     ----------
     src_vocab, tgt_vocab : Vocab
         The vocabularies of its sources and outputs.
+    config : a model configuration (an :class:`Ensemble` of them for an ensemble)
+        What model it decodes with (what a report names it by; its parameters are the
+        decoder's own business).
     metadata : dict
         What the model says it was trained for (``task``; for a G2P model ``stress`` and
         ``tokens``), empty when it says nothing.
@@ -68,6 +71,7 @@ class Decoder(Protocol):
 
     src_vocab: Vocab
     tgt_vocab: Vocab
+    config: Any
     metadata: dict[str, Any]
     batch_sizes: tuple[int, ...] | None
     precision: Policy

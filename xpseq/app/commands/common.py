@@ -18,8 +18,13 @@ from xpseq.io import files, reading
 from .. import options as opts
 from ..errors import CommandError, oserror_message
 
+__all__ = ["command_backend", "enable_jax_x64", "JAX_CACHE_ENV", "JAX_CACHE_BYTES",
+           "jax_cache_dir", "enable_jax_cache", "search_options_of", "note_unknown",
+           "note_unknown_words", "translate_nonempty", "TOY_DATA_LIMITS", "read_tsv",
+           "toy_task_for", "g2p_split", "check_exist", "open_decoder", "check_export_folder"]
 
-def _backend(name: str | None, compile: bool = False,
+
+def command_backend(name: str | None, compile: bool = False,
              purpose: str = "train") -> backends.Backend:
     """``--backend``, or the one default rule for ``purpose`` (``XPSEQ_BACKEND``, else the
     fastest installed for training or for decoding: :func:`xpseq.backends.default_name`);
@@ -29,20 +34,20 @@ def _backend(name: str | None, compile: bool = False,
 
     The command is an application, and on JAX it enables 64-bit types for its own process
     (``jax_enable_x64``), before the backend is created, so that ``--dtype float64``
-    computes in float64, and JAX's persistent compilation cache (:func:`_enable_jax_cache`);
+    computes in float64, and JAX's persistent compilation cache (:func:`enable_jax_cache`);
     the library never changes JAX's configuration itself."""
     try:
         name = name or ("torch" if compile else backends.default_name(purpose))
         if name == "jax":
-            _enable_jax_x64()
-            _enable_jax_cache()
+            enable_jax_x64()
+            enable_jax_cache()
         backend = backends.get(name, compile=compile)
     except (ValueError, ModuleNotFoundError) as err:
         raise CommandError(str(err)) from None
     return backend
 
 
-def _enable_jax_x64() -> None:
+def enable_jax_x64() -> None:
     """``jax.config.update("jax_enable_x64", True)``, when JAX is installed (without it,
     :func:`xpseq.backends.get` says how to install it)."""
     try:
@@ -75,7 +80,7 @@ def jax_cache_dir() -> pathlib.Path | None:
     return pathlib.Path(base).expanduser() / "xpseq" / "jax"
 
 
-def _enable_jax_cache() -> None:
+def enable_jax_cache() -> None:
     """JAX's persistent compilation cache for the command's own process, in
     :func:`jax_cache_dir` (at most :data:`JAX_CACHE_BYTES`): a program compiled once (a
     training step, a search) is read back in later runs instead of compiled again (JAX
@@ -99,7 +104,7 @@ def _enable_jax_cache() -> None:
         jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_BYTES)
 
 
-def _search_options(args: argparse.Namespace):
+def search_options_of(args: argparse.Namespace):
     from xpseq.search import SearchOptions
 
     precision = opts.precision_of(args)
@@ -111,11 +116,11 @@ def _search_options(args: argparse.Namespace):
                          precision=precision)
 
 
-def _note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
-    _note_unknown_words({t for s in sentences for t in s if t not in vocab})
+def note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
+    note_unknown_words({t for s in sentences for t in s if t not in vocab})
 
 
-def _note_unknown_words(words: set[str]) -> None:
+def note_unknown_words(words: set[str]) -> None:
     unknown = sorted(words)
     if unknown:
         shown = ", ".join(reading.shown(w, 40) for w in unknown[:10]) + (
@@ -124,7 +129,7 @@ def _note_unknown_words(words: set[str]) -> None:
               file=sys.stderr)
 
 
-def _translate_nonempty(decoder, sentences, options):
+def translate_nonempty(decoder, sentences, options):
     from xpseq.tasks import translate
 
     keep = [i for i, s in enumerate(sentences) if s]
@@ -142,7 +147,7 @@ TOY_DATA_LIMITS = {"n_train": 10**6, "n_dev": 10**5, "n_test_per_bucket": 10**5,
                    "seed": 2**32 - 1}
 
 
-def _read_tsv(path: str, tokens: str) -> list:
+def read_tsv(path: str, tokens: str) -> list:
     """The pairs of a TSV corpus, or a one-line error (missing, a folder, unreadable,
     malformed, or empty)."""
     from xpseq.data import read_parallel_tsv
@@ -160,7 +165,7 @@ def _read_tsv(path: str, tokens: str) -> list:
     return pairs
 
 
-def _toy_task(spec: Any):
+def toy_task_for(spec: Any):
     from xpseq.tasks import toy_task
 
     if not isinstance(spec, dict) or set(spec) - set(TOY_DATA_LIMITS):
@@ -175,7 +180,7 @@ def _toy_task(spec: Any):
     return toy_task(**spec)
 
 
-def _load_g2p(stress: bool, seed: int = 0):
+def g2p_split(stress: bool, seed: int = 0):
     from xpseq.data.cmudict import load_g2p
 
     try:
@@ -184,7 +189,7 @@ def _load_g2p(stress: bool, seed: int = 0):
         raise CommandError(str(err)) from None
 
 
-def _check_exist(paths: Any) -> None:
+def check_exist(paths: Any) -> None:
     """A one-line error for a checkpoint or export that does not exist, before any array
     library is imported (importing PyTorch alone takes seconds)."""
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths or ():
@@ -192,30 +197,30 @@ def _check_exist(paths: Any) -> None:
             raise CommandError(f"checkpoint {path} does not exist")
 
 
-def _decoder(args: argparse.Namespace, path: str) -> Any:
+def open_decoder(args: argparse.Namespace, path: str) -> Any:
     """The model at ``path`` as a :class:`~xpseq.search.Decoder`
     (:func:`xpseq.load_decoder`), as ``--backend``, ``--compile`` and ``--dtype`` ask: a
     checkpoint on a backend, or an ONNX export's folder with ``--backend onnxruntime``
     or no ``--backend`` (one-line errors for what does not apply)."""
     from xpseq.export.decoders import EXPORT_ENGINE, load_decoder
 
-    _check_exist(path)
+    check_exist(path)
     dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
     if args.backend is None and os.path.isfile(os.path.join(path, "model.json")):
         args.backend = EXPORT_ENGINE                     # a folder is an export
     if args.backend == EXPORT_ENGINE:
-        _check_export(path, args)
+        check_export_folder(path, args)
         backend: Any = EXPORT_ENGINE
         dtype = None if dtype == "float32" else dtype     # the default: the export's own
     else:
-        backend = _backend(args.backend, args.compile, "decode")
+        backend = command_backend(args.backend, args.compile, "decode")
     try:
         return load_decoder(path, backend=backend, dtype=dtype)
     except (FileNotFoundError, ValueError) as err:       # CheckpointError: a ValueError
         raise CommandError(str(err).removeprefix("load_decoder: ")) from None
 
 
-def _check_export(path: str, args: argparse.Namespace) -> None:
+def check_export_folder(path: str, args: argparse.Namespace) -> None:
     """``--backend onnxruntime``: a one-line error unless ``path`` is a folder (an export),
     onnxruntime is installed and no option asks what an export fixes."""
     if args.compile:

@@ -13,7 +13,7 @@ from xpseq.io import files
 from .. import options as opts
 from .. import outputs
 from ..errors import CommandError
-from .common import _load_g2p, _toy_task
+from .common import g2p_split, toy_task_for
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.quick:
         raise CommandError("--quick is an option of the toy data")
     outputs.check_export(args, ("train", "dev", "test"))
-    split = _load_g2p(args.stress, args.seed)
+    split = g2p_split(args.stress, args.seed)
     try:
         paths = export_tsv(split, args.export, force=args.force)
     except OSError as err:
@@ -66,7 +66,7 @@ def _export_toy(args: argparse.Namespace) -> int:
     if args.stress:
         raise CommandError("--stress is an option of the g2p data")
     spec = dict((QUICK if args.quick else FULL)["data"], seed=args.seed)
-    task = _toy_task(spec)
+    task = toy_task_for(spec)
     parts = {"train": task.train, "dev": task.dev,
              **{f"test-{bucket}": pairs for bucket, pairs in task.test.items()}}
     outputs.check_export(args, tuple(parts))

@@ -12,7 +12,7 @@ from xpseq.io import files
 
 from .. import options as opts
 from .. import outputs
-from .common import _backend
+from .common import command_backend
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.force:                      # checked above: the run may replace them
         for name in outputs.DEMO_FILES:
             files.declare_output(pathlib.Path(args.out) / name)
-    backend = _backend(args.backend, args.compile)
+    backend = command_backend(args.backend, args.compile)
     if not sys.stdout.isatty() and isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)  # a pipe or a log: each line as it comes
     return run_demo(backend, quick=args.quick, out=pathlib.Path(args.out), dtype=args.dtype,

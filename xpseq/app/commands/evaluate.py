@@ -12,13 +12,13 @@ from xpseq.io.progress import still
 from .. import options as opts
 from ..errors import CommandError
 from .common import (
-    _backend,
-    _check_exist,
-    _decoder,
-    _load_g2p,
-    _read_tsv,
-    _search_options,
-    _toy_task,
+    check_exist,
+    command_backend,
+    g2p_split,
+    open_decoder,
+    read_tsv,
+    search_options_of,
+    toy_task_for,
 )
 
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.checkpoint:
         raise CommandError("evaluate needs a CHECKPOINT (or --shipped, the shipped G2P model)")
     args.checkpoint = args.checkpoint[0]
-    decoder = _decoder(args, args.checkpoint)
+    decoder = open_decoder(args, args.checkpoint)
     meta = decoder.metadata
     is_g2p = meta.get("task") == "g2p"
     if args.task == "g2p" or (args.task is None and is_g2p):
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                                "(--part); --test is for TSV checkpoints")
         return _evaluate_g2p(args, decoder)
     if args.test_file:
-        pairs = _read_tsv(args.test_file, args.tokens)
+        pairs = read_tsv(args.test_file, args.tokens)
         task = Task([], [], {"test": pairs}, decoder.src_vocab, decoder.tgt_vocab)
     else:
         from xpseq.app.demo import FULL
@@ -92,14 +92,14 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError("this checkpoint records no toy data (it was trained from "
                                "Python or on other data): pass --task toy for the demo's "
                                "test sentences, or --test FILE.tsv")
-        toy = _toy_task(spec)
+        toy = toy_task_for(spec)
         task = Task([], [], toy.test, decoder.src_vocab, decoder.tgt_vocab)
     # The table's column: the attention of an rnn model, or the model kind.
     kind = models.of(decoder.config).kind
     name = decoder.config.attention if kind == "rnn" else kind
     name = "seq2seq" if name == "none" else name
     with still(f"decoding {sum(map(len, task.test.values()))} test sentences"):
-        headers, rows, details = bucket_table({name: decoder}, task, _search_options(args))
+        headers, rows, details = bucket_table({name: decoder}, task, search_options_of(args))
     print(format_table(headers, rows))
     first = next(iter(details[name].values()))
     print(f"\nBLEU: sacrebleu {first['signature']}")
@@ -115,8 +115,8 @@ def _evaluate_g2p_model(args: argparse.Namespace) -> int:
     if args.test_file or args.task not in (None, "g2p"):
         raise CommandError("the shipped model and ensembles of checkpoints are G2P models, "
                            "scored on the dictionary's split (no --test, --task g2p)")
-    _check_exist(None if args.shipped else args.checkpoint)
-    backend = _backend(args.backend, args.compile, "decode")
+    check_exist(None if args.shipped else args.checkpoint)
+    backend = command_backend(args.backend, args.compile, "decode")
     try:
         model = g2p.G2P(None if args.shipped else args.checkpoint, backend=backend)
     except (FileNotFoundError, ValueError) as err:
@@ -132,7 +132,7 @@ def _evaluate_g2p(args: argparse.Namespace, decoder: Any) -> int:
     from xpseq.tasks.metrics import format_table
 
     meta = decoder.metadata
-    split = _load_g2p(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
+    split = g2p_split(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
     k = args.beam if args.beam > 1 else 5
     precision = opts.precision_of(args)
     searches = [("greedy", SearchOptions(precision=precision)),

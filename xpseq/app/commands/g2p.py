@@ -13,7 +13,7 @@ from xpseq.io import reading
 from .. import options as opts
 from .. import stdin
 from ..errors import CommandError
-from .common import _backend, _check_exist, _decoder
+from .common import check_exist, command_backend, open_decoder
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -114,17 +114,17 @@ def run(args: argparse.Namespace) -> int:
         chunks = (stdin.chunks(g2p.CHUNK) if not args.words else
                   (args.words[i:i + g2p.CHUNK] for i in range(0, len(args.words),
                                                               g2p.CHUNK)))
-    _check_exist(args.model)
+    check_exist(args.model)
     try:
         if args.backend == EXPORT_ENGINE:
             if not args.model or len(args.model) != 1:
                 raise CommandError("--backend onnxruntime decodes one ONNX export: --model "
                                    "DIR (xpseq export --shipped --onnx DIR writes the "
                                    "shipped model's)")
-            model = g2p.G2P(_decoder(args, args.model[0]))
+            model = g2p.G2P(open_decoder(args, args.model[0]))
         else:
             model = g2p.load(args.model or None,
-                             backend=_backend(args.backend, args.compile, "decode"),
+                             backend=command_backend(args.backend, args.compile, "decode"),
                              precision=opts.precision_of(args))
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None

@@ -9,7 +9,7 @@ from xpseq.io import files, reading
 
 from .. import options as opts
 from ..errors import CommandError
-from .common import _decoder, _note_unknown, _search_options, _translate_nonempty
+from .common import note_unknown, open_decoder, search_options_of, translate_nonempty
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.png is not None:            # before any work; the door checks again when it writes
         files.check(args.png, kind="png", inputs=[args.checkpoint], force=args.force,
                     what="--png")
-    decoder = _decoder(args, args.checkpoint)
+    decoder = open_decoder(args, args.checkpoint)
     src_vocab = decoder.src_vocab
     tokens = args.sentence.split()
     if not tokens:
@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if len(tokens) > HEATMAP_MAX_WORDS:
         raise CommandError(f"the sentence has {len(tokens)} words; a heatmap draws at most "
                            f"{HEATMAP_MAX_WORDS} (xpseq translate takes longer text)")
-    _note_unknown([tokens], src_vocab)
-    [result] = _translate_nonempty(decoder, [tokens], _search_options(args))
+    note_unknown([tokens], src_vocab)
+    [result] = translate_nonempty(decoder, [tokens], search_options_of(args))
     if result["attention"] is None:
         raise CommandError("this model has no attention (its decoder returns no weights)")
     source, output = attention_labels(tokens, result, src_vocab)

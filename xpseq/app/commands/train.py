@@ -18,7 +18,7 @@ from .. import options as opts
 from .. import outputs
 from ..errors import CommandError
 from . import train_options
-from .common import _backend, _load_g2p, _read_tsv, _toy_task
+from .common import command_backend, g2p_split, read_tsv, toy_task_for
 
 
 def add_parser(sub: Any) -> tuple[argparse.ArgumentParser, dict[str, argparse.Action]]:
@@ -64,17 +64,17 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
         if "xla_force_host_platform_device_count" not in flags and "jax" not in sys.modules:
             os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_count="
                                        f"{local}").strip()
-        backend = _backend("jax")
+        backend = command_backend("jax")
         if processes:
             coordinator, count, index = processes
             backend.join_processes(coordinator, count, index)
             if index != 0:                               # one process prints and writes
                 sys.stdout = sys.stderr = open(os.devnull, "w")
                 args.writes = False
-        return _backend(name)
+        return command_backend(name)
     from xpseq.train import parallel
 
-    backend = _backend(name, args.compile)
+    backend = command_backend(name, args.compile)
     group = backend.process_group()
     if group is None and "WORLD_SIZE" in os.environ:
         group = parallel.join_group()                          # started by torchrun
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             files.declare_output(path)    # (--resume M --out M continues M)
     args.writes = True                    # this process writes the checkpoint
     backend = (_parallel_backend(args) if args.devices > 1
-               else _backend(args.backend, args.compile))
+               else command_backend(args.backend, args.compile))
     if backend is None:                   # the processes of a torch group did the work
         return 0
     if not args.writes:
@@ -168,14 +168,14 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
 
         spec = dict((QUICK if args.quick else FULL)["data"], seed=args.seed)
         shapes = (QUICK if args.quick else FULL)["shapes"]     # the demo's batch shapes
-        task = _toy_task(spec)
+        task = toy_task_for(spec)
         metadata = {"task": "toy", "data": spec}
     else:
         shapes = None
         if not args.train_file or not args.dev_file:
             raise CommandError("--task tsv needs --train FILE and --dev FILE")
-        train = _read_tsv(args.train_file, args.tokens)
-        dev = _read_tsv(args.dev_file, args.tokens)
+        train = read_tsv(args.train_file, args.tokens)
+        dev = read_tsv(args.dev_file, args.tokens)
         task = task_from_pairs(train, dev, {})
         metadata = {"task": "tsv", "tokens": args.tokens}
     metadata["data_files"] = data_files
@@ -286,7 +286,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
         overrides["time_limit_minutes"] = args.time_limit
     if args.monitor is not None:
         overrides["monitor"] = args.monitor
-    split = _load_g2p(args.stress)
+    split = g2p_split(args.stress)
     recipe, _ = g2p_recipe.recipe(**overrides)
     print(f"training G2P on {backend.label} ({args.dtype}): CMU dictionary, stress "
           f"{'kept' if args.stress else 'removed'}, {len(split.train)} train / "

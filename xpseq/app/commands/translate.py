@@ -10,10 +10,10 @@ from typing import Any, Sequence
 from .. import options as opts
 from .. import stdin
 from .common import (
-    _decoder,
-    _note_unknown_words,
-    _search_options,
-    _translate_nonempty,
+    note_unknown_words,
+    open_decoder,
+    search_options_of,
+    translate_nonempty,
 )
 
 #: ``xpseq translate`` reads standard input in chunks of at most this many lines, each
@@ -77,21 +77,21 @@ def run(args: argparse.Namespace) -> int:
     (:func:`_sentence_chunks`): each chunk answered and stdout flushed before the next is
     read, so memory does not grow with the input. The unknown source words are summed up
     in one note at the end."""
-    decoder = _decoder(args, args.checkpoint)
+    decoder = open_decoder(args, args.checkpoint)
     g2p = decoder.metadata.get("task") == "g2p"
-    options = dataclasses.replace(_search_options(args), attention=False)   # never printed
+    options = dataclasses.replace(search_options_of(args), attention=False)   # never printed
     unknown: set[str] = set()
     first = 0
     try:
         for lines in _sentence_chunks(args):
             sentences = _tokens(lines, args, g2p, first)
             unknown.update(t for s in sentences for t in s if t not in decoder.src_vocab)
-            _print_translations(_translate_nonempty(decoder, sentences, options),
+            _print_translations(translate_nonempty(decoder, sentences, options),
                                 args.n_best, first)
             sys.stdout.flush()
             first += len(lines)
     finally:
-        _note_unknown_words(unknown)
+        note_unknown_words(unknown)
     return 0
 
 
