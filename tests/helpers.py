@@ -1,4 +1,5 @@
-"""Helpers of the test suite: scripts of the checkout and subprocesses.
+"""Helpers of the test suite: scripts of the checkout and subprocesses, and the backends
+a test asks for by name.
 
 They read the repository's ``scripts/`` folder, so they live with the tests, not in the
 installed package.
@@ -90,3 +91,26 @@ def other_file_system(near: pathlib.Path) -> pathlib.Path | None:
                 os.stat(candidate).st_dev != os.stat(near).st_dev:
             return pathlib.Path(candidate)
     return None
+
+
+def installed(name: str) -> bool:
+    """Whether the library ``name`` can be imported."""
+    return importlib.util.find_spec(name) is not None
+
+
+def other_backend(name: str) -> Any:
+    """The backend ``name``, or skip the test if its library is missing."""
+    import pytest
+
+    from xpseq import backends
+
+    if not installed(name):
+        pytest.skip(f"{name} is not installed")
+    return backends.get(name)
+
+
+def np_name(be: Any, x: Any) -> str:
+    """The NumPy name of the dtype of a ``be`` array (checked against the library's too)."""
+    name = be.to_numpy(x).dtype.name
+    assert x.dtype == be.dtype(name)
+    return name
