@@ -1,4 +1,5 @@
-"""The sections of ``scripts/bench.py``, one module each.
+"""The sections of ``scripts/bench.py``, one module each, and what the measuring scripts
+share.
 
 ================  ==========================================================================
 module            contents
@@ -25,10 +26,14 @@ module            contents
 ``precision``     mixed bfloat16 training against float32, and the matmul rates
 ``scaling``       training throughput and peak memory against length, batch and width,
                   greedy decoding against batch, the length exponents, plots
+``devices``       ``--device`` as each library spells it, the backend on it, waiting for its
+                  results, a cold compile cache (``compare_backends.py``)
+``comparison``    ``compare_backends.py``'s report: differences, speed-ups, the
+                  environment, the table and the plots
 ================  ==========================================================================
 
-Each section module has ``run(context) -> list[Row]``; its docstring says what it measures
-and its targets. The package imports neither xpseq nor a framework when loaded: the entry
+Each section module (those of :data:`SECTIONS` and :data:`EXTRA_SECTIONS`) has
+``run(context) -> list[Row]``; its docstring says what it measures and its targets. The package imports neither xpseq nor a framework when loaded: the entry
 script sets the threads and ``XLA_FLAGS`` first. It is imported with ``scripts/`` on
 ``sys.path`` (as ``benchmarks``), beside ``_common`` and the peers ``native_torch``,
 ``native_keras`` and ``native_flax``.
