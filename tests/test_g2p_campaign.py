@@ -1,16 +1,21 @@
-"""The G2P campaign's decisions (xpseq.tasks.g2p_campaign): run names, which candidate
-ships, float16 storage, the stress-free model kept beside a stressed one, the manifest."""
+"""The G2P campaign (xpseq.tasks.g2p_campaign): run names, which candidate ships, float16
+storage, the stress-free model kept beside a stressed one, the manifest, a run's
+candidates in its folder and the report. (Training, scoring and shipping end to end:
+test_g2p.py's recipe-script tests.)"""
 
 from __future__ import annotations
 
 import pytest
 
 from xpseq.tasks.g2p_campaign import (
+    FIRST_RECIPE_SCORES,
     FLOAT16_TOLERANCE,
     STRESS_FREE_MARGIN,
+    Campaign,
     Run,
     choose,
     manifest,
+    report,
     stores_in_float16,
     stress_free_beside,
 )
@@ -79,3 +84,43 @@ def test_the_manifest_is_what_the_package_reads():
         manifest(["a"], choice, stress=False, storage="int8", scores={}, command="")
     with pytest.raises(ValueError, match="at least one file"):
         manifest([], choice, stress=False, storage="float32", scores={}, command="")
+
+
+def _record(name="rnn", **extra):
+    return {"name": name, "kind": "rnn", "seed": 0, "parameters": 1234, "best_epoch": 2,
+            "stopped": "time_limit", "recipe": {"devices": 1},
+            "history": [{"epoch": e, "minutes": e / 2, "steps": 10 * e, "train_loss": 1 / e,
+                         "dev_loss": 2 / e, "dev_wer": 30 - e} for e in (1, 2)], **extra}
+
+
+def test_a_run_without_epochs_offers_its_best_epoch_and_a_kept_average(tmp_path):
+    campaign = Campaign(tmp_path / "out", split=None, backend=None)
+    with pytest.raises(FileNotFoundError, match="run rnn has no checkpoint to score"):
+        campaign.candidates(_record())
+    (campaign.out / "rnn.safetensors").write_bytes(b"")
+    assert campaign.candidates(_record()) == {"rnn, best epoch (2)": "rnn.safetensors"}
+    # A member of an earlier session: its average and its record kept, its epochs gone.
+    (campaign.out / "rnn.avg.safetensors").write_bytes(b"")
+    assert campaign.candidates(_record(averaged=[3, 5])) == {
+        "rnn, best epoch (2)": "rnn.safetensors",
+        "rnn, average of epochs 3-5": "rnn.avg.safetensors"}
+
+
+@pytest.mark.parametrize("stress", [False, True])
+def test_the_report_lists_the_scores_the_curves_and_the_published_results(stress):
+    row = {"model": "rnn, best epoch (2)", "dev_wer": 8.25, "search": "greedy", "per": 2.0,
+           "wer": 8.5, "words": 100}
+    if stress:
+        row.update(per_no_stress=1.5, wer_no_stress=7.0)
+    text = report({"runs": [_record()], "rows": [row]}, "made by a test")
+    lines = text.splitlines()
+    assert lines[0] == "made by a test"
+    [scores] = [line for line in lines if line.startswith("| rnn, best epoch (2)")]
+    cells = [c.strip() for c in scores.strip("|").split("|")]
+    assert cells == ["rnn, best epoch (2)", "8.25", "greedy", "2.00", "8.50", "100"] + (
+        ["1.50", "7.00"] if stress else [])
+    assert ("stress removed" in text) == stress
+    assert str(FIRST_RECIPE_SCORES["greedy"][1]) in text
+    assert "Learning curve, rnn (1,234 parameters, seed 0, 1 devices" in text
+    assert any(line.startswith("| 2 (best)") for line in lines)
+    assert "Toshniwal & Livescu 2016" in text
