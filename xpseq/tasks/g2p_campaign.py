@@ -95,8 +95,7 @@ class Run:
         if found is None:
             raise ValueError(f"a run is transformer, rnn, KIND:SEED (rnn:1) or "
                              f"KIND:SEED:distilled, got {spec!r}")
-        kind, seed, distilled = found.groups()
-        return cls(kind, None if seed is None else int(seed), distilled is not None)
+        return cls._of(found)
 
     @classmethod
     def from_name(cls, name: str) -> Run:
@@ -110,6 +109,11 @@ class Run:
         found = _NAME.fullmatch(name) if isinstance(name, str) else None
         if found is None:
             raise ValueError(f"not the name of a run: {name!r}")
+        return cls._of(found)
+
+    @classmethod
+    def _of(cls, found: re.Match[str]) -> Run:
+        """The run of a match of :data:`_SPEC` or :data:`_NAME` (kind, seed, distilled)."""
         kind, seed, distilled = found.groups()
         return cls(kind, None if seed is None else int(seed), distilled is not None)
 
