@@ -9,26 +9,22 @@ from __future__ import annotations
 import array_api_compat
 import numpy as np
 import pytest
-from test_vjp import (
+from test_vjp import FORWARD_TOL, SEQUENCE_CASES, check_grads, numpy_rule, torch_vjp
+from vjp_cases import (
     BY_ID,
     D_IN,
-    FORWARD_TOL,
     NP,
     PARAMS,
-    SEQUENCE_CASES,
     B,
     Case,
     H,
     T,
     V,
-    check_grads,
     masked_softmax_ref,
     masked_softmax_rule,
-    numpy_rule,
     rng,
     seq_inputs,
     state_names,
-    torch_vjp,
 )
 
 import xpseq.core as C

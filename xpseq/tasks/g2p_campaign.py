@@ -36,6 +36,7 @@ from typing import Any
 from xpseq.backends import Backend
 from xpseq.data.cmudict import G2PSplit
 from xpseq.export.decoders import load_decoder
+from xpseq.io import files as io_files
 from xpseq.search import SearchOptions
 from xpseq.train import callbacks as cb
 
@@ -243,7 +244,9 @@ def _number(value: Any) -> Any:
 
 
 def _write_json(path: pathlib.Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1, default=_number) + "\n", encoding="utf-8")
+    # The campaign's own record in its own folder: rewritten as the campaign goes.
+    io_files.write(path, (json.dumps(data, indent=1, default=_number) + "\n").encode("utf-8"),
+                kind="json", force=True)
 
 
 def _read_json(path: pathlib.Path) -> Any:
@@ -302,7 +305,7 @@ class Campaign:
 
     def __post_init__(self) -> None:
         self.out = pathlib.Path(self.out)
-        self.out.mkdir(parents=True, exist_ok=True)
+        io_files.make_folder(self.out)
 
     @property
     def searches(self) -> list[tuple[str, SearchOptions]]:
@@ -324,19 +327,17 @@ class Campaign:
         ValueError
             ``teacher.tsv`` lacks training words of this split.
         """
-        from xpseq.g2p import G2P
-
         path = self.out / "teacher.tsv"
         if not path.is_file():
             files = teacher or _read_json(self.out / "results.json")["choice"]["files"]
-            model = G2P([self.out / f for f in files], backend=self.backend)
+            decoder = load_decoder([self.out / f for f in files], backend=self.backend)
             words = list(self.split.train)
             start = time.perf_counter()
-            answers = model.pronounce(words, lookup=False)
+            answers = g2p_recipe.predict(decoder, words)
             self.log(f"   teacher {' + '.join(files)}: {len(words)} training words in "
                      f"{time.perf_counter() - start:.0f} s")
-            path.write_text("".join(f"{w}\t{' '.join(a)}\n" for w, a in zip(words, answers)),
-                            encoding="utf-8")
+            text = "".join(f"{w}\t{' '.join(a)}\n" for w, a in zip(words, answers))
+            io_files.write(path, text.encode("utf-8"), kind="tsv")
         train = {}
         for line in path.read_text(encoding="utf-8").splitlines():
             word, _, phones = line.partition("\t")
@@ -402,7 +403,7 @@ class Campaign:
                      f"{before:.1f} minutes so far")
         else:
             for old in _epoch_files(self.out, name):          # an earlier run's
-                old.unlink()
+                io_files.remove(old, kind="checkpoint")
         task = g2p_recipe.g2p_task(split)
         last = _LastState(state_path, vocabs={"src": task.src_vocab.to_list(),
                                               "tgt": task.tgt_vocab.to_list()})
@@ -419,7 +420,7 @@ class Campaign:
         options, fields = g2p_recipe.recipe(**{**mine, "model": kind})
         epochs = _epoch_files(self.out, name)
         for old in epochs[:max(len(epochs) - options["keep_epochs"], 0)]:   # resumed: older
-            old.unlink()
+            io_files.remove(old, kind="checkpoint")
         record = {"name": name, "kind": kind, "seed": seed, "distilled": run.distilled,
                   "recipe": {**options, **fields, "devices": devices,
                              "time_limit_minutes": minutes},
@@ -538,7 +539,7 @@ class Campaign:
 
         choice, stress = results["choice"], bool(self.split.stress)
         target = pathlib.Path(folder)
-        target.mkdir(parents=True, exist_ok=True)
+        io_files.make_folder(target)
         path = target / "shipped.json"
         previous = _read_json(path) if path.is_file() else None
         plain, why = stress_free_beside(previous, choice, stress=stress)
@@ -549,7 +550,7 @@ class Campaign:
         def store(dtype: str) -> tuple[list[str], dict[str, Any]]:
             for old in target.glob("*.safetensors"):
                 if old.name not in kept:
-                    old.unlink()
+                    io_files.remove(old, kind="checkpoint")
             names = []
             for name in choice["files"]:
                 ckpt = checkpoint.load(self.out / name)
