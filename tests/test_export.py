@@ -56,7 +56,8 @@ def train(tmp_path_factory):
     return train
 
 
-@pytest.fixture(scope="module", params=sorted(KIND_OPTIONS))
+@pytest.fixture(scope="module", params=[
+    "rnn", pytest.param("transformer", marks=pytest.mark.slow)])   # (a trace of 10-25 s)
 def trained(request, train):
     return train(request.param)
 
