@@ -9,6 +9,8 @@ module            contents
 ================  ==========================================================================
 ``masking``       sequence_mask, masked_softmax, log_softmax, logsumexp
 ``attention``     dot / general / additive scores, attend, scaled dot-product, multi-head
+``blockwise``     blockwise_attention: scaled dot-product attention by blocks with an
+                  online softmax, in memory linear in the lengths
 ``layers``        linear, embedding, sigmoid, dropout, layer_norm, gelu, relu,
                   feed_forward, sinusoidal_positions
 ``recurrent``     lstm_cell, gru_cell, run_sequence (lengths honoured in both directions),
@@ -33,6 +35,7 @@ module            contents
 
 from . import (
                attention,
+               blockwise,
                decoding,
                delegation,
                kernels,
@@ -53,6 +56,7 @@ from .attention import (
                multi_head_attention,
                scaled_dot_product_attention,
 )
+from .blockwise import blockwise_attention
 from .decoding import beam_search, greedy_search, tile_beams
 from .layers import (
                dropout,
@@ -73,7 +77,7 @@ from .recurrent import gru_cell, lstm_cell, run_sequence
 __all__ = [
     "sequence_mask", "masked_softmax", "log_softmax", "logsumexp",
     "dot_scores", "general_scores", "additive_scores", "attend",
-    "scaled_dot_product_attention", "multi_head_attention",
+    "scaled_dot_product_attention", "multi_head_attention", "blockwise_attention",
     "linear", "embedding", "sigmoid", "dropout", "layer_norm", "gelu", "relu", "feed_forward",
     "sinusoidal_positions",
     "lstm_cell", "gru_cell", "run_sequence",

@@ -209,19 +209,24 @@ def keep_mask(fname: str, shape: tuple[int | None, ...], valid_lens: Any, mask: 
         keep = _lengths_to_keep(fname, shape, valid_lens, xp=xp, compact=compact, keys=keys,
                                 keys_axis=keys_axis)
     if mask is not None:
-        if mask.dtype != xp.bool:
-            raise TypeError(
-                f"{fname}: mask must have a bool dtype (True = attend), got {mask.dtype}"
-            )
-        if not shapes.broadcastable(tuple(mask.shape), shape):
-            raise ValueError(
-                f"{fname}: mask of shape {tuple(mask.shape)} does not broadcast to the "
-                f"scores shape {shape}"
-            )
+        check_mask(fname, mask, shape, xp=xp)
         if not compact:
             mask = xp.broadcast_to(mask, shape)
         keep = mask if keep is None else (keep & mask)
     return keep
+
+
+def check_mask(fname: str, mask: Any, shape: tuple[int | None, ...], *, xp: Any) -> None:
+    """``mask`` must be boolean and broadcast to the scores shape ``shape``."""
+    if mask.dtype != xp.bool:
+        raise TypeError(
+            f"{fname}: mask must have a bool dtype (True = attend), got {mask.dtype}"
+        )
+    if not shapes.broadcastable(tuple(mask.shape), shape):
+        raise ValueError(
+            f"{fname}: mask of shape {tuple(mask.shape)} does not broadcast to the "
+            f"scores shape {shape}"
+        )
 
 
 def lengths_array(valid_lens: Any) -> Any:
@@ -290,6 +295,19 @@ def _flatten(seq: Any) -> list[Any]:
 
 def _lengths_to_keep(fname: str, shape: tuple[int | None, ...], valid_lens: Any, *, xp: Any,
                      compact: bool = False, keys: Any = None, keys_axis: int = -1) -> Any:
+    lens = lengths_for(fname, shape, valid_lens, xp=xp, keys=keys)
+    keep = kernels.sequence_mask(lens, shape[-1], xp=xp, like=keys, axis=keys_axis)
+    return keep if compact else xp.broadcast_to(keep, shape)
+
+
+def lengths_for(fname: str, shape: tuple[int | None, ...], valid_lens: Any, *, xp: Any,
+                keys: Any = None, device: Any = None) -> Any:
+    """``valid_lens`` (``(batch,)`` or ``(batch, queries)``: an integer array, or nested
+    lists of ints made one on ``device``) checked against the scores shape ``shape`` and
+    reshaped to broadcast against ``shape[:-1]``: ``(batch, 1, ..., 1)`` or ``(batch, 1,
+    ..., queries)``; key ``j`` of a row is kept where ``j < lens``. (Blockwise attention
+    builds each block's mask from it, never the whole.)"""
+    valid_lens = _as_lengths(fname, valid_lens, xp=xp, device=device)
     ndim = len(shape)
     if valid_lens.ndim == 1:
         if ndim < 2:
@@ -330,8 +348,7 @@ def _lengths_to_keep(fname: str, shape: tuple[int | None, ...], valid_lens: Any,
     elif keys is None:
         raise ValueError(f"{fname}: the number of keys is unknown (a lazy array), so "
                          "valid_lens needs the keys array to count them")
-    keep = kernels.sequence_mask(lens, n_keys, xp=xp, like=keys, axis=keys_axis)
-    return keep if compact else xp.broadcast_to(keep, shape)
+    return lens
 
 
 def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_text: str,

@@ -26,13 +26,13 @@ from typing import Any, Callable, Mapping, Sequence
 import array_api_compat as compat
 import array_api_extra as xpx
 
-from . import delegation, kernels
+from . import blockwise, delegation, kernels
 from .loops import span_steps
 
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "layer_norm",
            "feed_forward", "concat", "dropout",
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
-           "additive_from_projections", "weighted_sum", "attend", "heads",
+           "additive_from_projections", "weighted_sum", "attend", "blockwise_attention", "heads",
            "attention_over_heads", "multi_head_attention",
            "lstm_step", "gru_step", "lstm_back", "gru_back", "softmax_back",
            "run_sequence", "CELL_STEPS", "CELL_BACKS"]
@@ -363,6 +363,71 @@ def attend(scores: Any, values: Any, keep: Any, *,
         return dscores, dvalues, None
 
     return (c, w), backprop
+
+
+def blockwise_attention(q: Any, k: Any, v: Any, blocks: blockwise.BlockMask, scale: float,
+                        block_q: int, block_k: int, *,
+                        xp: Any) -> tuple[Any, Callable[..., Any]]:
+    """The context of :func:`xpseq.core.blockwise_attention` (``q (..., Q, d)``, ``k (...,
+    K, d)``, ``v (..., K, d_v)``), with a backward pass that stores no ``(Q, K)`` array
+    either: ``backprop(d_context) -> (dq, dk, dv)``.
+
+    For a query row ``i``, ``s_ij = scale · q_i · k_j``, the weights ``P_ij = exp(s_ij -
+    lse_i)`` (``lse_i`` the row's log-sum-exp over its kept keys, saved by the forward
+    pass; ``P_ij = 0`` for a masked key) and ``o_i = Σ_j P_ij v_j``. With ``do_i`` the
+    cotangent of ``o_i``:
+
+    * ``dv_j = Σ_i P_ij do_i``;
+    * ``dP_ij = do_i · v_j``, and the softmax's backward ``ds_ij = P_ij (dP_ij - Σ_l P_il
+      dP_il)``. The row term is ``Σ_l P_il (do_i · v_l) = do_i · o_i =: D_i``: it needs the
+      row's output, not its weights, so ``D = rowsum(do ⊙ o)`` is computed once and
+      ``ds = P ⊙ (dP - D)`` block by block;
+    * ``dq_i = scale Σ_j ds_ij k_j`` and ``dk_j = scale Σ_i ds_ij q_i``.
+
+    Each block's ``P`` is recomputed from ``q``, ``k`` and ``lse`` instead of being
+    stored: the memory stays linear in the lengths, for one more block product per block.
+    A row without a kept key has ``P = 0``, so it gives and gets no gradient.
+    """
+    out, lse, _ = blockwise.forward(q, k, v, blocks, scale, block_q, block_k, xp=xp)
+
+    def backprop(d_out: Any) -> tuple[Any, Any, Any]:
+        device = compat.device(q)
+        lead = tuple(d_out.shape[:-2])
+        rows_d = xp.sum(d_out * out, axis=-1, keepdims=True)          # D: (..., Q, 1)
+        col_spans = blockwise.spans(k.shape[-2], block_k)
+        dk: list[Any] = [None] * len(col_spans)
+        dv: list[Any] = [None] * len(col_spans)
+        dq = []
+        for rows in blockwise.spans(q.shape[-2], block_q):
+            qi = q[..., rows[0]:rows[1], :]
+            do_i = d_out[..., rows[0]:rows[1], :]
+            lse_i, d_i = lse[..., rows[0]:rows[1], :], rows_d[..., rows[0]:rows[1], :]
+            dq_i = xp.zeros((*lead, rows[1] - rows[0], q.shape[-1]), dtype=q.dtype,
+                            device=device)
+            for n, cols in enumerate(col_spans):
+                kj, vj = k[..., cols[0]:cols[1], :], v[..., cols[0]:cols[1], :]
+                keep = blocks.block(rows, cols, xp=xp, device=device)
+                p = blockwise.block_weights(blockwise.block_scores(qi, kj, keep, scale, xp=xp),
+                                            lse_i, keep, xp=xp)
+                ds = p * (do_i @ xp.matrix_transpose(vj) - d_i)
+                dv_j = xp.matrix_transpose(p) @ do_i
+                dk_j = (xp.matrix_transpose(ds) @ qi) * scale
+                dq_i = dq_i + (ds @ kj) * scale
+                dv[n] = dv_j if dv[n] is None else dv[n] + dv_j
+                dk[n] = dk_j if dk[n] is None else dk[n] + dk_j
+            dq.append(dq_i)
+
+        def joined(parts: list[Any], like: Any) -> Any:
+            if not parts or parts[0] is None:       # no queries, or no keys
+                return xp.zeros((*lead, like.shape[-2], like.shape[-1]), dtype=like.dtype,
+                                device=device)
+            return parts[0] if len(parts) == 1 else xp.concat(parts, axis=-2)
+
+        return (_unbroadcast(joined(dq, q), q.shape, xp=xp),
+                _unbroadcast(joined(dk, k), k.shape, xp=xp),
+                _unbroadcast(joined(dv, v), v.shape, xp=xp))
+
+    return out, backprop
 
 
 def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
