@@ -282,3 +282,34 @@ def test_bad_arguments_are_named(kwargs, error, says):
     with np.errstate(over="ignore", invalid="ignore"), \
             pytest.raises(ValueError, match="q kᵀ overflows"):
         C.blockwise_attention(big, big, v[:1, :2])
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_hand_derived_attention_is_each_librarys_gradient(grad_backend, masked):
+    """``hand_derived_attention`` through ``backend.custom_vjp`` (jax.custom_vjp, a torch
+    autograd.Function) gives the plain path's gradients, under jit on JAX too."""
+    be = grad_backend
+    rng = np.random.default_rng(13)
+    problem = {"q": rng.standard_normal((2, 2, 7, 3)), "k": rng.standard_normal((2, 1, 6, 3)),
+               "v": rng.standard_normal((2, 1, 6, 2)), "block_q": 3, "block_k": 4,
+               "scale": None, "lens": np.array([[6, 5, 4, 3, 2, 1, 0], [6] * 7]) if masked
+               else None, "mask": None, "causal": False}
+    cot = rng.standard_normal((2, 2, 7, 2))
+    attention = blockwise.hand_derived_attention(causal=False, scale=scale_of(problem),
+                                                 block_q=3, block_k=4,
+                                                 custom_vjp=be.custom_vjp, xp=be.xp)
+    blocks = on_blocks(be, problem)
+
+    def loss(q, k, v):
+        return be.xp.sum(attention(q, k, v, blocks.lens, blocks.mask) * be.asarray(cot))
+
+    arrays = on(be, problem)
+    plain = _plain_loss(problem, cot)
+    _, reference = be.value_and_grad(lambda q, k, v: plain(q, k, v, be.xp), argnums=(0, 1, 2))(
+        arrays["q"], arrays["k"], arrays["v"])
+    for fn in (be.value_and_grad(loss, argnums=(0, 1, 2)),
+               be.jit(be.value_and_grad(loss, argnums=(0, 1, 2)))):
+        _, grads = fn(arrays["q"], arrays["k"], arrays["v"])
+        for name, got, want in zip("qkv", grads, reference):
+            assert_matches(be, got, be.to_numpy(want), rtol=GRAD_RTOL, atol=GRAD_ATOL,
+                           err_msg=f"d{name}")

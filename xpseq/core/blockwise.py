@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-from typing import Any
+from typing import Any, Callable
 
 import array_api_compat as compat
 
@@ -38,7 +38,7 @@ from . import checks, kernels
 from .attention import _check_qkv
 from .masking import check_mask, lengths_array, lengths_for
 
-__all__ = ["blockwise_attention", "DEFAULT_BLOCK"]
+__all__ = ["blockwise_attention", "hand_derived_attention", "DEFAULT_BLOCK"]
 
 #: The default query and key block sizes.
 DEFAULT_BLOCK = 128
@@ -266,3 +266,37 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
     if len(outs) == 1:
         return outs[0], lses[0], kepts[0]
     return (xp.concat(outs, axis=-2), xp.concat(lses, axis=-2), xp.concat(kepts, axis=-1))
+
+
+def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k: int,
+                           custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
+    """Blockwise attention with its hand-derived gradient attached, for the models.
+
+    Returns ``attention(q, k, v, lens, mask) -> context`` (unchecked: ``lens`` from
+    :func:`xpseq.core.masking.lengths_for` or ``None``, ``mask`` boolean or ``None``) made
+    ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``: a ``jax.custom_vjp`` on JAX, a
+    ``torch.autograd.Function`` on PyTorch, the rule that ``value_and_grad`` runs on NumPy).
+    The forward pass keeps the context and each row's log-sum-exp; the backward pass is
+    :func:`xpseq.core.vjp.blockwise_back`, which recomputes each block's weights from them.
+    Automatic differentiation through :func:`forward` is the other way to the gradient:
+    it stores each block's intermediate arrays instead.
+    """
+    from . import vjp
+
+    def fn(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> Any:
+        return forward(q, k, v, BlockMask(lens, mask, causal), scale, block_q, block_k,
+                       xp=xp)[0]
+
+    def fwd(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, tuple[Any, ...]]:
+        out, lse, _ = forward(q, k, v, BlockMask(lens, mask, causal), scale, block_q, block_k,
+                              xp=xp)
+        return out, (q, k, v, lens, mask, out, lse)
+
+    def bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, ...]:
+        q, k, v, lens, mask, out, lse = saved
+        dq, dk, dv = vjp.blockwise_back(q, k, v, BlockMask(lens, mask, causal), scale,
+                                        block_q, block_k, out, lse, d_out, xp=xp)
+        return dq, dk, dv, None, None
+
+    wrapped: Callable[..., Any] = custom_vjp(fn, fwd, bwd)
+    return wrapped

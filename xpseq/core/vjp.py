@@ -32,8 +32,8 @@ from .loops import span_steps
 __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "layer_norm",
            "feed_forward", "concat", "dropout",
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
-           "additive_from_projections", "weighted_sum", "attend", "blockwise_attention", "heads",
-           "attention_over_heads", "multi_head_attention",
+           "additive_from_projections", "weighted_sum", "attend", "blockwise_attention",
+           "blockwise_back", "heads", "attention_over_heads", "multi_head_attention",
            "lstm_step", "gru_step", "lstm_back", "gru_back", "softmax_back",
            "run_sequence", "CELL_STEPS", "CELL_BACKS"]
 
@@ -391,43 +391,53 @@ def blockwise_attention(q: Any, k: Any, v: Any, blocks: blockwise.BlockMask, sca
     out, lse, _ = blockwise.forward(q, k, v, blocks, scale, block_q, block_k, xp=xp)
 
     def backprop(d_out: Any) -> tuple[Any, Any, Any]:
-        device = compat.device(q)
-        lead = tuple(d_out.shape[:-2])
-        rows_d = xp.sum(d_out * out, axis=-1, keepdims=True)          # D: (..., Q, 1)
-        col_spans = blockwise.spans(k.shape[-2], block_k)
-        dk: list[Any] = [None] * len(col_spans)
-        dv: list[Any] = [None] * len(col_spans)
-        dq = []
-        for rows in blockwise.spans(q.shape[-2], block_q):
-            qi = q[..., rows[0]:rows[1], :]
-            do_i = d_out[..., rows[0]:rows[1], :]
-            lse_i, d_i = lse[..., rows[0]:rows[1], :], rows_d[..., rows[0]:rows[1], :]
-            dq_i = xp.zeros((*lead, rows[1] - rows[0], q.shape[-1]), dtype=q.dtype,
-                            device=device)
-            for n, cols in enumerate(col_spans):
-                kj, vj = k[..., cols[0]:cols[1], :], v[..., cols[0]:cols[1], :]
-                keep = blocks.block(rows, cols, xp=xp, device=device)
-                p = blockwise.block_weights(blockwise.block_scores(qi, kj, keep, scale, xp=xp),
-                                            lse_i, keep, xp=xp)
-                ds = p * (do_i @ xp.matrix_transpose(vj) - d_i)
-                dv_j = xp.matrix_transpose(p) @ do_i
-                dk_j = (xp.matrix_transpose(ds) @ qi) * scale
-                dq_i = dq_i + (ds @ kj) * scale
-                dv[n] = dv_j if dv[n] is None else dv[n] + dv_j
-                dk[n] = dk_j if dk[n] is None else dk[n] + dk_j
-            dq.append(dq_i)
-
-        def joined(parts: list[Any], like: Any) -> Any:
-            if not parts or parts[0] is None:       # no queries, or no keys
-                return xp.zeros((*lead, like.shape[-2], like.shape[-1]), dtype=like.dtype,
-                                device=device)
-            return parts[0] if len(parts) == 1 else xp.concat(parts, axis=-2)
-
-        return (_unbroadcast(joined(dq, q), q.shape, xp=xp),
-                _unbroadcast(joined(dk, k), k.shape, xp=xp),
-                _unbroadcast(joined(dv, v), v.shape, xp=xp))
+        return blockwise_back(q, k, v, blocks, scale, block_q, block_k, out, lse, d_out,
+                              xp=xp)
 
     return out, backprop
+
+
+def blockwise_back(q: Any, k: Any, v: Any, blocks: blockwise.BlockMask, scale: float,
+                   block_q: int, block_k: int, out: Any, lse: Any, d_out: Any, *,
+                   xp: Any) -> tuple[Any, Any, Any]:
+    """The backward pass of :func:`blockwise_attention` from what its forward pass saved
+    (the context ``out`` and the rows' log-sum-exp ``lse``): ``(dq, dk, dv)`` for the
+    context's cotangent ``d_out``."""
+    device = compat.device(q)
+    lead = tuple(d_out.shape[:-2])
+    rows_d = xp.sum(d_out * out, axis=-1, keepdims=True)          # D: (..., Q, 1)
+    col_spans = blockwise.spans(k.shape[-2], block_k)
+    dk: list[Any] = [None] * len(col_spans)
+    dv: list[Any] = [None] * len(col_spans)
+    dq = []
+    for rows in blockwise.spans(q.shape[-2], block_q):
+        qi = q[..., rows[0]:rows[1], :]
+        do_i = d_out[..., rows[0]:rows[1], :]
+        lse_i, d_i = lse[..., rows[0]:rows[1], :], rows_d[..., rows[0]:rows[1], :]
+        dq_i = xp.zeros((*lead, rows[1] - rows[0], q.shape[-1]), dtype=q.dtype,
+                        device=device)
+        for n, cols in enumerate(col_spans):
+            kj, vj = k[..., cols[0]:cols[1], :], v[..., cols[0]:cols[1], :]
+            keep = blocks.block(rows, cols, xp=xp, device=device)
+            p = blockwise.block_weights(blockwise.block_scores(qi, kj, keep, scale, xp=xp),
+                                        lse_i, keep, xp=xp)
+            ds = p * (do_i @ xp.matrix_transpose(vj) - d_i)
+            dv_j = xp.matrix_transpose(p) @ do_i
+            dk_j = (xp.matrix_transpose(ds) @ qi) * scale
+            dq_i = dq_i + (ds @ kj) * scale
+            dv[n] = dv_j if dv[n] is None else dv[n] + dv_j
+            dk[n] = dk_j if dk[n] is None else dk[n] + dk_j
+        dq.append(dq_i)
+
+    def joined(parts: list[Any], like: Any) -> Any:
+        if not parts or parts[0] is None:       # no queries, or no keys
+            return xp.zeros((*lead, like.shape[-2], like.shape[-1]), dtype=like.dtype,
+                            device=device)
+        return parts[0] if len(parts) == 1 else xp.concat(parts, axis=-2)
+
+    return (_unbroadcast(joined(dq, q), q.shape, xp=xp),
+            _unbroadcast(joined(dk, k), k.shape, xp=xp),
+            _unbroadcast(joined(dv, v), v.shape, xp=xp))
 
 
 def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
