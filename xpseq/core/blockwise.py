@@ -95,7 +95,9 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
     :func:`xpseq.core.scaled_dot_product_attention`, in memory linear in the lengths.
 
     Peak memory is ``O(B·H·(Q·d + block_q·block_k))`` instead of ``O(B·H·Q·K)``: the
-    weights are never formed (see the module docstring for the algorithm).
+    weights are never formed (see the module docstring for the algorithm). For gradients:
+    :func:`xpseq.core.vjp.blockwise_attention` (the hand-derived rule) and
+    :func:`hand_derived_attention` (that rule attached for JAX, PyTorch and NumPy).
 
     Parameters
     ----------
