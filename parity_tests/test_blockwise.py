@@ -154,6 +154,7 @@ def test_the_forward_only_libraries_give_the_plain_context(forward_backend):
     assert_matches(be, out, reference)
 
 
+@pytest.mark.slow_on("jax")
 def test_float32_stays_within_float32_rounding(backend):
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((2, 3, 37, 8)) for _ in range(3))

@@ -13,7 +13,8 @@ import numpy as np
 
 import xpseq.core as C
 from xpseq import backends
-from xpseq.core import kernels, vjp
+from xpseq.core import blockwise, kernels, vjp
+from xpseq.core.masking import lengths_for
 
 NP = backends.get("numpy")
 
@@ -361,6 +362,42 @@ def weighted_sum_rule(xp, a, c):
     return (out,), back
 
 
+def blockwise_rule(xp, a, c):
+    blocks = blockwise.BlockMask(lens=c.get("lens"), mask=c.get("mask"), causal=c["causal"])
+    out, bp = vjp.blockwise_attention(a["q"], a["k"], a["v"], blocks, c["scale"],
+                                      c["block_q"], c["block_k"], xp=xp)
+
+    def back(cots):
+        dq, dk, dv = bp(cots[0])
+        return {"q": dq, "k": dk, "v": dv}
+
+    return (out,), back
+
+
+def blockwise_ref(xp, a, c):
+    """The plain path with the whole keep mask the blocks are cut from."""
+    out, _ = C.scaled_dot_product_attention(a["q"], a["k"], a["v"], mask=c["keep"],
+                                            empty="zero", scale=c["scale"])
+    return (out,)
+
+
+def blockwise_consts(q, k, *, lens=None, mask=None, causal=False, block_q, block_k):
+    """The rule's constants (lengths as the blocks read them) and the plain keep mask."""
+    shape = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
+    keep = np.ones(shape, dtype=bool)
+    consts = {"causal": causal, "scale": 0.6, "block_q": block_q, "block_k": block_k}
+    if lens is not None:
+        consts["lens"] = lengths_for("case", shape, lens, xp=np)
+        keep &= np.arange(shape[-1]) < consts["lens"][..., None]
+    if mask is not None:
+        consts["mask"] = mask
+        keep &= mask
+    if causal:
+        keep &= np.tril(np.ones(shape[-2:], dtype=bool))
+    consts["keep"] = keep
+    return consts
+
+
 def weighted_sum_ref(xp, a, c):
     return (xp.matmul(a["w"], a["values"]),)
 
@@ -675,6 +712,22 @@ def build_cases() -> list[Case]:
                     {"cell": cell, "reverse": reverse,
                      "lengths": np.array(lengths, dtype=np.int64)},
                     run_sequence_rule, run_sequence_ref)
+
+    # Blocks that do not divide the lengths; keys and values shared by the heads; rows
+    # without a key (length 0, and causal with lengths) and key blocks all masked.
+    q, k, v = r.standard_normal((2, 2, 5, 3)), r.standard_normal((2, 1, 6, 3)), \
+        r.standard_normal((2, 1, 6, 2))
+    add("blockwise_attention-plain", {"q": q, "k": k, "v": v},
+        blockwise_consts(q, k, block_q=2, block_k=4), blockwise_rule, blockwise_ref)
+    add("blockwise_attention-lens-per-query", {"q": q, "k": k, "v": v},
+        blockwise_consts(q, k, lens=np.array([[6, 0, 3, 1, 6], [2, 2, 5, 4, 0]]),
+                         block_q=3, block_k=2), blockwise_rule, blockwise_ref)
+    q, k, v = r.standard_normal((2, 1, 5, 3)), r.standard_normal((2, 1, 5, 3)), \
+        r.standard_normal((2, 1, 5, 2))
+    mask = r.random((2, 1, 5, 5)) >= 0.3
+    add("blockwise_attention-causal-mask-lens", {"q": q, "k": k, "v": v},
+        blockwise_consts(q, k, lens=np.array([5, 3]), mask=mask, causal=True, block_q=2,
+                         block_k=2), blockwise_rule, blockwise_ref)
 
     for case in cases:   # one fixed random cotangent per output
         outs = case.forward(NP.xp, case.inputs, case.consts)

@@ -313,8 +313,8 @@ def copy_batches(n, seed):
     return make_batches(pairs, 16, bucket=4)
 
 
-@pytest.mark.parametrize("name", ["numpy", "jax", "torch"])
-def test_fit_trains_the_transformer(name):
+@pytest.mark.parametrize("name", ["numpy", pytest.param("jax", marks=pytest.mark.slow), "torch"])
+def test_fit_trains_the_transformer(name):                     # (JAX: 8 s of compilations)
     pytest.importorskip(name)
     """It learns to copy (dev loss: the plain NLL; training: label-smoothed)."""
     config = dataclasses.replace(CONFIG, d_model=16, d_ff=32, encoder_layers=1,
@@ -338,6 +338,7 @@ def test_the_registry_and_the_config_checks():
             dataclasses.replace(CONFIG, **{field: bad})
 
 
+@pytest.mark.slow_on("jax")
 def test_cross_attention_per_layer_and_head(backend):
     params = on(backend, T.init_params(CONFIG, seed=8))
     weights = backend.to_numpy(TM.cross_attention(params, CONFIG, *(backend.asarray(BATCH[k])
