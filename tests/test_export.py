@@ -497,6 +497,7 @@ def test_a_malformed_model_json_is_one_line_naming_the_file(rnn_export, tmp_path
     assert str(folder / "model.json") in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.slow           # (two traces of the export: 11 s)
 def test_an_export_cut_short_leaves_nothing_in_the_folder(trained_rnn, tmp_path,
                                                          monkeypatch):
     """The files are written beside the folder and moved in only when complete: a failure
