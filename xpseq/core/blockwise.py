@@ -57,11 +57,6 @@ class BlockMask:
     mask: Any = None
     causal: bool = False
 
-    @property
-    def empty(self) -> bool:
-        """Whether nothing is masked (every block's keep is ``None``)."""
-        return self.lens is None and self.mask is None and not self.causal
-
     def block(self, rows: tuple[int, int], cols: tuple[int, int], *, xp: Any,
               device: Any) -> Any:
         """The keep mask of the scores' rows ``rows`` and columns ``cols`` (half-open
@@ -189,12 +184,9 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
     return out, None
 
 
-def _lead(q: Any, k: Any, v: Any) -> tuple[int, ...]:
+def _lead(q: Any, k: Any, v: Any) -> tuple[Any, ...]:
     """The broadcast leading shape of ``q``, ``k`` and ``v`` (all but their last two axes)."""
-    shapes = [tuple(x.shape[:-2]) for x in (q, k, v)]
-    n = max(len(s) for s in shapes)
-    padded = [(1,) * (n - len(s)) + s for s in shapes]
-    return tuple(max(sizes) for sizes in zip(*padded))
+    return checks.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
 
 
 def spans(size: int, block: int) -> list[tuple[int, int]]:
@@ -259,7 +251,7 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
         has = l > 0
         safe = xp.where(has, l, 1.0)
         outs.append(acc / safe)
-        lses.append(xp.where(has, xp.where(xp.isfinite(m), m, 0.0) + xp.log(safe), 0.0))
+        lses.append(xp.where(has, shift + xp.log(safe), 0.0))    # shift: the last max, finite
         kepts.append(has[..., 0])
     if not outs:                                     # no queries
         return (xp.zeros((*lead, 0, d_v), dtype=q.dtype, device=device),

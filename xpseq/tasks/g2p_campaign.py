@@ -253,14 +253,14 @@ def _read_json(path: pathlib.Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _epoch_of(path: pathlib.Path) -> int:
+    """``N`` of ``<name>.epoch<N>.safetensors``."""
+    return int(path.suffixes[-2][len(".epoch"):])
+
+
 def _epoch_files(out: pathlib.Path, name: str) -> list[pathlib.Path]:
     """Run ``name``'s kept epochs (``<name>.epoch<N>.safetensors``), oldest first."""
-    return sorted(out.glob(f"{name}.epoch*.safetensors"),
-                  key=lambda p: int(p.suffixes[-2][len(".epoch"):]))
-
-
-def _epoch_of(path: pathlib.Path) -> int:
-    return int(path.suffixes[-2][len(".epoch"):])
+    return sorted(out.glob(f"{name}.epoch*.safetensors"), key=_epoch_of)
 
 
 class _LastState(cb.SaveCheckpoint):
