@@ -33,6 +33,10 @@ Actions = dict[str, argparse.Action]
 # ----------------------------------------------------------------- parser and types
 
 
+#: The characters besides "\n" at which ``str.splitlines`` breaks, as escapes.
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
 class Parser(argparse.ArgumentParser):
     """Argument errors as one line (no usage dump), pointing at ``--help``; exit code 2.
 
@@ -55,6 +59,9 @@ class Parser(argparse.ArgumentParser):
         return self._commands
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        # One line whatever the user typed: the line breaks other than "\n" that an
+        # echoed argument may hold (a carriage return, ...) are shown escaped.
+        message = message.translate(_LINE_BREAKS)
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
