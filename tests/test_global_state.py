@@ -177,7 +177,8 @@ def test_delegation_is_decided_by_the_namespace_alone():
                                     "relu_backward": ("torch",), "linear": ("torch",),
                                     "fused_attention": ("torch",),
                                     "fused_layer_norm": ("torch",),
-                                    "fused_recurrence": ("torch",), "cos": ("ndonnx",)}
+                                    "fused_recurrence": ("torch",), "scan": ("jax",),
+                                    "cos": ("ndonnx",)}
     for xp in (xnp, array_api_strict):
         assert not any(delegation.delegates(k, xp) for k in delegation.DELEGATES)
     with pytest.raises(ValueError, match="kernel must be one of"):

@@ -34,50 +34,48 @@ from typing import Any, Callable
 
 import array_api_compat as compat
 
-from . import checks, kernels
+from . import checks, delegation, kernels
 from .attention import _check_qkv
 from .masking import check_mask, lengths_array, lengths_for
 
 __all__ = ["blockwise_attention", "hand_derived_attention", "DEFAULT_BLOCK"]
 
-#: The default query and key block sizes.
-DEFAULT_BLOCK = 128
+#: The default query and key block sizes: the fastest of 64 to 1,024 for the forward and
+#: backward passes at 4,096 tokens on JAX and PyTorch (on NumPy 256 and 512 tie), in the
+#: recorded runs of ``scripts/bench_long_attention.py --blocks``. A block's scores take
+#: ``4 heads x 512 x 512`` floats (4 MiB in float32) whatever the length.
+DEFAULT_BLOCK = 512
 
 
 @dataclasses.dataclass(frozen=True)
 class BlockMask:
-    """How to build the keep mask (``True`` = attend) of one block of the scores.
-
-    ``lens``: lengths that broadcast against the scores less their key axis (from
-    :func:`xpseq.core.masking.lengths_for`), or ``None``; ``mask``: a boolean array that
-    broadcasts to the scores, or ``None``; ``causal``: keys ``j <= i`` only.
-    """
+    """What masks the scores: ``lens``, lengths that broadcast against the scores less
+    their key axis (from :func:`xpseq.core.masking.lengths_for`), or ``None``; ``mask``, a
+    boolean array that broadcasts to the scores, or ``None``; ``causal``: keys ``j <= i``
+    only. :func:`tiles` cuts ``lens`` and ``mask`` into blocks and :meth:`keep` builds one
+    block's keep mask from them."""
 
     lens: Any = None
     mask: Any = None
     causal: bool = False
 
-    def block(self, rows: tuple[int, int], cols: tuple[int, int], *, xp: Any,
-              device: Any) -> Any:
-        """The keep mask of the scores' rows ``rows`` and columns ``cols`` (half-open
-        ranges), broadcasting to that block; ``None`` when nothing is masked."""
+    def keep(self, rows: Any, cols: Any, lens: Any, mask: Any, n_k: int, *,
+             xp: Any) -> Any:
+        """The keep mask (``True`` = attend) of the block of query rows ``rows`` ``(bq,)``
+        and keys ``cols`` ``(bk,)`` (integer positions): ``lens`` this block's lengths
+        ``(..., bq or 1)`` or ``None``, ``mask`` this block's ``(..., bq or 1, bk or 1)``
+        or ``None``; keys at ``n_k`` and beyond are the padding of a last block. ``None``
+        when nothing is masked."""
         keep = None
-        if self.lens is not None or self.causal:
-            j = xp.arange(cols[0], cols[1], dtype=kernels.int_dtype(xp), device=device)
-        if self.lens is not None:
-            lens = self.lens if self.lens.shape[-1] == 1 else self.lens[..., rows[0]:rows[1]]
-            keep = j < xp.expand_dims(xp.astype(lens, j.dtype), axis=-1)
+        if lens is not None:                   # lengths <= n_k: padding masked too
+            keep = cols < xp.expand_dims(xp.astype(lens, cols.dtype), axis=-1)
+        elif n_k % cols.shape[0]:
+            keep = cols < n_k
         if self.causal:
-            i = xp.arange(rows[0], rows[1], dtype=j.dtype, device=device)
-            below = j <= xp.expand_dims(i, axis=-1)
+            below = cols <= xp.expand_dims(rows, axis=-1)
             keep = below if keep is None else keep & below
-        if self.mask is not None:
-            part = self.mask
-            if part.shape[-2] != 1:
-                part = part[..., rows[0]:rows[1], :]
-            if part.shape[-1] != 1:
-                part = part[..., cols[0]:cols[1]]
-            keep = part if keep is None else keep & part
+        if mask is not None:
+            keep = mask if keep is None else keep & mask
         return keep
 
 
@@ -189,9 +187,89 @@ def _lead(q: Any, k: Any, v: Any) -> tuple[Any, ...]:
     return checks.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
 
 
-def spans(size: int, block: int) -> list[tuple[int, int]]:
-    """``[(0, block), (block, 2 block), ..., (.., size)]``: the blocks of ``size`` items."""
-    return [(start, min(start + block, size)) for start in range(0, size, block)]
+@dataclasses.dataclass(frozen=True)
+class Tiles:
+    """The inputs cut into blocks, each block axis moved to the front so that a ``scan``
+    visits one block per step. A last block shorter than the others is padded (zeros for
+    arrays, ``False`` for the mask); padded keys are masked and padded rows dropped.
+
+    ``q``, ``lse`` and the like: ``(n_q / bq, ..., bq, d)``; ``rows`` ``(n_q / bq, bq)`` and
+    ``cols`` ``(n_k / bk, bk)`` the positions; ``lens`` ``(n_q / bq, ..., bq or 1)`` or
+    ``None``; ``mask`` ``(n_q / bq, n_k / bk, ..., bq or 1, bk or 1)`` or ``None``.
+    """
+
+    n_q: int
+    n_k: int
+    block_q: int
+    block_k: int
+    rows: Any
+    cols: Any
+    lens: Any
+    mask: Any
+
+    @classmethod
+    def of(cls, blocks: BlockMask, n_q: int, n_k: int, block_q: int, block_k: int, *,
+           xp: Any, device: Any) -> "Tiles":
+        """The tiles of ``n_q`` queries and ``n_k >= 1`` keys (``n_q >= 1``); blocks no
+        longer than the axes they cut."""
+        bq, bk = min(block_q, n_q), min(block_k, n_k)
+        index = kernels.int_dtype(xp)
+        rows = xp.reshape(xp.arange(_ceil(n_q, bq) * bq, dtype=index, device=device),
+                          (-1, bq))
+        cols = xp.reshape(xp.arange(_ceil(n_k, bk) * bk, dtype=index, device=device),
+                          (-1, bk))
+        lens = blocks.lens
+        if lens is not None:
+            lens = (xp.expand_dims(lens, axis=0) if lens.shape[-1] == 1
+                    else cut(lens, -1, bq, 0, xp=xp))
+            if lens.shape[0] != rows.shape[0]:
+                lens = xp.broadcast_to(lens, (rows.shape[0], *lens.shape[1:]))
+        mask = blocks.mask
+        if mask is not None:
+            if mask.ndim < 2:
+                mask = xp.reshape(mask, (*(1,) * (2 - mask.ndim), *mask.shape))
+            mask = (cut(mask, -1, bk, False, xp=xp) if mask.shape[-1] != 1
+                    else xp.broadcast_to(mask[None, ...], (cols.shape[0], *mask.shape)))
+            mask = (cut(mask, -2, bq, False, xp=xp) if mask.shape[-2] != 1
+                    else xp.broadcast_to(mask[None, ...], (rows.shape[0], *mask.shape)))
+        return cls(n_q, n_k, bq, bk, rows, cols, lens, mask)
+
+    def queries(self, x: Any, *, xp: Any) -> Any:
+        """``x (..., n_q, d)`` cut into query blocks, ``(n_q / bq, ..., bq, d)``."""
+        return cut(x, -2, self.block_q, 0, xp=xp)
+
+    def keys(self, x: Any, *, xp: Any) -> Any:
+        """``x (..., n_k, d)`` cut into key blocks, ``(n_k / bk, ..., bk, d)``."""
+        return cut(x, -2, self.block_k, 0, xp=xp)
+
+
+def _ceil(size: int, block: int) -> int:
+    return -(-size // block)
+
+
+def cut(x: Any, axis: int, block: int, fill: Any, *, xp: Any) -> Any:
+    """``x`` with its axis ``axis`` (negative) padded with ``fill`` to a multiple of
+    ``block`` and cut into blocks, their count moved to the front: ``(..., n, ...) ->
+    (ceil(n / block), ..., block, ...)``."""
+    ndim, size = x.ndim, x.shape[axis]
+    pos = ndim + axis
+    count = _ceil(size, block)
+    if count * block != size:
+        shape = list(x.shape)
+        shape[pos] = count * block - size
+        x = xp.concat([x, xp.full(tuple(shape), fill, dtype=x.dtype,
+                                   device=compat.device(x))], axis=pos)
+    x = xp.reshape(x, (*x.shape[:pos], count, block, *x.shape[pos + 1:]))
+    return xp.permute_dims(x, (pos, *range(pos), *range(pos + 1, ndim + 1)))
+
+
+def joined(x: Any, size: int, *, xp: Any) -> Any:
+    """The inverse of :func:`cut` along axis ``-2``, the padding dropped: ``(count, ...,
+    block, d) -> (..., size, d)``."""
+    ndim = x.ndim
+    x = xp.permute_dims(x, (*range(1, ndim - 2), 0, ndim - 2, ndim - 1))
+    x = xp.reshape(x, (*x.shape[:-3], x.shape[-3] * x.shape[-2], x.shape[-1]))
+    return x if x.shape[-2] == size else x[..., :size, :]
 
 
 def block_scores(qi: Any, kj: Any, keep: Any, scale: float, *, xp: Any) -> Any:
@@ -210,10 +288,15 @@ def block_weights(s: Any, shift: Any, keep: Any, *, xp: Any) -> Any:
 
 def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: int,
             block_k: int, *, xp: Any) -> tuple[Any, Any, Any]:
-    """The unchecked forward pass: ``(context (..., Q, d_v), lse (..., Q, 1), kept (..., Q))``
-    where ``lse`` is each row's log-sum-exp of its kept scores (0 for a row without one) and
-    ``kept`` whether the row has a kept key. Narrow dtypes (bfloat16) are computed in
-    float32 and the context returned in their dtype."""
+    """The unchecked forward pass: ``(context (..., Q, d_v), lse (..., Q, 1), kept (...,
+    Q))`` where ``lse`` is each row's log-sum-exp of its kept scores (0 for a row without
+    one) and ``kept`` whether the row has a kept key. Narrow dtypes (bfloat16) are computed
+    in float32 and the context returned in their dtype.
+
+    Two nested ``scan`` loops (:func:`xpseq.core.delegation.scan`: ``jax.lax.scan`` on
+    JAX, whose program then holds one copy of each loop's body whatever the length, and a
+    Python loop elsewhere): over query blocks, and inside each over key blocks, carrying
+    the running ``(m, l, acc)``."""
     if kernels.is_narrow(q.dtype, xp=xp):
         q32, k32, v32 = (xp.astype(x, xp.float32) for x in (q, k, v))
         out, lse, kept = forward(q32, k32, v32, blocks, scale, block_q, block_k, xp=xp)
@@ -221,45 +304,42 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
     device = compat.device(q)
     lead = _lead(q, k, v)
     n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
-    outs, lses, kepts = [], [], []
-    for rows in spans(n_q, block_q):
-        qi = q[..., rows[0]:rows[1], :]
-        m: Any = None
-        l: Any = None
-        acc: Any = None
-        for cols in spans(n_k, block_k):
-            keep = blocks.block(rows, cols, xp=xp, device=device)
-            s = block_scores(qi, k[..., cols[0]:cols[1], :], keep, scale, xp=xp)
-            top = xp.max(s, axis=-1, keepdims=True)
-            m_new = top if m is None else xp.maximum(m, top)
+    if n_q == 0 or n_k == 0:                      # no queries, or no keys: all-zero rows
+        return (xp.zeros((*lead, n_q, d_v), dtype=q.dtype, device=device),
+                xp.zeros((*lead, n_q, 1), dtype=q.dtype, device=device),
+                xp.zeros((*lead, n_q), dtype=xp.bool, device=device))
+    t = Tiles.of(blocks, n_q, n_k, block_q, block_k, xp=xp, device=device)
+    scan = delegation.scan(xp)
+    keys = {"k": t.keys(k, xp=xp), "v": t.keys(v, xp=xp), "cols": t.cols}
+
+    def row_block(_: Any, x: Any) -> tuple[None, tuple[Any, Any, Any]]:
+        def key_block(state: tuple[Any, Any, Any], y: Any) -> tuple[tuple[Any, Any, Any], None]:
+            m, l, acc = state
+            keep = blocks.keep(x["rows"], y["cols"], x.get("lens"), y.get("mask"), n_k, xp=xp)
+            s = block_scores(x["q"], y["k"], keep, scale, xp=xp)
+            m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))
             shift = xp.where(xp.isfinite(m_new), m_new, 0.0)     # -inf: nothing kept yet
             p = block_weights(s, shift, keep, xp=xp)
-            row_sum = xp.sum(p, axis=-1, keepdims=True)
-            pv = p @ v[..., cols[0]:cols[1], :]
-            if m is None:
-                l, acc = row_sum, pv
-            else:
-                alpha = xp.exp(m - shift)          # m - shift is -inf or <= 0, never NaN
-                l, acc = alpha * l + row_sum, alpha * acc + pv
-            m = m_new
-        if m is None:                               # no keys at all
-            shape = (*lead, rows[1] - rows[0])
-            outs.append(xp.zeros((*shape, d_v), dtype=q.dtype, device=device))
-            lses.append(xp.zeros((*shape, 1), dtype=q.dtype, device=device))
-            kepts.append(xp.zeros(shape, dtype=xp.bool, device=device))
-            continue
+            alpha = xp.exp(m - shift)           # m - shift is -inf or <= 0: never NaN
+            return (m_new, alpha * l + xp.sum(p, axis=-1, keepdims=True),
+                    alpha * acc + p @ y["v"]), None
+
+        start = (xp.full((*lead, t.block_q, 1), -math.inf, dtype=q.dtype, device=device),
+                 xp.zeros((*lead, t.block_q, 1), dtype=q.dtype, device=device),
+                 xp.zeros((*lead, t.block_q, d_v), dtype=q.dtype, device=device))
+        inner = keys if "mask" not in x else {**keys, "mask": x["mask"]}
+        (m, l, acc), _ = scan(key_block, start, inner)
         has = l > 0
         safe = xp.where(has, l, 1.0)
-        outs.append(acc / safe)
-        lses.append(xp.where(has, shift + xp.log(safe), 0.0))    # shift: the last max, finite
-        kepts.append(has[..., 0])
-    if not outs:                                     # no queries
-        return (xp.zeros((*lead, 0, d_v), dtype=q.dtype, device=device),
-                xp.zeros((*lead, 0, 1), dtype=q.dtype, device=device),
-                xp.zeros((*lead, 0), dtype=xp.bool, device=device))
-    if len(outs) == 1:
-        return outs[0], lses[0], kepts[0]
-    return (xp.concat(outs, axis=-2), xp.concat(lses, axis=-2), xp.concat(kepts, axis=-1))
+        lse = xp.where(has, xp.where(xp.isfinite(m), m, 0.0) + xp.log(safe), 0.0)
+        return None, (acc / safe, lse, has)
+
+    rows = {"q": t.queries(q, xp=xp), "rows": t.rows}
+    for name in ("lens", "mask"):
+        if getattr(t, name) is not None:
+            rows[name] = getattr(t, name)
+    _, (out, lse, kept) = scan(row_block, None, rows)
+    return joined(out, n_q, xp=xp), joined(lse, n_q, xp=xp), joined(kept, n_q, xp=xp)[..., 0]
 
 
 def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k: int,

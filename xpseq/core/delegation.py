@@ -34,6 +34,11 @@ kernel                 delegates on        to
                                            sequences (``nn.LSTM``'s and ``nn.GRU``'s own
                                            kernels), for a recurrence over a padded batch
                                            whose lengths are all in ``1..T``
+``scan``               jax                 ``jax.lax.scan`` for the loops over blocks of
+                                           :func:`xpseq.core.blockwise_attention` (a Python
+                                           loop inside ``jax.jit`` would put one copy of
+                                           its body per block in the program: 16,384 at
+                                           64k tokens in blocks of 512)
 ``cos``                ndonnx              ``1 - 2 sin(x/2)^2`` (onnxruntime has no float64
                                            ``Cos``, and ndonnx records one in float32)
 =====================  ==================  ================================================
@@ -52,18 +57,19 @@ from typing import Any, Callable, Mapping, Sequence
 
 import array_api_compat as compat
 
+from . import loops
 from .checks import concrete
 
 __all__ = ["DELEGATES", "library", "delegates", "sigmoid", "generic_sigmoid", "relu",
            "generic_relu", "relu_backward", "generic_relu_backward", "linear",
            "generic_linear", "has_fused_attention", "fused_attention", "fused_layer_norm",
-           "fused_recurrence", "cos"]
+           "fused_recurrence", "scan", "cos"]
 
 #: For each delegating kernel, the libraries whose own version it calls.
 DELEGATES = {"sigmoid": ("jax", "torch", "ndonnx"), "relu": ("torch",),
              "relu_backward": ("torch",), "linear": ("torch",),
              "fused_attention": ("torch",), "fused_layer_norm": ("torch",),
-             "fused_recurrence": ("torch",), "cos": ("ndonnx",)}
+             "fused_recurrence": ("torch",), "scan": ("jax",), "cos": ("ndonnx",)}
 
 
 def library(xp: Any) -> str | None:
@@ -154,6 +160,15 @@ def generic_linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
     """The reference body of :func:`linear`."""
     y = x @ xp.matrix_transpose(W)
     return y if b is None else y + b
+
+
+def scan(xp: Any) -> Callable[..., Any]:
+    """``scan(fn, carry, xs) -> (carry, ys)`` for arrays of namespace ``xp``:
+    ``jax.lax.scan`` on JAX, :func:`xpseq.core.loops.scan` (a Python loop, the same
+    semantics) elsewhere."""
+    if library(xp) == "jax":
+        return sys.modules["jax"].lax.scan
+    return loops.scan
 
 
 def cos(x: Any, *, xp: Any) -> Any:

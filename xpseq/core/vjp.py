@@ -402,42 +402,51 @@ def blockwise_back(q: Any, k: Any, v: Any, blocks: blockwise.BlockMask, scale: f
                    xp: Any) -> tuple[Any, Any, Any]:
     """The backward pass of :func:`blockwise_attention` from what its forward pass saved
     (the context ``out`` and the rows' log-sum-exp ``lse``): ``(dq, dk, dv)`` for the
-    context's cotangent ``d_out``."""
+    context's cotangent ``d_out``.
+
+    A ``scan`` over key blocks (:func:`xpseq.core.delegation.scan`), and inside it one
+    over query blocks: each key block's ``dk_j`` and ``dv_j`` are sums over the query
+    blocks (the inner loop's carry), and ``dq`` gathers every key block's part (the outer
+    loop's carry)."""
     device = compat.device(q)
     lead = tuple(d_out.shape[:-2])
+    n_q, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    if n_q == 0 or n_k == 0:                  # nothing attended: no gradient
+        return tuple(xp.zeros(x.shape, dtype=x.dtype, device=device) for x in (q, k, v))
+    t = blockwise.Tiles.of(blocks, n_q, n_k, block_q, block_k, xp=xp, device=device)
     rows_d = xp.sum(d_out * out, axis=-1, keepdims=True)          # D: (..., Q, 1)
-    col_spans = blockwise.spans(k.shape[-2], block_k)
-    dk: list[Any] = [None] * len(col_spans)
-    dv: list[Any] = [None] * len(col_spans)
-    dq = []
-    for rows in blockwise.spans(q.shape[-2], block_q):
-        qi = q[..., rows[0]:rows[1], :]
-        do_i = d_out[..., rows[0]:rows[1], :]
-        lse_i, d_i = lse[..., rows[0]:rows[1], :], rows_d[..., rows[0]:rows[1], :]
-        dq_i = xp.zeros((*lead, rows[1] - rows[0], q.shape[-1]), dtype=q.dtype,
-                        device=device)
-        for n, cols in enumerate(col_spans):
-            kj, vj = k[..., cols[0]:cols[1], :], v[..., cols[0]:cols[1], :]
-            keep = blocks.block(rows, cols, xp=xp, device=device)
-            p = blockwise.block_weights(blockwise.block_scores(qi, kj, keep, scale, xp=xp),
-                                        lse_i, keep, xp=xp)
-            ds = p * (do_i @ xp.matrix_transpose(vj) - d_i)
-            dv_j = xp.matrix_transpose(p) @ do_i
-            dk_j = (xp.matrix_transpose(ds) @ qi) * scale
-            dq_i = dq_i + (ds @ kj) * scale
-            dv[n] = dv_j if dv[n] is None else dv[n] + dv_j
-            dk[n] = dk_j if dk[n] is None else dk[n] + dk_j
-        dq.append(dq_i)
+    queries = {"q": t.queries(q, xp=xp), "do": t.queries(d_out, xp=xp),
+               "lse": t.queries(lse, xp=xp), "D": t.queries(rows_d, xp=xp), "rows": t.rows}
+    if t.lens is not None:
+        queries["lens"] = t.lens
+    keys = {"k": t.keys(k, xp=xp), "v": t.keys(v, xp=xp), "cols": t.cols}
+    if t.mask is not None:                    # (key blocks, query blocks, ...)
+        keys["mask"] = xp.permute_dims(t.mask, (1, 0, *range(2, t.mask.ndim)))
+    scan = delegation.scan(xp)
 
-    def joined(parts: list[Any], like: Any) -> Any:
-        if not parts or parts[0] is None:       # no queries, or no keys
-            return xp.zeros((*lead, like.shape[-2], like.shape[-1]), dtype=like.dtype,
-                            device=device)
-        return parts[0] if len(parts) == 1 else xp.concat(parts, axis=-2)
+    def key_block(dq: Any, y: Any) -> tuple[Any, tuple[Any, Any]]:
+        kj, vj = y["k"], y["v"]
 
-    return (_unbroadcast(joined(dq, q), q.shape, xp=xp),
-            _unbroadcast(joined(dk, k), k.shape, xp=xp),
-            _unbroadcast(joined(dv, v), v.shape, xp=xp))
+        def query_block(sums: tuple[Any, Any], x: Any) -> tuple[tuple[Any, Any], Any]:
+            keep = blocks.keep(x["rows"], y["cols"], x.get("lens"), x.get("mask"), n_k, xp=xp)
+            p = blockwise.block_weights(blockwise.block_scores(x["q"], kj, keep, scale, xp=xp),
+                                        x["lse"], keep, xp=xp)
+            ds = p * (x["do"] @ xp.matrix_transpose(vj) - x["D"])
+            dk_j, dv_j = sums
+            return ((dk_j + (xp.matrix_transpose(ds) @ x["q"]) * scale,
+                     dv_j + xp.matrix_transpose(p) @ x["do"]), (ds @ kj) * scale)
+
+        start = (xp.zeros((*lead, t.block_k, d), dtype=q.dtype, device=device),
+                 xp.zeros((*lead, t.block_k, v.shape[-1]), dtype=q.dtype, device=device))
+        inner = queries if "mask" not in y else {**queries, "mask": y["mask"]}
+        sums, dq_parts = scan(query_block, start, inner)
+        return dq + dq_parts, sums
+
+    dq0 = xp.zeros((t.rows.shape[0], *lead, t.block_q, d), dtype=q.dtype, device=device)
+    dq, (dk, dv) = scan(key_block, dq0, keys)
+    return (_unbroadcast(blockwise.joined(dq, n_q, xp=xp), q.shape, xp=xp),
+            _unbroadcast(blockwise.joined(dk, n_k, xp=xp), k.shape, xp=xp),
+            _unbroadcast(blockwise.joined(dv, n_k, xp=xp), v.shape, xp=xp))
 
 
 def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Callable[..., Any]]:

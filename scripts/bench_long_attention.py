@@ -1,0 +1,353 @@
+"""Peak memory and time of attention against sequence length: the plain path (the whole
+``(Q, K)`` scores), the blockwise path (:func:`xpseq.core.blockwise_attention`) on each
+library, and the libraries' own kernels (``torch.nn.functional.scaled_dot_product_attention``,
+``jax.nn.dot_product_attention``).
+
+Run: ``python scripts/bench_long_attention.py [--lengths 256,...,65536] [--record
+benchmarks/long-attention]``. Self-attention, batch 1, 4 heads, depth 64, float32, no mask;
+``forward`` times the context, ``backward`` the context and the gradients of ``sum(context
+* g)`` with respect to q, k and v (the blockwise path's hand-derived rule, attached as a
+``jax.custom_vjp`` and a ``torch.autograd.Function``; NumPy runs the rule itself; the plain
+path and the peers by automatic differentiation, NumPy's by the hand-derived rules of the
+plain path). JAX's functions are jitted and compiled before the clock starts.
+
+Each point runs in a fresh process limited to ``--memory-limit`` GiB of address space (an
+allocation beyond it fails there, cleanly, instead of waking the kernel's out-of-memory
+killer); its peak memory is the growth of the process's peak resident set over the call
+(``VmHWM`` reset before it through ``/proc/self/clear_refs``). A path stops at its first
+failure. Every figure is the median of up to ``--repeats`` calls (fewer when a call takes
+more than ``--budget`` seconds: the longest lengths are one call each, which the results
+say), after an untimed first call up to ``--warm-up`` tokens (JAX's functions compile
+before either). Threads: ``--threads`` (default 2, this machine's cores) for every library: torch's
+intra-op pool, NumPy's BLAS and XLA's process affinity.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
+import _common as common  # noqa: E402
+
+PATHS = ("numpy-plain", "numpy-blockwise", "torch-plain", "torch-blockwise", "torch-sdpa",
+         "jax-plain", "jax-blockwise", "jax-dpa")
+MODES = ("forward", "backward")
+LENGTHS = tuple(256 * 2 ** i for i in range(9))               # 256 .. 65,536
+HEADS, DEPTH = 4, 64
+
+
+# ------------------------------------------------------------------ one point, in a child
+
+
+def peak_rss() -> tuple[int, int]:
+    """``(VmRSS, VmHWM)`` of this process in bytes."""
+    fields = {}
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0]) * 1024
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+def reset_peak() -> None:
+    """Make ``VmHWM`` start again from the current resident set."""
+    pathlib.Path("/proc/self/clear_refs").write_text("5")
+
+
+def make_call(path: str, mode: str, length: int, block: int, seed: int) -> Callable[[], Any]:
+    """The function timed at one point: returns its result, synchronised."""
+    import numpy as np
+
+    import xpseq.core as C
+    from xpseq import backends
+    from xpseq.core import blockwise, vjp
+
+    rng = np.random.default_rng(seed)
+    q, k, v, g = (rng.standard_normal((1, HEADS, length, DEPTH)).astype(np.float32)
+                  for _ in range(4))
+    library, kind = path.split("-")
+    scale = 1.0 / math.sqrt(DEPTH)
+    backward = mode == "backward"
+
+    if library == "numpy":
+        xp = backends.get("numpy").xp
+        if kind == "blockwise":
+            if not backward:
+                return lambda: C.blockwise_attention(q, k, v, block_q=block, block_k=block)[0]
+
+            def numpy_blockwise() -> Any:
+                out, bp = vjp.blockwise_attention(q, k, v, blockwise.BlockMask(), scale,
+                                                  block, block, xp=xp)
+                return bp(g)
+            return numpy_blockwise
+        if not backward:
+            return lambda: C.scaled_dot_product_attention(q, k, v, need_weights=False)[0]
+
+        def numpy_plain() -> Any:
+            s, score_bp = vjp.dot_scores(q, k, scale, xp=xp)
+            (out, _), attend_bp = vjp.attend(s, v, None, xp=xp)
+            ds, dv, _ = attend_bp(g)
+            return (*score_bp(ds), dv)
+        return numpy_plain
+
+    if library == "torch":
+        import torch
+        import torch.nn.functional as F
+
+        tq, tk, tv, tg = (torch.from_numpy(x).requires_grad_(backward) for x in (q, k, v, g))
+        be = backends.get("torch")
+        attention: Callable[..., Any]
+        if kind == "blockwise":
+            fn = blockwise.hand_derived_attention(causal=False, scale=scale, block_q=block,
+                                                  block_k=block, custom_vjp=be.custom_vjp,
+                                                  xp=be.xp)
+            attention = lambda a, b, c: fn(a, b, c, None, None)  # noqa: E731
+        elif kind == "sdpa":
+            attention = F.scaled_dot_product_attention
+        else:   # the generic body: need_weights=True keeps the core off the fused kernel
+            attention = lambda a, b, c: C.scaled_dot_product_attention(  # noqa: E731
+                a, b, c, need_weights=True)[0]
+        if not backward:
+            def torch_forward() -> Any:
+                with torch.no_grad():
+                    return attention(tq, tk, tv)
+            return torch_forward
+
+        def torch_backward() -> Any:
+            return torch.autograd.grad((attention(tq, tk, tv) * tg).sum(), (tq, tk, tv))
+        return torch_backward
+
+    import jax
+    import jax.numpy as jnp
+
+    jq, jk, jv, jg = (jnp.asarray(x) for x in (q, k, v, g))
+    be = backends.get("jax")
+    if kind == "blockwise":
+        fn = blockwise.hand_derived_attention(causal=False, scale=scale, block_q=block,
+                                              block_k=block, custom_vjp=be.custom_vjp, xp=be.xp)
+        attention = lambda a, b, c: fn(a, b, c, None, None)  # noqa: E731
+    elif kind == "dpa":            # (B, T, N, d) layout
+        def attention(a: Any, b: Any, c: Any) -> Any:
+            t = (0, 2, 1, 3)
+            return jnp.transpose(jax.nn.dot_product_attention(
+                *(jnp.transpose(x, t) for x in (a, b, c))), t)
+    else:
+        attention = lambda a, b, c: C.scaled_dot_product_attention(  # noqa: E731
+            a, b, c, need_weights=False)[0]
+    if backward:
+        compiled = jax.jit(jax.grad(lambda a, b, c: jnp.sum(attention(a, b, c) * jg),
+                                    argnums=(0, 1, 2))).lower(jq, jk, jv).compile()
+    else:
+        compiled = jax.jit(attention).lower(jq, jk, jv).compile()
+    return lambda: jax.block_until_ready(compiled(jq, jk, jv))
+
+
+def point(args: Any) -> dict[str, Any]:
+    """Time one (path, mode, length) in this process; the result as a dict."""
+    limit = int(args.memory_limit * 2 ** 30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    common.pin_threads(args.threads, pin=True)
+    result: dict[str, Any] = {"path": args.path, "mode": args.mode, "length": args.length,
+                              "block": args.block}
+    try:
+        call = make_call(args.path, args.mode, args.length, args.block, args.seed)
+        if args.length <= args.warm_up:
+            call()                      # untimed: first-call costs (JAX compiled already)
+        seconds: list[float] = []
+        peak = 0
+        while len(seconds) < args.repeats:
+            rss, _ = peak_rss()
+            reset_peak()
+            start = time.perf_counter()
+            out = call()
+            seconds.append(time.perf_counter() - start)
+            peak = max(peak, peak_rss()[1] - rss)
+            del out
+            if sum(seconds) > args.budget:
+                break
+    except (MemoryError, RuntimeError, ValueError) as error:     # RuntimeError: torch, XLA
+        result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        return result
+    result.update(seconds=seconds, median=statistics.median(seconds), peak_bytes=peak)
+    return result
+
+
+# ----------------------------------------------------------------- the sweep, in the parent
+
+
+def run_point(args: Any, path: str, mode: str, length: int, block: int) -> dict[str, Any]:
+    """One point in a child process (a crash is a failure of that point)."""
+    command = [sys.executable, __file__, "--point", "--path", path, "--mode", mode,
+               "--length", str(length), "--block", str(block), "--repeats", str(args.repeats),
+               "--budget", str(args.budget), "--threads", str(args.threads),
+               "--memory-limit", str(args.memory_limit), "--seed", str(args.seed),
+               "--warm-up", str(args.warm_up)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        return {"path": path, "mode": mode, "length": length, "block": block,
+                "error": f"exit code {done.returncode}: {tail}"}
+    return dict(json.loads(lines[-1]))
+
+
+def exponent(points: list[dict[str, Any]], key: str) -> float | None:
+    """The least-squares slope of log(key) against log(length) over the points from 2,048
+    on (below, fixed costs dominate), or ``None`` with fewer than two."""
+    pts = [(math.log(p["length"]), math.log(p[key])) for p in points
+           if "error" not in p and p["length"] >= 2048 and p.get(key, 0) > 0]
+    if len(pts) < 2:
+        return None
+    mx = statistics.fmean(x for x, _ in pts)
+    my = statistics.fmean(y for _, y in pts)
+    return (sum((x - mx) * (y - my) for x, y in pts)
+            / sum((x - mx) ** 2 for x, _ in pts))
+
+
+def sweep(args: Any) -> dict[str, Any]:
+    """Every path and mode over the lengths, each stopping at its first failure or once a
+    call would take more than ``--max-seconds`` (its time times 4.5 per doubling)."""
+    results: list[dict[str, Any]] = []
+    for mode in args.modes:
+        for path in args.paths:
+            last: dict[str, Any] | None = None
+            for length in args.lengths:
+                if last is not None and "median" in last and \
+                        last["median"] * 4.5 > args.max_seconds:
+                    results.append({"path": path, "mode": mode, "length": length,
+                                    "skipped": f"would take over {args.max_seconds:.0f} s"})
+                    break
+                last = run_point(args, path, mode, length, args.block)
+                results.append(last)
+                shown = (last.get("error") or
+                         f"{last['median'] * 1e3:10.1f} ms  {last['peak_bytes'] / 2**20:9.1f} MiB"
+                         f"  ({len(last['seconds'])} calls)")
+                print(f"{mode:8s} {path:16s} {length:6d}  {shown}", flush=True)
+                if "error" in last:
+                    break
+    return {"points": results}
+
+
+def block_sweep(args: Any) -> list[dict[str, Any]]:
+    """The blockwise path at ``--block-length`` for each of ``--blocks``: what the default
+    block size is chosen by."""
+    rows = []
+    for mode in args.modes:
+        for path in (p for p in args.paths if p.endswith("blockwise")):
+            for block in args.blocks:
+                r = run_point(args, path, mode, args.block_length, block)
+                rows.append(r)
+                shown = r.get("error") or f"{r['median'] * 1e3:9.1f} ms"
+                print(f"blocks {mode:8s} {path:16s} {block:5d}  {shown}", flush=True)
+    return rows
+
+
+def table(points: list[dict[str, Any]], mode: str, paths: list[str]) -> str:
+    """Milliseconds and MiB per length (columns: paths) for one mode, as markdown."""
+    lengths = sorted({p["length"] for p in points if p["mode"] == mode})
+    at = {(p["path"], p["length"]): p for p in points if p["mode"] == mode}
+    rows = []
+    for length in lengths:
+        cells = []
+        for path in paths:
+            p = at.get((path, length))
+            if p is None:
+                cells.append("")
+            elif "error" in p:
+                cells.append("fails")
+            elif "skipped" in p:
+                cells.append("not run")
+            else:
+                cells.append(f"{p['median'] * 1e3:,.0f} ms / {p['peak_bytes'] / 2**20:,.0f} MiB")
+        rows.append([f"{length:,}", *cells])
+    return common.markdown_table(["length", *paths], rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = common.script_parser(__doc__)
+    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
+    parser.add_argument("--block", type=int, default=None,
+                        help="blockwise block size (default: xpseq's DEFAULT_BLOCK)")
+    parser.add_argument("--blocks", default="",
+                        help="also sweep these block sizes at --block-length (e.g. 64,128,256,512)")
+    parser.add_argument("--block-length", type=int, default=4096)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=20.0,
+                        help="stop repeating a point after this many seconds")
+    parser.add_argument("--max-seconds", type=float, default=900.0,
+                        help="do not start a point expected to take longer")
+    parser.add_argument("--warm-up", type=int, default=8192,
+                        help="an untimed first call at lengths up to this")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--memory-limit", type=float, default=20.0, help="GiB per point")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--record", metavar="DIR",
+                        help="also write the results as DIR/<time>-<cpu>-long-attention.json")
+    parser.add_argument("--point", action="store_true", help=argparse_hidden())
+    parser.add_argument("--path", help=argparse_hidden())
+    parser.add_argument("--mode", help=argparse_hidden())
+    parser.add_argument("--length", type=int, help=argparse_hidden())
+    args = parser.parse_args(argv)
+    if args.block is None:
+        from xpseq.core.blockwise import DEFAULT_BLOCK
+        args.block = DEFAULT_BLOCK
+    if args.point:
+        print(json.dumps(point(args)))
+        return 0
+    args.paths = common.comma_list(args.paths)
+    args.modes = common.comma_list(args.modes)
+    args.lengths = [int(n) for n in common.comma_list(args.lengths)]
+    args.blocks = [int(n) for n in common.comma_list(args.blocks)] if args.blocks else []
+    unknown = sorted(set(args.paths) - set(PATHS)) + sorted(set(args.modes) - set(MODES))
+    if unknown:
+        parser.error(f"unknown path or mode: {', '.join(unknown)}")
+    machine = common.machine()
+    versions = common.package_versions(("xpseq", "numpy", "torch", "jax", "jaxlib"))
+    print(f"machine: {common.machine_text()}; {common.versions_text(versions)}; "
+          f"threads {args.threads}", flush=True)
+    blocks = block_sweep(args) if args.blocks else []
+    data = sweep(args)
+    points = data["points"]
+    exponents = {f"{mode} {path}": {key: exponent([p for p in points if p["path"] == path
+                                                    and p["mode"] == mode], key)
+                                    for key in ("median", "peak_bytes")}
+                 for mode in args.modes for path in args.paths}
+    longest = {f"{mode} {path}": max((p["length"] for p in points if p["path"] == path
+                                      and p["mode"] == mode and "median" in p), default=None)
+               for mode in args.modes for path in args.paths}
+    tables = {mode: table(points, mode, args.paths) for mode in args.modes}
+    for mode in args.modes:
+        print(f"\n{mode}\n{tables[mode]}")
+    print("\nexponents (time, memory) from 2,048 on:")
+    for name, fit in exponents.items():
+        shown = ", ".join("-" if e is None else f"{e:.2f}" for e in fit.values())
+        print(f"  {name:26s} {shown}   longest {longest[name]}")
+    if args.record:
+        path = common.record(args.record, "long-attention", {
+            "command": common.command_line("bench_long_attention.py", argv),
+            "machine": machine, "versions": versions, "threads": args.threads,
+            "heads": HEADS, "depth": DEPTH, "dtype": "float32", "block": args.block,
+            "memory_limit_gib": args.memory_limit, "block_sweep": blocks, "points": points,
+            "exponents": exponents, "longest": longest, "tables": tables})
+        print(f"recorded {path}")
+    return 0
+
+
+def argparse_hidden() -> str:
+    import argparse
+    return argparse.SUPPRESS
+
+
+if __name__ == "__main__":
+    sys.exit(main())
