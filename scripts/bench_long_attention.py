@@ -14,11 +14,12 @@ plain path). JAX's functions are jitted and compiled before the clock starts.
 Each point runs in a fresh process limited to ``--memory-limit`` GiB of address space (an
 allocation beyond it fails there, cleanly, instead of waking the kernel's out-of-memory
 killer); its peak memory is the growth of the process's peak resident set over the call
-(``VmHWM`` reset before it through ``/proc/self/clear_refs``). A path stops at its first
-failure. Every figure is the median of up to ``--repeats`` calls (fewer when a call takes
-more than ``--budget`` seconds: the longest lengths are one call each, which the results
-say), after an untimed first call up to ``--warm-up`` tokens (JAX's functions compile
-before either). Threads: ``--threads`` (default 2, this machine's cores) for every library: torch's
+(``VmHWM`` reset before it through ``/proc/self/clear_refs``) during the first call, the
+inputs already made (later calls would reuse memory the first freed to the allocator). A
+path stops at its first failure. Up to ``--warm-up`` tokens that first call is not timed;
+the time is the median of up to ``--repeats`` later calls (above it, of the first call
+and later ones), fewer when they would take more than ``--budget`` seconds: the longest
+lengths are one call each, which the results say. JAX's functions are compiled before the first call. Threads: ``--threads`` (default 2, this machine's cores) for every library: torch's
 intra-op pool, NumPy's BLAS and XLA's process affinity.
 """
 
@@ -160,20 +161,18 @@ def point(args: Any) -> dict[str, Any]:
                               "block": args.block}
     try:
         call = make_call(args.path, args.mode, args.length, args.block, args.seed)
-        if args.length <= args.warm_up:
-            call()                      # untimed: first-call costs (JAX compiled already)
-        seconds: list[float] = []
-        peak = 0
-        while len(seconds) < args.repeats:
-            rss, _ = peak_rss()
-            reset_peak()
+        rss, _ = peak_rss()
+        reset_peak()
+        start = time.perf_counter()
+        out = call()
+        first = time.perf_counter() - start
+        peak = peak_rss()[1] - rss      # the first call's: later ones reuse freed memory
+        del out
+        seconds = [] if args.length <= args.warm_up else [first]
+        while len(seconds) < args.repeats and sum(seconds) + first <= args.budget:
             start = time.perf_counter()
-            out = call()
+            call()
             seconds.append(time.perf_counter() - start)
-            peak = max(peak, peak_rss()[1] - rss)
-            del out
-            if sum(seconds) > args.budget:
-                break
     except (MemoryError, RuntimeError, ValueError) as error:     # RuntimeError: torch, XLA
         result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
         return result

@@ -272,9 +272,10 @@ def joined(x: Any, size: int, *, xp: Any) -> Any:
     return x if x.shape[-2] == size else x[..., :size, :]
 
 
-def block_scores(qi: Any, kj: Any, keep: Any, scale: float, *, xp: Any) -> Any:
-    """``qi kjᵀ · scale`` with the masked scores at ``-inf``."""
-    s = (qi @ xp.matrix_transpose(kj)) * scale
+def block_scores(qi: Any, kj: Any, keep: Any, *, xp: Any) -> Any:
+    """``qi kjᵀ`` (``qi`` the queries already times the scale: one pass over ``(Q, d)``
+    instead of one over every block's scores) with the masked scores at ``-inf``."""
+    s = qi @ xp.matrix_transpose(kj)
     return s if keep is None else xp.where(keep, s, -math.inf)
 
 
@@ -316,7 +317,7 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
         def key_block(state: tuple[Any, Any, Any], y: Any) -> tuple[tuple[Any, Any, Any], None]:
             m, l, acc = state
             keep = blocks.keep(x["rows"], y["cols"], x.get("lens"), y.get("mask"), n_k, xp=xp)
-            s = block_scores(x["q"], y["k"], keep, scale, xp=xp)
+            s = block_scores(x["q"], y["k"], keep, xp=xp)
             m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))
             shift = xp.where(xp.isfinite(m_new), m_new, 0.0)     # -inf: nothing kept yet
             p = block_weights(s, shift, keep, xp=xp)
@@ -334,7 +335,7 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
         lse = xp.where(has, xp.where(xp.isfinite(m), m, 0.0) + xp.log(safe), 0.0)
         return None, (acc / safe, lse, has)
 
-    rows = {"q": t.queries(q, xp=xp), "rows": t.rows}
+    rows = {"q": t.queries(q * scale, xp=xp), "rows": t.rows}
     for name in ("lens", "mask"):
         if getattr(t, name) is not None:
             rows[name] = getattr(t, name)

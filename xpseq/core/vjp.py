@@ -415,7 +415,7 @@ def blockwise_back(q: Any, k: Any, v: Any, blocks: blockwise.BlockMask, scale: f
         return tuple(xp.zeros(x.shape, dtype=x.dtype, device=device) for x in (q, k, v))
     t = blockwise.Tiles.of(blocks, n_q, n_k, block_q, block_k, xp=xp, device=device)
     rows_d = xp.sum(d_out * out, axis=-1, keepdims=True)          # D: (..., Q, 1)
-    queries = {"q": t.queries(q, xp=xp), "do": t.queries(d_out, xp=xp),
+    queries = {"q": t.queries(q * scale, xp=xp), "do": t.queries(d_out, xp=xp),
                "lse": t.queries(lse, xp=xp), "D": t.queries(rows_d, xp=xp), "rows": t.rows}
     if t.lens is not None:
         queries["lens"] = t.lens
@@ -429,11 +429,11 @@ def blockwise_back(q: Any, k: Any, v: Any, blocks: blockwise.BlockMask, scale: f
 
         def query_block(sums: tuple[Any, Any], x: Any) -> tuple[tuple[Any, Any], Any]:
             keep = blocks.keep(x["rows"], y["cols"], x.get("lens"), x.get("mask"), n_k, xp=xp)
-            p = blockwise.block_weights(blockwise.block_scores(x["q"], kj, keep, scale, xp=xp),
+            p = blockwise.block_weights(blockwise.block_scores(x["q"], kj, keep, xp=xp),
                                         x["lse"], keep, xp=xp)
             ds = p * (x["do"] @ xp.matrix_transpose(vj) - x["D"])
-            dk_j, dv_j = sums
-            return ((dk_j + (xp.matrix_transpose(ds) @ x["q"]) * scale,
+            dk_j, dv_j = sums                       # x["q"] is q · scale
+            return ((dk_j + xp.matrix_transpose(ds) @ x["q"],
                      dv_j + xp.matrix_transpose(p) @ x["do"]), (ds @ kj) * scale)
 
         start = (xp.zeros((*lead, t.block_k, d), dtype=q.dtype, device=device),
@@ -458,8 +458,9 @@ def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Call
 
 
 def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: Any,
-                         num_heads: int, scale: float, *, xp: Any,
-                         need_weights: bool = True) -> tuple[tuple[Any, Any], Callable[..., Any]]:
+                         num_heads: int, scale: float, *, xp: Any, need_weights: bool = True,
+                         causal: bool = False,
+                         block: int | None = None) -> tuple[tuple[Any, Any], Callable[..., Any]]:
     """Multi-head attention of the queries ``q (..., Q, d_q)`` over keys and values already
     projected and split into heads, ``kh, vh (..., H, K, d/H)`` (:func:`heads`; a key/value
     cache, or an encoder memory projected once): the query projection ``W_q, b_q``,
@@ -474,9 +475,27 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
     keeps a key (:func:`xpseq.core.delegation.fused_attention`), the context is computed by
     it and ``backprop`` (when called, e.g. by PyTorch asked for hand-derived gradients)
     recomputes the weights it needs.
+
+    ``causal=True`` also masks the keys after each query (``j > i``: teacher forcing's
+    self-attention), without the caller building that ``(Q, K)`` mask. With ``block``
+    (and ``need_weights=False``) the context is :func:`xpseq.core.blockwise_attention`'s,
+    in blocks of ``block`` queries and keys, and ``backprop`` is
+    :func:`blockwise_back`: no ``(Q, K)`` array in either pass.
     """
     qh, q_bp = heads(q, p["W_q"], p.get("b_q"), num_heads, xp=xp)
     keep_c = kernels.heads_keep(keep, xp=xp)
+    if block is not None:
+        if need_weights:
+            raise ValueError("attention_over_heads: need_weights=True asks for the weights, "
+                             "which the blockwise path (block=...) never builds")
+        return _blockwise_over_heads(p, qh, q_bp, kh, vh, blockwise.BlockMask(
+            mask=keep_c, causal=causal), num_heads, scale, block, xp=xp)
+
+    if causal:                                  # (Q, K): key j <= query i
+        steps = [xp.arange(n, dtype=kernels.int_dtype(xp), device=compat.device(qh))
+                 for n in (qh.shape[-2], kh.shape[-2])]
+        below = steps[1] <= xp.expand_dims(steps[0], axis=-1)
+        keep_c = below if keep_c is None else keep_c & below
 
     def generic() -> tuple[Any, ...]:
         scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)
@@ -504,6 +523,26 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
         return dq, d_kh, d_vh, {n: g for n, g in grads.items() if p.get(n) is not None}
 
     return (out, weights if need_weights else None), backprop
+
+
+def _blockwise_over_heads(p: Mapping[str, Any], qh: Any, q_bp: Callable[..., Any], kh: Any,
+                          vh: Any, mask: blockwise.BlockMask, num_heads: int, scale: float,
+                          block: int, *, xp: Any) -> tuple[tuple[Any, None], Callable[..., Any]]:
+    """:func:`attention_over_heads` with the context of blockwise attention."""
+    context, lse, _ = blockwise.forward(qh, kh, vh, mask, scale, block, block, xp=xp)
+    out, out_bp = linear(kernels.merge_heads(context, xp=xp, num_heads=num_heads), p["W_o"],
+                         p.get("b_o"), xp=xp)
+
+    def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict[str, Any]]:
+        d_merged, d_Wo, d_bo = out_bp(d_out)
+        d_qh, d_kh, d_vh = blockwise_back(qh, kh, vh, mask, scale, block, block, context, lse,
+                                          kernels.split_heads(d_merged, num_heads, xp=xp),
+                                          xp=xp)
+        dq, d_Wq, d_bq = q_bp(d_qh)
+        grads = {"W_q": d_Wq, "b_q": d_bq, "W_o": d_Wo, "b_o": d_bo}
+        return dq, d_kh, d_vh, {n: g for n, g in grads.items() if p.get(n) is not None}
+
+    return (out, None), backprop
 
 
 def multi_head_attention(p: Mapping[str, Any], q: Any, k: Any, v: Any, keep: Any,

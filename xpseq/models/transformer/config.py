@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from xpseq.core import checks, kernels
+from xpseq.core.blockwise import DEFAULT_BLOCK
 
 from ..protocol import (
     DictConfig,
@@ -23,6 +24,11 @@ __all__ = ["TransformerConfig", "Config", "NORMS", "POSITIONS", "param_shapes", 
 
 NORMS = ("pre", "post")
 POSITIONS = ("sinusoidal", "learned")
+#: How attention is computed: the whole ``(Q, K)`` scores, blockwise
+#: (:func:`xpseq.core.blockwise_attention`), or blockwise above :data:`AUTO_KEYS` keys.
+ATTENTION_PATHS = ("plain", "blockwise", "auto")
+#: ``attention="auto"`` attends blockwise over more keys than this.
+AUTO_KEYS = 1024
 ATTENTION = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 FF = ("W_1", "b_1", "W_2", "b_2")
 LN = ("g", "b")
@@ -50,6 +56,14 @@ class TransformerConfig(DictConfig):
     label_smoothing : float in ``[0, 1)``
         For the training loss (the dev loss is the plain negative log-likelihood).
     max_len : int, the most positions a learned table holds (and a sentence may have)
+    attention : {"auto", "plain", "blockwise"}
+        ``"plain"`` computes every attention from its whole ``(queries, keys)`` scores;
+        ``"blockwise"`` by :func:`xpseq.core.blockwise_attention` (memory linear in the
+        lengths, in training and decoding; the same values to rounding); ``"auto"`` (the
+        default) blockwise where the keys are more than :data:`AUTO_KEYS`, plain below.
+        The cross-attention weights a caller asks for (``need_weights``) and an ONNX
+        export (whose lengths are unknown when it is traced) take the plain path.
+    attention_block : int, the queries and keys per block of the blockwise path
 
     Notes
     -----
@@ -71,13 +85,16 @@ class TransformerConfig(DictConfig):
     tie_output: bool = False
     label_smoothing: float = 0.0
     max_len: int = 512
+    attention: str = "auto"
+    attention_block: int = DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
         name = "TransformerConfig"
         for field, kind in (("src_vocab", "vocab"), ("tgt_vocab", "vocab"),
                             ("d_model", "width"), ("heads", "width"),
                             ("encoder_layers", "layers"), ("decoder_layers", "layers"),
-                            ("d_ff", "width"), ("max_len", "width")):
+                            ("d_ff", "width"), ("max_len", "width"),
+                            ("attention_block", "width")):
             check_size(name, field, getattr(self, field), kind)
         if self.d_model % self.heads:
             raise ValueError(f"{name}: heads ({self.heads}) must divide d_model "
@@ -86,6 +103,7 @@ class TransformerConfig(DictConfig):
             raise ValueError(f"{name}: sinusoidal positions need an even d_model, got "
                              f"{self.d_model}")
         for field, choices in (("norm", NORMS), ("positions", POSITIONS),
+                               ("attention", ATTENTION_PATHS),
                                ("activation", tuple(kernels.ACTIVATIONS))):
             if getattr(self, field) not in choices:
                 raise ValueError(f"{name}: {field} must be one of {list(choices)}, got "

@@ -19,6 +19,7 @@ from ..protocol import (
     named_grads,
 )
 from .config import (
+    AUTO_KEYS,
     LN_EPS,
     TransformerConfig,
     _group,
@@ -99,19 +100,33 @@ def _scale(config: TransformerConfig) -> float:
     return 1.0 / math.sqrt(config.d_model // config.heads)
 
 
+def _block(config: TransformerConfig, keys: Any) -> int | None:
+    """The block size of blockwise attention over ``keys`` keys (``config.attention``), or
+    ``None`` for the plain path (which a length unknown at trace time also takes)."""
+    if config.attention == "plain" or not isinstance(keys, int):
+        return None
+    if config.attention == "blockwise" or keys > AUTO_KEYS:
+        return config.attention_block
+    return None
+
+
 def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
-                    extend: Callable[..., Any] | None, *, xp: Any) -> Callable[..., Any]:
+                    extend: Callable[..., Any] | None, *, xp: Any,
+                    causal: bool = False) -> Callable[..., Any]:
     """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over itself, ``aux`` the
     keys and values attended over. ``extend(kh, vh) -> (kh, vh)`` places the new keys and
     values among those of earlier positions (a decoder step's cache); ``None`` attends to
-    ``h``'s own (the encoder, teacher forcing: the only case that backpropagates)."""
+    ``h``'s own (the encoder, teacher forcing: the only case that backpropagates).
+    ``causal``: each position attends to itself and those before it."""
     def body(h: Any) -> tuple[Any, ...]:
         kh, k_bp = vjp.heads(h, p["W_k"], p["b_k"], config.heads, xp=xp)
         vh, v_bp = vjp.heads(h, p["W_v"], p["b_v"], config.heads, xp=xp)
         if extend is not None:
             kh, vh = extend(kh, vh)
+        block = _block(config, kh.shape[-2])
         (out, _), att_bp = vjp.attention_over_heads(p, h, kh, vh, keep, config.heads,
-                                                    _scale(config), xp=xp)
+                                                    _scale(config), xp=xp, causal=causal,
+                                                    need_weights=block is None, block=block)
 
         def body_bp(dy: Any) -> tuple[Any, dict[str, Any]]:
             dq, d_kh, d_vh, g = att_bp(dy)
@@ -130,9 +145,11 @@ def _cross_attention(p: Mapping[str, Any], config: TransformerConfig, kv: tuple[
     values ``kv`` (see :func:`_cross_keys_vjp`); ``aux`` the weights (``None`` without
     ``need_weights``); ``body_bp(dy) -> (dh, (g, d_kh, d_vh))``."""
     def body(h: Any) -> tuple[Any, ...]:
+        block = None if need_weights else _block(config, kv[0].shape[-2])
         (out, weights), att_bp = vjp.attention_over_heads(p, h, *kv, keep, config.heads,
                                                           _scale(config), xp=xp,
-                                                          need_weights=need_weights)
+                                                          need_weights=need_weights,
+                                                          block=block)
 
         def body_bp(dy: Any) -> tuple[Any, tuple[Any, ...]]:
             dh, d_kh, d_vh, g = att_bp(dy)
@@ -252,9 +269,7 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
     t, device = tgt.shape[1], compat.device(tgt)
     here = None         # bound on every path: torch.compile reads extend's closure whole
     if cache is None:
-        steps = xp.arange(t, dtype=kernels.int_dtype(xp), device=device)
-        self_keep = xp.expand_dims(steps, axis=-1) >= steps                  # (T, T): k <= q
-        offset, new_cache = None, None
+        self_keep, offset, new_cache = None, None, None                # causal: k <= q
     else:
         if t != 1:
             raise ValueError(f"_decoder_forward: a cached step takes one position per row, "
@@ -282,7 +297,7 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
     for i, p in enumerate(g["dec"]):
         x, kv, self_bp = _sublayer_vjp(config, x, p["ln1"], keep.get(f"dec{i}.self"),
                                        _self_attention(p["self"], config, self_keep, extend(i),
-                                                       xp=xp), xp=xp)
+                                                       xp=xp, causal=cache is None), xp=xp)
         if new_cache is not None:
             new_cache[f"k{i}"], new_cache[f"v{i}"] = kv
         x, w, cross_bp = _sublayer_vjp(config, x, p["ln2"], keep.get(f"dec{i}.cross"),

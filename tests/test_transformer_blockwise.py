@@ -1,0 +1,132 @@
+"""The Transformer with blockwise attention (``attention="blockwise"``, in blocks of 2
+queries and keys here so that the toy sentences span several): the same logits, loss
+gradients (hand-derived and by autodiff) and decoded ids as the plain path, and the choice
+``attention="auto"`` makes by length."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from xpseq import backends, models
+from xpseq.core import blockwise
+from xpseq.models.transformer import layers
+from xpseq.search import SearchOptions, search
+
+T = models.get("transformer")
+PLAIN = T.Config(src_vocab=11, tgt_vocab=13, d_model=8, heads=2, encoder_layers=2,
+                 decoder_layers=2, d_ff=12, attention="plain")
+BLOCKWISE = dataclasses.replace(PLAIN, attention="blockwise", attention_block=2)
+BATCH = {"src": np.array([[4, 5, 6, 7, 8, 2, 0], [7, 8, 2, 0, 0, 0, 0], [9, 2, 0, 0, 0, 0, 0]]),
+         "src_len": np.array([6, 3, 2]),
+         "tgt_in": np.array([[1, 5, 6, 7, 8], [1, 9, 10, 0, 0], [1, 12, 0, 0, 0]]),
+         "tgt_out": np.array([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0], [12, 2, 0, 0, 0]])}
+
+
+def on(be, tree):
+    return {k: be.asarray(v) for k, v in tree.items()}
+
+
+def counting_blocks(monkeypatch) -> list:
+    """Record each call of the blockwise forward pass (to show the path was taken)."""
+    calls: list = []
+    real = blockwise.forward
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(blockwise, "forward", spy)
+    return calls
+
+
+def test_the_logits_and_hand_derived_gradients_equal_the_plain_paths(monkeypatch):
+    params = T.init_params(PLAIN, seed=1)
+    ref_logits, _ = T.forward(params, PLAIN, BATCH["src"], BATCH["src_len"], BATCH["tgt_in"],
+                              need_weights=False)
+    ref_value, ref_grads = T.loss_and_grad(params, PLAIN, BATCH)
+    calls = counting_blocks(monkeypatch)
+    logits, weights = T.forward(params, BLOCKWISE, BATCH["src"], BATCH["src_len"],
+                                BATCH["tgt_in"], need_weights=False)
+    # two layers each side: encoder self, decoder self and cross attention
+    assert len(calls) == 6 and weights is None
+    np.testing.assert_allclose(logits, ref_logits, rtol=1e-12, atol=1e-12)
+    value, grads = T.loss_and_grad(params, BLOCKWISE, BATCH)
+    assert float(value) == pytest.approx(float(ref_value), rel=1e-12)
+    for name, g in ref_grads.items():
+        np.testing.assert_allclose(grads[name], g, rtol=1e-10, atol=1e-13, err_msg=name)
+
+
+@pytest.mark.slow_on("jax")
+def test_autodiff_through_the_blockwise_forward_gives_the_plain_gradients(grad_backend):
+    be = grad_backend
+    params = T.init_params(PLAIN, seed=2)
+    _, ref_grads = T.loss_and_grad(params, PLAIN, BATCH)
+
+    def loss(p, b):
+        return T.kernels.loss(p, BLOCKWISE, b, None, scan=be.scan, custom_vjp=None, xp=be.xp)
+
+    _, grads = be.value_and_grad(loss)(on(be, params), on(be, BATCH))
+    for name, g in ref_grads.items():
+        np.testing.assert_allclose(be.to_numpy(grads[name]), g, rtol=1e-10, atol=1e-13,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_decoding_gives_the_plain_paths_ids(backend, method):
+    """The search step (its self-attention over the key/value cache, the cross-attention of
+    the layers whose weights nobody asks for) blockwise: the same ids and scores."""
+    beam = {"k": 3, "n_best": 2} if method == "beam" else {}
+    options = SearchOptions(method=method, max_len_a=0.0, max_len_b=7.0, **beam)
+    params = on(backend, T.init_params(PLAIN, seed=4))
+    ref = search(params, PLAIN, BATCH["src"], BATCH["src_len"], backend, options)
+    hyp = search(params, BLOCKWISE, BATCH["src"], BATCH["src_len"], backend, options)
+    np.testing.assert_array_equal(hyp.tokens, ref.tokens)
+    np.testing.assert_allclose(hyp.scores, ref.scores, rtol=1e-10)
+
+
+def test_the_cached_step_is_blockwise_over_a_long_cache(monkeypatch):
+    """A step's self-attention over a cache of 6 positions in blocks of 2, with a fixed
+    capacity (the positions after the step masked) and a growing cache: the plain path's
+    log-probabilities."""
+    xp = backends.get("numpy").xp
+    params = T.init_params(PLAIN, seed=8)
+    src, src_len = BATCH["src"], BATCH["src_len"]
+    for capacity in (6, None):
+        steps = []
+        for config in (PLAIN, BLOCKWISE):
+            encoded = T.kernels.encode(params, config, src, src_len, scan=None, xp=xp)
+            step, state = T.kernels.decoder(params, config, encoded, max_len=capacity, xp=xp)
+            out = []
+            for y in ([1, 1, 1], [5, 9, 12], [6, 2, 3], [7, 4, 4], [8, 4, 2]):
+                logp, state, _ = step(state, np.array(y))
+                out.append(logp)
+            steps.append(out)
+        for t, (a, b) in enumerate(zip(*steps)):
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12, err_msg=f"step {t}")
+
+
+def test_auto_attends_blockwise_above_its_measured_length(monkeypatch):
+    auto = dataclasses.replace(PLAIN, attention="auto", attention_block=2)
+    params = T.init_params(auto, seed=5)
+    calls = counting_blocks(monkeypatch)
+    T.forward(params, auto, BATCH["src"], BATCH["src_len"], BATCH["tgt_in"],
+              need_weights=False)
+    assert calls == []                          # 7 source and 5 target positions: plain
+    monkeypatch.setattr(layers, "AUTO_KEYS", 6)
+    T.forward(params, auto, BATCH["src"], BATCH["src_len"], BATCH["tgt_in"],
+              need_weights=False)
+    # over the 7 source positions (> 6): the encoder's self-attention and the decoder's
+    # cross-attention, two layers each; the decoder's self-attention (5 keys) stays plain
+    assert [shape[-2] for shape in calls] == [7, 7, 5, 5]
+
+
+def test_the_options_are_checked():
+    with pytest.raises(ValueError, match=r"attention must be one of \['plain', 'blockwise', "
+                                         r"'auto'\], got 'flash'"):
+        dataclasses.replace(PLAIN, attention="flash")
+    with pytest.raises(ValueError, match="attention_block must be a positive int, got 0"):
+        dataclasses.replace(PLAIN, attention_block=0)
+    assert T.Config(src_vocab=5, tgt_vocab=5).attention == "auto"
