@@ -609,6 +609,32 @@ def test_lesson16_hand_derived_layer_norm_matches_autodiff_and_differences():
     assert f["numpy_fd_max_diff"] <= 1e-7
 
 
+# ------------------------------------------------------------ 17. online softmax
+
+
+def test_lesson17_blockwise_attention_is_exact_and_keeps_no_weights():
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    f = facts(17)
+    q, k, v, d_out = (np.asarray(f[n]) for n in ("q", "k", "v", "d_out"))
+    # Softmax attention and its gradient written out here, row by row.
+    s = q @ k.T / math.sqrt(f["d"])
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    dp = d_out @ v.T
+    ds = p * (dp - (dp * p).sum(axis=1, keepdims=True))
+    expected = (ds @ k / math.sqrt(f["d"]), ds.T @ q / math.sqrt(f["d"]), p.T @ d_out)
+    for name in ("numpy", "jax", "torch"):
+        np.testing.assert_allclose(f[f"{name}_context"], p @ v, rtol=0, atol=1e-13)
+        for got, want in zip(f[f"{name}_grads"], expected):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        assert f[f"{name}_context_diff"] <= 1e-13 and f[f"{name}_grad_diff"] <= 1e-12
+        # The plain backward keeps the (n, n) weights; the blockwise rule keeps q, k, v,
+        # the context (n, d each) and the rows' log-sum-exp (n), in float64.
+        assert f[f"{name}_plain_kept"] >= f["weights_bytes"]
+        assert f[f"{name}_blockwise_kept"] <= (4 * f["n"] * f["d"] + f["n"]) * 8 + 1024
+
+
 # --------------------------------------------------------------------------- docs
 
 

@@ -40,6 +40,7 @@ module                  contents
 ``bfloat16``            14. bfloat16's 8 bits, and what mixed precision keeps in float32
 ``kv_cache``            15. the causal mask and the key/value cache give the same logits
 ``layer_norm_vjp``      16. layer norm's backward by hand, against jax, torch and differences
+``online_softmax``      17. attention in blocks: exact, and a backward that recomputes
 ``_common``             :class:`Lesson`, the registry, the table and its number formats
 ``cli``                 :func:`format_lesson` and :func:`main` (the command line)
 ======================  ===========================================================
@@ -84,6 +85,7 @@ from .broadcast_sum import lesson_broadcast_sum
 from .bfloat16 import ONES, lesson_bfloat16
 from .kv_cache import lesson_kv_cache
 from .layer_norm_vjp import lesson_layer_norm_vjp
+from .online_softmax import lesson_online_softmax
 # isort: on
 
 from .cli import format_code, format_lesson, main
@@ -95,5 +97,5 @@ __all__ = ["Lesson", "LESSONS", "FRAMEWORKS", "format_lesson", "installed", "mai
            "lesson_float64_checks", "lesson_mutation", "lesson_retracing",
            "lesson_unroll_vs_scan", "lesson_prng", "lesson_forward_reverse",
            "lesson_broadcast_sum", "lesson_bfloat16", "ONES", "lesson_kv_cache",
-           "lesson_layer_norm_vjp", "format_code", "code_sections"]
+           "lesson_layer_norm_vjp", "lesson_online_softmax", "format_code", "code_sections"]
 
