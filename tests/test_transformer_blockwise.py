@@ -130,3 +130,29 @@ def test_the_options_are_checked():
     with pytest.raises(ValueError, match="attention_block must be a positive int, got 0"):
         dataclasses.replace(PLAIN, attention_block=0)
     assert T.Config(src_vocab=5, tgt_vocab=5).attention == "auto"
+
+
+@pytest.mark.slow                                   # (an ndonnx trace of ~10 s)
+def test_an_export_of_a_blockwise_model_decodes_its_ids(tmp_path):
+    """The export traces lengths it does not know, so its graphs attend plainly; decoded on
+    onnxruntime they give the ids and scores the blockwise model gives on NumPy."""
+    pytest.importorskip("onnxruntime")
+    from xpseq import export
+    from xpseq.export.runtime import OnnxModel
+    from xpseq.train import checkpoint
+
+    params = T.init_params(BLOCKWISE, seed=11)
+    specials = ["<pad>", "<s>", "</s>", "<unk>"]
+    vocabs = {"src": specials + [f"s{i}" for i in range(4, BLOCKWISE.src_vocab)],
+              "tgt": specials + [f"t{i}" for i in range(4, BLOCKWISE.tgt_vocab)]}
+    path = checkpoint.save(tmp_path / "blockwise.safetensors", config=BLOCKWISE, params=params,
+                           vocabs=vocabs)
+    folder = export.onnx(path, tmp_path / "onnx", dtype="float64")
+    onnx_model = OnnxModel(folder, threads=1)
+    np_be = backends.get("numpy")
+    for options in (SearchOptions(max_len_a=0.0, max_len_b=7.0),
+                    SearchOptions(method="beam", k=3, n_best=2, max_len_a=0.0, max_len_b=7.0)):
+        want = search(params, BLOCKWISE, BATCH["src"], BATCH["src_len"], np_be, options)
+        got = onnx_model.search(BATCH["src"], BATCH["src_len"], options)
+        np.testing.assert_array_equal(got.tokens, want.tokens)
+        np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-10)
