@@ -366,6 +366,134 @@ def draw(runs: Sequence[dict[str, Any]], path: pathlib.Path) -> None:
     plt.close(fig)
 
 
+# ------------------------------------------------------------------- long attention
+#
+# The recorded runs of scripts/bench_long_attention.py: the newest one's tables, fitted
+# exponents and ratios in the block "long-attention", and its curves in a chart.
+
+LONG_PATHS = {"numpy-plain": "NumPy, plain", "numpy-blockwise": "NumPy, blockwise",
+              "torch-plain": "PyTorch, plain", "torch-blockwise": "PyTorch, blockwise",
+              "torch-sdpa": "PyTorch's SDPA", "jax-plain": "JAX, plain",
+              "jax-blockwise": "JAX, blockwise", "jax-dpa": "jax.nn.dot_product_attention"}
+LONG_PEERS = (("jax-blockwise", "jax-dpa"), ("torch-blockwise", "torch-sdpa"))
+
+
+def newest_long_attention(folder: pathlib.Path) -> dict[str, Any] | None:
+    """The newest recorded run of ``folder`` (by name), with ``file`` added; ``None`` if
+    there is none."""
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        return None
+    data = json.loads(files[-1].read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or "points" not in data:
+        raise ValueError(f"{files[-1]}: not a results file of scripts/bench_long_attention.py")
+    data["file"] = files[-1].name
+    return data
+
+
+def long_attention_block(run: dict[str, Any]) -> str:
+    """The run's tables (time and peak memory by length, forward and backward), fitted
+    exponents, longest lengths and ratios to the libraries' own kernels."""
+    points = [p for p in run["points"] if "median" in p]
+    at = {(p["mode"], p["path"], p["length"]): p for p in points}
+    paths = [p for p in LONG_PATHS if any(q["path"] == p for q in run["points"])]
+    lines = [f"Run `{run['file']}`: {common.machine_text(run['machine'])}; "
+             f"{common.versions_text(run['versions'])}; {run['threads']} threads; batch 1, "
+             f"{run['heads']} heads, depth {run['depth']}, {run['dtype']}, self-attention, "
+             f"blocks of {run['block']}. `{run['command']}`", ""]
+    for mode in ("forward", "backward"):
+        lines += [f"**{mode}** (time / peak memory; a blank: failed or not run)", ""]
+        lengths = sorted({p["length"] for p in points if p["mode"] == mode})
+        rows = []
+        for n in lengths:
+            cells = []
+            for path in paths:
+                p = at.get((mode, path, n))
+                cells.append("" if p is None else
+                             f"{p['median']:.3g} s / {p['peak_bytes'] / 2**20:,.0f} MiB")
+            rows.append([f"{n:,}", *cells])
+        lines += [common.markdown_table(["length", *(LONG_PATHS[p] for p in paths)], rows), ""]
+    rows = []
+    for path in paths:
+        cells = [LONG_PATHS[path]]
+        for mode in ("forward", "backward"):
+            fit = run["exponents"].get(f"{mode} {path}", {})
+            cells += ["-" if fit.get(k) is None else f"{fit[k]:.2f}"
+                      for k in ("median", "peak_bytes")]
+            longest = run["longest"].get(f"{mode} {path}")
+            cells.append("-" if longest is None else f"{longest:,}")
+        rows.append(cells)
+    lines += ["**Exponents** of time and memory against length (least squares from 2,048 "
+              "tokens on) and the longest length each path ran:", "",
+              common.markdown_table(["path", "forward time", "forward memory",
+                                     "forward longest", "backward time", "backward memory",
+                                     "backward longest"], rows), ""]
+    rows = []
+    for n in sorted({p["length"] for p in points}):
+        cells = []
+        for ours, theirs in LONG_PEERS:
+            for mode in ("forward", "backward"):
+                a, b = at.get((mode, ours, n)), at.get((mode, theirs, n))
+                cells.append("" if a is None or b is None else f"{a['median'] / b['median']:.2f}")
+        if any(cells):
+            rows.append([f"{n:,}", *cells])
+    lines += ["**Ratios**, time of xpseq's blockwise path ÷ the library's own kernel (below "
+              "1: xpseq faster):", "",
+              common.markdown_table(["length", "JAX forward", "JAX backward",
+                                     "PyTorch forward", "PyTorch backward"], rows)]
+    sweep = run.get("block_sweep") or []
+    if sweep:
+        columns = sorted({(p["mode"], p["path"]) for p in sweep},
+                         key=lambda c: (c[0] != "forward", list(LONG_PATHS).index(c[1])))
+        found = {(p["mode"], p["path"], p["block"]): p for p in sweep if "median" in p}
+        rows = [[f"{b:,}", *("" if (m, p, b) not in found else
+                             f"{found[(m, p, b)]['median']:.3g} s" for m, p in columns)]
+                for b in sorted({p["block"] for p in sweep})]
+        length = sweep[0]["length"]
+        lines += ["", f"**Block sizes** at {length:,} tokens, time per call (what the default "
+                  "block size is chosen by):", "",
+                  common.markdown_table(["block", *(f"{LONG_PATHS[p]}, {m}" for m, p in columns)],
+                                        rows)]
+    return "\n".join(lines)
+
+
+def draw_long_attention(run: dict[str, Any], path: pathlib.Path) -> None:
+    """Time and peak memory against length, forward and backward, log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
+    for col, mode in enumerate(("forward", "backward")):
+        for path_name, label in LONG_PATHS.items():
+            pts = sorted((p["length"], p["median"], p["peak_bytes"]) for p in run["points"]
+                         if p["mode"] == mode and p["path"] == path_name and "median" in p)
+            if not pts:
+                continue
+            # colour: the library; line: plain (dashed), blockwise (solid), own (dotted)
+            style = "-" if "blockwise" in path_name else ("--" if "plain" in path_name
+                                                          else ":")
+            colour = {"numpy": "#1f77b4", "torch": "#d62728", "jax": "#2ca02c"}[
+                path_name.split("-")[0]]
+            n, t, m = zip(*pts)
+            axes[0][col].plot(n, t, style, color=colour, marker="o", markersize=3, label=label)
+            axes[1][col].plot(n, [b / 2**20 for b in m], style, color=colour, marker="o",
+                              markersize=3, label=label)
+        axes[0][col].set_title(f"{mode}: seconds per call")
+        axes[1][col].set_title(f"{mode}: peak memory (MiB)")
+        for ax in (axes[0][col], axes[1][col]):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.grid(True, which="major", alpha=0.3)
+        axes[1][col].set_xlabel("sequence length (queries = keys)")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"Attention against length: {run['file']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": "xpseq scripts/bench_page.py"})
+    plt.close(fig)
+
+
 # ------------------------------------------------------------------------------ pages
 
 
@@ -421,12 +549,15 @@ def unrecorded_figures(prose: str, runs: Sequence[dict[str, Any]], generated: st
     return sorted({f for f in FIGURE.findall(prose) if f not in known})
 
 
-def pages(runs: Sequence[dict[str, Any]], page: pathlib.Path,
-          readme: pathlib.Path) -> dict[pathlib.Path, str]:
+def pages(runs: Sequence[dict[str, Any]], page: pathlib.Path, readme: pathlib.Path,
+          long_run: dict[str, Any] | None = None) -> dict[pathlib.Path, str]:
     """The new text of ``page`` and ``readme``."""
     text = page.read_text(encoding="utf-8")
     text = replace_block(text, "summary", summary_block(runs), str(page))
     text = replace_block(text, "runs", run_block(runs), str(page))
+    if long_run is not None:
+        text = replace_block(text, "long-attention", long_attention_block(long_run),
+                             str(page))
     readme_text = replace_block(readme.read_text(encoding="utf-8"), "readme",
                                 readme_block(runs), str(readme))
     return {page: text, readme: readme_text}
@@ -439,13 +570,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--page", default=str(ROOT / "docs" / "benchmarks.md"))
     p.add_argument("--readme", default=str(ROOT / "README.md"))
     p.add_argument("--chart", default=str(ROOT / "docs" / "_static" / "bench_summary.png"))
+    p.add_argument("--long-attention", default=str(ROOT / "benchmarks" / "long-attention"),
+                   help="the folder of scripts/bench_long_attention.py's recorded runs")
+    p.add_argument("--long-chart", default=str(ROOT / "docs" / "_static" / "long_attention.png"))
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if a page's blocks differ from the runs'")
     args = p.parse_args(argv)
     runs = load_runs(pathlib.Path(args.results))
     if not runs:
         p.error(f"no recorded runs in {args.results} (bench.py --record DIR makes them)")
-    new = pages(runs, pathlib.Path(args.page), pathlib.Path(args.readme))
+    long_run = newest_long_attention(pathlib.Path(args.long_attention))
+    new = pages(runs, pathlib.Path(args.page), pathlib.Path(args.readme), long_run)
     if args.check:
         stale = [str(path) for path, text in new.items()
                  if path.read_text(encoding="utf-8") != text]
@@ -454,7 +589,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "run python scripts/bench_page.py", file=sys.stderr)
         page, readme = (new[pathlib.Path(args.page)], new[pathlib.Path(args.readme)])
         generated = "".join([block(page, "summary"), block(page, "runs"),
-                             block(readme, "readme")])
+                             block(page, "long-attention"), block(readme, "readme")])
+        if long_run is not None:
+            generated += json.dumps(long_run)
         missing = {args.page: unrecorded_figures(outside_blocks(page), runs, generated),
                    args.readme: unrecorded_figures(outside_blocks(speed_text(readme)), runs,
                                                    generated)}
@@ -466,7 +603,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path, text in new.items():
         path.write_text(text, encoding="utf-8")
     draw(runs, pathlib.Path(args.chart))
-    print(f"{len(runs)} runs: wrote {', '.join(str(p) for p in new)} and {args.chart}")
+    charts = [args.chart]
+    if long_run is not None:
+        draw_long_attention(long_run, pathlib.Path(args.long_chart))
+        charts.append(args.long_chart)
+    print(f"{len(runs)} runs: wrote {', '.join(str(p) for p in new)} and {', '.join(charts)}")
     return 0
 
 

@@ -40,10 +40,11 @@ from .masking import check_mask, lengths_array, lengths_for
 
 __all__ = ["blockwise_attention", "hand_derived_attention", "DEFAULT_BLOCK"]
 
-#: The default query and key block sizes: the fastest of 64 to 1,024 for the forward and
-#: backward passes at 4,096 tokens on JAX and PyTorch (on NumPy 256 and 512 tie), in the
-#: recorded runs of ``scripts/bench_long_attention.py --blocks``. A block's scores take
-#: ``4 heads x 512 x 512`` floats (4 MiB in float32) whatever the length.
+#: The default query and key block sizes: of 128, 256, 512 and 1,024, the fastest on
+#: NumPy, PyTorch and JAX, forward and backward, at 4,096 tokens (4 heads of depth 64,
+#: float32: ``scripts/bench_long_attention.py --blocks``, recorded on the benchmarks
+#: page). A block's scores take ``4 heads x 512 x 512`` floats (4 MiB in float32)
+#: whatever the length.
 DEFAULT_BLOCK = 512
 
 
@@ -52,7 +53,7 @@ class BlockMask:
     """What masks the scores: ``lens``, lengths that broadcast against the scores less
     their key axis (from :func:`xpseq.core.masking.lengths_for`), or ``None``; ``mask``, a
     boolean array that broadcasts to the scores, or ``None``; ``causal``: keys ``j <= i``
-    only. :func:`tiles` cuts ``lens`` and ``mask`` into blocks and :meth:`keep` builds one
+    only. :class:`Tiles` cuts ``lens`` and ``mask`` into blocks and :meth:`keep` builds one
     block's keep mask from them."""
 
     lens: Any = None
