@@ -19,15 +19,16 @@ inputs already made (later calls would reuse memory the first freed to the alloc
 path stops at its first failure. Up to ``--warm-up`` tokens that first call is not timed;
 the time is the median of up to ``--repeats`` later calls (above it, of the first call
 and later ones), fewer when they would take more than ``--budget`` seconds: the longest
-lengths are one call each, which the results say. JAX's functions are compiled before the first call. Threads: ``--threads`` (default 2, this machine's cores) for every library: torch's
-intra-op pool, NumPy's BLAS and XLA's process affinity.
+lengths are one call each, which the results say. JAX's functions are compiled before
+the first call. Threads: ``--threads`` (default 2, this machine's cores) for every library:
+torch's intra-op pool, NumPy's BLAS and XLA's process affinity. glibc's allocator settings
+(``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``) are recorded with the run.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import pathlib
 import resource
 import statistics
@@ -44,6 +45,9 @@ PATHS = ("numpy-plain", "numpy-blockwise", "torch-plain", "torch-blockwise", "to
 MODES = ("forward", "backward")
 LENGTHS = tuple(256 * 2 ** i for i in range(9))               # 256 .. 65,536
 HEADS, DEPTH = 4, 64
+#: glibc's allocator settings, recorded with each run (they change how fast a loop that
+#: allocates and frees blocks of a few MiB runs: the benchmarks page says how).
+MALLOC_VARS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 
 # ------------------------------------------------------------------ one point, in a child
@@ -314,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     machine = common.machine()
     versions = common.package_versions(("xpseq", "numpy", "torch", "jax", "jaxlib"))
     print(f"machine: {common.machine_text()}; {common.versions_text(versions)}; "
-          f"threads {args.threads}", flush=True)
+          f"threads {args.threads}; {common.settings_text(common.env_vars(MALLOC_VARS))}",
+          flush=True)
     blocks = block_sweep(args) if args.blocks else []
     data = sweep(args)
     points = data["points"]
@@ -337,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             "command": common.command_line("bench_long_attention.py", argv),
             "machine": machine, "versions": versions, "threads": args.threads,
             "heads": HEADS, "depth": DEPTH, "dtype": "float32", "block": args.block,
-            "memory_limit_gib": args.memory_limit, "block_sweep": blocks, "points": points,
+            "memory_limit_gib": args.memory_limit,
+            "malloc": common.env_vars(MALLOC_VARS), "block_sweep": blocks, "points": points,
             "exponents": exponents, "longest": longest, "tables": tables})
         print(f"recorded {path}")
     return 0

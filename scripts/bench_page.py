@@ -400,7 +400,10 @@ def long_attention_block(run: dict[str, Any]) -> str:
     lines = [f"Run `{run['file']}`: {common.machine_text(run['machine'])}; "
              f"{common.versions_text(run['versions'])}; {run['threads']} threads; batch 1, "
              f"{run['heads']} heads, depth {run['depth']}, {run['dtype']}, self-attention, "
-             f"blocks of {run['block']}. `{run['command']}`", ""]
+             f"blocks of {run['block']}"
+             + "".join(f"; {name}={value}" for name, value in (run.get("malloc") or {}).items()
+                       if value is not None)
+             + f". `{run['command']}`", ""]
     for mode in ("forward", "backward"):
         lines += [f"**{mode}** (time / peak memory; a blank: failed or not run)", ""]
         lengths = sorted({p["length"] for p in points if p["mode"] == mode})
@@ -550,14 +553,15 @@ def unrecorded_figures(prose: str, runs: Sequence[dict[str, Any]], generated: st
 
 
 def pages(runs: Sequence[dict[str, Any]], page: pathlib.Path, readme: pathlib.Path,
-          long_run: dict[str, Any] | None = None) -> dict[pathlib.Path, str]:
+          long_runs: dict[str, dict[str, Any] | None] | None = None
+          ) -> dict[pathlib.Path, str]:
     """The new text of ``page`` and ``readme``."""
     text = page.read_text(encoding="utf-8")
     text = replace_block(text, "summary", summary_block(runs), str(page))
     text = replace_block(text, "runs", run_block(runs), str(page))
-    if long_run is not None:
-        text = replace_block(text, "long-attention", long_attention_block(long_run),
-                             str(page))
+    for name, run in (long_runs or {}).items():
+        if run is not None:
+            text = replace_block(text, name, long_attention_block(run), str(page))
     readme_text = replace_block(readme.read_text(encoding="utf-8"), "readme",
                                 readme_block(runs), str(readme))
     return {page: text, readme: readme_text}
@@ -572,6 +576,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--chart", default=str(ROOT / "docs" / "_static" / "bench_summary.png"))
     p.add_argument("--long-attention", default=str(ROOT / "benchmarks" / "long-attention"),
                    help="the folder of scripts/bench_long_attention.py's recorded runs")
+    p.add_argument("--long-attention-malloc",
+                   default=str(ROOT / "benchmarks" / "long-attention-malloc"),
+                   help="its runs with glibc's allocator settings changed")
     p.add_argument("--long-chart", default=str(ROOT / "docs" / "_static" / "long_attention.png"))
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if a page's blocks differ from the runs'")
@@ -579,8 +586,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = load_runs(pathlib.Path(args.results))
     if not runs:
         p.error(f"no recorded runs in {args.results} (bench.py --record DIR makes them)")
-    long_run = newest_long_attention(pathlib.Path(args.long_attention))
-    new = pages(runs, pathlib.Path(args.page), pathlib.Path(args.readme), long_run)
+    long_runs = {"long-attention": newest_long_attention(pathlib.Path(args.long_attention)),
+                 "long-attention-malloc": newest_long_attention(
+                     pathlib.Path(args.long_attention_malloc))}
+    long_run = long_runs["long-attention"]
+    new = pages(runs, pathlib.Path(args.page), pathlib.Path(args.readme), long_runs)
     if args.check:
         stale = [str(path) for path, text in new.items()
                  if path.read_text(encoding="utf-8") != text]
@@ -589,9 +599,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "run python scripts/bench_page.py", file=sys.stderr)
         page, readme = (new[pathlib.Path(args.page)], new[pathlib.Path(args.readme)])
         generated = "".join([block(page, "summary"), block(page, "runs"),
-                             block(page, "long-attention"), block(readme, "readme")])
-        if long_run is not None:
-            generated += json.dumps(long_run)
+                             *(block(page, name) for name in long_runs),
+                             block(readme, "readme"),
+                             *(json.dumps(r) for r in long_runs.values() if r is not None)])
         missing = {args.page: unrecorded_figures(outside_blocks(page), runs, generated),
                    args.readme: unrecorded_figures(outside_blocks(speed_text(readme)), runs,
                                                    generated)}
