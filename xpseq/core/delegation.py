@@ -167,7 +167,8 @@ def scan(xp: Any) -> Callable[..., Any]:
     ``jax.lax.scan`` on JAX, :func:`xpseq.core.loops.scan` (a Python loop, the same
     semantics) elsewhere."""
     if library(xp) == "jax":
-        return sys.modules["jax"].lax.scan
+        jax_scan: Callable[..., Any] = sys.modules["jax"].lax.scan
+        return jax_scan
     return loops.scan
 
 

@@ -50,9 +50,9 @@ def numpy_attention_vjp(q: Any, k: Any, v: Any, d_out: Any,
     masked softmax, weighted sum)."""
     xp, scale = backends.get("numpy").xp, 1.0 / math.sqrt(q.shape[-1])
     if blockwise_path:
-        out, backprop = vjp.blockwise_attention(q, k, v, blockwise.BlockMask(), scale,
-                                                BLOCK, BLOCK, xp=xp)
-        return out, backprop(d_out), _closure_bytes(backprop)
+        out, rule = vjp.blockwise_attention(q, k, v, blockwise.BlockMask(), scale,
+                                            BLOCK, BLOCK, xp=xp)
+        return out, rule(d_out), _closure_bytes(rule)
     scores, scores_bp = vjp.dot_scores(q, k, scale, xp=xp)
     (out, _), attend_bp = vjp.attend(scores, v, None, xp=xp)
 

@@ -1,0 +1,42 @@
+"""``scripts/bench_long_attention.py``: a short sweep runs each point in a process of its
+own, records what the benchmarks page renders, and a failing point stops its path."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+from helpers import load_script
+
+bench = load_script("bench_long_attention")
+page = load_script("bench_page")
+
+
+@pytest.mark.slow                                     # (a process per point: ~20 s)
+def test_a_short_sweep_records_times_memory_and_exponents(tmp_path, capsys):
+    assert bench.main(["--paths", "numpy-plain,numpy-blockwise", "--modes", "forward,backward",
+                       "--lengths", "512,2048,4096", "--block", "256", "--repeats", "1",
+                       "--threads", "1", "--record", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("*-long-attention.json")
+    run = json.loads(path.read_text())
+    points = {(p["mode"], p["path"], p["length"]): p for p in run["points"]}
+    assert len(points) == 12 and all("median" in p and p["peak_bytes"] >= 0
+                                     for p in points.values())
+    # The plain path's weights alone: 4 heads x 4,096 x 4,096 float32 = 256 MiB.
+    assert points[("forward", "numpy-plain", 4096)]["peak_bytes"] > 200 * 2**20
+    assert points[("forward", "numpy-blockwise", 4096)]["peak_bytes"] < 100 * 2**20
+    assert run["exponents"]["forward numpy-plain"]["peak_bytes"] > 1.5
+    assert run["longest"]["backward numpy-blockwise"] == 4096
+    run["file"] = path.name
+    text = page.long_attention_block(run)
+    assert "| 4,096 |" in text and "NumPy, blockwise" in text
+
+
+def test_a_point_that_cannot_allocate_is_a_failure_not_a_crash():
+    """The plain path at 16,384 tokens needs 4 GiB for its scores: under a 3 GiB limit
+    the point's process reports the MemoryError, and the sweep goes on."""
+    args = types.SimpleNamespace(memory_limit=3.0, threads=1, seed=0, warm_up=0, repeats=1,
+                                 budget=1.0)
+    result = bench.run_point(args, "numpy-plain", "forward", 16384, 512)
+    assert "MemoryError" in result["error"] and "median" not in result
