@@ -285,6 +285,7 @@ def test_bad_arguments_are_named(kwargs, error, says):
         C.blockwise_attention(big, big, v[:1, :2])
 
 
+@pytest.mark.slow_on("jax")        # (eager scans compile; the jitted program: below)
 @pytest.mark.parametrize("masked", [False, True])
 def test_the_hand_derived_attention_is_each_librarys_gradient(grad_backend, masked):
     """``hand_derived_attention`` through ``backend.custom_vjp`` (jax.custom_vjp, a torch

@@ -559,8 +559,8 @@ def pages(runs: Sequence[dict[str, Any]], page: pathlib.Path, readme: pathlib.Pa
     text = page.read_text(encoding="utf-8")
     text = replace_block(text, "summary", summary_block(runs), str(page))
     text = replace_block(text, "runs", run_block(runs), str(page))
-    for name, run in (long_runs or {}).items():
-        if run is not None:
+    for name, run in (long_runs or {}).items():     # (a page without the section: left)
+        if run is not None and markers(name)[0] in text:
             text = replace_block(text, name, long_attention_block(run), str(page))
     readme_text = replace_block(readme.read_text(encoding="utf-8"), "readme",
                                 readme_block(runs), str(readme))

@@ -103,18 +103,13 @@ def torch_attention_vjp(q: Any, k: Any, v: Any, d_out: Any,
         saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
 
+    rule = blockwise.hand_derived_attention(causal=False, scale=scale, block_q=BLOCK,
+                                            block_k=BLOCK, custom_vjp=be.custom_vjp, xp=be.xp)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        if blockwise_path:
-            rule = blockwise.hand_derived_attention(causal=False, scale=scale, block_q=BLOCK,
-                                                    block_k=BLOCK, custom_vjp=be.custom_vjp,
-                                                    xp=be.xp)
-            out = rule(tq, tk, tv, None, None)
-        else:
-            out = torch.softmax(tq @ tk.T * scale, dim=-1) @ tv
-    # The autograd.Function keeps its residuals on its node (ctx), not through the hooks.
-    for t in getattr(out.grad_fn, "residuals", ()):
-        if isinstance(t, torch.Tensor):
-            pack(t)
+        out = (rule(tq, tk, tv, None, None) if blockwise_path
+               else torch.softmax(tq @ tk.T * scale, dim=-1) @ tv)
+    for t in getattr(out.grad_fn, "residuals", ()):      # an autograd.Function's own
+        _ = isinstance(t, torch.Tensor) and pack(t)
     grads = torch.autograd.grad(out, (tq, tk, tv), torch.tensor(d_out))
     return out.detach().numpy(), tuple(g.numpy() for g in grads), sum(saved.values())
 
