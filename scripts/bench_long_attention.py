@@ -27,6 +27,7 @@ torch's intra-op pool, NumPy's BLAS and XLA's process affinity. glibc's allocato
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import pathlib
@@ -297,10 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record", metavar="DIR",
                         help="also write the results as DIR/<time>-<cpu>-long-attention.json")
-    parser.add_argument("--point", action="store_true", help=argparse_hidden())
-    parser.add_argument("--path", help=argparse_hidden())
-    parser.add_argument("--mode", help=argparse_hidden())
-    parser.add_argument("--length", type=int, help=argparse_hidden())
+    parser.add_argument("--point", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.block is None:
         from xpseq.core.blockwise import DEFAULT_BLOCK
@@ -347,11 +348,6 @@ def main(argv: list[str] | None = None) -> int:
             "exponents": exponents, "longest": longest, "tables": tables})
         print(f"recorded {path}")
     return 0
-
-
-def argparse_hidden() -> str:
-    import argparse
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

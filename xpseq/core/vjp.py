@@ -492,10 +492,10 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
             mask=keep_c, causal=causal), num_heads, scale, block, xp=xp)
 
     if causal:                                  # (Q, K): key j <= query i
-        steps = [xp.arange(n, dtype=kernels.int_dtype(xp), device=compat.device(qh))
-                 for n in (qh.shape[-2], kh.shape[-2])]
-        below = steps[1] <= xp.expand_dims(steps[0], axis=-1)
-        keep_c = below if keep_c is None else keep_c & below
+        rows, cols = (xp.arange(n, dtype=kernels.int_dtype(xp), device=compat.device(qh))
+                      for n in (qh.shape[-2], kh.shape[-2]))
+        keep_c = blockwise.BlockMask(causal=True).keep(rows, cols, None, keep_c,
+                                                       kh.shape[-2], xp=xp)
 
     def generic() -> tuple[Any, ...]:
         scores, scores_bp = dot_scores(qh, kh, scale, xp=xp)
@@ -518,11 +518,19 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
         d_scores, d_vh, _ = attend_bp(kernels.split_heads(d_merged, num_heads, xp=xp),
                                       d_weights)
         d_qh, d_kh = scores_bp(d_scores)
-        dq, d_Wq, d_bq = q_bp(d_qh)
-        grads = {"W_q": d_Wq, "b_q": d_bq, "W_o": d_Wo, "b_o": d_bo}
-        return dq, d_kh, d_vh, {n: g for n, g in grads.items() if p.get(n) is not None}
+        dq, grads = _query_side_grads(p, q_bp(d_qh), d_Wo, d_bo)
+        return dq, d_kh, d_vh, grads
 
     return (out, weights if need_weights else None), backprop
+
+
+def _query_side_grads(p: Mapping[str, Any], query: tuple[Any, Any, Any], d_Wo: Any,
+                      d_bo: Any) -> tuple[Any, dict[str, Any]]:
+    """``dq`` and the gradients of those of ``W_q, b_q, W_o, b_o`` that ``p`` holds, from
+    the query projection's backprop ``(dq, dW_q, db_q)`` and the output projection's."""
+    dq, d_Wq, d_bq = query
+    grads = {"W_q": d_Wq, "b_q": d_bq, "W_o": d_Wo, "b_o": d_bo}
+    return dq, {n: g for n, g in grads.items() if p.get(n) is not None}
 
 
 def _blockwise_over_heads(p: Mapping[str, Any], qh: Any, q_bp: Callable[..., Any], kh: Any,
@@ -538,9 +546,8 @@ def _blockwise_over_heads(p: Mapping[str, Any], qh: Any, q_bp: Callable[..., Any
         d_qh, d_kh, d_vh = blockwise_back(qh, kh, vh, mask, scale, block, block, context, lse,
                                           kernels.split_heads(d_merged, num_heads, xp=xp),
                                           xp=xp)
-        dq, d_Wq, d_bq = q_bp(d_qh)
-        grads = {"W_q": d_Wq, "b_q": d_bq, "W_o": d_Wo, "b_o": d_bo}
-        return dq, d_kh, d_vh, {n: g for n, g in grads.items() if p.get(n) is not None}
+        dq, grads = _query_side_grads(p, q_bp(d_qh), d_Wo, d_bo)
+        return dq, d_kh, d_vh, grads
 
     return (out, None), backprop
 

@@ -131,8 +131,6 @@ def _closure_bytes(fn: Any) -> int:
                 seen[id(base)] = base.nbytes
             elif callable(value):
                 todo.append(value)
-            elif isinstance(value, blockwise.BlockMask):
-                continue
     return sum(seen.values())
 
 
