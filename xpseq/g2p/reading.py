@@ -41,7 +41,9 @@ class WordModel(Protocol):
 
 
 def is_word(token: str) -> bool:
-    """Whether a token of :func:`xpseq.g2p.text.normalize` is a word (not punctuation)."""
+    """Whether a token of :func:`xpseq.g2p.text.normalize` is a word (it holds a letter;
+    its numbers are spelled out already); any other token is punctuation, kept as itself
+    with no phones."""
     return any(c.isalpha() for c in token)
 
 

@@ -31,7 +31,11 @@ apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn'
   ``Jan.`` to ``Dec.``, ``approx.``, ``etc.``, ``vs.`` as their words; their period is no
   pause unless the text ends there;
 * accents: ``café`` cafe, ``naïve`` naive; except ``résumé`` (``resumé``), which keeps
-  them as the cue for the noun (the verb is ``resume``).
+  them as the cue for the noun (the verb is ``resume``);
+* invisible format characters (Unicode category Cf: the soft hyphen, the zero-width space
+  and joiners, the word joiner, the byte-order mark) are dropped without a note before the
+  words are split (:func:`drop_format`): ``pro\\u00adnounce`` is ``pronounce``;
+* a line end written CRLF is a line end (:func:`unix_newlines`), without a note.
 
 The numbers' words come from num2words (a dependency of xpseq), never from tables of
 ours; accented letters are decomposed by :mod:`unicodedata` and their marks dropped
@@ -43,6 +47,7 @@ hundred". Letters of other scripts are kept (the model leaves out what it cannot
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from typing import Any
@@ -51,8 +56,8 @@ from xpseq.io import reading
 
 from .notes import emit
 
-__all__ = ["normalize", "normalize_noting", "fold", "number_words", "MONTHS",
-           "ControlCharacterWarning"]
+__all__ = ["normalize", "normalize_noting", "fold", "drop_format", "unix_newlines",
+           "number_words", "MONTHS", "ControlCharacterWarning"]
 
 
 class ControlCharacterWarning(UserWarning):
@@ -117,21 +122,67 @@ _TOKEN = re.compile(rf"""
 
 
 def fold(text: str) -> str:
-    """``text`` with compatibility forms unified (NFKC), curly quotes made straight,
-    letters stripped of their accents (NFKD, combining marks dropped) and case-folded."""
+    """``text`` with its format characters dropped (:func:`drop_format`), compatibility
+    forms unified (NFKC), curly quotes made straight, letters stripped of their accents
+    (NFKD, combining marks dropped) and case-folded."""
     return _plain(text.casefold())
 
 
 def _plain(text: str) -> str:
     """:func:`fold` but the case kept (the reader of running text needs it: ``Dr. Smith``,
     ``Henry VIII``)."""
-    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", drop_format(text))
     text = text.translate({0x2018: "'", 0x2019: "'", 0x02BC: "'", 0x201C: '"',
                            0x201D: '"', 0x2010: "-", 0x2011: "-", 0x2013: "-"})
     text = "".join(c for c in unicodedata.normalize("NFKD", text)
                    if not unicodedata.combining(c))
     return unicodedata.normalize("NFC", text)
 
+
+def drop_format(text: str) -> str:
+    """``text`` without its invisible format characters (Unicode category Cf: the soft
+    hyphen U+00AD, the zero-width space U+200B, the zero-width non-joiner and joiner
+    U+200C and U+200D, the word joiner U+2060, the byte-order mark U+FEFF, ...).
+
+    They are dropped without a note and before the text is split into words, so the
+    pieces they stood between become one word: ``"pro\\u00adnounce"`` is ``"pronounce"``,
+    and a zero-width space joins its neighbours too (it is not read as a space). A
+    text of only format characters becomes empty. The bidirectional controls (U+061C,
+    U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), which reorder what a terminal
+    shows, are left in: :func:`xpseq.io.reading.clean_text` drops them with a note
+    (a :class:`ControlCharacterWarning` from :func:`normalize`; a word given to
+    :func:`xpseq.g2p.pronounce` names them as characters the model does not know).
+
+    >>> drop_format("pro\\u00adnoun\\u200dce\\ufeff")
+    'pronounce'
+    """
+    return text if text.isascii() else _NON_ASCII.sub(_visible, text)
+
+
+#: A run of characters outside ASCII, the only place a format character can be.
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _visible(run: re.Match[str]) -> str:
+    return "".join(c for c in run.group(0) if not _format(c))
+
+
+@functools.lru_cache(maxsize=4096)
+def _format(c: str) -> bool:
+    """Whether ``c`` is a format character that :func:`drop_format` drops."""
+    return unicodedata.category(c) == "Cf" and not reading.clean_text(c)[1]
+
+
+def unix_newlines(text: str) -> str:
+    """``text`` with its CRLF line ends written LF: a ``\\r`` before a ``\\n`` or at the
+    very end is removed, without a note (a text read from a Windows file, or a line of
+    one with its ``\\n`` taken off). A ``\\r`` anywhere else is a control character, which
+    :func:`xpseq.io.reading.clean_text` drops with a note.
+
+    >>> unix_newlines("one\\r\\ntwo\\r")
+    'one\\ntwo'
+    """
+    return text.replace("\r\n", "\n").removesuffix("\r")
 
 
 def _num2words(value: Any, **kwargs: Any) -> str:
@@ -323,10 +374,13 @@ def normalize(text: str) -> list[str]:
 
 def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
     """:func:`normalize`'s tokens and its notes (a :class:`ControlCharacterWarning` when
-    control characters were dropped), returned for the caller to raise."""
+    control characters were dropped), returned for the caller to raise. CRLF line ends
+    (:func:`unix_newlines`) and format characters (:func:`drop_format`) go without a
+    note, before the words are split."""
     if not isinstance(text, str):
         raise TypeError(f"normalize: text must be a str, got {type(text).__name__}")
-    text, dropped = reading.clean_text(text)
+    text, dropped = reading.clean_text(unix_newlines(text))
+    text = drop_format(text)
     notes: list[Warning] = []
     if dropped:
         notes.append(ControlCharacterWarning(

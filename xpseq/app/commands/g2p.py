@@ -33,7 +33,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        f"{G2P_NOTES_SHOWN} such words, then one line at the end for the rest); "
                        "an empty line gives an empty line; a word of more than "
                        f"{g2p.MAX_WORD_LENGTH} characters gets a note and the answer "
-                       "word<TAB> (nothing; with --text the word is left out). Input "
+                       "word<TAB> (nothing; with --text the word is left out), and so does "
+                       "a word with no letter and no digit (- or ...; with --text it is "
+                       "punctuation, kept as itself). Invisible format characters (soft "
+                       "hyphen, zero-width space and joiners, word joiner, BOM) are dropped "
+                       "silently, joining what they stood between; a line may end in CRLF. "
+                       "Input "
                        "that is not UTF-8 stops the run with an error naming its line (the "
                        "answers printed before it stay). No "
                        "training, no network: the model ships with xpseq (CMU dictionary, "
@@ -98,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
     read, a chunk cut short when no more input is ready (so a pipe's first word is
     answered before it closes; memory does not grow with the input). A word longer than
     :data:`xpseq.g2p.MAX_WORD_LENGTH` gets a note and an empty answer, in word and text
-    mode alike (the library's policy). Stdin that is
+    mode alike (the library's policy), and so does a word with no letter and no digit
+    (in text mode: punctuation, printed as itself). A line's CRLF end and its format
+    characters (:func:`xpseq.g2p.text.drop_format`) go without a note. Stdin that is
     closed, not UTF-8, or holds a line over :data:`xpseq.app.stdin.LINE_BYTES` is a
     :class:`CommandError` (the lines before it answered)."""
     from xpseq import g2p
@@ -153,20 +160,23 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
                 notes: _G2PNotes) -> str:
     """The output lines of one chunk of ``words``: ``word<TAB>phones`` (``--n-best`` N
     lines a word), an empty line for an empty word; the library's policy for a word
-    holds (:mod:`xpseq.g2p`: a word over :data:`xpseq.g2p.MAX_WORD_LENGTH` characters is
-    answered ``word<TAB>``, nothing), and its warnings become notes in ``notes``."""
+    holds (:mod:`xpseq.g2p`: a word over :data:`xpseq.g2p.MAX_WORD_LENGTH` characters, or
+    one with no letter and no digit, is answered ``word<TAB>``, nothing), and its warnings
+    become notes in ``notes``."""
     import warnings
 
     from xpseq import g2p
 
     # Text is data: what is not text (controls, ESC sequences, bidi overrides) is dropped
-    # with a note; a word's inner whitespace (a tab) is one space, so that every output
-    # line is exactly word<TAB>phones.
+    # with a note, format characters (a soft hyphen) and a CRLF line end silently; a
+    # word's inner whitespace (a tab) is one space, so that every output line is exactly
+    # word<TAB>phones.
     words = [notes.cleaned(word, text=args.text) for word in words]
     asked = [] if args.text else [word for word in words if word.strip()]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", g2p.UnknownCharacterWarning)
         warnings.simplefilter("always", g2p.LongWordWarning)
+        warnings.simplefilter("always", g2p.NotAWordWarning)
         if args.text:
             try:
                 texts = model.phonemize_lines(words, lookup=not args.model_only,
@@ -184,6 +194,8 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
             notes.unknown(warning.message)
         elif issubclass(warning.category, g2p.LongWordWarning):
             notes.long_word(warning.message)
+        elif issubclass(warning.category, g2p.NotAWordWarning):
+            notes.not_a_word(warning.message)
         else:
             warnings.showwarning(warning.message, warning.category, warning.filename,
                                  warning.lineno)
@@ -206,18 +218,25 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
 class _G2PNotes:
     """The notes of ``xpseq g2p`` on stderr, so many words never flood it: the first
     :data:`G2P_NOTES_SHOWN` words of each kind (with characters the model does not know;
-    too long) get a note each, the others one summary line at the end of the run."""
+    too long; with no letter and no digit) get a note each, the others one summary line
+    at the end of the run."""
 
     def __init__(self) -> None:
         self.unknown_words = 0
         self.unknown_chars: set[str] = set()
         self.long_words = 0
+        self.not_words = 0
         self.control_lines = 0
 
     def cleaned(self, line: str, *, text: bool) -> str:
         """``line`` without what is not text (a note for each of the first lines that
-        held some); in word mode its whitespace runs made one space."""
-        kept, dropped = reading.clean_text(line)
+        held some), without a CRLF line end and format characters (silently:
+        :func:`xpseq.g2p.text.unix_newlines`, :func:`xpseq.g2p.text.drop_format`); in
+        word mode its whitespace runs made one space."""
+        from xpseq.g2p.text import drop_format, unix_newlines
+
+        kept, dropped = reading.clean_text(unix_newlines(line))
+        kept = drop_format(kept)
         if dropped:
             self.control_lines += 1
             if self.control_lines <= G2P_NOTES_SHOWN:
@@ -238,6 +257,11 @@ class _G2PNotes:
         if self.long_words <= G2P_NOTES_SHOWN:
             print(f"xpseq: note: {warning}", file=sys.stderr)
 
+    def not_a_word(self, warning: Any) -> None:
+        self.not_words += 1
+        if self.not_words <= G2P_NOTES_SHOWN:
+            print(f"xpseq: note: {warning}", file=sys.stderr)
+
     def summary(self) -> None:
         from xpseq.g2p import MAX_WORD_LENGTH
 
@@ -256,3 +280,7 @@ class _G2PNotes:
         if more > 0:
             print(f"xpseq: note: {more} more word(s) had more than {MAX_WORD_LENGTH} "
                   "characters; their answers are empty", file=sys.stderr)
+        more = self.not_words - G2P_NOTES_SHOWN
+        if more > 0:
+            print(f"xpseq: note: {more} more word(s) had no letter or digit; their "
+                  "answers are empty", file=sys.stderr)
