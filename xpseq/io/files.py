@@ -19,6 +19,13 @@ guarantees, for all of them at once:
   that folder (:func:`clean_stale`).
 * **What a killed run left is cleaned.** Temporary names carry the writer's process id;
   those of a process that no longer runs are removed by the next write beside them.
+* **The door's own names fit.** A temporary, lock or set name adds bytes to the
+  target's name; where that would pass the folder's limit on a name (``NAME_MAX``, 255
+  bytes on most file systems) the door shortens its own name (a prefix of the target's,
+  cut on a character boundary, and a hash of the whole, so that two targets never share
+  one), never the target's: every name a user may give is written. A name longer than
+  the limit itself (in bytes: 200 ``é`` are 400) is refused by :func:`check` before any
+  work (:func:`check_name`).
 
 The run's inputs come from two places: the ``inputs`` a caller passes, and every file
 read through :func:`note_input` while a :func:`run` is active (the ``xpseq`` command opens
@@ -27,8 +34,8 @@ run declares its own (:meth:`Run.declare_output`: ``train --resume M --out M`` c
 the checkpoint it read) may be replaced.
 
 Errors: :class:`OutputRefused` (a :class:`ValueError`) for a refused target, naming it
-and what to do; :class:`OSError` from the system (no space, no permission) after the
-previous state is restored.
+and what to do (for a name too long: its length and the limit); :class:`OSError` from
+the system (no space, no permission) after the previous state is restored.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno
+import hashlib
 import os
 import pathlib
 import re
@@ -46,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Union
 
 __all__ = ["StrPath", "OutputRefused", "Run", "run", "note_input", "declare_output", "check",
-           "write", "write_set", "remove", "make_folder",
+           "check_name", "name_limit", "write", "write_set", "remove", "make_folder",
            "clean_stale", "Lock", "file_kind", "KINDS", "Data", "is_checkpoint", "is_own_png",
            "is_metrics_log", "PNG_SOFTWARE"]
 
@@ -60,16 +68,19 @@ Data = Union[bytes, Callable[[IO[bytes]], None]]
 PNG_SOFTWARE = "xpseq"
 
 #: The mark in every temporary name the door makes: ``.NAME.xpseq-PID-RANDOM.tmp`` (a
-#: file) and ``.xpseq-set-PID-RANDOM`` (a set being written, inside the target folder).
-_TMP = re.compile(r"^\..+\.xpseq-(\d+)-[0-9a-f]+\.tmp$")
-_SET = re.compile(r"^\.xpseq-set-(\d+)-[0-9a-f]+$")
+#: file; ``NAME`` shortened where the whole would be too long, see :func:`_fitted`) and
+#: ``.xpseq-set-PID-RANDOM`` (a set being written, inside the target folder); RANDOM is 8
+#: hexadecimal digits.
+_TMP = re.compile(r"^\..+\.xpseq-(\d+)-[0-9a-f]{8}\.tmp$")
+_SET = re.compile(r"^\.xpseq-set-(\d+)-[0-9a-f]{8}$")
 _OLD = ".old-"                          # inside a set's folder: the file it replaces
 _DONE = ".done"                         # inside a set's folder: every file is in place
 
 
 class OutputRefused(ValueError):
     """A target the door will not write: one of the run's inputs, a file xpseq did not
-    write (without ``force``), a folder or special file, or an empty path."""
+    write (without ``force``), a folder or special file, an empty path, or a name longer
+    than its file system allows."""
 
 
 # ------------------------------------------------------------------ the run's inputs
@@ -212,9 +223,9 @@ def check(path: StrPath, *, kind: str, inputs: Iterable[StrPath] = (),
     Raises
     ------
     OutputRefused
-        ``path`` is empty, ends in ``/``, is a folder, a special file, an input of the
-        run, or (without ``force``) an existing file that is not of ``kind`` as xpseq
-        writes it.
+        ``path`` is empty, ends in ``/``, has a name longer than its file system allows
+        (:func:`check_name`), is a folder, a special file, an input of the run, or
+        (without ``force``) an existing file that is not of ``kind`` as xpseq writes it.
     TypeError
         ``path`` is not a str or path-like, or ``kind`` is not one of :data:`KINDS`.
     """
@@ -228,6 +239,7 @@ def check(path: StrPath, *, kind: str, inputs: Iterable[StrPath] = (),
     if os.fspath(path).endswith(("/", os.sep)):
         raise OutputRefused(f"{name} ends in '/': it names a folder, not a file")
     target = pathlib.Path(os.path.realpath(path))
+    check_name(target, what=name)
     try:
         info = target.stat()
     except FileNotFoundError:
@@ -257,6 +269,58 @@ def check(path: StrPath, *, kind: str, inputs: Iterable[StrPath] = (),
     return target
 
 
+def name_limit(folder: StrPath) -> int:
+    """The longest name, in bytes, that ``folder``'s file system takes
+    (``os.pathconf(folder, "PC_NAME_MAX")``; 255, Linux's ``NAME_MAX``, where it cannot
+    tell)."""
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+    return limit if limit > 0 else 255
+
+
+def check_name(path: StrPath, *, what: str | None = None) -> None:
+    """Refuse ``path`` when one of its names that does not exist yet (the file's, or a
+    folder's that would be made for it) is longer, in bytes, than its file system takes
+    (:func:`name_limit` of the nearest folder that exists): no file of that name can be
+    written. ``what`` names it in the message (default: the path).
+
+    Raises
+    ------
+    OutputRefused
+        A name is too long; the message gives its length and the limit.
+    """
+    here = pathlib.Path(os.path.abspath(path))
+    missing = []
+    while not os.path.lexists(here) and here.parent != here:   # (a name too long: missing)
+        missing.append(here.name)
+        here = here.parent
+    limit = name_limit(here)
+    for part in reversed(missing):
+        size = len(os.fsencode(part))
+        if size > limit:
+            shown = part if len(part) <= 30 else part[:12] + "..." + part[-12:]
+            raise OutputRefused(f"{what or os.fspath(path)}: the name {shown!r} is {size} "
+                                f"bytes long, and its file system takes at most {limit}; "
+                                "choose a shorter name")
+
+
+def _fitted(head: str, name: str, tail: str, limit: int) -> str:
+    """``head + name + tail``: a name of the door's own for the target ``name``; where
+    that is longer than ``limit`` bytes, ``name`` is shortened to a prefix (cut on a
+    character boundary), ``~`` and 16 hexadecimal digits of the SHA-256 of the whole name,
+    so that the result fits and distinct targets keep distinct names."""
+    whole = head + name + tail
+    if len(os.fsencode(whole)) <= limit:
+        return whole
+    raw = os.fsencode(name)
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    room = max(limit - len(os.fsencode(head + tail)) - len(digest) - 1, 0)
+    prefix = raw[:room].decode("utf-8", "ignore")       # a cut character is dropped
+    return f"{head}{prefix}~{digest}{tail}"
+
+
 def _article(kind: str) -> str:
     return {"checkpoint": "a checkpoint", "png": "a PNG", "metrics": "a metrics log",
             "tsv": "a TSV file", "onnx": "an ONNX graph", "json": "a JSON file",
@@ -272,7 +336,8 @@ def write(path: StrPath, data: Data, *, kind: str,
 
     ``data`` is the bytes, or a function given a binary file object to write into (a
     figure's ``savefig``, a CSV writer). The file is written as ``.NAME.xpseq-PID-R.tmp``
-    beside the target, flushed, synced, given the target's permission bits (those of the
+    beside the target (``NAME`` shortened where the whole would pass the folder's limit on
+    a name), flushed, synced, given the target's permission bits (those of the
     file it replaces, else ``0666`` less the umask) and renamed over it; on any failure
     the temporary file is removed and the target is as it was. Returns ``path`` as a
     :class:`pathlib.Path` (a symbolic link stays a link to the new file).
@@ -282,7 +347,8 @@ def write(path: StrPath, data: Data, *, kind: str,
     folder.mkdir(parents=True, exist_ok=True)
     clean_stale(folder)
     mode = _mode_for(target)
-    tmp = folder / f".{target.name}.xpseq-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    mark = f".xpseq-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    tmp = folder / _fitted(".", target.name, mark, name_limit(folder))
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
@@ -367,6 +433,7 @@ def write_set(folder: StrPath, files: Mapping[str, Data], *, kind: str | Mapping
     clean_stale(base)
     work = base / f".xpseq-set-{os.getpid()}-{secrets.token_hex(4)}"
     work.mkdir()
+    limit = name_limit(work)
     try:
         for name, data in files.items():
             with open(work / name, "xb") as f:
@@ -379,11 +446,11 @@ def write_set(folder: StrPath, files: Mapping[str, Data], *, kind: str | Mapping
             os.chmod(work / name, _mode_for(base / name))
         for name in files:                   # the old files kept, then the new moved in
             if (base / name).exists():
-                os.link(base / name, work / (_OLD + name))
+                os.link(base / name, work / _fitted(_OLD, name, "", limit))
         _sync_folder(work)
         for name in files:
             if (base / name).exists():
-                os.replace(_second_link(work, name), base / name)
+                os.replace(_second_link(work, name, limit), base / name)
             else:
                 os.link(work / name, base / name)
         _sync_folder(base)
@@ -395,21 +462,22 @@ def write_set(folder: StrPath, files: Mapping[str, Data], *, kind: str | Mapping
     return pathlib.Path(folder)
 
 
-def _second_link(work: pathlib.Path, name: str) -> pathlib.Path:
+def _second_link(work: pathlib.Path, name: str, limit: int) -> pathlib.Path:
     """A second name for ``work/name`` (renamed over the target; ``work/name`` stays, so
     that a rollback can tell the new file by its inode)."""
-    extra = work / (".new-" + name)
+    extra = work / _fitted(".new-", name, "", limit)
     os.link(work / name, extra)
     return extra
 
 
 def _roll_back(base: pathlib.Path, work: pathlib.Path) -> None:
     """Undo a set written into ``work``: each new file in ``base`` removed, each old one
-    (kept as ``work/.old-NAME``) put back; then ``work`` removed. A set marked done is
-    complete: only ``work`` is removed."""
+    (kept as ``work/.old-NAME``, ``NAME`` shortened as :func:`_fitted` does) put back;
+    then ``work`` removed. A set marked done is complete: only ``work`` is removed."""
     if (work / _DONE).exists():
         shutil.rmtree(work, ignore_errors=True)
         return
+    limit = name_limit(work)
     for new in list(work.iterdir()) if work.is_dir() else []:
         if new.name.startswith("."):
             continue
@@ -419,7 +487,7 @@ def _roll_back(base: pathlib.Path, work: pathlib.Path) -> None:
                 target.unlink()
         except OSError:
             pass
-        old = work / (_OLD + new.name)
+        old = work / _fitted(_OLD, new.name, "", limit)
         if old.exists() and not target.exists():
             os.link(old, target)
     shutil.rmtree(work, ignore_errors=True)
@@ -430,13 +498,16 @@ def _roll_back(base: pathlib.Path, work: pathlib.Path) -> None:
 class Lock:
     """An exclusive ``fcntl.flock`` on ``.M.safetensors.lock`` beside ``train --out
     M.safetensors``, held for the run, so that a second run on the same output is refused
-    in one line instead of both writing it. The lock file is removed at the end (a lock
-    taken on a file that another run removed meanwhile is taken again)."""
+    in one line instead of both writing it (one lock file per target: a name too long for
+    the folder is shortened the same way by every run, see :func:`_fitted`). The lock file
+    is removed at the end (a lock taken on a file that another run removed meanwhile is
+    taken again)."""
 
     def __init__(self, out: str):
         target = pathlib.Path(os.path.realpath(out))
         self.out = out
-        self.path = target.with_name(f".{target.name}.lock")
+        self.path = target.with_name(_fitted(".", target.name, ".lock",
+                                             name_limit(target.parent)))
         self.fd: int | None = None
 
     def __enter__(self) -> Lock:
@@ -475,19 +546,21 @@ class Lock:
 
 def clean_stale(folder: StrPath) -> None:
     """Remove what a killed writer left in ``folder``: temporary files of a process that no
-    longer runs, and its unfinished sets (rolled back: the previous files put back)."""
+    longer runs (regular files named as :func:`write` names them, shortened or not), and
+    its unfinished sets (folders, rolled back: the previous files put back)."""
     base = pathlib.Path(folder)
     try:
         entries = list(base.iterdir())
     except OSError:
         return
     for entry in entries:
-        found = _TMP.match(entry.name) or _SET.match(entry.name)
+        tmp, work = _TMP.match(entry.name), _SET.match(entry.name)
+        found = tmp or work
         if found is None or _alive(int(found.group(1))):
             continue
-        if entry.is_dir():
+        if work and entry.is_dir() and not entry.is_symlink():
             _roll_back(base, entry)
-        else:
+        elif tmp and entry.is_file() and not entry.is_symlink():
             entry.unlink(missing_ok=True)
 
 

@@ -374,7 +374,8 @@ class MetricsLog(Callback):
     an interrupted run wrote after its last checkpoint is dropped; with the history still
     empty the file is removed). Placed after a :class:`SaveCheckpoint`, it writes an
     epoch's row only once that epoch's checkpoint is saved. TensorBoard event files are
-    only added to."""
+    only added to; their folder is made at the first epoch's end (after its checkpoint),
+    so that a run that fails before leaves none behind."""
 
     def __init__(self, path: str | os.PathLike, *,
                  tensorboard: str | os.PathLike | None = None):
@@ -382,6 +383,7 @@ class MetricsLog(Callback):
         self.tensorboard = None if tensorboard is None else pathlib.Path(tensorboard)
         self.rows: list[dict] = []
         self.writer: Any = None
+        self.opened = False                       # the writer made (or found missing)
 
     def on_train_begin(self, loop: Loop) -> None:
         self.rows = [dict(r) for r in loop.state.get("history", [])]     # a resumed run
@@ -389,14 +391,15 @@ class MetricsLog(Callback):
             return
         if self.rows or loop.state.get("step", 0):
             self._write()
-        if self.tensorboard is not None:
-            self.writer = _summary_writer(self.tensorboard)
 
     def on_epoch_end(self, loop: Loop, record: dict) -> None:
         if not loop.place.main:
             return
         self.rows.append(dict(record))
         self._write()
+        if self.tensorboard is not None and not self.opened:
+            self.writer = _summary_writer(self.tensorboard)
+            self.opened = True
         if self.writer is not None:
             for key, value in record.items():
                 if key != "epoch" and checks.is_real(value):
@@ -421,7 +424,7 @@ class MetricsLog(Callback):
     def on_train_end(self, loop: Loop) -> None:
         if self.writer is not None:
             self.writer.close()
-            self.writer = None
+        self.writer, self.opened = None, False
 
 
 def _summary_writer(folder: pathlib.Path) -> Any:

@@ -41,6 +41,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from xpseq.data.cmudict import export_tsv
 
+    # a name too long for its file system, before any work (the file names are short)
+    files.check_name(pathlib.Path(args.export) / "train.tsv", what=f"--export {args.export}")
     if args.dataset == "toy":
         return _export_toy(args)
     if args.quick:

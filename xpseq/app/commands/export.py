@@ -4,6 +4,7 @@ runs (:func:`xpseq.export.onnx`)."""
 from __future__ import annotations
 
 import argparse
+import pathlib
 from typing import Any
 
 from ..errors import CommandError
@@ -38,7 +39,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("export needs a CHECKPOINT or --shipped (the shipped G2P model), "
                            "not both")
     from xpseq import export, g2p
+    from xpseq.io import files
 
+    # a name too long for its file system, before any work (the file names are short)
+    files.check_name(pathlib.Path(args.onnx) / "model.json", what=f"--onnx {args.onnx}")
     path = (g2p.MODEL_DIR / g2p.shipped()["files"][0]) if args.shipped else args.checkpoint
     try:
         folder = export.onnx(path, args.onnx, dtype=args.dtype)

@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     if args.allow_data_change and not args.resume:
         raise CommandError("--allow-data-change is an option of --resume")
     inputs = {"--config": args.config, "--train": args.train_file, "--dev": args.dev_file}
-    outputs.check_outputs(args, inputs)   # before any work, and before other processes start
+    _check_names(args)                    # before anything is made (check_outputs makes
+    outputs.check_outputs(args, inputs)   # the folder), any work, other processes started
     resumes_out = bool(args.resume) and os.path.exists(args.out) and os.path.samefile(
         args.resume, args.out)
     if args.force or resumes_out:         # checked above: the run may replace them
@@ -138,6 +139,23 @@ def run(args: argparse.Namespace) -> int:
         return _train(args, backend)
     with files.Lock(args.out):
         return _train(args, backend)
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    """Refuse an ``--out`` whose name, or that of a file the run writes beside it (the
+    metrics log, the TensorBoard folder, and with ``--task g2p`` the parameters of each
+    epoch kept for averaging), is too long for its file system (:func:`files.check_name`):
+    it would fail only once the training is done."""
+    names = outputs.train_outputs(args.out)
+    if args.task == "g2p":
+        from xpseq.tasks.g2p_recipe import RECIPE
+        from xpseq.train.callbacks import SaveCheckpoint
+
+        epochs = args.epochs or RECIPE["epochs"]      # the longest name of an epoch's file
+        names["the parameters of an epoch"] = SaveCheckpoint(args.out).epoch_path(epochs)
+    for what, path in names.items():
+        files.check_name(path, what="--out " + args.out + ("" if what == "--out" else
+                                                           f" ({what} beside it)"))
 
 
 def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
