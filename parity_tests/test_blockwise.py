@@ -266,9 +266,10 @@ def test_no_quadratic_array_is_allocated():
 
 @pytest.mark.parametrize(("kwargs", "error", "says"), [
     ({"need_weights": True}, ValueError, "never builds"),
-    ({"block_q": 0}, ValueError, "block_q must be >= 1"),
-    ({"block_k": 2.0}, TypeError, "block_k must be an int"),
-    ({"causal": 1}, TypeError, "causal must be a bool"),
+    ({"block_q": 0}, ValueError, "block_q must be a positive int, got 0"),
+    ({"block_k": 2.0}, TypeError, "block_k must be a positive int, got float 2.0"),
+    ({"block_q": np.bool_(True)}, TypeError, "block_q must be a positive int, got bool"),
+    ({"causal": 1}, TypeError, "causal must be True or False, got int 1"),
     ({"empty": "nan"}, ValueError, "empty must be 'error' or 'zero'"),
     ({"mask": np.ones((2, 4), dtype=np.int8)}, TypeError, "mask must have a bool dtype"),
     ({"valid_lens": np.array([5, 1])}, ValueError, r"valid_lens must be <= 4"),

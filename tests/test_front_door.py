@@ -62,7 +62,7 @@ def test_save_load_and_the_command_read_the_same_model(trained, tmp_path):
 
 def test_front_door_errors(trained):
     task, model = trained
-    with pytest.raises(ValueError, match="model must be 'rnn' or 'transformer'"):
+    with pytest.raises(ValueError, match=r"model must be one of \['rnn', 'transformer'\], got 'lstm'"):
         xpseq.Translator.train(task, model="lstm")
     with pytest.raises(TypeError, match="not one str"):
         model.translate("the cat")

@@ -32,7 +32,8 @@ COMMAND = settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
                    suppress_health_check=[HealthCheck.function_scoped_fixture,
                                           HealthCheck.too_slow])
 LIBRARY = settings(max_examples=10 * EXAMPLES, deadline=None,
-                   suppress_health_check=[HealthCheck.too_slow])
+                   suppress_health_check=[HealthCheck.too_slow,
+                                          HealthCheck.function_scoped_fixture])
 
 #: Alphabets a careless or hostile user reaches: controls, bidi overrides, private use,
 #: surrogate-escaped bytes, other scripts, digits and the tokenizer's separators.
@@ -220,6 +221,46 @@ def test_translate_answers_or_raises_a_documented_error(translator, sentences):
     for source, target in zip(sentences, out):
         if (source.split() if isinstance(source, str) else source) == []:
             assert target == ""
+
+
+#: The option surface of ``Translator.train``: its own settings and both kinds' fields.
+TRAIN_OPTIONS = ("epochs", "lr", "batch_size", "warmup", "dtype", "seed", "progress",
+                 "hidden", "embed", "cell", "attention", "style", "input_feeding", "dropout",
+                 "label_smoothing", "d_model", "heads", "d_ff", "norm", "positions",
+                 "activation", "share_embeddings", "tie_output", "max_len",
+                 "attention_block", "encoder_layers")
+OPTION_VALUE = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 12), st.floats(allow_nan=True),
+    st.sampled_from([np.int64(4), np.int32(2), np.bool_(True), np.float32(0.5), np.float64(1e-3),
+                     "float64", "float16", np.float64, "gru", "dot", "bahdanau", "post",
+                     "learned", "gelu", "blockwise", "plain", "no", "", [4], 2**40, 0.5]),
+    st.text(max_size=3))
+
+
+@LIBRARY
+@given(model=st.sampled_from(["rnn", "transformer"]),
+       options=st.dictionaries(st.sampled_from(TRAIN_OPTIONS), OPTION_VALUE, max_size=3))
+def test_train_takes_an_option_by_name_or_trains_saves_and_loads_equal(model, options,
+                                                                      tmp_path_factory):
+    """Any options to ``Translator.train``: refused at once by name (a TypeError or
+    ValueError naming one of them), or the model trains, saves and loads back equal."""
+    import xpseq
+
+    task = xpseq.toy_task(n_train=16, n_dev=4, n_test_per_bucket=1)
+    small = ({"hidden": 4, "embed": 4} if model == "rnn" else
+             {"d_model": 8, "heads": 2, "d_ff": 8, "encoder_layers": 1, "decoder_layers": 1})
+    given_ = {"epochs": 1, "progress": False, **small, **options}
+    start = time.perf_counter()
+    try:
+        trained = xpseq.Translator.train(task, model=model, backend="numpy", **given_)
+    except (TypeError, ValueError) as error:
+        assert any(name in str(error) for name in options), (options, error)
+        assert time.perf_counter() - start < 5, "refused only after work"
+        return
+    path = trained.save(tmp_path_factory.mktemp("train") / "m.safetensors")
+    again = xpseq.load(path, backend="numpy")
+    assert again.config == trained.config
+    assert again.translate(["the cat"]) == trained.translate(["the cat"])
 
 
 @LIBRARY

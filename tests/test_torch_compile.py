@@ -58,7 +58,7 @@ def test_get_refuses_compile_where_it_does_not_apply():
         with pytest.raises(ValueError, match=f"backends.get\\('{name}', compile=True\\): "
                            "compile applies to the torch backend"):
             backends.get(name, compile=True)
-    with pytest.raises(TypeError, match="compile must be True or False, got 'yes'"):
+    with pytest.raises(TypeError, match="compile must be True or False, got str 'yes'"):
         backends.get("torch", compile="yes")
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from xpseq import backends, models
+import xpseq.core as C
 from xpseq.core import blockwise
 from xpseq.models.transformer import layers
 from xpseq.search import SearchOptions, search
@@ -129,6 +130,13 @@ def test_the_options_are_checked():
         dataclasses.replace(PLAIN, attention="flash")
     with pytest.raises(ValueError, match="attention_block must be a positive int, got 0"):
         dataclasses.replace(PLAIN, attention_block=0)
+    # a wrong kind of value is a TypeError here as in blockwise_attention itself
+    for bad in (1.5, "4", True):
+        with pytest.raises(TypeError, match="attention_block must be a positive int, got"):
+            dataclasses.replace(PLAIN, attention_block=bad)
+        with pytest.raises(TypeError, match="block_q must be a positive int, got"):
+            C.blockwise_attention(np.ones((1, 2, 2)), np.ones((1, 2, 2)), np.ones((1, 2, 2)),
+                                  block_q=bad)
     assert T.Config(src_vocab=5, tgt_vocab=5).attention == "auto"
 
 

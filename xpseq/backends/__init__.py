@@ -67,7 +67,7 @@ import os
 import sys
 from typing import Any, Iterator
 
-from xpseq.core import checks
+from xpseq.core import checks, values
 
 from ._base import CAPABILITIES, COMPILED_BATCH_SIZES, Backend, Capabilities, SearchPlan
 
@@ -170,8 +170,7 @@ def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
     """
     if not isinstance(name, str) or name not in _CLASSES:
         raise ValueError(f"unknown backend {name!r}; choose one of {list(CAPABILITIES)}")
-    if not isinstance(compile, bool):
-        raise TypeError(f"backends.get: compile must be True or False, got {compile!r}")
+    compile = values.flag("backends.get", "compile", compile)
     if compile and name != "torch":
         raise ValueError(f"backends.get({name!r}, compile=True): {COMPILE_APPLIES}")
     key = (name, _device_key(name, device), compile)

@@ -30,6 +30,7 @@ module            contents
 ``loops``         scan, the Python loop (``lax.scan``'s semantics)
 ``tree``          flatten / unflatten / map_leaves over nested dicts, lists and tuples
 ``checks``        the argument checks of the public functions
+``values``        the one door for options: integer, real, flag, choice, dtype_name
 ================  ==========================================================================
 """
 

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 import array_api_compat as compat
 
-from . import checks, delegation, kernels
+from . import checks, delegation, kernels, values
 from .masking import (
     check_no_empty_rows,
     keep_mask,
@@ -216,8 +216,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     fname = "scaled_dot_product_attention"
     xp = checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask)
     scale = checks.check_scale(fname, scale)
-    if not isinstance(need_weights, bool):
-        raise TypeError(f"{fname}: need_weights must be a bool, got {need_weights!r}")
+    need_weights = values.flag(fname, "need_weights", need_weights)
     fused = not need_weights and delegation.has_fused_attention(q, k, v, xp=xp)
     # The fused path checks its one output for NaN / infinity instead of its three inputs
     # (a non-finite input, or an overflowing q kᵀ, always reaches the output).

@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 from typing import Any, Callable
 
 import array_api_compat as compat
 
-from . import checks, delegation, kernels
+from . import checks, delegation, kernels, values
 from .attention import _check_qkv
 from .masking import check_mask, lengths_array, lengths_for
 
@@ -101,7 +100,8 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
     valid_lens, mask, empty
         As in :func:`xpseq.core.masked_softmax`, for scores of shape ``(batch, ..., Q,
         K)``. ``empty="error"`` raises for a query row left without a key, ``"zero"``
-        gives it a zero context.
+        gives it a zero context. Under ``jax.jit`` the values are unknown: ``"error"``
+        cannot raise there and such a row gets a zero context, as with ``"zero"``.
     causal : bool
         Query ``i`` attends to keys ``j <= i`` only (with the other masks).
     scale : float, optional
@@ -143,18 +143,13 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
     xp = checks.namespace(fname, q=q, k=k, v=v, valid_lens=lengths_array(valid_lens), mask=mask)
     scale = checks.check_scale(fname, scale)
     empty = checks.check_empty(fname, empty)
-    for name, flag in (("causal", causal), ("need_weights", need_weights)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{fname}: {name} must be a bool, got {flag!r}")
-    if need_weights:
+    causal = values.flag(fname, "causal", causal)
+    if values.flag(fname, "need_weights", need_weights):
         raise ValueError(f"{fname}: need_weights=True asks for the (Q, K) weights, which "
                          "the blockwise path never builds; scaled_dot_product_attention "
                          "returns them")
-    for name, size in (("block_q", block_q), ("block_k", block_k)):
-        if not checks.is_int(size):
-            raise TypeError(f"{fname}: {name} must be an int, got {type(size).__name__}")
-        if size < 1:
-            raise ValueError(f"{fname}: {name} must be >= 1, got {size}")
+    block_q = values.integer(fname, "block_q", block_q, low=1)
+    block_k = values.integer(fname, "block_k", block_k, low=1)
     _check_qkv(fname, q, k, v, xp)
     shape = (*_lead(q, k, v), q.shape[-2], k.shape[-2])
     device = compat.device(q)
@@ -165,8 +160,7 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
     if mask is not None:
         check_mask(fname, mask, shape, xp=xp)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    out, _, kept = forward(q, k, v, blocks, scale, operator.index(block_q),
-                           operator.index(block_k), xp=xp)
+    out, _, kept = forward(q, k, v, blocks, scale, block_q, block_k, xp=xp)
     if empty == "error":
         if k.shape[-2] == 0 and math.prod(shape[:-1]) > 0:
             raise ValueError(f"{fname}: k has no keys (K = 0), so no query has a valid key; "

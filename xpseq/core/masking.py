@@ -84,6 +84,9 @@ def masked_softmax(scores: Any, valid_lens: Any = None, *, mask: Any = None,
     empty : {"error", "zero"}
         What a query row with no valid key gets: ``"error"`` raises ``ValueError`` naming
         the row; ``"zero"`` returns an all-zero row (and a zero gradient for it).
+        ``"error"`` needs the values: under ``jax.jit`` (or while a graph is recorded) it
+        cannot raise, and such a row comes out as zeros, as with ``"zero"``; check the
+        lengths before tracing where that matters.
 
     Returns
     -------

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Sequence, cast
 
 from xpseq import backends
-from xpseq.core import checks
+from xpseq.core import values
 from xpseq.core.precision import Policy
 from xpseq.data.cmudict import word_tokens
 from xpseq.export.decoders import load_decoder
@@ -276,18 +276,16 @@ class G2P:
     def _stress(self, stress: Any, caller: str) -> bool:
         """``stress`` checked against the model: None is the model's own; True needs a
         model that predicts stress digits."""
-        if stress is None:
-            return self.stress
-        if not isinstance(stress, bool):
-            raise TypeError(f"{caller}: stress must be True, False or None, got "
-                            f"{type(stress).__name__}")
-        if stress and not self.stress:
+        given = values.flag(caller, "stress", stress, optional=True)
+        if given is None:
+            return bool(self.stress)
+        if given and not self.stress:
             raise ValueError(f"{caller}: stress=True, but the model "
                              f"({', '.join(pathlib.Path(p).name for p in self.paths)}) was "
                              "trained with stress removed, so it has no stress digits to "
                              "give; pass "
                              "stress=False (or None), or use a model trained with --stress")
-        return stress
+        return given
 
     def pronounce(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
                   lookup: bool = True, stress: bool | None = None,
@@ -357,7 +355,7 @@ class G2P:
         ['ˈhɛloʊ']
         """
         options = options_for(beam, n_best, caller="pronounce")
-        _flag(lookup, "lookup", "pronounce")
+        lookup = values.flag("pronounce", "lookup", lookup)
         stress, marks = _ipa_stress(stress, ipa, "pronounce")
         stress = self._stress(stress, "pronounce")
         listed = [_checked(i, word, "pronounce")
@@ -409,11 +407,10 @@ class G2P:
         ('ˈkæt', 'ˈdɔɡ')
         """
         options = options_for(beam, n_best, caller="pronounce_iter")
-        _flag(lookup, "lookup", "pronounce_iter")
+        lookup = values.flag("pronounce_iter", "lookup", lookup)
         stress, marks = _ipa_stress(stress, ipa, "pronounce_iter")
         stress = self._stress(stress, "pronounce_iter")
-        if not checks.is_int(chunk) or chunk < 1:
-            raise ValueError(f"pronounce_iter: chunk must be a positive int, got {chunk!r}")
+        chunk = values.integer("pronounce_iter", "chunk", chunk, low=1)
         items = _iterable(words, "pronounce_iter")
         model = self._for(stress)
         if lookup:
@@ -516,7 +513,7 @@ class G2P:
     def _phonemize(self, texts: Iterable[Any], lookup: bool, stress: Any, beam: Any,
                    ipa: Any, caller: str) -> list[list[str]]:
         options = options_for(beam, 1, caller=caller)
-        _flag(lookup, "lookup", caller)
+        lookup = values.flag(caller, "lookup", lookup)
         stress, marks = _ipa_stress(stress, ipa, caller)
         stress = self._stress(stress, caller)
         model = self._for(stress)
@@ -677,8 +674,8 @@ def _ipa_stress(stress: Any, ipa: Any, caller: str) -> tuple[Any, bool]:
     """(the stress to decode with, whether IPA stress marks are written): IPA takes the
     stress digits for its vowels (ə is AH0) even where ``stress=False`` leaves the marks
     out."""
-    _flag(ipa, "ipa", caller)
-    if not ipa:
+    stress = values.flag(caller, "stress", stress, optional=True)
+    if not values.flag(caller, "ipa", ipa):
         return stress, False
     return (None if stress is False else stress), stress is not False
 
@@ -687,10 +684,3 @@ def _in_ipa(answer: list[Any], n_best: int, marks: bool) -> Any:
     """One word's answer (a phone list, or ``n_best`` of them) in IPA strings."""
     return (to_ipa(answer, stress=marks) if n_best == 1 else
             [to_ipa(a, stress=marks) for a in answer])
-
-
-def _flag(value: Any, name: str, caller: str) -> None:
-    """A TypeError unless ``value`` is a bool (``lookup="no"`` is not taken as True)."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{caller}: {name} must be True or False, got "
-                        f"{type(value).__name__} {value!r}")

@@ -29,7 +29,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, cast
 import array_api_compat.numpy as np_xp
 import numpy as np
 
-from xpseq.core import checks
+from xpseq.core import checks, values
 
 __all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "check_params",
            "check_loss_inputs", "BATCH_KEYS", "PAD_ID", "nest_by_prefix", "named_grads",
@@ -47,15 +47,15 @@ PAD_ID = 0
 SIZE_LIMITS = {"vocab": 2**24, "width": 2**16, "layers": 1024}
 
 
-def check_size(owner: str, field: str, value: Any, kind: str) -> None:
-    """``value`` a positive int at most ``SIZE_LIMITS[kind]``, or a ValueError naming
-    ``owner.field``."""
+def check_size(owner: str, field: str, value: Any, kind: str) -> int:
+    """``value`` as a positive Python int at most ``SIZE_LIMITS[kind]``; a TypeError (not
+    an int) or ValueError (out of range) naming ``owner.field`` otherwise."""
     limit = SIZE_LIMITS[kind]
-    if not checks.is_int(value) or value < 1:
-        raise ValueError(f"{owner}: {field} must be a positive int, got {value!r}")
+    value = values.integer(owner, field, value, low=1)
     if value > limit:
         raise ValueError(f"{owner}: {field} must be at most {limit:,} (the largest {kind} "
                          f"xpseq takes), got {value:,}")
+    return int(value)
 
 
 def available_memory() -> int | None:

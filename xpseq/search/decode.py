@@ -18,6 +18,7 @@ several models as one: their log-probabilities are averaged at every step
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Mapping, cast
 
@@ -25,9 +26,16 @@ import numpy as np
 
 from xpseq import models
 from xpseq.backends import Backend, programs
-from xpseq.core import checks, kernels
+from xpseq.core import kernels, values
 from xpseq.core import precision as mixed
-from xpseq.core.decoding import Hypotheses, beam_search, ensemble_step, greedy_search, tile_beams
+from xpseq.core.decoding import (
+    LENGTH_PENALTIES,
+    Hypotheses,
+    beam_search,
+    ensemble_step,
+    greedy_search,
+    tile_beams,
+)
 from xpseq.core.kernels import int_dtype
 from xpseq.core.tree import map_leaves
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
@@ -88,15 +96,26 @@ class SearchOptions:
         return cast(mixed.Policy, self.precision)
 
     def __post_init__(self) -> None:
+        name = "SearchOptions"
+        fix = functools.partial(object.__setattr__, self)       # frozen: set the normalised
         # The policy made once here (a name given becomes a Policy).
-        object.__setattr__(self, "precision", mixed.Policy.of(self.precision,
-                                                              "SearchOptions: precision"))
-        if self.method not in ("greedy", "beam"):
-            raise ValueError(f"method must be 'greedy' or 'beam', got {self.method!r}")
+        fix("precision", mixed.Policy.of(self.precision, "SearchOptions: precision"))
+        fix("method", values.choice(name, "method", self.method, ("greedy", "beam")))
+        fix("k", values.integer(name, "k", self.k, low=1, high=MAX_BEAM))
+        fix("n_best", values.integer(name, "n_best", self.n_best, low=1, high=self.k))
+        fix("length_penalty", values.choice(name, "length_penalty", self.length_penalty,
+                                            LENGTH_PENALTIES))
+        fix("alpha", values.real(name, "alpha", self.alpha, low=0, high=math.inf,
+                                 high_open=True))
+        fix("min_len", values.integer(name, "min_len", self.min_len, low=0))
+        fix("max_len_a", values.real(name, "max_len_a", self.max_len_a, low=0, high=math.inf,
+                                     high_open=True))
+        fix("max_len_b", values.real(name, "max_len_b", self.max_len_b, low=1, high=math.inf,
+                                     high_open=True))
+        fix("attention", values.flag(name, "attention", self.attention))
         if self.method == "greedy" and (self.k != 1 or self.n_best != 1):
-            raise ValueError("greedy search has k = 1 and n_best = 1; use method='beam'")
-        if not (self.max_len_a >= 0 and self.max_len_b >= 1):
-            raise ValueError("max_len_a must be >= 0 and max_len_b >= 1")
+            raise ValueError("SearchOptions: greedy search has k = 1 and n_best = 1; use "
+                             "method='beam'")
 
 
 def options_for(beam: int, n_best: int = 1, *, caller: str = "search",
@@ -104,9 +123,10 @@ def options_for(beam: int, n_best: int = 1, *, caller: str = "search",
     """The :class:`SearchOptions` of ``beam`` (1: greedy search) and ``n_best``, checked
     for a front-door function named ``caller``: both ints in ``[1, MAX_BEAM]``,
     ``n_best <= beam``."""
+    beam = values.integer(caller, "beam", beam, low=1)
+    n_best = values.integer(caller, "n_best", n_best, low=1)
+    attention = values.flag(caller, "attention", attention)
     for name, value in (("beam", beam), ("n_best", n_best)):
-        if not checks.is_int(value) or value < 1:
-            raise ValueError(f"{caller}: {name} must be a positive int, got {value!r}")
         if value > MAX_BEAM:
             raise ValueError(f"{caller}: {name} must be at most {MAX_BEAM} (memory grows with "
                              f"it), got {value}")

@@ -16,6 +16,7 @@ import numpy as np
 
 from xpseq import models
 from xpseq.backends import Backend
+from xpseq.core import values
 from xpseq.core.optim import adam
 from xpseq.data import BOS_ID, EOS_ID, Vocab, make_batches, make_dataset
 from xpseq.io.reading import shown
@@ -269,6 +270,7 @@ def train_model(task: Task, backend: Backend, config: Any = None,
     -------
     (config, fit result)
     """
+    dtype = values.dtype_name("train_model", "dtype", dtype)
     config = model_config(task) if config is None else config
     kind = models.of(config).kind
     train = training_config(kind) if train is None else train

@@ -17,12 +17,14 @@ the functions it calls, unchanged: :func:`xpseq.tasks.train_model`,
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from xpseq import backends
+from xpseq.core import values
 from xpseq.data import Vocab
 from xpseq.search import CheckpointDecoder, options_for
 
@@ -153,9 +155,20 @@ class Translator:
         >>> model.config.hidden, len(model.history)
         (16, 1)
         """
-        if model not in ("rnn", "transformer"):
-            raise ValueError(f"Translator.train: model must be 'rnn' or 'transformer', got "
-                             f"{model!r}")
+        name = "Translator.train"
+        if not isinstance(task, Task):
+            raise TypeError(f"{name}: task must be a Task (xpseq.toy_task(), "
+                            f"xpseq.tasks.task_from_pairs(train, dev, test)), got "
+                            f"{values.kind_of(task)}")
+        model = values.choice(name, "model", model, ("rnn", "transformer"))
+        epochs = values.integer(name, "epochs", epochs, low=1, optional=True)
+        lr = values.real(name, "lr", lr, low=0, low_open=True, high=math.inf, high_open=True,
+                         optional=True)
+        batch_size = values.integer(name, "batch_size", batch_size, low=1, optional=True)
+        warmup = values.integer(name, "warmup", warmup, low=0, optional=True)
+        dtype = values.dtype_name(name, "dtype", dtype)
+        seed = values.integer(name, "seed", seed, low=0)
+        progress = values.flag(name, "progress", progress)
         be = backends.resolve(backend, "train")
         config = model_config(task, model, **options)
         settings = training_config(model, epochs=epochs, lr=lr, warmup=warmup, seed=seed,

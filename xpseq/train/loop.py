@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import time
 from typing import Any, Callable, Mapping, Sequence, cast
@@ -27,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence, cast
 import numpy as np
 
 from xpseq.backends import Backend
-from xpseq.core import checks
+from xpseq.core import values
 from xpseq.core.optim import Optimizer, adam
 from xpseq.core.precision import Policy
 from xpseq.models import check_batch
@@ -36,6 +37,7 @@ from .callbacks import Callback, MaxSteps
 from .parallel import Placement, placement
 from .reporting import ProgressBar
 from .step import (
+    GRADIENTS,
     Batch,
     check_gradients,
     make_eval_loss,
@@ -106,30 +108,30 @@ class TrainConfig:
         return cast(Policy, self.precision)
 
     def __post_init__(self) -> None:
+        name = "TrainConfig"
+        fix = functools.partial(object.__setattr__, self)       # frozen: set the normalised
         if self.optimizer is None:         # (None asks for the default too)
-            object.__setattr__(self, "optimizer", adam(1e-3))
-        for name in ("epochs", "max_steps", "devices"):
-            value = getattr(self, name)
-            if value is None and name == "max_steps":
-                continue
-            if not checks.is_int(value) or value < 1:
-                raise ValueError(f"TrainConfig: {name} must be a positive int, got {value!r}")
+            fix("optimizer", adam(1e-3))
+        fix("epochs", values.integer(name, "epochs", self.epochs, low=1))
+        fix("max_steps", values.integer(name, "max_steps", self.max_steps, low=1,
+                                        optional=True))
+        fix("devices", values.integer(name, "devices", self.devices, low=1))
         if not isinstance(self.optimizer, Optimizer):
             raise TypeError(f"TrainConfig: optimizer must be an xpseq.core.optim.Optimizer, "
                             f"got {type(self.optimizer).__name__}")
-        if self.clip_norm is not None and not _is_number(self.clip_norm, 0, math.inf):
-            raise ValueError(f"TrainConfig: clip_norm must be a positive number or None, got "
-                             f"{self.clip_norm!r}")
-        if not checks.is_int(self.seed) or self.seed < 0:
-            raise ValueError(f"TrainConfig: seed must be a non-negative int, got {self.seed!r}")
-        object.__setattr__(self, "precision", Policy.of(self.precision,
-                                                        "TrainConfig: precision"))
+        fix("clip_norm", values.real(name, "clip_norm", self.clip_norm, low=0, low_open=True,
+                                     high=math.inf, high_open=True, optional=True))
+        fix("seed", values.integer(name, "seed", self.seed, low=0))
+        fix("precision", Policy.of(self.precision, "TrainConfig: precision"))
         if not isinstance(self.monitor, str):
             raise TypeError(f"TrainConfig: monitor must be the name of a history entry, got "
                             f"{type(self.monitor).__name__}")
-        if not _is_number(self.min_delta, -1, math.inf) or self.min_delta < 0:
-            raise ValueError(f"TrainConfig: min_delta must be a non-negative number, got "
-                             f"{self.min_delta!r}")
+        fix("monitor", str(self.monitor))
+        fix("min_delta", values.real(name, "min_delta", self.min_delta, low=0,
+                                         high=math.inf, high_open=True))
+        fix("gradients", values.choice(name, "gradients", self.gradients, GRADIENTS,
+                                       optional=True))
+        fix("progress", values.flag(name, "progress", self.progress))
 
 
 @dataclasses.dataclass
@@ -428,8 +430,3 @@ def _plateau_factor(loop: Loop) -> float:
     """The optimiser state's ``scale`` (1 for an optimiser whose state has none)."""
     scale = loop.opt_state.get("scale")
     return 1.0 if scale is None else float(loop.backend.to_numpy(scale))
-
-
-def _is_number(value: Any, low: float, high: float) -> bool:
-    """A real number (not a bool) strictly between ``low`` and ``high``."""
-    return checks.is_real(value) and low < value < high

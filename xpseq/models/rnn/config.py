@@ -9,12 +9,13 @@ hand-derived backward in :mod:`xpseq.models.rnn.backward`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from xpseq.core import checks
+from xpseq.core import values
 from xpseq.core.recurrent import CELLS, cell_param_shapes
 
 from ..protocol import DictConfig, check_fits, check_size, nest_by_prefix
@@ -65,31 +66,23 @@ class Seq2SeqConfig(DictConfig):
     label_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
-        for name, kind in (("src_vocab", "vocab"), ("tgt_vocab", "vocab"), ("embed", "width"),
-                           ("hidden", "width")):
-            check_size("Seq2SeqConfig", name, getattr(self, name), kind)
-        if self.cell not in CELLS:
-            raise ValueError(f"Seq2SeqConfig: cell must be one of {list(CELLS)}, "
-                             f"got {self.cell!r}")
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"Seq2SeqConfig: attention must be one of {list(ATTENTIONS)}, "
-                             f"got {self.attention!r}")
-        if self.style not in STYLES:
-            raise ValueError(f"Seq2SeqConfig: style must be one of {list(STYLES)}, "
-                             f"got {self.style!r}")
-        if self.input_feeding is None and self.attention in ATTENTIONS:
-            object.__setattr__(self, "input_feeding", self.attention != "none")
-        if not isinstance(self.input_feeding, bool):
-            raise TypeError(f"Seq2SeqConfig: input_feeding must be a bool, "
-                            f"got {self.input_feeding!r}")
+        name = "Seq2SeqConfig"
+        fix = functools.partial(object.__setattr__, self)       # frozen: set the normalised
+        for field, kind in (("src_vocab", "vocab"), ("tgt_vocab", "vocab"), ("embed", "width"),
+                            ("hidden", "width")):
+            fix(field, check_size(name, field, getattr(self, field), kind))
+        fix("cell", values.choice(name, "cell", self.cell, CELLS))
+        fix("attention", values.choice(name, "attention", self.attention, ATTENTIONS))
+        fix("style", values.choice(name, "style", self.style, STYLES))
+        if self.input_feeding is None:
+            fix("input_feeding", self.attention != "none")
+        fix("input_feeding", values.flag(name, "input_feeding", self.input_feeding))
         if self.input_feeding and self.attention == "none":
             raise ValueError("Seq2SeqConfig: input_feeding feeds the attentional vector o_t back "
                              "into the cell; it needs attention other than 'none'")
-        for name in ("dropout", "label_smoothing"):
-            value = getattr(self, name)
-            if not checks.is_real(value) or not 0 <= value < 1:
-                raise ValueError(f"Seq2SeqConfig: {name} must be a number in [0, 1), "
-                                 f"got {value!r}")
+        for field in ("dropout", "label_smoothing"):
+            fix(field, values.real(name, field, getattr(self, field), low=0, high=1,
+                                   high_open=True))
 
     @property
     def decoder_size(self) -> int:

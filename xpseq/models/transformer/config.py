@@ -5,12 +5,13 @@ masks of a training step; and the nesting the layers read them in (:func:`_group
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from xpseq.core import checks, kernels
+from xpseq.core import kernels, values
 from xpseq.core.blockwise import DEFAULT_BLOCK
 
 from ..protocol import (
@@ -90,31 +91,28 @@ class TransformerConfig(DictConfig):
 
     def __post_init__(self) -> None:
         name = "TransformerConfig"
+        fix = functools.partial(object.__setattr__, self)       # frozen: set the normalised
         for field, kind in (("src_vocab", "vocab"), ("tgt_vocab", "vocab"),
                             ("d_model", "width"), ("heads", "width"),
                             ("encoder_layers", "layers"), ("decoder_layers", "layers"),
                             ("d_ff", "width"), ("max_len", "width"),
                             ("attention_block", "width")):
-            check_size(name, field, getattr(self, field), kind)
+            fix(field, check_size(name, field, getattr(self, field), kind))
+        for field, choices in (("norm", NORMS), ("positions", POSITIONS),
+                               ("attention", ATTENTION_PATHS),
+                               ("activation", tuple(kernels.ACTIVATIONS))):
+            fix(field, values.choice(name, field, getattr(self, field), choices))
+        for field in ("dropout", "label_smoothing"):
+            fix(field, values.real(name, field, getattr(self, field), low=0, high=1,
+                                   high_open=True))
+        for field in ("share_embeddings", "tie_output"):
+            fix(field, values.flag(name, field, getattr(self, field)))
         if self.d_model % self.heads:
             raise ValueError(f"{name}: heads ({self.heads}) must divide d_model "
                              f"({self.d_model})")
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"{name}: sinusoidal positions need an even d_model, got "
                              f"{self.d_model}")
-        for field, choices in (("norm", NORMS), ("positions", POSITIONS),
-                               ("attention", ATTENTION_PATHS),
-                               ("activation", tuple(kernels.ACTIVATIONS))):
-            if getattr(self, field) not in choices:
-                raise ValueError(f"{name}: {field} must be one of {list(choices)}, got "
-                                 f"{getattr(self, field)!r}")
-        for field in ("dropout", "label_smoothing"):
-            value = getattr(self, field)
-            if not checks.is_real(value) or not 0 <= value < 1:
-                raise ValueError(f"{name}: {field} must be a number in [0, 1), got {value!r}")
-        for field in ("share_embeddings", "tie_output"):
-            if not isinstance(getattr(self, field), bool):
-                raise TypeError(f"{name}: {field} must be a bool, got {getattr(self, field)!r}")
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(f"{name}: share_embeddings needs src_vocab == tgt_vocab, got "
                              f"{self.src_vocab} and {self.tgt_vocab}")
