@@ -275,7 +275,8 @@ def test_the_model_defaults_are_the_configs_but_for_the_toy_tables():
     assert train_options.model_defaults("transformer") == {
         "d_model": tf["d_model"], "heads": tf["heads"], "layers": tf["encoder_layers"],
         "d_ff": tf["d_ff"], "norm": tf["norm"], "dropout": tf["dropout"],
-        "label_smoothing": tf["label_smoothing"],
+        "label_smoothing": tf["label_smoothing"], "attention_path": tf["attention"],
+        "attention_block": tf["attention_block"],
         **train_options.TOY_MODEL_DEFAULTS["transformer"]}
     assert train_options.TOY_MODEL_DEFAULTS == {"rnn": {"dropout": 0.1},
                                          "transformer": {"dropout": 0.1,

@@ -12,7 +12,7 @@ above all of them.
 
 from __future__ import annotations
 
-from test_layout import MODULES, PACKAGE, folder_of, imports
+from test_layout import MODULES, PACKAGE, folder_of, imports, module_name
 
 LAYERS = (
     ("core", "io"),
@@ -81,3 +81,25 @@ def test_search_needs_nothing_from_training():
                for path in sorted((PACKAGE / "search").glob("*.py"))
                for target, _, line in imports(path) if target.startswith("xpseq.train")]
     assert not reaches, reaches
+
+
+def test_the_core_modules_import_one_another_without_a_circle():
+    """Within ``xpseq.core`` the imports form no circle, a lazy import inside a function
+    included: each module can be read knowing only those below it."""
+    core = {module_name(p): p for p in MODULES if folder_of(p) == "xpseq.core"
+            and p.stem != "__init__"}
+    edges = {}
+    for name, path in core.items():
+        targets = set()
+        for target, names, _ in imports(path):
+            for t in [target] + [f"{target}.{n}" for n in names]:
+                if t in core and t != name:
+                    targets.add(t)
+        edges[name] = targets
+
+    def reaches(start: str, goal: str, seen: set) -> bool:
+        return any(t == goal or (t not in seen and not seen.add(t) and reaches(t, goal, seen))
+                   for t in edges[start])
+
+    circles = sorted(f"{a} <-> {b}" for a in edges for b in edges[a] if reaches(b, a, set()))
+    assert not circles, circles

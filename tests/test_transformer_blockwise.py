@@ -75,6 +75,46 @@ def test_autodiff_through_the_blockwise_forward_gives_the_plain_gradients(grad_b
                                    err_msg=name)
 
 
+def test_under_autodiff_the_attention_backward_is_the_hand_derived_rule(grad_backend,
+                                                                        monkeypatch):
+    """The training step's loss under JAX's or PyTorch's own differentiation (jitted on
+    JAX, as training runs it): every blockwise attention (encoder self, causal decoder
+    self, cross) goes through ``backend.custom_vjp`` with ``blockwise_back``, whose
+    gradients are the plain path's to 1e-10 in float64."""
+    from xpseq.core import vjp
+    from xpseq.core.optim import adam
+    from xpseq.train import make_train_step
+
+    be = grad_backend
+    params = T.init_params(PLAIN, seed=3)
+    _, ref_grads = T.loss_and_grad(params, PLAIN, BATCH)
+    backs = []
+    real = vjp.blockwise_back
+
+    def spy(*args, **kwargs):
+        backs.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(vjp, "blockwise_back", spy)
+
+    def loss(p, b):
+        return T.kernels.loss(p, BLOCKWISE, b, None, scan=be.scan, custom_vjp=be.custom_vjp,
+                              xp=be.xp)
+
+    _, grads = be.value_and_grad(be.jit(loss))(on(be, params), on(be, BATCH))
+    assert len(backs) == 6, backs              # two layers, three attentions each
+    for name, g in ref_grads.items():
+        np.testing.assert_allclose(be.to_numpy(grads[name]), g, rtol=1e-10, atol=1e-13,
+                                   err_msg=name)
+    # and the training step hands the rule over by default (autodiff, one dtype)
+    backs.clear()
+    optimizer = adam(1e-3)
+    step = make_train_step(dataclasses.replace(BLOCKWISE, attention_block=3), optimizer, be,
+                           gradients="autodiff")
+    step(on(be, params), be.asarray_tree(optimizer.init(params)), on(be, BATCH))
+    assert len(backs) == 6
+
+
 @pytest.mark.parametrize("method", ["greedy", "beam"])
 def test_decoding_gives_the_plain_paths_ids(backend, method):
     """The search step (its self-attention over the key/value cache, the cross-attention of
@@ -164,3 +204,34 @@ def test_an_export_of_a_blockwise_model_decodes_its_ids(tmp_path):
         got = onnx_model.search(BATCH["src"], BATCH["src_len"], options)
         np.testing.assert_array_equal(got.tokens, want.tokens)
         np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-10)
+
+
+def test_the_command_chooses_the_attention_path_and_block(tmp_path):
+    """``xpseq train --model transformer --attention-path --attention-block``: stored in the
+    checkpoint; a bad path or size refused in one line; the RNN does not take them."""
+    import subprocess
+    import sys
+
+    from xpseq.train import checkpoint
+
+    def xpseq(*args):
+        return subprocess.run([sys.executable, "-m", "xpseq", "train", "--quick", *args],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    done = xpseq("--model", "transformer", "--attention-path", "blockwise",
+                 "--attention-block", "4", "--d-model", "8", "--heads", "2", "--layers", "1",
+                 "--d-ff", "8", "--epochs", "1", "--backend", "numpy", "--no-progress",
+                 "--out", "m.safetensors")
+    assert done.returncode == 0, done.stderr
+    config = checkpoint.load(tmp_path / "m.safetensors").config
+    assert (config.attention, config.attention_block) == ("blockwise", 4)
+    for args, says in ((("--model", "transformer", "--attention-path", "flash"),
+                        "argument --attention-path: invalid choice: 'flash'"),
+                       (("--model", "transformer", "--attention-block", "0"),
+                        "argument --attention-block: expected a positive integer, got 0"),
+                       (("--attention-block", "4"),
+                        "--attention-block: not an option of --model rnn")):
+        done = xpseq(*args, "--out", "x.safetensors")
+        assert done.returncode in (1, 2) and len(done.stderr.splitlines()) == 1, done.stderr
+        assert says in done.stderr, done.stderr
+    assert not (tmp_path / "x.safetensors").exists()

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any
 
 import array_api_compat as compat
 
@@ -37,7 +37,7 @@ from . import checks, delegation, kernels, values
 from .attention import _check_qkv
 from .masking import check_mask, lengths_array, lengths_for
 
-__all__ = ["blockwise_attention", "hand_derived_attention", "DEFAULT_BLOCK"]
+__all__ = ["blockwise_attention", "DEFAULT_BLOCK"]
 
 #: The default query and key block sizes: of 128, 256, 512 and 1,024, the fastest on
 #: NumPy, PyTorch and JAX, forward and backward, at 4,096 tokens (4 heads of depth 64,
@@ -90,7 +90,8 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
     Peak memory is ``O(B·H·(Q·d + block_q·block_k))`` instead of ``O(B·H·Q·K)``: the
     weights are never formed (see the module docstring for the algorithm). For gradients:
     :func:`xpseq.core.vjp.blockwise_attention` (the hand-derived rule) and
-    :func:`hand_derived_attention` (that rule attached for JAX, PyTorch and NumPy).
+    :func:`xpseq.core.vjp.hand_derived_attention` (that rule attached for JAX, PyTorch and
+    NumPy).
 
     Parameters
     ----------
@@ -336,37 +337,3 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
             rows[name] = getattr(t, name)
     _, (out, lse, kept) = scan(row_block, None, rows)
     return joined(out, n_q, xp=xp), joined(lse, n_q, xp=xp), joined(kept, n_q, xp=xp)[..., 0]
-
-
-def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k: int,
-                           custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
-    """Blockwise attention with its hand-derived gradient attached, for the models.
-
-    Returns ``attention(q, k, v, lens, mask) -> context`` (unchecked: ``lens`` from
-    :func:`xpseq.core.masking.lengths_for` or ``None``, ``mask`` boolean or ``None``) made
-    ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``: a ``jax.custom_vjp`` on JAX, a
-    ``torch.autograd.Function`` on PyTorch, the rule that ``value_and_grad`` runs on NumPy).
-    The forward pass keeps the context and each row's log-sum-exp; the backward pass is
-    :func:`xpseq.core.vjp.blockwise_back`, which recomputes each block's weights from them.
-    Automatic differentiation through :func:`forward` is the other way to the gradient:
-    it stores each block's intermediate arrays instead.
-    """
-    from . import vjp
-
-    def fn(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> Any:
-        return forward(q, k, v, BlockMask(lens, mask, causal), scale, block_q, block_k,
-                       xp=xp)[0]
-
-    def fwd(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, tuple[Any, ...]]:
-        out, lse, _ = forward(q, k, v, BlockMask(lens, mask, causal), scale, block_q, block_k,
-                              xp=xp)
-        return out, (q, k, v, lens, mask, out, lse)
-
-    def bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, ...]:
-        q, k, v, lens, mask, out, lse = saved
-        dq, dk, dv = vjp.blockwise_back(q, k, v, BlockMask(lens, mask, causal), scale,
-                                        block_q, block_k, out, lse, d_out, xp=xp)
-        return dq, dk, dv, None, None
-
-    wrapped: Callable[..., Any] = custom_vjp(fn, fwd, bwd)
-    return wrapped

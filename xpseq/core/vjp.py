@@ -33,7 +33,8 @@ __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "
            "feed_forward", "concat", "dropout",
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
            "additive_from_projections", "weighted_sum", "attend", "blockwise_attention",
-           "blockwise_back", "heads", "attention_over_heads", "multi_head_attention",
+           "blockwise_back", "hand_derived_attention",
+           "heads", "attention_over_heads", "multi_head_attention",
            "lstm_step", "gru_step", "lstm_back", "gru_back", "softmax_back",
            "run_sequence", "CELL_STEPS", "CELL_BACKS"]
 
@@ -449,6 +450,41 @@ def blockwise_back(q: Any, k: Any, v: Any, blocks: blockwise.BlockMask, scale: f
             _unbroadcast(blockwise.joined(dv, n_k, xp=xp), v.shape, xp=xp))
 
 
+def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k: int,
+                           custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
+    """Blockwise attention with its hand-derived gradient attached, for the models.
+
+    Returns ``attention(q, k, v, lens, mask) -> context`` (unchecked: ``lens`` from
+    :func:`xpseq.core.masking.lengths_for` or ``None``, ``mask`` boolean or ``None``) made
+    ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``: a ``jax.custom_vjp`` on JAX, a
+    ``torch.autograd.Function`` on PyTorch, the rule that ``value_and_grad`` runs on NumPy).
+    The forward pass keeps the context and each row's log-sum-exp; the backward pass is
+    :func:`blockwise_back`, which recomputes each block's weights from them. Automatic
+    differentiation through :func:`xpseq.core.blockwise.forward` is the other way to the
+    gradient: it stores each block's intermediate arrays instead.
+    """
+    def run(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, Any]:
+        out, lse, _ = blockwise.forward(q, k, v, blockwise.BlockMask(lens, mask, causal),
+                                        scale, block_q, block_k, xp=xp)
+        return out, lse
+
+    def fn(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> Any:
+        return run(q, k, v, lens, mask)[0]
+
+    def fwd(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, tuple[Any, ...]]:
+        out, lse = run(q, k, v, lens, mask)
+        return out, (q, k, v, lens, mask, out, lse)
+
+    def bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, ...]:
+        q, k, v, lens, mask, out, lse = saved
+        dq, dk, dv = blockwise_back(q, k, v, blockwise.BlockMask(lens, mask, causal), scale,
+                                    block_q, block_k, out, lse, d_out, xp=xp)
+        return dq, dk, dv, None, None
+
+    wrapped: Callable[..., Any] = custom_vjp(fn, fwd, bwd)
+    return wrapped
+
+
 def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """``x Wᵀ + b`` (:func:`linear`) split into heads, ``(..., T, d) -> (..., H, T, d/H)``: a
     reshape and a transpose, whose backward is the inverse transpose and reshape.
@@ -459,8 +495,9 @@ def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Call
 
 def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: Any,
                          num_heads: int, scale: float, *, xp: Any, need_weights: bool = True,
-                         causal: bool = False,
-                         block: int | None = None) -> tuple[tuple[Any, Any], Callable[..., Any]]:
+                         causal: bool = False, block: int | None = None,
+                         custom_vjp: Callable[..., Any] | None = None,
+                         ) -> tuple[tuple[Any, Any], Callable[..., Any]]:
     """Multi-head attention of the queries ``q (..., Q, d_q)`` over keys and values already
     projected and split into heads, ``kh, vh (..., H, K, d/H)`` (:func:`heads`; a key/value
     cache, or an encoder memory projected once): the query projection ``W_q, b_q``,
@@ -480,7 +517,10 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
     self-attention), without the caller building that ``(Q, K)`` mask. With ``block``
     (and ``need_weights=False``) the context is :func:`xpseq.core.blockwise_attention`'s,
     in blocks of ``block`` queries and keys, and ``backprop`` is
-    :func:`blockwise_back`: no ``(Q, K)`` array in either pass.
+    :func:`blockwise_back`: no ``(Q, K)`` array in either pass. Given ``custom_vjp``
+    (``backend.custom_vjp``, for a caller differentiated by the library's own autodiff),
+    that context is :func:`hand_derived_attention`'s: the library's differentiation runs
+    :func:`blockwise_back` too, instead of keeping every block's arrays.
     """
     qh, q_bp = heads(q, p["W_q"], p.get("b_q"), num_heads, xp=xp)
     keep_c = kernels.heads_keep(keep, xp=xp)
@@ -489,7 +529,7 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
             raise ValueError("attention_over_heads: need_weights=True asks for the weights, "
                              "which the blockwise path (block=...) never builds")
         return _blockwise_over_heads(p, qh, q_bp, kh, vh, blockwise.BlockMask(
-            mask=keep_c, causal=causal), num_heads, scale, block, xp=xp)
+            mask=keep_c, causal=causal), num_heads, scale, block, xp=xp, custom_vjp=custom_vjp)
 
     if causal:                                  # (Q, K): key j <= query i
         rows, cols = (xp.arange(n, dtype=kernels.int_dtype(xp), device=compat.device(qh))
@@ -535,15 +575,24 @@ def _query_side_grads(p: Mapping[str, Any], query: tuple[Any, Any, Any], d_Wo: A
 
 def _blockwise_over_heads(p: Mapping[str, Any], qh: Any, q_bp: Callable[..., Any], kh: Any,
                           vh: Any, mask: blockwise.BlockMask, num_heads: int, scale: float,
-                          block: int, *, xp: Any) -> tuple[tuple[Any, None], Callable[..., Any]]:
-    """:func:`attention_over_heads` with the context of blockwise attention."""
-    context, lse, _ = blockwise.forward(qh, kh, vh, mask, scale, block, block, xp=xp)
+                          block: int, *, xp: Any, custom_vjp: Callable[..., Any] | None = None,
+                          ) -> tuple[tuple[Any, None], Callable[..., Any]]:
+    """:func:`attention_over_heads` with the context of blockwise attention (through
+    :func:`hand_derived_attention` given ``custom_vjp``)."""
+    if custom_vjp is None:
+        context, lse, _ = blockwise.forward(qh, kh, vh, mask, scale, block, block, xp=xp)
+    else:
+        attention = hand_derived_attention(causal=mask.causal, scale=scale, block_q=block,
+                                           block_k=block, custom_vjp=custom_vjp, xp=xp)
+        context, lse = attention(qh, kh, vh, mask.lens, mask.mask), None
     out, out_bp = linear(kernels.merge_heads(context, xp=xp, num_heads=num_heads), p["W_o"],
                          p.get("b_o"), xp=xp)
 
     def backprop(d_out: Any, d_weights: Any = None) -> tuple[Any, Any, Any, dict[str, Any]]:
         d_merged, d_Wo, d_bo = out_bp(d_out)
-        d_qh, d_kh, d_vh = blockwise_back(qh, kh, vh, mask, scale, block, block, context, lse,
+        saved = lse if lse is not None else blockwise.forward(qh, kh, vh, mask, scale, block,
+                                                              block, xp=xp)[1]
+        d_qh, d_kh, d_vh = blockwise_back(qh, kh, vh, mask, scale, block, block, context, saved,
                                           kernels.split_heads(d_merged, num_heads, xp=xp),
                                           xp=xp)
         dq, grads = _query_side_grads(p, q_bp(d_qh), d_Wo, d_bo)

@@ -136,6 +136,12 @@ class ModelKernels:
         pass into its program. ``False`` (the default): it differentiates ``loss`` itself,
         with ``custom_vjp`` given for the parts the model runs by hand (the RNN's
         loops over time).
+    rules_under_autodiff : bool
+        ``True`` when ``loss`` given ``custom_vjp`` computes the same function with
+        cheaper backward rules attached (the Transformer's blockwise attention, whose rule
+        keeps memory linear in the lengths): the training step then hands it
+        ``backend.custom_vjp`` under the library's own differentiation too. ``False`` (the
+        default): ``custom_vjp`` is given only for ``gradients="hand-derived"``.
     """
 
     loss: Callable[..., Any]
@@ -145,6 +151,7 @@ class ModelKernels:
     decoder: Callable[..., Any]
     decoder_spec: Callable[[Any], dict[str, dict[str, tuple[int | str, ...]]]] | None = None
     loss_vjp_compiles: bool = False
+    rules_under_autodiff: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

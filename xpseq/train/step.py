@@ -174,7 +174,12 @@ def _build_train_step(config: Any, optimizer: Optimizer, backend: Backend,
     # hand-derived custom VJP (the RNN).
     rules_inside = (gradients == "hand-derived" and backend.compiles_autodiff
                     and not model.kernels.loss_vjp_compiles)
-    custom_vjp = backend.custom_vjp if rules_inside else None
+    # A kind whose rules are only cheaper backward passes of the same function (the
+    # Transformer's blockwise attention) gets them under the library's autodiff too, in
+    # the parameters' one dtype (the rules are written for one dtype).
+    cheaper = (gradients == "autodiff" and model.kernels.rules_under_autodiff
+               and not precision.reduced)
+    custom_vjp = backend.custom_vjp if rules_inside or cheaper else None
 
     def loss_of(params: dict, batch: Mapping[str, Any], keep: Any) -> Any:
         params = precision.cast_params(params, xp=xp)

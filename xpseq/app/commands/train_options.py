@@ -27,6 +27,7 @@ from xpseq.backends import usable_cpus
 from xpseq.core.recurrent import CELLS
 from xpseq.models.protocol import SIZE_LIMITS
 from xpseq.models.rnn import ATTENTIONS, STYLES
+from xpseq.models.transformer import ATTENTION_PATHS, AUTO_KEYS
 from xpseq.tasks.experiment import TOY_MODEL_DEFAULTS, training_defaults
 
 from .. import options as opts
@@ -49,7 +50,7 @@ _layers = positive(at_most=SIZE_LIMITS["layers"], why=" (the most layers xpseq t
 MODEL_OPTIONS: dict[str, tuple[str, ...]] = {
     "rnn": ("attention", "style", "cell", "embed", "hidden", "dropout"),
     "transformer": ("d_model", "heads", "layers", "d_ff", "norm", "dropout",
-                    "label_smoothing"),
+                    "label_smoothing", "attention_path", "attention_block"),
 }
 #: The training options of ``train`` for each model kind (their defaults:
 #: :data:`xpseq.tasks.experiment.TRAINING_DEFAULTS`; ``max_tokens``, batching by token
@@ -62,7 +63,8 @@ TRAINING_OPTIONS: dict[str, tuple[str, ...]] = {
 KIND_OPTIONS: tuple[str, ...] = tuple(sorted(set().union(*MODEL_OPTIONS.values(),
                                                         *TRAINING_OPTIONS.values())))
 #: The ``Config`` fields an option of the command sets, where they differ from its name.
-_CONFIG_FIELDS = {"layers": ("encoder_layers", "decoder_layers")}
+_CONFIG_FIELDS = {"layers": ("encoder_layers", "decoder_layers"),
+                  "attention_path": ("attention",)}
 
 
 def model_defaults(kind: str) -> dict[str, Any]:
@@ -167,8 +169,8 @@ def model_options(parser: argparse.ArgumentParser) -> Actions:
                f"rnn {rnn['dropout']}, transformer {tf['dropout']}")
     g = parser.add_argument_group(
         "model", "--attention, --style, --cell, --embed and --hidden shape the rnn; "
-        "--d-model, --heads, --layers, --d-ff, --norm and --label-smoothing the "
-        "transformer. The defaults are those of --task toy and tsv (the model kinds' "
+        "--d-model, --heads, --layers, --d-ff, --norm, --label-smoothing, --attention-path "
+        "and --attention-block the transformer. The defaults are those of --task toy and tsv (the model kinds' "
         "configurations, with dropout and label smoothing 0.1); --task g2p takes the "
         "recipe's (xpseq.tasks.g2p_recipe.RECIPE).")
     return actions_of(
@@ -195,6 +197,13 @@ def model_options(parser: argparse.ArgumentParser) -> Actions:
                        help=f"transformer (default: {tf['d_ff']})"),
         g.add_argument("--norm", choices=("pre", "post"), default=None,
                        help=f"transformer (default: {tf['norm']})"),
+        g.add_argument("--attention-path", choices=ATTENTION_PATHS, default=None,
+                       help="transformer: plain attends over the whole scores, blockwise by "
+                       "blocks in memory linear in the length, auto blockwise above "
+                       f"{AUTO_KEYS:,} keys (default: {tf['attention_path']})"),
+        g.add_argument("--attention-block", type=_width, default=None,
+                       help="transformer: queries and keys per block of the blockwise path "
+                       f"(default: {tf['attention_block']})"),
         g.add_argument("--dropout", type=number_in(0.0, 1.0), default=None,
                        help=f"(default: {dropout})"),
         g.add_argument("--label-smoothing", type=number_in(0.0, 1.0), default=None,

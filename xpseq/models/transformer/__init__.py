@@ -56,6 +56,8 @@ with their backprop, and the hand-derived loss) and :mod:`xpseq.models.transform
 from __future__ import annotations
 
 from .config import (
+    ATTENTION_PATHS,
+    AUTO_KEYS,
     NORMS,
     POSITIONS,
     Config,
@@ -68,4 +70,4 @@ from .model import MODEL, cross_attention, forward, loss, loss_and_grad
 
 __all__ = ["TransformerConfig", "Config", "param_shapes", "init_params", "loss",
            "loss_and_grad", "forward", "cross_attention", "dropout_shapes", "NORMS",
-           "POSITIONS", "MODEL"]
+           "POSITIONS", "ATTENTION_PATHS", "AUTO_KEYS", "MODEL"]

@@ -111,13 +111,15 @@ def _block(config: TransformerConfig, keys: Any) -> int | None:
 
 
 def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
-                    extend: Callable[..., Any] | None, *, xp: Any,
-                    causal: bool = False) -> Callable[..., Any]:
+                    extend: Callable[..., Any] | None, *, xp: Any, causal: bool = False,
+                    custom_vjp: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over itself, ``aux`` the
     keys and values attended over. ``extend(kh, vh) -> (kh, vh)`` places the new keys and
     values among those of earlier positions (a decoder step's cache); ``None`` attends to
     ``h``'s own (the encoder, teacher forcing: the only case that backpropagates).
-    ``causal``: each position attends to itself and those before it."""
+    ``causal``: each position attends to itself and those before it. ``custom_vjp``
+    (``backend.custom_vjp``, under a library's own differentiation): the blockwise path's
+    context carries its hand-derived backward (:func:`xpseq.core.vjp.hand_derived_attention`)."""
     def body(h: Any) -> tuple[Any, ...]:
         kh, k_bp = vjp.heads(h, p["W_k"], p["b_k"], config.heads, xp=xp)
         vh, v_bp = vjp.heads(h, p["W_v"], p["b_v"], config.heads, xp=xp)
@@ -126,7 +128,8 @@ def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
         block = _block(config, kh.shape[-2])
         (out, _), att_bp = vjp.attention_over_heads(p, h, kh, vh, keep, config.heads,
                                                     _scale(config), xp=xp, causal=causal,
-                                                    need_weights=block is None, block=block)
+                                                    need_weights=block is None, block=block,
+                                                    custom_vjp=custom_vjp)
 
         def body_bp(dy: Any) -> tuple[Any, dict[str, Any]]:
             dq, d_kh, d_vh, g = att_bp(dy)
@@ -140,16 +143,18 @@ def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
 
 
 def _cross_attention(p: Mapping[str, Any], config: TransformerConfig, kv: tuple[Any, Any],
-                     keep: Any, need_weights: bool, *, xp: Any) -> Callable[..., Any]:
+                     keep: Any, need_weights: bool, *, xp: Any,
+                     custom_vjp: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over the memory's keys and
     values ``kv`` (see :func:`_cross_keys_vjp`); ``aux`` the weights (``None`` without
-    ``need_weights``); ``body_bp(dy) -> (dh, (g, d_kh, d_vh))``."""
+    ``need_weights``); ``body_bp(dy) -> (dh, (g, d_kh, d_vh))``; ``custom_vjp`` as in
+    :func:`_self_attention`."""
     def body(h: Any) -> tuple[Any, ...]:
         block = None if need_weights else _block(config, kv[0].shape[-2])
         (out, weights), att_bp = vjp.attention_over_heads(p, h, *kv, keep, config.heads,
                                                           _scale(config), xp=xp,
                                                           need_weights=need_weights,
-                                                          block=block)
+                                                          block=block, custom_vjp=custom_vjp)
 
         def body_bp(dy: Any) -> tuple[Any, tuple[Any, ...]]:
             dh, d_kh, d_vh, g = att_bp(dy)
@@ -172,10 +177,12 @@ def _feed_forward(p: Mapping[str, Any], config: TransformerConfig, keep_hidden: 
 
 
 def _encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
-                 keep: Mapping[str, Any] | None, *, xp: Any) -> tuple[Any, Any, Callable[..., Any]]:
+                 keep: Mapping[str, Any] | None, *, xp: Any,
+                 custom_vjp: Callable[..., Any] | None = None,
+                 ) -> tuple[Any, Any, Callable[..., Any]]:
     """The encoder: ``memory (B, S, d)`` after the final norm, the source keep-mask
     ``(B, 1, S)``, and ``backprop(d_memory) -> grads`` (``src_embed``, ``pos``, ``enc``,
-    ``enc_ln`` of :func:`_layout`)."""
+    ``enc_ln`` of :func:`_layout`); ``custom_vjp`` as in :func:`_self_attention`."""
     keep = keep or {}
     src_keep = xp.expand_dims(kernels.sequence_mask(src_len, src.shape[1], xp=xp, like=src,
                                                     axis=1), axis=-2)
@@ -184,8 +191,8 @@ def _encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_
     tape = []
     for i, p in enumerate(g["enc"]):
         x, _, att_bp = _sublayer_vjp(config, x, p["ln1"], keep.get(f"enc{i}.att"),
-                                     _self_attention(p["att"], config, src_keep, None, xp=xp),
-                                     xp=xp)
+                                     _self_attention(p["att"], config, src_keep, None, xp=xp,
+                                                     custom_vjp=custom_vjp), xp=xp)
         x, _, ff_bp = _sublayer_vjp(config, x, p["ln2"], keep.get(f"enc{i}.ff"),
                                     _feed_forward(p["ff"], config, keep.get(f"enc{i}.ff_hidden"),
                                                   xp=xp), xp=xp)
@@ -236,6 +243,7 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
                      src_keep: Any, *, xp: Any, keep: Mapping[str, Any] | None = None,
                      cache: Mapping[str, Any] | None = None, capacity: int | None = None,
                      weights_of: Container[int] = (),
+                     custom_vjp: Callable[..., Any] | None = None,
                      ) -> tuple[Any, list[Any], Any, Callable[..., Any]]:
     """The decoder from target ids to logits: the one forward of training (teacher forcing),
     of its hand-derived backward and of the search step.
@@ -256,6 +264,7 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
         the step once), or appended with ``capacity=None`` (``L = t``: an eager loop reads
         only the positions decoded so far).
     weights_of : the layers whose cross-attention weights to return
+    custom_vjp : as in :func:`_self_attention` (teacher forcing under autodiff)
 
     Returns
     -------
@@ -297,12 +306,14 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
     for i, p in enumerate(g["dec"]):
         x, kv, self_bp = _sublayer_vjp(config, x, p["ln1"], keep.get(f"dec{i}.self"),
                                        _self_attention(p["self"], config, self_keep, extend(i),
-                                                       xp=xp, causal=cache is None), xp=xp)
+                                                       xp=xp, causal=cache is None,
+                                                       custom_vjp=custom_vjp), xp=xp)
         if new_cache is not None:
             new_cache[f"k{i}"], new_cache[f"v{i}"] = kv
         x, w, cross_bp = _sublayer_vjp(config, x, p["ln2"], keep.get(f"dec{i}.cross"),
                                        _cross_attention(p["cross"], config, cross[i], src_keep,
-                                                        i in weights_of, xp=xp), xp=xp)
+                                                        i in weights_of, xp=xp,
+                                                        custom_vjp=custom_vjp), xp=xp)
         x, _, ff_bp = _sublayer_vjp(config, x, p["ln3"], keep.get(f"dec{i}.ff"),
                                     _feed_forward(p["ff"], config, keep.get(f"dec{i}.ff_hidden"),
                                                   xp=xp), xp=xp)
@@ -334,14 +345,17 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
 
 
 def _loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
-              keep: Mapping[str, Any] | None, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
-    """The training loss (label-smoothed) and ``backprop(d_loss) -> grads``."""
+              keep: Mapping[str, Any] | None, *, xp: Any,
+              custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Callable[..., Any]]:
+    """The training loss (label-smoothed) and ``backprop(d_loss) -> grads``. With
+    ``custom_vjp`` (the loss differentiated by a library's autodiff), blockwise attention
+    carries its own backward rule (see :func:`_self_attention`)."""
     g = _group(params, config)
     memory, src_keep, enc_bp = _encoder_vjp(g, config, batch["src"], batch["src_len"], keep,
-                                            xp=xp)
+                                            xp=xp, custom_vjp=custom_vjp)
     cross, cross_bp = _cross_keys_vjp(g, config, memory, xp=xp)
     logits, _, _, dec_bp = _decoder_forward(g, config, batch["tgt_in"], cross, src_keep,
-                                            keep=keep, xp=xp)
+                                            keep=keep, xp=xp, custom_vjp=custom_vjp)
     (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp,
                                          smoothing=config.label_smoothing)
     denom = xp.maximum(count, xp.ones_like(count))

@@ -90,7 +90,7 @@ def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
 def _loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
           keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
           custom_vjp: Callable[..., Any] | None = None) -> Any:
-    return _loss_vjp(params, config, batch, keep, xp=xp)[0]
+    return _loss_vjp(params, config, batch, keep, xp=xp, custom_vjp=custom_vjp)[0]
 
 
 def _nll_sum(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
@@ -207,4 +207,5 @@ MODEL = Model(kind="transformer", Config=TransformerConfig, param_shapes=param_s
               forward=forward, dropout_shapes=dropout_shapes,
               kernels=ModelKernels(loss=_loss, loss_vjp=_loss_vjp, nll_sum=_nll_sum,
                                    encode=_encode, decoder=_decoder,
-                                   decoder_spec=_decoder_spec, loss_vjp_compiles=True))
+                                   decoder_spec=_decoder_spec, loss_vjp_compiles=True,
+                                   rules_under_autodiff=True))
