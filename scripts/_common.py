@@ -383,7 +383,8 @@ def record(folder: str | os.PathLike, kind: str, data: dict[str, Any]) -> pathli
     """Write ``data`` as ``<folder>/<time>-<cpu>-<kind>.json`` (a recorded run, named by
     when and on which processor it ran); returns the path."""
     stamp = time.strftime("%Y-%m-%dT%H%M%S")
-    cpu = "-".join((cpu_name() or "cpu").lower().split()[:3])
+    name = (cpu_name() or "cpu").lower().replace("(r)", "").replace("(tm)", "")
+    cpu = "-".join(name.split()[:3])
     path = output_dir(folder) / f"{stamp}-{cpu}-{kind}.json"
     path.write_text(json.dumps(data, indent=1, default=json_default) + "\n",
                     encoding="utf-8")
