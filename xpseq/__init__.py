@@ -34,9 +34,8 @@ The front door (:mod:`xpseq.tasks.translator`)::
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
-from . import backends, core
-
 if _TYPE_CHECKING:               # what __getattr__ below imports when first used
+    from . import backends, core
     from .export.decoders import load_decoder
     from .tasks.experiment import task_from_pairs, toy_task
     from .tasks.translator import Translator, load
@@ -44,9 +43,10 @@ if _TYPE_CHECKING:               # what __getattr__ below imports when first use
 __all__ = ["backends", "core", "Translator", "load", "load_decoder", "toy_task",
            "task_from_pairs", "__version__"]
 #: The subpackages reachable as attributes after ``import xpseq`` (``xpseq.g2p``), each
-#: imported when first used.
-_SUBPACKAGES = ("app", "data", "export", "g2p", "io", "models", "search", "tasks", "testing",
-                "tour", "train")
+#: imported when first used: ``import xpseq`` imports nothing else, so that the command's
+#: entry point (:mod:`xpseq.__main__`) takes Ctrl-C over before any library is imported.
+_SUBPACKAGES = ("app", "backends", "core", "data", "export", "g2p", "io", "models", "search",
+                "tasks", "testing", "tour", "train")
 __version__ = "0.1.0.dev0"
 
 _FRONT_DOOR = {"Translator": "tasks.translator", "load": "tasks.translator",

@@ -13,7 +13,9 @@ Errors are one line on stderr and an exit code: 2 for bad arguments (``xpseq CMD
 ...``; values are checked by the parser, before anything is created on disk; a mistyped
 subcommand, choice or option names the nearest one, ``did you mean --model?``), 1 for every
 other failure (``xpseq: error: ...``: missing or unreadable files, damaged checkpoints, a
-diverging run, a full disk ...), 130 when interrupted. Output cut short by its reader
+diverging run, a full disk ...), 130 when interrupted (``xpseq: interrupted``, whenever
+the Ctrl-C comes: the entry point, :mod:`xpseq.__main__`, takes it over before this module
+is imported; :mod:`xpseq.app.errors`). Output cut short by its reader
 (``xpseq translate ... | head -1``) ends quietly with 141, as a program killed by SIGPIPE
 would. ``xpseq --debug CMD`` (or ``XPSEQ_DEBUG=1``) shows the traceback instead.
 
@@ -36,7 +38,14 @@ from xpseq.io import files, reading
 from . import options as opts
 from .commands import COMMANDS
 from .commands.train_config import file_defaults
-from .errors import CommandError, oserror_message
+from .errors import (
+    CommandError,
+    interrupted,
+    open_stderr,
+    oserror_message,
+    running,
+    was_interrupted,
+)
 from .options import positive
 
 __all__ = ["main", "build", "positive"]   # positive: also the scripts' argparse type
@@ -111,7 +120,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    _keep_notes_out_of_stdout()
+    open_stderr()
     if sys.stdout is None:
         print("xpseq: error: cannot write the output: standard output is closed",
               file=sys.stderr)
@@ -149,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # one run: every file it reads is an input that none of its writes may replace
         with warnings.catch_warnings(), files.run():
             warnings.showwarning = _notes(warnings.showwarning)
-            code = args.func(args)
+            with running():                   # Ctrl-C: unwind, releasing what it holds
+                code = args.func(args)
         sys.stdout.flush()
         return code
     except BrokenPipeError:
@@ -158,27 +168,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except KeyboardInterrupt:
-        print("xpseq: interrupted", file=sys.stderr)
-        return 130
+        return interrupted()
     except Exception as err:  # noqa: BLE001 (one line for every failure; --debug for more)
+        if was_interrupted():                 # what a Ctrl-C became on its way out
+            return interrupted()
         if debug:
             raise
         print(f"xpseq: error: {_one_line(err)}", file=sys.stderr)
         return 1
-
-
-def _keep_notes_out_of_stdout() -> None:
-    """With standard error closed (``2>&-``) Python sets ``sys.stderr`` to ``None``, and
-    ``print(..., file=sys.stderr)`` then writes to standard output: the notes would enter
-    the answers. Descriptor 2 goes to ``os.devnull`` instead (the notes are dropped, as
-    the caller asked), so that no file opened later takes it either."""
-    if sys.stderr is not None:
-        return
-    fd = os.open(os.devnull, os.O_WRONLY)
-    if fd != 2:
-        os.dup2(fd, 2)
-        os.close(fd)
-    sys.stderr = open(2, "w", closefd=False)
 
 
 def _notes(show: Any) -> Any:
@@ -217,4 +214,6 @@ def _message(err: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from xpseq.__main__ import main as entry   # Ctrl-C handled as the command's
+
+    sys.exit(entry())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import pathlib
 import warnings
 from typing import Mapping, Sequence
@@ -10,7 +12,7 @@ import numpy as np
 
 from xpseq.io import files
 
-__all__ = ["ascii_heatmap", "save_heatmap", "save_loss_curves"]
+__all__ = ["ascii_heatmap", "save_heatmap", "save_loss_curves", "MatplotlibFolderWarning"]
 
 _SHADES = " .:-=+*#%@"          # light to heavy; weight w gets shade int(w * 10), capped at 9
 
@@ -100,13 +102,56 @@ def save_loss_curves(path: str | pathlib.Path, histories: Mapping[str, Sequence[
     return _save(plt, fig, path, force)
 
 
+class MatplotlibFolderWarning(UserWarning):
+    """Matplotlib's own folder cannot be written: xpseq gave it another (one note)."""
+
+
+class _Held(logging.Handler):
+    """A logging handler that keeps the records it is given."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def _pyplot():
-    """matplotlib's pyplot on the Agg backend (files only, no screen needed)."""
-    import matplotlib
+    """matplotlib's pyplot on the Agg backend (files only, no screen needed).
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Where Matplotlib cannot write its own folder (a read-only ``HOME``, ``MPLCONFIGDIR``
+    unset) it makes a temporary one, builds its font cache there and logs a warning for
+    each; those records are held back while it is imported, and one
+    :class:`MatplotlibFolderWarning` says what happened instead (the command's one
+    ``xpseq: note:`` line). The process's environment is left as it was (Matplotlib
+    would set ``MPLCONFIGDIR`` to its temporary folder)."""
+    import sys
 
+    if "matplotlib" in sys.modules:
+        import matplotlib.pyplot as plt
+
+        return plt
+    before = os.environ.get("MPLCONFIGDIR")      # (Matplotlib sets it to its temporary one)
+    logger = logging.getLogger("matplotlib")
+    hold = _Held(logging.WARNING)
+    logger.addHandler(hold)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    finally:
+        logger.removeHandler(hold)
+        logger.propagate = propagate
+        if before is None:                       # the caller's environment as it was
+            os.environ.pop("MPLCONFIGDIR", None)
+    if hold.records:
+        warnings.warn(MatplotlibFolderWarning(
+            f"Matplotlib cannot write its folder; it used the temporary "
+            f"{matplotlib.get_configdir()} and builds its font cache at each run (set "
+            f"MPLCONFIGDIR to a folder it can write)"), stacklevel=3)
     return plt
 
 

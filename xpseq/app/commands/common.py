@@ -201,13 +201,19 @@ def open_decoder(args: argparse.Namespace, path: str) -> Any:
     """The model at ``path`` as a :class:`~xpseq.search.Decoder`
     (:func:`xpseq.load_decoder`), as ``--backend``, ``--compile`` and ``--dtype`` ask: a
     checkpoint on a backend, or an ONNX export's folder with ``--backend onnxruntime``
-    or no ``--backend`` (one-line errors for what does not apply)."""
+    or no ``--backend`` (one-line errors for what does not apply, whose advice works in
+    every subcommand that calls this: an export with another ``--backend`` is told to
+    drop it)."""
     from xpseq.export.decoders import EXPORT_ENGINE, load_decoder
 
     check_exist(path)
     dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
-    if args.backend is None and os.path.isfile(os.path.join(path, "model.json")):
-        args.backend = EXPORT_ENGINE                     # a folder is an export
+    if os.path.isfile(os.path.join(path, "model.json")):            # a folder is an export
+        if args.backend not in (None, EXPORT_ENGINE):
+            raise CommandError(f"{path} is an ONNX export, which decodes on {EXPORT_ENGINE} "
+                               f"alone: drop --backend {args.backend} (or decode its "
+                               f"checkpoint on {args.backend})")
+        args.backend = EXPORT_ENGINE
     if args.backend == EXPORT_ENGINE:
         check_export_folder(path, args)
         backend: Any = EXPORT_ENGINE

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from xpseq import backends
 from xpseq.io.progress import still
 
 from .. import options as opts
@@ -31,10 +32,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        "their ensemble; --shipped: the shipped model) prints phone and word "
                        "error rates on the dictionary's test split (or --part dev), for "
                        "greedy and beam search (k = --beam, 5 by default).")
-    opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND)
+    opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND
+                         + "; onnxruntime: CHECKPOINT is an ONNX export (the folder of "
+                         "xpseq export --onnx), which decodes there without asking",
+                         extra=("onnxruntime",))
     opts.precision_option(p)
-    p.add_argument("checkpoint", nargs="*", help="the checkpoint (several G2P checkpoints: "
-                   "their ensemble)")
+    p.add_argument("checkpoint", nargs="*", help="the checkpoint, or an ONNX export's folder "
+                   "(several G2P checkpoints: their ensemble)")
     p.add_argument("--shipped", action="store_true",
                    help="evaluate the G2P model that ships with xpseq")
     p.add_argument("--test", dest="test_file", help="test pairs as TSV (default: the toy "
@@ -109,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
 def _evaluate_g2p_model(args: argparse.Namespace) -> int:
     """``evaluate --shipped`` or several G2P checkpoints (an ensemble)."""
     from xpseq import g2p
+    from xpseq.export.decoders import EXPORT_ENGINE
 
     if args.shipped and args.checkpoint:
         raise CommandError("--shipped evaluates the shipped model; give no CHECKPOINT with it")
@@ -116,6 +121,10 @@ def _evaluate_g2p_model(args: argparse.Namespace) -> int:
         raise CommandError("the shipped model and ensembles of checkpoints are G2P models, "
                            "scored on the dictionary's split (no --test, --task g2p)")
     check_exist(None if args.shipped else args.checkpoint)
+    if args.backend == EXPORT_ENGINE:
+        raise CommandError(f"--backend {EXPORT_ENGINE} decodes one ONNX export (xpseq export "
+                           "--shipped --onnx DIR writes the shipped model's); the shipped "
+                           "model and ensembles decode on " + ", ".join(backends.NAMES))
     backend = command_backend(args.backend, args.compile, "decode")
     try:
         model = g2p.G2P(None if args.shipped else args.checkpoint, backend=backend)

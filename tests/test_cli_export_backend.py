@@ -1,0 +1,81 @@
+"""An ONNX export given to a subcommand with a checkpoint's ``--backend``: one error line
+whose advice works (drop ``--backend``: an export decodes on onnxruntime without asking),
+and ``evaluate`` takes ``--backend onnxruntime`` as ``translate`` does."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from xpseq.app import cli
+
+SENTENCE = "the cat sees the dog"
+
+
+@pytest.fixture
+def fake_export(tmp_path):
+    """A folder that looks like an export (its ``model.json``) and holds no graph: what a
+    subcommand decides from before it loads anything."""
+    folder = tmp_path / "toy-onnx"
+    folder.mkdir()
+    (folder / "model.json").write_text("{}", encoding="utf-8")
+    return folder
+
+
+def one_error(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("xpseq: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["translate", SENTENCE],
+                                     ["heatmap", SENTENCE]])
+def test_an_export_with_a_checkpoints_backend_is_told_to_drop_it(command, fake_export, capsys):
+    argv = [command[0], str(fake_export), *command[1:], "--backend", "numpy"]
+    assert cli.main(argv) == 1
+    line = one_error(capsys)
+    assert f"{fake_export} is an ONNX export, which decodes on onnxruntime alone: drop " \
+           "--backend numpy" in line, line
+
+
+def test_evaluate_takes_the_backend_an_export_decodes_on(fake_export, capsys):
+    """``--backend onnxruntime`` (or none) reaches the export itself: the error is about
+    what the folder holds, never about the option."""
+    for extra in (["--backend", "onnxruntime"], []):
+        assert cli.main(["evaluate", str(fake_export), *extra]) == 1
+        line = one_error(capsys)
+        assert "--backend" not in line or "needs onnxruntime" in line, line
+    # the shipped model and ensembles are checkpoints: a backend of checkpoints decodes them
+    assert cli.main(["evaluate", "--shipped", "--backend", "onnxruntime"]) == 1
+    line = one_error(capsys)
+    assert "--backend onnxruntime decodes one ONNX export" in line and "numpy" in line, line
+
+
+@pytest.mark.slow       # (about 15 s: an export is traced by ndonnx)
+def test_evaluate_of_an_export_on_onnxruntime_prints_what_its_checkpoint_prints(tmp_path,
+                                                                                 capsys):
+    pytest.importorskip("ndonnx")
+    pytest.importorskip("onnxruntime")
+    import pathlib
+
+    from xpseq.train.checkpoint import load, save
+
+    fixture = pathlib.Path(__file__).parent / "fixtures" / "rnn_format1.safetensors"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                 # format 1: a note on its metadata
+        old = load(fixture)
+    path = save(tmp_path / "toy.safetensors", config=old.config, params=old.params,
+                vocabs=old.vocabs, metadata=old.metadata)
+    folder = tmp_path / "toy-onnx"
+    assert cli.main(["export", str(path), "--onnx", str(folder)]) == 0
+    capsys.readouterr()
+    printed = {}
+    for name, argv in (("numpy", [str(path), "--backend", "numpy"]),
+                       ("onnxruntime", [str(folder), "--backend", "onnxruntime"]),
+                       ("advice followed", [str(folder)])):
+        assert cli.main(["evaluate", *argv, "--task", "toy"]) == 0, capsys.readouterr().err
+        printed[name] = capsys.readouterr().out
+    assert "BLEU" in printed["numpy"]
+    assert printed["onnxruntime"] == printed["numpy"] == printed["advice followed"]
