@@ -7,10 +7,21 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
 .PHONY: demo test smoke test-slow test-full typecheck bench g2p docs clean
 
+# PyTorch's build: a wheel already on this machine (pip's find-links) if there is one, else
+# PyPI's (CUDA) where an NVIDIA GPU is present, else PyTorch's CPU build (PyPI's Linux
+# wheels bring about 3 GB of CUDA libraries a machine without a GPU cannot use).
+TORCH     := torch==2.13.0
+TORCH_CPU := https://download.pytorch.org/whl/cpu
+
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# torch first, from the CPU wheel on disk; the constraints keep every later step on it.
-	$(PIP) install -c constraints.txt torch==2.13.0
+	# torch first; the constraints keep every later step on it.
+	if $(PIP) install -q --no-index --no-deps $(TORCH) >/dev/null 2>&1 \
+	        || command -v nvidia-smi >/dev/null 2>&1; then \
+	    $(PIP) install -c constraints.txt $(TORCH); \
+	else \
+	    $(PIP) install -c constraints.txt --index-url $(TORCH_CPU) $(TORCH); \
+	fi
 	# compat: the checkout on the path by a .pth line, which mypy follows (a user's script
 	# type-checks against xpseq); setuptools' default finder hook is invisible to mypy.
 	$(PIP) install -c constraints.txt -e ".[dev]" --config-settings editable_mode=compat
