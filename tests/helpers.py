@@ -114,3 +114,31 @@ def np_name(be: Any, x: Any) -> str:
     name = be.to_numpy(x).dtype.name
     assert x.dtype == be.dtype(name)
     return name
+
+
+def untrained_checkpoint(path: pathlib.Path, *, n_train: int = 20) -> pathlib.Path:
+    """A small RNN checkpoint of the toy task's vocabularies (``n_train`` sentences), its
+    parameters as initialised: for the commands that read a model but need no trained one."""
+    from xpseq.models.rnn import Seq2SeqConfig, init_params
+    from xpseq.tasks import toy_task
+    from xpseq.train import checkpoint
+
+    task = toy_task(n_train=n_train, n_dev=5, n_test_per_bucket=1)
+    config = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), embed=4, hidden=4)
+    return checkpoint.save(path, config=config, params=init_params(config, seed=0),
+                           vocabs={"src": task.src_vocab.to_list(),
+                                   "tgt": task.tgt_vocab.to_list()})
+
+
+def resaved_fixture(path: pathlib.Path) -> pathlib.Path:
+    """``tests/fixtures/rnn_format1.safetensors`` (a trained toy model) saved again at
+    ``path`` in the current format (no note on its metadata when it is read)."""
+    import warnings
+
+    from xpseq.train.checkpoint import load, save
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                 # format 1: a note on its metadata
+        old = load(pathlib.Path(__file__).parent / "fixtures" / "rnn_format1.safetensors")
+    return save(path, config=old.config, params=old.params, vocabs=old.vocabs,
+                metadata=old.metadata)

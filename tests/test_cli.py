@@ -541,16 +541,9 @@ def test_data_toy_export_writes_the_demo_pairs_as_tsv(tmp_path):
 def test_evaluate_task_toy_for_a_checkpoint_saved_from_python(tmp_path):
     """A toy model saved from Python records no data: evaluate says how to score it, and
     ``--task toy`` scores it on the demo's test sentences (300 per phrase count)."""
-    from xpseq.models.rnn import Seq2SeqConfig, init_params
-    from xpseq.tasks import toy_task
-    from xpseq.train import checkpoint
+    from helpers import untrained_checkpoint
 
-    task = toy_task(n_train=200, n_dev=10, n_test_per_bucket=5)
-    config = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), embed=4, hidden=4)
-    path = checkpoint.save(tmp_path / "m.safetensors", config=config,
-                           params=init_params(config, seed=0),
-                           vocabs={"src": task.src_vocab.to_list(),
-                                   "tgt": task.tgt_vocab.to_list()})
+    path = untrained_checkpoint(tmp_path / "m.safetensors", n_train=200)
     done = xpseq("evaluate", path, "--backend", "numpy")
     assert done.returncode == 1 and "pass --task toy" in done.stderr, show(done)
     done = xpseq("evaluate", path, "--backend", "numpy", "--task", "toy")

@@ -4,8 +4,6 @@ and ``evaluate`` takes ``--backend onnxruntime`` as ``translate`` does."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
 from xpseq.app import cli
@@ -58,16 +56,9 @@ def test_evaluate_of_an_export_on_onnxruntime_prints_what_its_checkpoint_prints(
                                                                                  capsys):
     pytest.importorskip("ndonnx")
     pytest.importorskip("onnxruntime")
-    import pathlib
+    from helpers import resaved_fixture
 
-    from xpseq.train.checkpoint import load, save
-
-    fixture = pathlib.Path(__file__).parent / "fixtures" / "rnn_format1.safetensors"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                 # format 1: a note on its metadata
-        old = load(fixture)
-    path = save(tmp_path / "toy.safetensors", config=old.config, params=old.params,
-                vocabs=old.vocabs, metadata=old.metadata)
+    path = resaved_fixture(tmp_path / "toy.safetensors")
     folder = tmp_path / "toy-onnx"
     assert cli.main(["export", str(path), "--onnx", str(folder)]) == 0
     capsys.readouterr()

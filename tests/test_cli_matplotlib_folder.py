@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import pytest
 
 pytest.importorskip("matplotlib")
 
-FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "rnn_format1.safetensors"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -34,13 +31,9 @@ def unwritable_home(tmp_path) -> dict[str, str]:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="Matplotlib's folders on POSIX")
 def test_the_command_with_an_unwritable_home_says_one_note_and_draws(tmp_path):
-    from xpseq.train.checkpoint import load, save
+    from helpers import resaved_fixture
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                 # format 1: a note on its metadata
-        old = load(FIXTURE)
-    model = save(tmp_path / "m.safetensors", config=old.config, params=old.params,
-                 vocabs=old.vocabs, metadata=old.metadata)
+    model = resaved_fixture(tmp_path / "m.safetensors")
     png = tmp_path / "a.png"
     done = subprocess.run([sys.executable, "-m", "xpseq", "heatmap", str(model),
                            "the cat sees the dog", "--png", str(png), "--backend", "numpy"],

@@ -219,16 +219,9 @@ def _one_line_refusal(done: subprocess.CompletedProcess, *fragments: str) -> str
 def test_heatmap_writes_a_png_of_a_long_name(tmp_path):
     """A 249-byte ``--png`` (where names may have 255) is written, and a name one byte
     over the limit refused before the model is read."""
-    from xpseq.models.rnn import Seq2SeqConfig, init_params
-    from xpseq.tasks import toy_task
-    from xpseq.train import checkpoint
+    from helpers import untrained_checkpoint
 
-    task = toy_task(n_train=20, n_dev=5, n_test_per_bucket=1)
-    config = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), embed=4, hidden=4)
-    model = checkpoint.save(tmp_path / "m.safetensors", config=config,
-                            params=init_params(config, seed=0),
-                            vocabs={"src": task.src_vocab.to_list(),
-                                    "tgt": task.tgt_vocab.to_list()})
+    model = untrained_checkpoint(tmp_path / "m.safetensors")
     limit = _limit(tmp_path)
     out = tmp_path / "pictures"
     out.mkdir()
