@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 
 import array_api_compat
 import numpy as np
@@ -271,6 +272,19 @@ def test_sgd_momentum_differs_from_plain_sgd():
 def _grads(seed=2):
     rng = np.random.default_rng(seed)
     return {k: np.asarray(rng.standard_normal(s) * 3.0) for k, s in SHAPES.items()}
+
+
+@pytest.mark.parametrize("max_norm", [5.7e37, 1e300, 1e-300])
+def test_an_extreme_max_norm_never_overflows_in_float32(max_norm):
+    """Found by the property test over TrainConfig: clip_norm=5.7e37 with float32
+    gradients of norm 1e-3 overflowed ``max_norm / norm`` (a RuntimeWarning; the result
+    was right). Gradients are kept below a huge max_norm and zeroed by a tiny one."""
+    grads = {"a": np.array([1e-3, 0.0], dtype=np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clipped, _ = optim.clip_by_global_norm(grads, max_norm)
+    expected = grads["a"] if max_norm > 1 else np.zeros(2, dtype=np.float32)
+    np.testing.assert_array_equal(clipped["a"], expected)
 
 
 @pytest.mark.parametrize("factor", [0.3, 2.0], ids=["clips", "below_max_norm"])

@@ -181,10 +181,15 @@ def global_norm(grads: Params) -> Any:
 def clip_by_global_norm(grads: Params, max_norm: float) -> tuple[dict[str, Any], Any]:
     """Scale all gradients by ``min(1, max_norm / (norm + 1e-6))``, as
     ``torch.nn.utils.clip_grad_norm_``. Returns the clipped gradients and the norm before
-    clipping."""
+    clipping.
+
+    ``max_norm / (norm + 1e-6)`` is at most ``max_norm · 1e6``: a ``max_norm`` above the
+    gradients' dtype's largest value times ``1e-6`` (3.4e32 in float32) is taken as that,
+    so that the quotient never overflows (the result differs only for norms beyond it)."""
     _check_hyper("clip_by_global_norm", "max_norm", max_norm, 0, math.inf)
     xp = compat.array_namespace(_first(grads))
     norm = global_norm(grads)
+    max_norm = min(max_norm, float(xp.finfo(norm.dtype).max) * 1e-6)
     scale = xp.minimum(max_norm / (norm + 1e-6), xp.ones_like(norm))
     return {k: g * scale for k, g in grads.items()}, norm
 
