@@ -115,7 +115,7 @@ def toy(workdir) -> pathlib.Path:
                  "--no-progress")
     assert_ok(done)
     assert path.is_file() and path.stat().st_size > 0
-    assert re.match(rf"saved {re.escape(str(path))}: 1 epochs, train loss \d", done.stdout)
+    assert re.match(rf"saved {re.escape(str(path))}: 1 epoch, train loss \d", done.stdout)
     assert "training on torch (float32): 1500 sentence pairs" in done.stderr
     # The metrics log beside it: a header and one row per epoch (the checkpoint's history).
     log = (workdir / "toy.metrics.csv").read_text(encoding="utf-8").splitlines()
@@ -386,7 +386,7 @@ def test_train_on_a_tsv_corpus_writes_a_checkpoint_that_translates(workdir):
                  "--epochs", 1, "--embed", 4, "--hidden", 4, "--attention", "additive",
                  "--backend", "numpy", "--no-progress")
     assert_ok(done)
-    assert done.stdout.startswith(f"saved {out}: 1 epochs")
+    assert done.stdout.startswith(f"saved {out}: 1 epoch")
     ckpt = load(out)
     assert (ckpt.metadata["task"], ckpt.metadata["tokens"]) == ("tsv", "word")
     assert ckpt.metadata["options"]["attention"] == "additive"

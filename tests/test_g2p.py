@@ -391,7 +391,7 @@ def cli_checkpoint(tmp_path_factory, full):
                  "--no-progress", "--out", path)
     assert_ok(done)
     assert path.is_file()
-    assert re.match(rf"saved {re.escape(str(path))}: the best of 1 epochs \(epoch 1, dev "
+    assert re.match(rf"saved {re.escape(str(path))}: the best of 1 epoch \(epoch 1, dev "
                     r"loss \d+\.\d{4}, dev WER \d+\.\d{2} %; time_limit\)", done.stdout), \
         show(done)
     assert (f"{WORDS['train']} train / {WORDS['dev']} dev / {WORDS['test']} test words"

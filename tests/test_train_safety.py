@@ -131,7 +131,7 @@ def test_resuming_a_finished_run_writes_nothing_and_says_so(run_of_one_epoch, ca
     before = out.read_bytes(), out.stat().st_mtime_ns
     code, printed, err = run(train("--resume", out, "--epochs", 1), capsys)
     assert code == 0, err
-    assert printed.startswith(f"nothing to train: {out} already holds 1 epochs") and \
+    assert printed.startswith(f"nothing to train: {out} already holds 1 epoch") and \
         "saved" not in printed
     assert (out.read_bytes(), out.stat().st_mtime_ns) == before
 

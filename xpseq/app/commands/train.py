@@ -228,9 +228,14 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     if _nothing_trained(args, resumed, result):
         return 0
     last = result.history[-1]
-    print(f"saved {args.out}: {len(result.history)} epochs, train loss "
+    print(f"saved {args.out}: {_epochs(len(result.history))}, train loss "
           f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
     return 0
+
+
+def _epochs(n: int) -> str:
+    """``"1 epoch"``, ``"3 epochs"``."""
+    return f"{n} epoch" if n == 1 else f"{n} epochs"
 
 
 def _nothing_trained(args: argparse.Namespace, resumed: Any, result: Any) -> bool:
@@ -239,7 +244,7 @@ def _nothing_trained(args: argparse.Namespace, resumed: Any, result: Any) -> boo
     if resumed is None or result.train_state["epoch"] > resumed.train_state["epoch"] \
             or result.stopped == "max_steps":
         return False
-    print(f"nothing to train: {args.resume} already holds {len(result.history)} epochs "
+    print(f"nothing to train: {args.resume} already holds {_epochs(len(result.history))} "
           f"(--epochs {args.epochs}); it is unchanged. Give a larger --epochs to continue.")
     return True
 
@@ -323,7 +328,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
         return 0
     best = result.history[-1 if result.best_epoch is None else result.best_epoch - 1]
     wer = f", dev WER {best['dev_wer']:.2f} %" if "dev_wer" in best else ""
-    print(f"saved {args.out}: the best of {len(result.history)} epochs (epoch "
+    print(f"saved {args.out}: the best of {_epochs(len(result.history))} (epoch "
           f"{result.best_epoch}, dev loss {best['dev_loss']:.4f}{wer}; {result.stopped}) in "
           f"{(time.perf_counter() - start) / 60:.1f} min")
     return 0
