@@ -3,7 +3,9 @@
 Property: every field of every configuration (the RNN's and the Transformer's, the
 training's and the search's), given any value, is either refused at construction with a
 TypeError or ValueError that names the field, or is taken in a plain Python form with
-which the model trains a step, is saved, is loaded and comes back equal.
+which the model trains a step, is saved, is loaded and comes back equal. The examples per
+property: ``XPSEQ_VALUE_EXAMPLES`` (12; 300 found the overflow that clip_by_global_norm now
+avoids); the fuzz suite drives ``Translator.train``'s whole option surface (slow tier).
 """
 
 from __future__ import annotations
@@ -205,7 +207,7 @@ def refused_by_name(error, cls, field):
 
 MODEL_CASES = [pytest.param(Seq2SeqConfig, id="rnn"),
                pytest.param(TransformerConfig, id="transformer")]
-EXAMPLES = int(os.environ.get("XPSEQ_VALUE_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("XPSEQ_VALUE_EXAMPLES", "12"))
 
 
 @pytest.mark.parametrize("cls", MODEL_CASES)
