@@ -272,3 +272,20 @@ def test_train_writes_a_checkpoint_of_a_long_name(tmp_path):
     names = {p.name for p in out.iterdir()}
     assert names <= {model.name, stem + ".metrics.csv", stem + ".tb"}, names
     assert {model.name, stem + ".metrics.csv"} <= names, names
+
+
+def test_demo_and_data_refuse_a_folder_name_too_long_before_any_work(tmp_path):
+    """``xpseq demo --out`` and ``xpseq data --export`` with a 256-byte folder name: one
+    line naming the option and the limit, before anything is trained or written."""
+    import subprocess
+    import sys
+
+    name = "d" * 256
+    for argv, option in ((["demo", "--quick", "--out", name], "--out"),
+                         (["data", "toy", "--quick", "--export", name], "--export")):
+        done = subprocess.run([sys.executable, "-m", "xpseq", *argv], capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"xpseq: error: {option}") and "256 bytes long" in line, line
+        assert "at most 255" in line and not list(tmp_path.iterdir())

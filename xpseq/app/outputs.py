@@ -149,8 +149,11 @@ def _existing_files(folder: str, names: Sequence[str], *, not_folder: str, write
     """The files ``folder/<name>`` of ``names`` that exist, before any is written; a
     CommandError (``not_folder``) when ``folder`` exists and is not a folder, or when a
     name is taken by a folder or a special file, which is never replaced (``writer``
-    writes a regular file there; the message says to ``choose`` another)."""
+    writes a regular file there; the message says to ``choose`` another); an
+    ``OutputRefused`` when a name is longer than its file system takes."""
     base = pathlib.Path(folder)
+    for name in names:                      # a name too long for its file system: refused
+        files.check_name(base / name, what=choose)
     if base.exists() and not base.is_dir():
         raise CommandError(not_folder)
     found = []
