@@ -173,7 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     text = report(points, list(args.engines), list(args.paths))
     print(text)
     if args.record:
-        data = {"command": common.command_line(__file__, argv), "machine": common.machine(),
+        data = {"command": common.command_line("bench_transformer_memory.py", argv),
+                "machine": common.machine(),
                 "versions": common.package_versions(["numpy", "jax", "jaxlib", "torch"]),
                 "threads": args.threads, "points": points, "table": text}
         print(f"recorded: {common.record(args.record, 'transformer-memory', data)}")
