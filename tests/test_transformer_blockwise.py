@@ -206,6 +206,7 @@ def test_an_export_of_a_blockwise_model_decodes_its_ids(tmp_path):
         np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow                                   # (four commands: ~15 s)
 def test_the_command_chooses_the_attention_path_and_block(tmp_path):
     """``xpseq train --model transformer --attention-path --attention-block``: stored in the
     checkpoint; a bad path or size refused in one line; the RNN does not take them."""
