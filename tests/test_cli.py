@@ -116,7 +116,7 @@ def toy(workdir) -> pathlib.Path:
     assert_ok(done)
     assert path.is_file() and path.stat().st_size > 0
     assert re.match(rf"saved {re.escape(str(path))}: 1 epoch, train loss \d", done.stdout)
-    assert "training on torch (float32): 1500 sentence pairs" in done.stderr
+    assert "training on torch (float32, autodiff gradients): 1500 sentence pairs" in done.stderr
     # The metrics log beside it: a header and one row per epoch (the checkpoint's history).
     log = (workdir / "toy.metrics.csv").read_text(encoding="utf-8").splitlines()
     assert log[0].startswith("epoch,train_loss,dev_loss,") and len(log) == 2, log

@@ -250,7 +250,7 @@ def test_resume_refuses_what_would_change_the_run(resumed, capsys, typed, refuse
     assert code == 1 and resumed == []
     assert f"--resume continues the stored run; it cannot change {refused} (only --epochs, " \
            "--time-limit, --out, --backend, --precision, --compile, --devices, " \
-           "--no-progress)" in err, err
+           "--gradients, --no-progress)" in err, err
 
 
 def test_config_and_resume_together_are_refused(tmp_path, resumed, capsys):
@@ -372,6 +372,33 @@ def test_the_command_translator_and_train_model_train_alike(kind, tmp_path, monk
     defaults = train_options.kind_defaults(kind)
     assert command["config"] == experiment.model_config(
         TASK, kind, **train_options.config_fields(kind, defaults))
+
+
+def test_gradients_chooses_the_path_refused_where_it_cannot_be(tmp_path, monkeypatch,
+                                                              fitted, capsys):
+    """``train --gradients``: given to the TrainConfig (the backend's own when not given,
+    named on the first line); autodiff on numpy and hand-derived with bfloat16 refused
+    in one line before any data is read."""
+    monkeypatch.setattr(commands.train, "toy_task_for", lambda spec: TASK)
+    monkeypatch.setenv("XPSEQ_DEBUG", "1")                   # let Captured through
+    out = str(tmp_path / "m.safetensors")
+    for extra, backend, expected in (([], "numpy", None),
+                                     (["--gradients", "hand-derived"], "torch", "hand-derived"),
+                                     (["--gradients", "autodiff"], "torch", "autodiff")):
+        if backend == "torch":
+            pytest.importorskip("torch")
+        with pytest.raises(Captured):
+            cli.main(["train", "--quick", "--backend", backend, "--out", out, "--no-progress",
+                      *extra])
+        assert fitted[-1]["train"].gradients == expected
+        shown = expected or "hand-derived"
+        assert f"training on {backend} (float32, {shown} gradients)" in capsys.readouterr().err
+    monkeypatch.delenv("XPSEQ_DEBUG")
+    for extra in (["--backend", "numpy", "--gradients", "autodiff"],
+                  ["--backend", "torch", "--precision", "bf16", "--gradients", "hand-derived"]):
+        assert cli.main(["train", "--quick", "--out", out, *extra]) == 1
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"xpseq: error: --gradients {extra[-1]}: "), line
 
 
 def test_the_demo_at_full_size_trains_the_commands_models(monkeypatch, tmp_path, fitted):

@@ -163,8 +163,15 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     from xpseq.tasks import model_config, task_from_pairs, train_model
     from xpseq.tasks.experiment import training_config
     from xpseq.train.callbacks import EarlyStopping
+    from xpseq.train.step import check_gradients, training_precision
 
     opts.precision_of(args).compute_dtype(backend.xp)   # no bfloat16: refused first
+    try:                  # numpy has no autodiff; bfloat16 is trained by autodiff only
+        gradients = check_gradients(backend, args.gradients)
+        if args.gradients is not None:
+            training_precision(backend, gradients, opts.precision_of(args))
+    except ValueError as err:
+        raise CommandError(f"--gradients {args.gradients}: {err}") from None
     resumed = _resumed(args)
     data_files = {name: outputs.fingerprint(path)
                   for name, path in outputs.data_files(args).items()
@@ -212,13 +219,13 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
                    f"moments in {args.dtype}")
     except MemoryError as err:
         raise CommandError(str(err).removeprefix("train: ")) from None
-    print(f"training on {backend.label} ({args.dtype}): {len(task.train)} sentence pairs, "
-          f"vocabularies {len(task.src_vocab)} / {len(task.tgt_vocab)}, model {kind}",
-          file=sys.stderr)
+    print(f"training on {backend.label} ({args.dtype}, {gradients} gradients): "
+          f"{len(task.train)} sentence pairs, vocabularies {len(task.src_vocab)} / "
+          f"{len(task.tgt_vocab)}, model {kind}", file=sys.stderr)
     settings = training_config(kind, epochs=options["epochs"], lr=options["lr"],
                                warmup=options.get("warmup"), seed=args.seed,
                                progress=not args.no_progress, devices=args.devices,
-                               precision=opts.precision_of(args))
+                               precision=opts.precision_of(args), gradients=args.gradients)
     metadata["options"] = _stored_options(args, options)
     _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
                             max_tokens=options.get("max_tokens"), shapes=shapes,
@@ -309,6 +316,8 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
         overrides["time_limit_minutes"] = args.time_limit
     if args.monitor is not None:
         overrides["monitor"] = args.monitor
+    if args.gradients is not None:                     # (the recipe has its own default)
+        overrides["gradients"] = args.gradients
     split = g2p_split(args.stress)
     recipe, _ = g2p_recipe.recipe(**overrides)
     print(f"training G2P on {backend.label} ({args.dtype}): CMU dictionary, stress "

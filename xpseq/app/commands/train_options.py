@@ -29,6 +29,7 @@ from xpseq.models.protocol import SIZE_LIMITS
 from xpseq.models.rnn import ATTENTIONS, STYLES
 from xpseq.models.transformer import ATTENTION_PATHS, AUTO_KEYS
 from xpseq.tasks.experiment import TOY_MODEL_DEFAULTS, training_defaults
+from xpseq.train.step import GRADIENTS
 
 from .. import options as opts
 from ..options import Actions, actions_of, number_in, positive
@@ -211,7 +212,8 @@ def model_options(parser: argparse.ArgumentParser) -> Actions:
 
 
 def training_options(parser: argparse.ArgumentParser) -> Actions:
-    """``--epochs``, ``--lr``, ``--batch-size``, ``--warmup``, ``--max-tokens``; their
+    """``--epochs``, ``--lr``, ``--batch-size``, ``--warmup``, ``--max-tokens``,
+    ``--gradients``; their
     defaults (:data:`xpseq.tasks.experiment.TRAINING_DEFAULTS`) are in the help."""
     g = parser.add_argument_group(
         "training", "Defaults for --task toy and tsv: rnn: "
@@ -229,7 +231,12 @@ def training_options(parser: argparse.ArgumentParser) -> Actions:
                        "schedule"),
         g.add_argument("--max-tokens", type=_positive, default=None,
                        help="transformer: batches by token count: at most this many padded "
-                       "tokens a batch"))
+                       "tokens a batch"),
+        g.add_argument("--gradients", choices=GRADIENTS, default=None,
+                       help="how the gradients are taken: autodiff, by the library (jax, "
+                       "torch), or hand-derived, by xpseq's backward passes (the only way on "
+                       "numpy and array_api_strict); the same values to rounding (default: "
+                       "the backend's own, said on the first line)"))
 
 
 def g2p_options(parser: argparse.ArgumentParser) -> Actions:
@@ -266,4 +273,5 @@ NOT_CONFIGURABLE = ("out", "config", "resume", "func", "check", "parser", "argv"
 NOT_STORED = NOT_CONFIGURABLE + ("no_progress", "compile")
 #: What ``train --resume`` may change.
 RESUMABLE = ("epochs", "time_limit", "out", "backend", "precision", "compile", "devices",
+             "gradients",
              "no_progress", "resume")
