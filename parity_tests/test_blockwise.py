@@ -298,9 +298,9 @@ def test_the_hand_derived_attention_is_each_librarys_gradient(grad_backend, mask
                "scale": None, "lens": np.array([[6, 5, 4, 3, 2, 1, 0], [6] * 7]) if masked
                else None, "mask": None, "causal": False}
     cot = rng.standard_normal((2, 2, 7, 2))
-    attention = vjp.hand_derived_attention(causal=False, scale=scale_of(problem),
-                                           block_q=3, block_k=4,
-                                           custom_vjp=be.custom_vjp, xp=be.xp)
+    attention = blockwise.hand_derived_attention(causal=False, scale=scale_of(problem),
+                                                 block_q=3, block_k=4,
+                                                 custom_vjp=be.custom_vjp, xp=be.xp)
     blocks = on_blocks(be, problem)
 
     def loss(q, k, v):
@@ -324,9 +324,9 @@ def test_a_jitted_program_holds_one_copy_of_each_loop_whatever_the_length():
     64 tokens in 4 (a Python loop would repeat its body once per block)."""
     jax = pytest.importorskip("jax")
     be = backends.get("jax")
-    attention = vjp.hand_derived_attention(causal=True, scale=0.5, block_q=16,
-                                           block_k=16, custom_vjp=be.custom_vjp,
-                                           xp=be.xp)
+    attention = blockwise.hand_derived_attention(causal=True, scale=0.5, block_q=16,
+                                                 block_k=16, custom_vjp=be.custom_vjp,
+                                                 xp=be.xp)
 
     def size(n: int) -> int:
         x = jax.ShapeDtypeStruct((1, 2, n, 4), np.float32)

@@ -188,11 +188,9 @@ def test_case_list_covers_every_rule() -> None:
     """Every public rule of xpseq.core.vjp has a case above (defvjp is tested below)."""
     covered = {case.id.split("-")[0] for case in CASES}
     covered = {"additive_from_projections" if c == "additive" else c for c in covered}
-    # lstm_back, gru_back, softmax_back and blockwise_back are the second halves of
-    # lstm_step, gru_step, masked_softmax and blockwise_attention (tested there);
-    # hand_derived_attention attaches blockwise_back through each library's custom VJP
-    # (test_blockwise.py checks it against the libraries' autodiff).
+    # lstm_back, gru_back and softmax_back are the second halves of lstm_step, gru_step
+    # and masked_softmax (tested there).
     rules = set(vjp.__all__) - {"defvjp", "CELL_STEPS", "CELL_BACKS", "lstm_back", "gru_back",
-                                "softmax_back", "blockwise_back", "hand_derived_attention"}
+                                "softmax_back"}
     assert rules <= covered, sorted(rules - covered)
     assert vjp.CELL_STEPS == {"lstm": vjp.lstm_step, "gru": vjp.gru_step}

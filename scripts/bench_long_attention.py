@@ -113,9 +113,9 @@ def make_call(path: str, mode: str, length: int, block: int, seed: int) -> Calla
         be = backends.get("torch")
         attention: Callable[..., Any]
         if kind == "blockwise":
-            fn = vjp.hand_derived_attention(causal=False, scale=scale, block_q=block,
-                                            block_k=block, custom_vjp=be.custom_vjp,
-                                            xp=be.xp)
+            fn = blockwise.hand_derived_attention(causal=False, scale=scale, block_q=block,
+                                                  block_k=block, custom_vjp=be.custom_vjp,
+                                                  xp=be.xp)
             attention = lambda a, b, c: fn(a, b, c, None, None)  # noqa: E731
         elif kind == "sdpa":
             attention = F.scaled_dot_product_attention
@@ -138,8 +138,8 @@ def make_call(path: str, mode: str, length: int, block: int, seed: int) -> Calla
     jq, jk, jv, jg = (jnp.asarray(x) for x in (q, k, v, g))
     be = backends.get("jax")
     if kind == "blockwise":
-        fn = vjp.hand_derived_attention(causal=False, scale=scale, block_q=block,
-                                        block_k=block, custom_vjp=be.custom_vjp, xp=be.xp)
+        fn = blockwise.hand_derived_attention(causal=False, scale=scale, block_q=block,
+                                              block_k=block, custom_vjp=be.custom_vjp, xp=be.xp)
         attention = lambda a, b, c: fn(a, b, c, None, None)  # noqa: E731
     elif kind == "dpa":            # (B, T, N, d) layout
         def attention(a: Any, b: Any, c: Any) -> Any:

@@ -10,8 +10,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from xpseq import backends, models
 import xpseq.core as C
+from xpseq import backends, models
 from xpseq.core import blockwise
 from xpseq.models.transformer import layers
 from xpseq.search import SearchOptions, search
@@ -79,9 +79,8 @@ def test_under_autodiff_the_attention_backward_is_the_hand_derived_rule(grad_bac
                                                                         monkeypatch):
     """The training step's loss under JAX's or PyTorch's own differentiation (jitted on
     JAX, as training runs it): every blockwise attention (encoder self, causal decoder
-    self, cross) goes through ``backend.custom_vjp`` with ``blockwise_back``, whose
+    self, cross) goes through ``backend.custom_vjp`` with ``blockwise.backward``, whose
     gradients are the plain path's to 1e-10 in float64."""
-    from xpseq.core import vjp
     from xpseq.core.optim import adam
     from xpseq.train import make_train_step
 
@@ -89,13 +88,13 @@ def test_under_autodiff_the_attention_backward_is_the_hand_derived_rule(grad_bac
     params = T.init_params(PLAIN, seed=3)
     _, ref_grads = T.loss_and_grad(params, PLAIN, BATCH)
     backs = []
-    real = vjp.blockwise_back
+    real = blockwise.backward
 
     def spy(*args, **kwargs):
         backs.append(args[0].shape)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(vjp, "blockwise_back", spy)
+    monkeypatch.setattr(blockwise, "backward", spy)
 
     def loss(p, b):
         return T.kernels.loss(p, BLOCKWISE, b, None, scan=be.scan, custom_vjp=be.custom_vjp,

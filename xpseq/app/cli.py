@@ -214,6 +214,4 @@ def _message(err: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    from xpseq.__main__ import main as entry   # Ctrl-C handled as the command's
-
-    sys.exit(entry())
+    sys.exit(main())

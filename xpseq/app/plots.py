@@ -126,12 +126,6 @@ def _pyplot():
     :class:`MatplotlibFolderWarning` says what happened instead (the command's one
     ``xpseq: note:`` line). The process's environment is left as it was (Matplotlib
     would set ``MPLCONFIGDIR`` to its temporary folder)."""
-    import sys
-
-    if "matplotlib" in sys.modules:
-        import matplotlib.pyplot as plt
-
-        return plt
     before = os.environ.get("MPLCONFIGDIR")      # (Matplotlib sets it to its temporary one)
     logger = logging.getLogger("matplotlib")
     hold = _Held(logging.WARNING)

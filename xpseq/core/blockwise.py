@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Callable
 
 import array_api_compat as compat
 
@@ -37,7 +37,7 @@ from . import checks, delegation, kernels, values
 from .attention import _check_qkv
 from .masking import check_mask, lengths_array, lengths_for
 
-__all__ = ["blockwise_attention", "DEFAULT_BLOCK"]
+__all__ = ["blockwise_attention", "backward", "hand_derived_attention", "DEFAULT_BLOCK"]
 
 #: The default query and key block sizes: of 128, 256, 512 and 1,024, the fastest on
 #: NumPy, PyTorch and JAX, forward and backward, at 4,096 tokens (4 heads of depth 64,
@@ -90,8 +90,7 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
     Peak memory is ``O(B·H·(Q·d + block_q·block_k))`` instead of ``O(B·H·Q·K)``: the
     weights are never formed (see the module docstring for the algorithm). For gradients:
     :func:`xpseq.core.vjp.blockwise_attention` (the hand-derived rule) and
-    :func:`xpseq.core.vjp.hand_derived_attention` (that rule attached for JAX, PyTorch and
-    NumPy).
+    :func:`hand_derived_attention` (that rule attached for JAX, PyTorch and NumPy).
 
     Parameters
     ----------
@@ -337,3 +336,91 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
             rows[name] = getattr(t, name)
     _, (out, lse, kept) = scan(row_block, None, rows)
     return joined(out, n_q, xp=xp), joined(lse, n_q, xp=xp), joined(kept, n_q, xp=xp)[..., 0]
+
+
+def backward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: int,
+             block_k: int, out: Any, lse: Any, d_out: Any, *,
+             xp: Any) -> tuple[Any, Any, Any]:
+    """The backward pass of :func:`forward` (derived in the docstring of
+    :func:`xpseq.core.vjp.blockwise_attention`) from what it saved (the context ``out``
+    and the rows' log-sum-exp ``lse``): ``(dq, dk, dv)`` for the context's cotangent
+    ``d_out``.
+
+    A ``scan`` over key blocks (:func:`xpseq.core.delegation.scan`), and inside it one
+    over query blocks: each key block's ``dk_j`` and ``dv_j`` are sums over the query
+    blocks (the inner loop's carry), and ``dq`` gathers every key block's part (the outer
+    loop's carry)."""
+    device = compat.device(q)
+    lead = tuple(d_out.shape[:-2])
+    n_q, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    if n_q == 0 or n_k == 0:                  # nothing attended: no gradient
+        return tuple(xp.zeros(x.shape, dtype=x.dtype, device=device) for x in (q, k, v))
+    t = Tiles.of(blocks, n_q, n_k, block_q, block_k, xp=xp, device=device)
+    rows_d = xp.sum(d_out * out, axis=-1, keepdims=True)          # D: (..., Q, 1)
+    queries = {"q": t.queries(q * scale, xp=xp), "do": t.queries(d_out, xp=xp),
+               "lse": t.queries(lse, xp=xp), "D": t.queries(rows_d, xp=xp), "rows": t.rows}
+    if t.lens is not None:
+        queries["lens"] = t.lens
+    keys = {"k": t.keys(k, xp=xp), "v": t.keys(v, xp=xp), "cols": t.cols}
+    if t.mask is not None:                    # (key blocks, query blocks, ...)
+        keys["mask"] = xp.permute_dims(t.mask, (1, 0, *range(2, t.mask.ndim)))
+    scan = delegation.scan(xp)
+
+    def key_block(dq: Any, y: Any) -> tuple[Any, tuple[Any, Any]]:
+        kj, vj = y["k"], y["v"]
+
+        def query_block(sums: tuple[Any, Any], x: Any) -> tuple[tuple[Any, Any], Any]:
+            keep = blocks.keep(x["rows"], y["cols"], x.get("lens"), x.get("mask"), n_k, xp=xp)
+            p = block_weights(block_scores(x["q"], kj, keep, xp=xp),
+                                        x["lse"], keep, xp=xp)
+            ds = p * (x["do"] @ xp.matrix_transpose(vj) - x["D"])
+            dk_j, dv_j = sums                       # x["q"] is q · scale
+            return ((dk_j + xp.matrix_transpose(ds) @ x["q"],
+                     dv_j + xp.matrix_transpose(p) @ x["do"]), (ds @ kj) * scale)
+
+        start = (xp.zeros((*lead, t.block_k, d), dtype=q.dtype, device=device),
+                 xp.zeros((*lead, t.block_k, v.shape[-1]), dtype=q.dtype, device=device))
+        inner = queries if "mask" not in y else {**queries, "mask": y["mask"]}
+        sums, dq_parts = scan(query_block, start, inner)
+        return dq + dq_parts, sums
+
+    dq0 = xp.zeros((t.rows.shape[0], *lead, t.block_q, d), dtype=q.dtype, device=device)
+    dq, (dk, dv) = scan(key_block, dq0, keys)
+    return (kernels.unbroadcast(joined(dq, n_q, xp=xp), q.shape, xp=xp),
+            kernels.unbroadcast(joined(dk, n_k, xp=xp), k.shape, xp=xp),
+            kernels.unbroadcast(joined(dv, n_k, xp=xp), v.shape, xp=xp))
+
+
+def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k: int,
+                           custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
+    """Blockwise attention with its hand-derived gradient attached, for the models.
+
+    Returns ``attention(q, k, v, lens, mask) -> context`` (unchecked: ``lens`` from
+    :func:`xpseq.core.masking.lengths_for` or ``None``, ``mask`` boolean or ``None``) made
+    ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``: a ``jax.custom_vjp`` on JAX, a
+    ``torch.autograd.Function`` on PyTorch, the rule that ``value_and_grad`` runs on NumPy).
+    The forward pass keeps the context and each row's log-sum-exp; the backward pass is
+    :func:`backward`, which recomputes each block's weights from them. Automatic
+    differentiation through :func:`xpseq.core.blockwise.forward` is the other way to the
+    gradient: it stores each block's intermediate arrays instead.
+    """
+    def run(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, Any]:
+        out, lse, _ = forward(q, k, v, BlockMask(lens, mask, causal),
+                                        scale, block_q, block_k, xp=xp)
+        return out, lse
+
+    def fn(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> Any:
+        return run(q, k, v, lens, mask)[0]
+
+    def fwd(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, tuple[Any, ...]]:
+        out, lse = run(q, k, v, lens, mask)
+        return out, (q, k, v, lens, mask, out, lse)
+
+    def bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, ...]:
+        q, k, v, lens, mask, out, lse = saved
+        dq, dk, dv = backward(q, k, v, BlockMask(lens, mask, causal), scale,
+                                    block_q, block_k, out, lse, d_out, xp=xp)
+        return dq, dk, dv, None, None
+
+    wrapped: Callable[..., Any] = custom_vjp(fn, fwd, bwd)
+    return wrapped

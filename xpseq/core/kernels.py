@@ -57,6 +57,7 @@ __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "s
            "additive_scores", "additive_from_projections", "attend",
            "layer_norm", "layer_norm_parts", "gelu", "relu", "ACTIVATIONS", "feed_forward",
            "sinusoidal_positions", "split_heads", "merge_heads", "broadcast_keep", "heads_keep",
+           "sum_leading", "unbroadcast",
            "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts",
            "lstm_step", "gru_step", "STEPS", "PARTS", "initial_zeros", "run_sequence", "keep_valid"]
 
@@ -476,3 +477,18 @@ def keep_valid(new: tuple[Any, ...], old: tuple[Any, ...], valid_t: Any, *,
     ``old`` at padded steps; and the step's output, ``h`` or zero at padding."""
     state = tuple(xp.where(valid_t, n, o) for n, o in zip(new, old))
     return state, xp.where(valid_t, state[0], 0.0)
+
+
+def sum_leading(a: Any, ndim: int, *, xp: Any) -> Any:
+    """Sum ``a`` over its leading axes down to its last ``ndim`` axes."""
+    axes = tuple(range(a.ndim - ndim))
+    return xp.sum(a, axis=axes) if axes else a
+
+
+def unbroadcast(g: Any, shape: tuple[int, ...], *, xp: Any) -> Any:
+    """The gradient of an input of ``shape`` that broadcasting stretched to ``g.shape``:
+    a broadcast copies the input, so its gradient sums over the copies (the leading axes
+    it lacked and the axes where it had size 1)."""
+    g = sum_leading(g, len(shape), xp=xp)
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return xp.sum(g, axis=axes, keepdims=True) if axes else g

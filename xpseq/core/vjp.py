@@ -33,7 +33,6 @@ __all__ = ["defvjp", "linear", "embedding", "sigmoid", "tanh", "gelu", "relu", "
            "feed_forward", "concat", "dropout",
            "masked_softmax", "log_softmax", "nll_sum", "dot_scores", "general_scores",
            "additive_from_projections", "weighted_sum", "attend", "blockwise_attention",
-           "blockwise_back", "hand_derived_attention",
            "heads", "attention_over_heads", "multi_head_attention",
            "lstm_step", "gru_step", "lstm_back", "gru_back", "softmax_back",
            "run_sequence", "CELL_STEPS", "CELL_BACKS"]
@@ -49,21 +48,6 @@ def defvjp(fn: Callable[..., Any], rule: Callable[..., Any]) -> Callable[..., An
     """
     setattr(fn, "vjp", rule)
     return fn
-
-
-def _sum_leading(a: Any, ndim: int, *, xp: Any) -> Any:
-    """Sum ``a`` over its leading axes down to its last ``ndim`` axes."""
-    axes = tuple(range(a.ndim - ndim))
-    return xp.sum(a, axis=axes) if axes else a
-
-
-def _unbroadcast(g: Any, shape: tuple[int, ...], *, xp: Any) -> Any:
-    """The gradient of an input of ``shape`` that broadcasting stretched to ``g.shape``:
-    a broadcast copies the input, so its gradient sums over the copies (the leading axes
-    it lacked and the axes where it had size 1)."""
-    g = _sum_leading(g, len(shape), xp=xp)
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
-    return xp.sum(g, axis=axes, keepdims=True) if axes else g
 
 
 # --------------------------------------------------------------------------- layers
@@ -85,7 +69,7 @@ def linear(x: Any, W: Any, b: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]
         # its fast matrix-product kernel, where it runs the flattened form 1.4-1.8x slower.
         leading = list(range(dy.ndim - 1))
         dW = xp.tensordot(dy, x, axes=(leading, leading))
-        db = None if b is None else _sum_leading(dy, 1, xp=xp)
+        db = None if b is None else kernels.sum_leading(dy, 1, xp=xp)
         return dx, dW, db
 
     return y, backprop
@@ -164,7 +148,7 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *,
         g = dy * gamma
         dx = inv_std * (g - xp.mean(g, axis=-1, keepdims=True)
                         - normed * xp.mean(g * normed, axis=-1, keepdims=True))
-        return dx, _sum_leading(dy * normed, 1, xp=xp), _sum_leading(dy, 1, xp=xp)
+        return dx, kernels.sum_leading(dy * normed, 1, xp=xp), kernels.sum_leading(dy, 1, xp=xp)
 
     return y, backprop
 
@@ -290,8 +274,8 @@ def dot_scores(q: Any, k: Any, scale: float | None, *, xp: Any) -> tuple[Any, Ca
 
     def backprop(ds: Any) -> tuple[Any, Any]:
         ds = ds if c == 1.0 else ds * c
-        return (_unbroadcast(ds @ k, q.shape, xp=xp),
-                _unbroadcast(xp.matrix_transpose(ds) @ q, k.shape, xp=xp))
+        return (kernels.unbroadcast(ds @ k, q.shape, xp=xp),
+                kernels.unbroadcast(xp.matrix_transpose(ds) @ q, k.shape, xp=xp))
 
     return s, backprop
 
@@ -303,11 +287,11 @@ def general_scores(q: Any, k: Any, W: Any, *, xp: Any) -> tuple[Any, Callable[..
 
     def backprop(ds: Any) -> tuple[Any, Any, Any]:
         u = q @ W
-        du = _unbroadcast(ds @ k, u.shape, xp=xp)
+        du = kernels.unbroadcast(ds @ k, u.shape, xp=xp)
         dW = xp.matrix_transpose(xp.reshape(q, (-1, q.shape[-1]))) \
             @ xp.reshape(du, (-1, du.shape[-1]))
         return (du @ xp.matrix_transpose(W),
-                _unbroadcast(xp.matrix_transpose(ds) @ u, k.shape, xp=xp), dW)
+                kernels.unbroadcast(xp.matrix_transpose(ds) @ u, k.shape, xp=xp), dW)
 
     return s, backprop
 
@@ -326,10 +310,10 @@ def additive_from_projections(pq: Any, pk: Any, v: Any, *,
     def backprop(ds: Any) -> tuple[Any, Any, Any]:
         a = xp.tanh(xp.expand_dims(pq, axis=-2) + xp.expand_dims(pk, axis=-3))  # (..., Q, K, h)
         dsa = xp.expand_dims(ds, axis=-1)
-        dv = _sum_leading(dsa * a, 1, xp=xp)
+        dv = kernels.sum_leading(dsa * a, 1, xp=xp)
         g = dsa * v * (1.0 - a * a)
-        dpq = _unbroadcast(xp.sum(g, axis=-2), pq.shape, xp=xp)
-        dpk = _unbroadcast(xp.sum(g, axis=-3), pk.shape, xp=xp)
+        dpq = kernels.unbroadcast(xp.sum(g, axis=-2), pq.shape, xp=xp)
+        dpk = kernels.unbroadcast(xp.sum(g, axis=-3), pk.shape, xp=xp)
         return dpq, dpk, dv
 
     return s, backprop
@@ -341,8 +325,8 @@ def weighted_sum(weights: Any, values: Any, *, xp: Any) -> tuple[Any, Callable[.
     c = weights @ values
 
     def backprop(dc: Any) -> tuple[Any, Any]:
-        return (_unbroadcast(dc @ xp.matrix_transpose(values), weights.shape, xp=xp),
-                _unbroadcast(xp.matrix_transpose(weights) @ dc, values.shape, xp=xp))
+        return (kernels.unbroadcast(dc @ xp.matrix_transpose(values), weights.shape, xp=xp),
+                kernels.unbroadcast(xp.matrix_transpose(weights) @ dc, values.shape, xp=xp))
 
     return c, backprop
 
@@ -392,97 +376,10 @@ def blockwise_attention(q: Any, k: Any, v: Any, blocks: blockwise.BlockMask, sca
     out, lse, _ = blockwise.forward(q, k, v, blocks, scale, block_q, block_k, xp=xp)
 
     def backprop(d_out: Any) -> tuple[Any, Any, Any]:
-        return blockwise_back(q, k, v, blocks, scale, block_q, block_k, out, lse, d_out,
+        return blockwise.backward(q, k, v, blocks, scale, block_q, block_k, out, lse, d_out,
                               xp=xp)
 
     return out, backprop
-
-
-def blockwise_back(q: Any, k: Any, v: Any, blocks: blockwise.BlockMask, scale: float,
-                   block_q: int, block_k: int, out: Any, lse: Any, d_out: Any, *,
-                   xp: Any) -> tuple[Any, Any, Any]:
-    """The backward pass of :func:`blockwise_attention` from what its forward pass saved
-    (the context ``out`` and the rows' log-sum-exp ``lse``): ``(dq, dk, dv)`` for the
-    context's cotangent ``d_out``.
-
-    A ``scan`` over key blocks (:func:`xpseq.core.delegation.scan`), and inside it one
-    over query blocks: each key block's ``dk_j`` and ``dv_j`` are sums over the query
-    blocks (the inner loop's carry), and ``dq`` gathers every key block's part (the outer
-    loop's carry)."""
-    device = compat.device(q)
-    lead = tuple(d_out.shape[:-2])
-    n_q, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
-    if n_q == 0 or n_k == 0:                  # nothing attended: no gradient
-        return tuple(xp.zeros(x.shape, dtype=x.dtype, device=device) for x in (q, k, v))
-    t = blockwise.Tiles.of(blocks, n_q, n_k, block_q, block_k, xp=xp, device=device)
-    rows_d = xp.sum(d_out * out, axis=-1, keepdims=True)          # D: (..., Q, 1)
-    queries = {"q": t.queries(q * scale, xp=xp), "do": t.queries(d_out, xp=xp),
-               "lse": t.queries(lse, xp=xp), "D": t.queries(rows_d, xp=xp), "rows": t.rows}
-    if t.lens is not None:
-        queries["lens"] = t.lens
-    keys = {"k": t.keys(k, xp=xp), "v": t.keys(v, xp=xp), "cols": t.cols}
-    if t.mask is not None:                    # (key blocks, query blocks, ...)
-        keys["mask"] = xp.permute_dims(t.mask, (1, 0, *range(2, t.mask.ndim)))
-    scan = delegation.scan(xp)
-
-    def key_block(dq: Any, y: Any) -> tuple[Any, tuple[Any, Any]]:
-        kj, vj = y["k"], y["v"]
-
-        def query_block(sums: tuple[Any, Any], x: Any) -> tuple[tuple[Any, Any], Any]:
-            keep = blocks.keep(x["rows"], y["cols"], x.get("lens"), x.get("mask"), n_k, xp=xp)
-            p = blockwise.block_weights(blockwise.block_scores(x["q"], kj, keep, xp=xp),
-                                        x["lse"], keep, xp=xp)
-            ds = p * (x["do"] @ xp.matrix_transpose(vj) - x["D"])
-            dk_j, dv_j = sums                       # x["q"] is q · scale
-            return ((dk_j + xp.matrix_transpose(ds) @ x["q"],
-                     dv_j + xp.matrix_transpose(p) @ x["do"]), (ds @ kj) * scale)
-
-        start = (xp.zeros((*lead, t.block_k, d), dtype=q.dtype, device=device),
-                 xp.zeros((*lead, t.block_k, v.shape[-1]), dtype=q.dtype, device=device))
-        inner = queries if "mask" not in y else {**queries, "mask": y["mask"]}
-        sums, dq_parts = scan(query_block, start, inner)
-        return dq + dq_parts, sums
-
-    dq0 = xp.zeros((t.rows.shape[0], *lead, t.block_q, d), dtype=q.dtype, device=device)
-    dq, (dk, dv) = scan(key_block, dq0, keys)
-    return (_unbroadcast(blockwise.joined(dq, n_q, xp=xp), q.shape, xp=xp),
-            _unbroadcast(blockwise.joined(dk, n_k, xp=xp), k.shape, xp=xp),
-            _unbroadcast(blockwise.joined(dv, n_k, xp=xp), v.shape, xp=xp))
-
-
-def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k: int,
-                           custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
-    """Blockwise attention with its hand-derived gradient attached, for the models.
-
-    Returns ``attention(q, k, v, lens, mask) -> context`` (unchecked: ``lens`` from
-    :func:`xpseq.core.masking.lengths_for` or ``None``, ``mask`` boolean or ``None``) made
-    ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``: a ``jax.custom_vjp`` on JAX, a
-    ``torch.autograd.Function`` on PyTorch, the rule that ``value_and_grad`` runs on NumPy).
-    The forward pass keeps the context and each row's log-sum-exp; the backward pass is
-    :func:`blockwise_back`, which recomputes each block's weights from them. Automatic
-    differentiation through :func:`xpseq.core.blockwise.forward` is the other way to the
-    gradient: it stores each block's intermediate arrays instead.
-    """
-    def run(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, Any]:
-        out, lse, _ = blockwise.forward(q, k, v, blockwise.BlockMask(lens, mask, causal),
-                                        scale, block_q, block_k, xp=xp)
-        return out, lse
-
-    def fn(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> Any:
-        return run(q, k, v, lens, mask)[0]
-
-    def fwd(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, tuple[Any, ...]]:
-        out, lse = run(q, k, v, lens, mask)
-        return out, (q, k, v, lens, mask, out, lse)
-
-    def bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, ...]:
-        q, k, v, lens, mask, out, lse = saved
-        dq, dk, dv = blockwise_back(q, k, v, blockwise.BlockMask(lens, mask, causal), scale,
-                                    block_q, block_k, out, lse, d_out, xp=xp)
-        return dq, dk, dv, None, None
-
-    wrapped: Callable[..., Any] = custom_vjp(fn, fwd, bwd)
-    return wrapped
 
 
 def heads(x: Any, W: Any, b: Any, num_heads: int, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
@@ -517,10 +414,11 @@ def attention_over_heads(p: Mapping[str, Any], q: Any, kh: Any, vh: Any, keep: A
     self-attention), without the caller building that ``(Q, K)`` mask. With ``block``
     (and ``need_weights=False``) the context is :func:`xpseq.core.blockwise_attention`'s,
     in blocks of ``block`` queries and keys, and ``backprop`` is
-    :func:`blockwise_back`: no ``(Q, K)`` array in either pass. Given ``custom_vjp``
+    :func:`xpseq.core.blockwise.backward`: no ``(Q, K)`` array in either pass. Given
+    ``custom_vjp``
     (``backend.custom_vjp``, for a caller differentiated by the library's own autodiff),
-    that context is :func:`hand_derived_attention`'s: the library's differentiation runs
-    :func:`blockwise_back` too, instead of keeping every block's arrays.
+    that context is :func:`xpseq.core.blockwise.hand_derived_attention`'s: the library's
+    differentiation runs that backward too, instead of keeping every block's arrays.
     """
     qh, q_bp = heads(q, p["W_q"], p.get("b_q"), num_heads, xp=xp)
     keep_c = kernels.heads_keep(keep, xp=xp)
@@ -578,12 +476,13 @@ def _blockwise_over_heads(p: Mapping[str, Any], qh: Any, q_bp: Callable[..., Any
                           block: int, *, xp: Any, custom_vjp: Callable[..., Any] | None = None,
                           ) -> tuple[tuple[Any, None], Callable[..., Any]]:
     """:func:`attention_over_heads` with the context of blockwise attention (through
-    :func:`hand_derived_attention` given ``custom_vjp``)."""
+    :func:`xpseq.core.blockwise.hand_derived_attention` given ``custom_vjp``)."""
     if custom_vjp is None:
         context, lse, _ = blockwise.forward(qh, kh, vh, mask, scale, block, block, xp=xp)
     else:
-        attention = hand_derived_attention(causal=mask.causal, scale=scale, block_q=block,
-                                           block_k=block, custom_vjp=custom_vjp, xp=xp)
+        attention = blockwise.hand_derived_attention(causal=mask.causal, scale=scale,
+                                                     block_q=block, block_k=block,
+                                                     custom_vjp=custom_vjp, xp=xp)
         context, lse = attention(qh, kh, vh, mask.lens, mask.mask), None
     out, out_bp = linear(kernels.merge_heads(context, xp=xp, num_heads=num_heads), p["W_o"],
                          p.get("b_o"), xp=xp)
@@ -592,7 +491,7 @@ def _blockwise_over_heads(p: Mapping[str, Any], qh: Any, q_bp: Callable[..., Any
         d_merged, d_Wo, d_bo = out_bp(d_out)
         saved = lse if lse is not None else blockwise.forward(qh, kh, vh, mask, scale, block,
                                                               block, xp=xp)[1]
-        d_qh, d_kh, d_vh = blockwise_back(qh, kh, vh, mask, scale, block, block, context, saved,
+        d_qh, d_kh, d_vh = blockwise.backward(qh, kh, vh, mask, scale, block, block, context, saved,
                                           kernels.split_heads(d_merged, num_heads, xp=xp),
                                           xp=xp)
         dq, grads = _query_side_grads(p, q_bp(d_qh), d_Wo, d_bo)

@@ -55,7 +55,7 @@ def check_size(owner: str, field: str, value: Any, kind: str) -> int:
     if value > limit:
         raise ValueError(f"{owner}: {field} must be at most {limit:,} (the largest {kind} "
                          f"xpseq takes), got {value:,}")
-    return int(value)
+    return value
 
 
 def available_memory() -> int | None:

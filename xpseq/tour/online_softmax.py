@@ -73,9 +73,9 @@ def jax_attention_vjp(q: Any, k: Any, v: Any, d_out: Any,
 
     be, scale = backends.get("jax"), 1.0 / math.sqrt(q.shape[-1])
     if blockwise_path:
-        rule = vjp.hand_derived_attention(causal=False, scale=scale, block_q=BLOCK,
-                                          block_k=BLOCK, custom_vjp=be.custom_vjp,
-                                          xp=be.xp)
+        rule = blockwise.hand_derived_attention(causal=False, scale=scale, block_q=BLOCK,
+                                                block_k=BLOCK, custom_vjp=be.custom_vjp,
+                                                xp=be.xp)
 
         def attention(q: Any, k: Any, v: Any) -> Any:
             return rule(q, k, v, None, None)
@@ -103,8 +103,8 @@ def torch_attention_vjp(q: Any, k: Any, v: Any, d_out: Any,
         saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
 
-    rule = vjp.hand_derived_attention(causal=False, scale=scale, block_q=BLOCK,
-                                      block_k=BLOCK, custom_vjp=be.custom_vjp, xp=be.xp)
+    rule = blockwise.hand_derived_attention(causal=False, scale=scale, block_q=BLOCK,
+                                            block_k=BLOCK, custom_vjp=be.custom_vjp, xp=be.xp)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = (rule(tq, tk, tv, None, None) if blockwise_path
                else torch.softmax(tq @ tk.T * scale, dim=-1) @ tv)

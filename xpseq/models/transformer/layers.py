@@ -119,7 +119,7 @@ def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
     ``h``'s own (the encoder, teacher forcing: the only case that backpropagates).
     ``causal``: each position attends to itself and those before it. ``custom_vjp``
     (``backend.custom_vjp``, under a library's own differentiation): the blockwise path's
-    context carries its hand-derived backward (:func:`xpseq.core.vjp.hand_derived_attention`)."""
+    context carries its hand-derived backward (:func:`xpseq.core.blockwise.hand_derived_attention`)."""
     def body(h: Any) -> tuple[Any, ...]:
         kh, k_bp = vjp.heads(h, p["W_k"], p["b_k"], config.heads, xp=xp)
         vh, v_bp = vjp.heads(h, p["W_v"], p["b_v"], config.heads, xp=xp)
