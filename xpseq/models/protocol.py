@@ -51,11 +51,11 @@ def check_size(owner: str, field: str, value: Any, kind: str) -> int:
     """``value`` as a positive Python int at most ``SIZE_LIMITS[kind]``; a TypeError (not
     an int) or ValueError (out of range) naming ``owner.field`` otherwise."""
     limit = SIZE_LIMITS[kind]
-    value = values.integer(owner, field, value, low=1)
-    if value > limit:
+    size = values.integer(owner, field, value, low=1)
+    if size > limit:
         raise ValueError(f"{owner}: {field} must be at most {limit:,} (the largest {kind} "
-                         f"xpseq takes), got {value:,}")
-    return value
+                         f"xpseq takes), got {size:,}")
+    return size
 
 
 def available_memory() -> int | None:
