@@ -18,6 +18,17 @@ if not any(os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"
                                        "MKL_NUM_THREADS")):
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
+# The notebooks' kernels read an IPython profile of the build's own, not the user's
+# (~/.ipython's startup files would run in every tutorial), which keeps the kernel's
+# start-up notes out of the build's output: a kernel started by myst-nb talks to it over
+# local TCP and warns that the link is not encrypted, 23 times a build; the build runs
+# only its own notebooks. Only what is under docs/_build is written.
+_PROFILE = os.path.join(os.path.abspath("_build"), "ipython", "profile_default")
+os.makedirs(_PROFILE, exist_ok=True)
+with open(os.path.join(_PROFILE, "ipython_kernel_config.py"), "w", encoding="utf-8") as _f:
+    _f.write('c.IPKernelApp.log_level = "ERROR"\n')
+os.environ["IPYTHONDIR"] = os.path.dirname(_PROFILE)
+
 project = "xpseq"
 author = "the xpseq developers"
 copyright = "2026, the xpseq developers"
@@ -49,6 +60,7 @@ html_theme_options = {
 html_sidebars = {"benchmarks": [], "parity": [], "development": [], "getting-started": []}
 html_static_path = ["_static"]
 html_css_files = ["xpseq.css"]
+html_js_files = ["xpseq.js"]
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
 nb_execution_mode = "force"            # every tutorial runs at every build: none can rot
@@ -67,6 +79,11 @@ napoleon_google_docstring = False
 napoleon_use_rtype = False
 napoleon_use_ivar = True
 suppress_warnings = ["myst.header"]
+# Text is shown as typed: "--xla_cpu_..." and "--beam" stay two hyphens (Docutils' smart
+# quotes would make an en dash of them outside code, and a reader copies the flag wrong).
+smartquotes = False
+# A signature longer than a line shows one parameter a line, not wrapped mid-default.
+maximum_signature_line_length = 88
 
 
 def _skip_aliases(app, what, name, obj, skip, options):
@@ -105,7 +122,21 @@ def _copy_notebooks(app, exception):
             shutil.copyfile(notebook, target)
 
 
+def _field_dashes(app, doctree, docname):
+    """The separator Sphinx puts between a parameter's name and type and its description
+    (" -- ", written for smart quotes to make an en dash) as the en dash it stands for:
+    the one dash the site adds itself (smart quotes are off)."""
+    from docutils import nodes
+
+    for field in doctree.findall(nodes.field_body):
+        for text in list(field.findall(nodes.Text)):
+            if " -- " in text and not isinstance(text.parent, (nodes.literal,
+                                                                nodes.literal_block)):
+                text.parent.replace(text, nodes.Text(text.replace(" -- ", " \u2013 ")))
+
+
 def setup(app):
+    app.connect("doctree-resolved", _field_dashes)
     app.connect("autodoc-skip-member", _skip_aliases)
     app.connect("html-page-context", _notebook_download)
     app.connect("build-finished", _copy_notebooks)

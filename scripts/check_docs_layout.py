@@ -1,18 +1,25 @@
-"""Check the built benchmarks page as a reader sees it at 1280 x 800: Debian's Chromium,
-headless, lays it out and measures.
+"""Check built pages of the site as a reader sees them at 1280 x 800: Debian's Chromium,
+headless, lays each out and measures.
 
 Run after ``make docs``: ``python scripts/check_docs_layout.py [docs/_build/html]
-[--screenshot benchmarks.png]`` (a few seconds; ``.ci/run`` runs it). It fails (exit 1,
+[--screenshot benchmarks.png]`` (a few seconds a page; ``.ci/run`` runs it). It checks
+the benchmarks page, the G2P guide and an API page (:data:`PAGES`), and fails (exit 1,
 each problem a line) when
 
 * a summary table is wider than its column (a column cut off, or a scroll bar);
 * a table cell's content overflows its cell (a cell clipped);
 * a token breaks across lines: a figure, a run id, a peer's name (a summary cell's or a
-  run heading's word split mid-way);
+  run heading's word split mid-way), or a name in the navigation split anywhere but
+  after a dot or an underscore;
+* a code block is wider than its box (a line cut off at the column's edge);
 * the summary chart does not start on the first screen (what a 1280 x 800 window
-  shows of the page).
+  shows of the page), on a page that has one;
 
-The page is copied with a measuring script added at its end; Chromium runs it
+and, over every built page's text outside code (no browser needed), when a word starts
+with an en or em dash: ``--beam`` typed in the source and rendered ``–beam`` (smart
+dashes), which a reader would copy wrong.
+
+Each page is copied with a measuring script added at its end; Chromium runs it
 (``--dump-dom``) and the script writes what it found into the page as JSON.
 """
 
@@ -64,9 +71,29 @@ function measure() {
       }
     }
   }
+  // The navigation's names break only after "." or "_" (xpseq.js marks those places).
+  for (const link of document.querySelectorAll(".bd-sidebar-primary .bd-links a")) {
+    const walker = document.createTreeWalker(link, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (let i = 1; i < node.data.length; i++) {
+        const range = document.createRange();
+        range.setStart(node, i - 1);
+        range.setEnd(node, i + 1);
+        const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+        if (tops.size > 1 && !/[._\s]/.test(node.data[i - 1]) && !/\s/.test(node.data[i]))
+          problems.push(`the name "${link.textContent.trim()}" breaks inside a word`);
+      }
+    }
+  }
+  for (const pre of document.querySelectorAll(".bd-article pre")) {
+    if (pre.scrollWidth > pre.clientWidth + 1)
+      problems.push(`a code block is ${pre.scrollWidth} px wide in a ${pre.clientWidth} px ` +
+                    `box: "${short(pre)}"`);
+  }
   const chart = document.querySelector('img[src*="bench_summary"]');
-  if (!chart) problems.push("no summary chart");
-  else if (chart.getBoundingClientRect().top > window.innerHeight)
+  if (!chart) {
+    if (document.querySelector(".xpseq-summary")) problems.push("no summary chart");
+  } else if (chart.getBoundingClientRect().top > window.innerHeight)
     problems.push(`the summary chart starts ${Math.round(chart.getBoundingClientRect().top)}` +
                   ` px down, below the first screen (${window.innerHeight} px)`);
   const out = document.createElement("pre");
@@ -124,6 +151,26 @@ def measure(page: pathlib.Path, screenshot: pathlib.Path | None = None) -> list[
     return list(json.loads(text))
 
 
+#: The pages laid out by Chromium, relative to the built site: the benchmarks page (wide
+#: tables), the G2P guide (long code lines) and an API page (a long signature).
+PAGES = ("benchmarks.html", "guide/g2p.html",
+         "_autosummary/xpseq.tasks.translator.Translator.html")
+#: A word of text that starts with an en or em dash: a flag's "--" made a dash.
+DASHED = re.compile(r"(?:^|[\s(\[\"'])[\u2013\u2014][A-Za-z]")
+#: What is code, or not text a reader reads as prose.
+SKIP = re.compile(r"<(pre|code|script|style|kbd|samp|tt)\b.*?</\1>", re.S | re.I)
+
+
+def dashed_words(page: pathlib.Path) -> list[str]:
+    """The places in ``page``'s text outside code where a word starts with an en or em
+    dash, each with its context."""
+    text = SKIP.sub(" ", page.read_text(encoding="utf-8"))
+    text = re.sub(r"<[^>]+>", " ", text)
+    return ["a word starts with a dash: "
+            f"\"{text[max(0, m.start() - 20):m.end() + 20].strip()}\""
+            for m in DASHED.finditer(text)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("html", nargs="?", default="docs/_build/html",
@@ -131,17 +178,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--screenshot", type=pathlib.Path,
                         help="also save the first screen as this PNG")
     args = parser.parse_args(argv)
-    page = (pathlib.Path(args.html) / "benchmarks.html").resolve()
-    if not page.is_file():
-        parser.error(f"{page} does not exist: run make docs first")
-    problems = measure(page, args.screenshot)
+    site = pathlib.Path(args.html).resolve()
+    if not (site / PAGES[0]).is_file():
+        parser.error(f"{site / PAGES[0]} does not exist: run make docs first")
+    problems = []
+    for name in PAGES:
+        page = site / name
+        if not page.is_file():
+            problems.append(f"{page}: not built")
+            continue
+        shot = args.screenshot if name == PAGES[0] else None
+        found = measure(page, shot)
+        problems += [f"{page}: {problem}" for problem in found]
+        if not found:
+            print(f"{page}: fits {WIDTH} x {HEIGHT}: no column cut off, no cell clipped, "
+                  "no token or name broken, no code line cut")
+    pages = sorted(p for p in site.rglob("*.html") if not p.name.startswith("."))
+    for page in pages:
+        problems += [f"{page}: {problem}" for problem in dashed_words(page)]
     for problem in problems:
-        print(f"{page}: {problem}", file=sys.stderr)
+        print(problem, file=sys.stderr)
     if not problems:
-        print(f"{page}: fits {WIDTH} x {HEIGHT}: no column cut off, no cell clipped, no "
-              "token broken, the chart on the first screen")
+        print(f"{len(pages)} pages: no word of text starts with a dash")
     return 1 if problems else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

