@@ -9,7 +9,11 @@ benchmarks/long-attention]``. Self-attention, batch 1, 4 heads, depth 64, float3
 * g)`` with respect to q, k and v (the blockwise path's hand-derived rule, attached as a
 ``jax.custom_vjp`` and a ``torch.autograd.Function``; NumPy runs the rule itself; the plain
 path and the peers by automatic differentiation, NumPy's by the hand-derived rules of the
-plain path). JAX's functions are jitted and compiled before the clock starts.
+plain path). JAX's functions are jitted and compiled before the clock starts. On PyTorch
+the blockwise path is ``blockwise.hand_derived_attention``, which delegates to PyTorch's
+fused kernel where it computes the same function in linear memory
+(:func:`xpseq.core.delegation.fused_blockwise_attention`: here, unmasked, always), so
+``torch-blockwise`` against ``torch-sdpa`` measures what xpseq adds around that kernel.
 
 Each point runs in a fresh process limited to ``--memory-limit`` GiB of address space (an
 allocation beyond it fails there, cleanly, instead of waking the kernel's out-of-memory
@@ -18,8 +22,8 @@ killer); its peak memory is the growth of the process's peak resident set over t
 inputs already made (later calls would reuse memory the first freed to the allocator). A
 path stops at its first failure. Up to ``--warm-up`` tokens that first call is not timed;
 the time is the median of up to ``--repeats`` later calls (above it, of the first call
-and later ones), fewer when they would take more than ``--budget`` seconds: the longest
-lengths are one call each, which the results say. JAX's functions are compiled before
+and later ones), fewer when they would take more than ``--budget`` seconds, but at least
+one timed call: the longest lengths are one call each, which the results say. JAX's functions are compiled before
 the first call. Threads: ``--threads`` (default 2, this machine's cores) for every library:
 torch's intra-op pool, NumPy's BLAS and XLA's process affinity. glibc's allocator settings
 (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``) are recorded with the run.
@@ -174,7 +178,8 @@ def point(args: Any) -> dict[str, Any]:
         peak = peak_rss()[1] - rss      # the first call's: later ones reuse freed memory
         del out
         seconds = [] if args.length <= args.warm_up else [first]
-        while len(seconds) < args.repeats and sum(seconds) + first <= args.budget:
+        while len(seconds) < args.repeats and (not seconds or
+                                               sum(seconds) + first <= args.budget):
             start = time.perf_counter()
             call()
             seconds.append(time.perf_counter() - start)
@@ -218,26 +223,33 @@ def exponent(points: list[dict[str, Any]], key: str) -> float | None:
 
 
 def sweep(args: Any) -> dict[str, Any]:
-    """Every path and mode over the lengths, each stopping at its first failure or once a
-    call would take more than ``--max-seconds`` (its time times 4.5 per doubling)."""
+    """Every path and mode over the lengths, each path stopping at its first failure or once
+    a call would take more than ``--max-seconds`` (its time times 4.5 per doubling). The
+    paths take turns at each length, so that a shared machine's load falls on the paths a
+    ratio compares at about the same time."""
     results: list[dict[str, Any]] = []
     for mode in args.modes:
-        for path in args.paths:
-            last: dict[str, Any] | None = None
-            for length in args.lengths:
-                if last is not None and "median" in last and \
-                        last["median"] * 4.5 > args.max_seconds:
+        last: dict[str, dict[str, Any]] = {}
+        stopped: set[str] = set()
+        for length in args.lengths:
+            for path in args.paths:
+                if path in stopped:
+                    continue
+                prev = last.get(path)
+                if prev is not None and "median" in prev and \
+                        prev["median"] * 4.5 > args.max_seconds:
                     results.append({"path": path, "mode": mode, "length": length,
                                     "skipped": f"would take over {args.max_seconds:.0f} s"})
-                    break
-                last = run_point(args, path, mode, length, args.block)
-                results.append(last)
-                shown = (last.get("error") or
-                         f"{last['median'] * 1e3:10.1f} ms  {last['peak_bytes'] / 2**20:9.1f} MiB"
-                         f"  ({len(last['seconds'])} calls)")
+                    stopped.add(path)
+                    continue
+                point = last[path] = run_point(args, path, mode, length, args.block)
+                results.append(point)
+                shown = (point.get("error") or
+                         f"{point['median'] * 1e3:10.1f} ms  "
+                         f"{point['peak_bytes'] / 2**20:9.1f} MiB  ({len(point['seconds'])} calls)")
                 print(f"{mode:8s} {path:16s} {length:6d}  {shown}", flush=True)
-                if "error" in last:
-                    break
+                if "error" in point:
+                    stopped.add(path)
     return {"points": results}
 
 

@@ -176,6 +176,7 @@ def test_delegation_is_decided_by_the_namespace_alone():
     assert delegation.DELEGATES == {"sigmoid": ("jax", "torch", "ndonnx"), "relu": ("torch",),
                                     "relu_backward": ("torch",), "linear": ("torch",),
                                     "fused_attention": ("torch",),
+                                    "fused_blockwise_attention": ("torch",),
                                     "fused_layer_norm": ("torch",),
                                     "fused_recurrence": ("torch",), "scan": ("jax",),
                                     "cos": ("ndonnx",)}

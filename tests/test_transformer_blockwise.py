@@ -95,6 +95,12 @@ def test_under_autodiff_the_attention_backward_is_the_hand_derived_rule(grad_bac
         return real(*args, **kwargs)
 
     monkeypatch.setattr(blockwise, "backward", spy)
+    if be.name == "torch":      # PyTorch's fused kernel takes every one (core/delegation.py)
+        import torch
+
+        real_sdpa = torch.nn.functional.scaled_dot_product_attention
+        monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                            lambda *a, **kw: backs.append(a[0].shape) or real_sdpa(*a, **kw))
 
     def loss(p, b):
         return T.kernels.loss(p, BLOCKWISE, b, None, scan=be.scan, custom_vjp=be.custom_vjp,

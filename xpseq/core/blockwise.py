@@ -23,6 +23,12 @@ i``). A key block whose keys are all masked adds nothing (its terms are zeros, a
 running maximum stays ``-inf`` until a kept key arrives); a query row with no kept key at
 all ends with ``l = 0`` and gets a zero context, or an error with ``empty="error"``: the
 same policy as :func:`xpseq.core.scaled_dot_product_attention`, never NaN.
+
+On PyTorch (CPU) the context is PyTorch's own fused kernel where it computes the same
+function in linear memory (:func:`xpseq.core.delegation.fused_blockwise_attention`: masks
+over keys only, every query row keeping a key); these loops stay the reference, and run
+on NumPy, JAX, array_api_strict, dask and in an export, and on PyTorch wherever the
+kernel does not apply.
 """
 
 from __future__ import annotations
@@ -90,7 +96,10 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
     Peak memory is ``O(B·H·(Q·d + block_q·block_k))`` instead of ``O(B·H·Q·K)``: the
     weights are never formed (see the module docstring for the algorithm). For gradients:
     :func:`xpseq.core.vjp.blockwise_attention` (the hand-derived rule) and
-    :func:`hand_derived_attention` (that rule attached for JAX, PyTorch and NumPy).
+    :func:`hand_derived_attention` (that rule attached for JAX, PyTorch and NumPy). On
+    PyTorch's CPU tensors, with masks over keys only and a key for every query row, the
+    context is PyTorch's fused kernel's
+    (:func:`xpseq.core.delegation.fused_blockwise_attention`), also in linear memory.
 
     Parameters
     ----------
@@ -160,21 +169,30 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
     if mask is not None:
         check_mask(fname, mask, shape, xp=xp)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    out, _, kept = forward(q, k, v, blocks, scale, block_q, block_k, xp=xp)
-    if empty == "error":
-        if k.shape[-2] == 0 and math.prod(shape[:-1]) > 0:
-            raise ValueError(f"{fname}: k has no keys (K = 0), so no query has a valid key; "
-                             "pass empty='zero' for all-zero rows")
-        row = checks.first_true_index(~kept, xp)
-        if row is not None:
-            raise ValueError(f"{fname}: query row {row} of the scores q kᵀ (shape {shape}) "
-                             "has no valid key; every query needs at least one when "
-                             "empty='error' (pass empty='zero' for an all-zero row)")
+    out = delegation.fused_blockwise_attention(q, k, v, blocks.lens, mask, causal, scale,
+                                               xp=xp)
+    if out is None:                  # not PyTorch, or a row without a key, or a (Q, K) mask
+        out, _, kept = forward(q, k, v, blocks, scale, block_q, block_k, xp=xp)
+        if empty == "error":
+            _raise_empty(fname, shape, k.shape[-2], kept, xp=xp)
     finite = 0 in tuple(out.shape) or checks.concrete(
         xp.isfinite(xp.max(out)) & xp.isfinite(xp.min(out)))
     if finite is False:
         raise ValueError(f"{fname}: the result is not finite: q kᵀ overflows")
     return out, None
+
+
+def _raise_empty(fname: str, shape: tuple[Any, ...], n_k: int, kept: Any, *, xp: Any) -> None:
+    """Raise the ``ValueError`` of ``empty="error"`` when a query row keeps no key (``kept
+    (..., Q)`` from :func:`forward`)."""
+    if n_k == 0 and math.prod(shape[:-1]) > 0:
+        raise ValueError(f"{fname}: k has no keys (K = 0), so no query has a valid key; "
+                         "pass empty='zero' for all-zero rows")
+    row = checks.first_true_index(~kept, xp)
+    if row is not None:
+        raise ValueError(f"{fname}: query row {row} of the scores q kᵀ (shape {shape}) "
+                         "has no valid key; every query needs at least one when "
+                         "empty='error' (pass empty='zero' for an all-zero row)")
 
 
 def _lead(q: Any, k: Any, v: Any) -> tuple[Any, ...]:
@@ -403,6 +421,11 @@ def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k:
     :func:`backward`, which recomputes each block's weights from them. Automatic
     differentiation through :func:`xpseq.core.blockwise.forward` is the other way to the
     gradient: it stores each block's intermediate arrays instead.
+
+    On PyTorch, where :func:`xpseq.core.delegation.fused_blockwise_attention` applies (CPU
+    tensors, masks over keys only, every query row keeping a key: decided at each call),
+    the context is PyTorch's fused kernel instead, and autograd runs that kernel's own
+    backward (memory linear too); elsewhere, and where it does not apply, the rule above.
     """
     def run(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, Any]:
         out, lse, _ = forward(q, k, v, BlockMask(lens, mask, causal),
@@ -423,4 +446,11 @@ def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k:
         return dq, dk, dv, None, None
 
     wrapped: Callable[..., Any] = custom_vjp(fn, fwd, bwd)
-    return wrapped
+    if not delegation.delegates("fused_blockwise_attention", xp):
+        return wrapped
+
+    def attention(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> Any:
+        out = delegation.fused_blockwise_attention(q, k, v, lens, mask, causal, scale, xp=xp)
+        return wrapped(q, k, v, lens, mask) if out is None else out
+
+    return attention

@@ -8,40 +8,48 @@ reference. Nothing registers anywhere: the same arrays take the same path whatev
 earlier in the process (creating a backend included). The parity tests compare both paths
 on every library that delegates.
 
-=====================  ==================  ================================================
-kernel                 delegates on        to
-=====================  ==================  ================================================
-``sigmoid``            jax, torch,         ``jax.nn.sigmoid``, ``torch.sigmoid`` (their
-                       ndonnx              gradient keeps only the output); on ndonnx
-                                           ``(1 + tanh(x/2)) / 2``: onnxruntime runs the
-                                           generic body's two ``Where`` branches over every
-                                           gate at 13 % of a G2P step each
-``relu``               torch               ``torch.nn.functional.relu`` (about 15x faster
-                                           than ``where``, forward and backward)
-``relu_backward``      torch               ``torch.ops.aten.threshold_backward`` (relu's
-                                           own backward kernel: ``where`` runs at a tenth
-                                           of a multiply's rate on PyTorch's CPU build)
-``linear``             torch               ``torch.nn.functional.linear`` (one ``addmm``:
-                                           the bias added inside the matrix product, not
-                                           in a second pass over the output)
-``fused_attention``    torch               ``torch.nn.functional.scaled_dot_product_attention``
-                                           where every query row keeps a key
-``fused_layer_norm``   torch               ``torch.native_layer_norm`` and its backward
-                                           kernel, where ``x``, ``γ`` and ``β`` share a
-                                           dtype (the generic body takes nine passes
-                                           over the array forward and as many backward)
-``fused_recurrence``   torch               ``torch.lstm`` / ``torch.gru`` over the packed
-                                           sequences (``nn.LSTM``'s and ``nn.GRU``'s own
-                                           kernels), for a recurrence over a padded batch
-                                           whose lengths are all in ``1..T``
-``scan``               jax                 ``jax.lax.scan`` for the loops over blocks of
-                                           :func:`xpseq.core.blockwise_attention` (a Python
-                                           loop inside ``jax.jit`` would put one copy of
-                                           its body per block in the program: 16,384 at
-                                           64k tokens in blocks of 512)
-``cos``                ndonnx              ``1 - 2 sin(x/2)^2`` (onnxruntime has no float64
-                                           ``Cos``, and ndonnx records one in float32)
-=====================  ==================  ================================================
+=============================  ============  ================================================
+kernel                         delegates on  to
+=============================  ============  ================================================
+``sigmoid``                    jax, torch,   ``jax.nn.sigmoid``, ``torch.sigmoid`` (their
+                               ndonnx        gradient keeps only the output); on ndonnx
+                                             ``(1 + tanh(x/2)) / 2``: onnxruntime runs the
+                                             generic body's two ``Where`` branches over every
+                                             gate at 13 % of a G2P step each
+``relu``                       torch         ``torch.nn.functional.relu`` (about 15x faster
+                                             than ``where``, forward and backward)
+``relu_backward``              torch         ``torch.ops.aten.threshold_backward`` (relu's
+                                             own backward kernel: ``where`` runs at a tenth
+                                             of a multiply's rate on PyTorch's CPU build)
+``linear``                     torch         ``torch.nn.functional.linear`` (one ``addmm``:
+                                             the bias added inside the matrix product, not
+                                             in a second pass over the output)
+``fused_attention``            torch         ``torch.nn.functional.scaled_dot_product_attention``
+                                             where every query row keeps a key
+``fused_blockwise_attention``  torch (CPU)   ``torch.nn.functional.scaled_dot_product_attention``
+                                             (its CPU flash kernel: memory linear in the
+                                             lengths, forward and backward) for
+                                             :func:`xpseq.core.blockwise_attention` and the
+                                             Transformer's blockwise path, where every query
+                                             row keeps a key and the mask is over keys only
+                                             (no ``(Q, K)`` mask is ever built); otherwise
+                                             the generic blockwise loops
+``fused_layer_norm``           torch         ``torch.native_layer_norm`` and its backward
+                                             kernel, where ``x``, ``γ`` and ``β`` share a
+                                             dtype (the generic body takes nine passes
+                                             over the array forward and as many backward)
+``fused_recurrence``           torch         ``torch.lstm`` / ``torch.gru`` over the packed
+                                             sequences (``nn.LSTM``'s and ``nn.GRU``'s own
+                                             kernels), for a recurrence over a padded batch
+                                             whose lengths are all in ``1..T``
+``scan``                       jax           ``jax.lax.scan`` for the loops over blocks of
+                                             :func:`xpseq.core.blockwise_attention` (a Python
+                                             loop inside ``jax.jit`` would put one copy of
+                                             its body per block in the program: 16,384 at
+                                             64k tokens in blocks of 512)
+``cos``                        ndonnx        ``1 - 2 sin(x/2)^2`` (onnxruntime has no float64
+                                             ``Cos``, and ndonnx records one in float32)
+=============================  ============  ================================================
 
 Delegation is a speed choice, never a semantic one: each library's function computes the
 generic body's values to rounding (``cos`` is the one choice of precision: on ndonnx, the
@@ -52,6 +60,7 @@ library's function only when handed that library's arrays, so the library is loa
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any, Callable, Mapping, Sequence
 
@@ -62,13 +71,15 @@ from .checks import concrete
 
 __all__ = ["DELEGATES", "library", "delegates", "sigmoid", "generic_sigmoid", "relu",
            "generic_relu", "relu_backward", "generic_relu_backward", "linear",
-           "generic_linear", "has_fused_attention", "fused_attention", "fused_layer_norm",
+           "generic_linear", "has_fused_attention", "fused_attention",
+           "fused_blockwise_attention", "fused_layer_norm",
            "fused_recurrence", "scan", "cos"]
 
 #: For each delegating kernel, the libraries whose own version it calls.
 DELEGATES = {"sigmoid": ("jax", "torch", "ndonnx"), "relu": ("torch",),
              "relu_backward": ("torch",), "linear": ("torch",),
-             "fused_attention": ("torch",), "fused_layer_norm": ("torch",),
+             "fused_attention": ("torch",), "fused_blockwise_attention": ("torch",),
+             "fused_layer_norm": ("torch",),
              "fused_recurrence": ("torch",), "scan": ("jax",), "cos": ("ndonnx",)}
 
 
@@ -201,6 +212,91 @@ def fused_attention(q: Any, k: Any, v: Any, keep: Any, scale: float, *, xp: Any)
     if keep is not None and not concrete(xp.all(xp.any(keep, axis=-1))):
         return None
     return xp.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+
+
+def fused_blockwise_attention(q: Any, k: Any, v: Any, lens: Any, mask: Any, causal: bool,
+                              scale: float, *, xp: Any) -> Any:
+    """The context of :func:`xpseq.core.blockwise_attention` (``q (..., Q, d)``, ``k (...,
+    K, d)``, ``v (..., K, d)``) by PyTorch's fused kernel on CPU, in memory linear in the
+    lengths, or ``None`` where it does not apply; the caller then runs the generic blockwise
+    loops. Under autograd the kernel's own backward (also memory linear) gives the
+    gradients.
+
+    ``lens`` are lengths from :func:`xpseq.core.masking.lengths_for` (``(batch, 1, ...,
+    1)``, or ``(batch, 1, ..., Q)``) or ``None``, ``mask`` a boolean array broadcasting to
+    the scores ``(..., Q, K)`` or ``None``, ``causal``: keys ``j <= i`` only.
+
+    It applies to PyTorch tensors on the CPU, float32 or float64 alike, with ``q``, ``k``
+    and ``v`` of one leading shape and one depth, at least one query and one key, and masks
+    over keys alone: lengths per batch row (not per query) and a ``mask`` whose query axis
+    is 1 (a key-padding mask, ``(..., 1, K)``), turned into one boolean ``(..., 1, K)``
+    keep array that the kernel broadcasts over the queries (its CPU flash kernel reads it
+    block by block: peak memory stays linear, measured). A mask over queries and keys, or
+    lengths per query, would be a ``(Q, K)`` array: those fall back. So does a query row
+    that keeps no key (PyTorch's answer there is not the core's error or zero row), or
+    masks whose values are not concrete (under ``torch.compile``), so that the rule can be
+    checked on values: without causality every row must keep some key, with it every row's
+    first key (row 0 sees key 0 alone). Pure causality is ``is_causal=True``; causality
+    with a key mask is the CPU flash operator itself,
+    ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu`` (the public function
+    refuses ``is_causal`` with a mask), given the mask as an additive ``0 / -inf`` bias;
+    both align the causal mask top-left as the core does (query ``i`` sees keys ``j <=
+    i`` whatever ``Q`` and ``K``). Leading shapes other than ``(batch, heads)`` are
+    flattened into four axes, which the flash kernel needs.
+    """
+    if library(xp) != "torch" or not has_fused_attention(q, k, v, xp=xp) or q.ndim < 2:
+        return None
+    torch = sys.modules["torch"]
+    n_q, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    if (not q.is_cpu or q.dtype not in (torch.float32, torch.float64)
+            or not q.dtype == k.dtype == v.dtype or v.shape[-1] != d or n_q == 0 or n_k == 0):
+        return None
+    keys = _key_mask(lens, mask, n_k, xp=xp)
+    if keys is False:
+        return None
+    lead = tuple(q.shape[:-2])
+    if keys is not None:
+        rows = keys[..., 0] if causal else xp.any(keys, axis=-1)
+        if not concrete(xp.all(rows)):
+            return None
+        keys = (xp.reshape(keys, (*(1,) * (4 - keys.ndim), *keys.shape))
+                if q.ndim == 4 and keys.ndim <= 4
+                else xp.reshape(xp.broadcast_to(keys, (*lead, 1, n_k)), (-1, 1, 1, n_k)))
+    q4, k4, v4 = _four_axes(q, xp=xp), _four_axes(k, xp=xp), _four_axes(v, xp=xp)
+    if keys is None or not causal:
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q4, k4, v4, attn_mask=keys, is_causal=causal, scale=scale)
+    else:
+        op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+        if op is None:
+            return None
+        bias = torch.zeros(keys.shape, dtype=q.dtype).masked_fill(~keys, -math.inf)
+        out = op(q4, k4, v4, 0.0, True, attn_mask=bias, scale=scale)[0]
+    return out if q.ndim == 4 else xp.reshape(out, (*lead, n_q, d))
+
+
+def _key_mask(lens: Any, mask: Any, n_k: int, *, xp: Any) -> Any:
+    """The keys that ``lens`` and ``mask`` keep as one boolean ``(..., 1, K)`` array,
+    ``None`` when nothing is masked, or ``False`` when they mask per query."""
+    keys = None
+    if lens is not None:
+        if lens.shape[-1] != 1:
+            return False
+        cols = xp.arange(n_k, dtype=lens.dtype, device=compat.device(lens))
+        keys = cols < xp.expand_dims(lens, axis=-1)
+    if mask is not None:
+        if mask.ndim == 0 or mask.shape[-1] != n_k or (mask.ndim > 1 and mask.shape[-2] != 1):
+            return False
+        keys = mask if keys is None else keys & mask
+    return keys
+
+
+def _four_axes(x: Any, *, xp: Any) -> Any:
+    """``x (..., T, d)`` as ``(N, H, T, d)`` with its last axis contiguous (what PyTorch's
+    CPU flash kernel takes; the generic kernel it would otherwise pick builds the scores)."""
+    if x.ndim != 4:
+        x = xp.reshape(x, (-1, 1, *x.shape[-2:]))
+    return x if x.stride(-1) == 1 else x.contiguous()
 
 
 def fused_layer_norm(x: Any, gamma: Any, beta: Any, eps: float, *,
