@@ -145,6 +145,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--no-torch-compile", dest="torch_compile", action="store_false",
                    help="peers: leave out torch.compile, native PyTorch's and xpseq's "
                         "(a cold compile takes minutes; timed unless given)")
+    g.add_argument("--peers-numpy", action="store_true",
+                   help="peers: also time xpseq on NumPy (the hand-derived backward), for "
+                        "reference")
     g.add_argument("--peers-kinds", default="rnn,transformer",
                    help="peers: the model kinds to compare (comma-separated; default: both)")
     args = p.parse_args(argv)

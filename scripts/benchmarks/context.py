@@ -140,15 +140,17 @@ class Context:
 
         return adam(self.args.lr)
 
-    def jax_step(self, gradients: str | None = None) -> Any:
-        """xpseq's training step of the RNN model on JAX (no clipping)."""
+    def jax_step(self, gradients: str | None = "autodiff") -> Any:
+        """xpseq's training step of the RNN model on JAX (no clipping), JAX's autodiff
+        unless ``gradients`` says (``None``: the default path, :mod:`xpseq.train.paths`)."""
         from xpseq.train import make_train_step
 
         return make_train_step(self.config, self.optimizer, self.jax, clip_norm=None,
                                gradients=gradients)
 
-    def torch_step(self, gradients: str | None = None) -> Any:
-        """xpseq's training step of the RNN model on PyTorch (no clipping)."""
+    def torch_step(self, gradients: str | None = "autodiff") -> Any:
+        """xpseq's training step of the RNN model on PyTorch (no clipping), autograd
+        unless ``gradients`` says (``None``: the default path, :mod:`xpseq.train.paths`)."""
         from xpseq.train import make_train_step
 
         return make_train_step(self.config, self.optimizer, self.torch, clip_norm=None,

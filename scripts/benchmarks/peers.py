@@ -23,6 +23,12 @@ tokens per second, the median of ``--repeats`` repeats taken in turns) of:
   ``jax.jit``, ``keras.optimizers.Adam``;
 * the Transformer only: ``scripts/native_flax.py``, a ``flax.linen`` model with
   ``optax.adam``, jitted.
+* with ``--peers-numpy``, xpseq on NumPy (its hand-derived backward), for reference.
+
+Each xpseq step names its gradient path (``gradients="autodiff"`` or ``"hand-derived"``),
+and a row per engine gives the hand-derived step's throughput against autodiff's: the
+ratios that choose the default path (``xpseq.train.paths``, recorded under
+``benchmarks/gradient-paths/``).
 
 Before any timing each peer's loss on the first batch is checked against
 ``xpseq.models.<kind>.loss`` in float64 (native PyTorch to 1e-10, Flax to 1e-10 inside
@@ -89,6 +95,11 @@ NATIVE, COMPILED, KERAS, FLAX = ("native-torch", "native-torch, torch.compile",
                                  "keras-jax", "flax-jax")
 XPSEQ_COMPILED = "xpseq-torch, torch.compile"
 XPSEQ_COMPILED_HAND = "xpseq-torch, hand-derived backward, torch.compile"
+XPSEQ_NUMPY = "xpseq-numpy, hand-derived backward"
+#: Each engine's two gradient paths, for the hand-derived / autodiff ratios that
+#: ``xpseq.train.paths`` records: (engine, autodiff label, hand-derived label).
+PATH_PAIRS = (("jax", "xpseq-jax", None), ("torch", "xpseq-torch", None),
+              ("torch.compile", XPSEQ_COMPILED, XPSEQ_COMPILED_HAND))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,14 +376,19 @@ def measure(context: Context, kind: Kind) -> dict:
     for peer, check in checks.items():
         require(kind.name, peer, check)
     impls: dict[str, Callable[[], None]] = {}
-    xpseq_backends = [("xpseq-jax", context.jax, None), (kind.hand_jax, context.jax,
-                                                         "hand-derived"),
-                      ("xpseq-torch", context.torch, None),
+    # Each path named: ``gradients=None`` is the measured default (xpseq.train.paths).
+    xpseq_backends = [("xpseq-jax", context.jax, "autodiff"), (kind.hand_jax, context.jax,
+                                                               "hand-derived"),
+                      ("xpseq-torch", context.torch, "autodiff"),
                       (kind.hand_torch, context.torch, "hand-derived")]
     compiled_be = xpseq_compiled_torch() if args.torch_compile else None
     if compiled_be is not None:
-        xpseq_backends += [(XPSEQ_COMPILED, compiled_be, None),
+        xpseq_backends += [(XPSEQ_COMPILED, compiled_be, "autodiff"),
                            (XPSEQ_COMPILED_HAND, compiled_be, "hand-derived")]
+    if args.peers_numpy:
+        from xpseq import backends
+
+        xpseq_backends.append((XPSEQ_NUMPY, backends.get("numpy"), "hand-derived"))
     from xpseq.core.optim import adam
     from xpseq.train import make_train_step
 
@@ -465,6 +481,13 @@ def rows_of(kind: Kind, r: dict, steps: int) -> list[Row]:
         rows.append(Row(section, f"{k} {name} compile (first call − second, all shapes)",
                         float(sum(shapes.values())), "s", detail=detail))
 
+    hand_of = {"jax": kind.hand_jax, "torch": kind.hand_torch}
+    for engine, auto, hand in PATH_PAIRS:
+        hand = hand or hand_of[engine]
+        if auto in tps and hand in tps:
+            rows.append(Row(section, f"{k} {engine}: hand-derived vs autodiff", tps[hand],
+                            "tok/s", tps[hand] / tps[auto], detail=f"{hand} against {auto} "
+                            f"({tps[auto]:,.0f} tok/s)"))
     xpseq_jax = [n for n in tps if n.startswith("xpseq-jax")]
     xpseq_torch = [n for n in tps if n.startswith("xpseq-torch")]
     jax_peers = [n for n in (KERAS, FLAX) if n in tps]

@@ -64,7 +64,7 @@ def run(context: Context) -> list[Row]:
     train.timings(context)                     # warms every implementation up
     rows = []
     impls = {}
-    for name, gradients in (("xpseq-torch", None), (HAND, "hand-derived")):
+    for name, gradients in (("xpseq-torch", "autodiff"), (HAND, "hand-derived")):
         be, step = context.torch, context.torch_step(gradients)
         state = {"params": float32_on(be, context.init32)}
         state["opt"] = context.optimizer.init(state["params"])
@@ -161,7 +161,7 @@ def xla_implementations(context: Context, kind: Any) -> dict[str, tuple[Callable
     be, batches = context.jax, kind.timed
     on_jax = [on_backend(be, b) for b in batches]
     out = {}
-    for name, gradients in (("xpseq-jax", None), (kind.hand_jax, "hand-derived")):
+    for name, gradients in (("xpseq-jax", "autodiff"), (kind.hand_jax, "hand-derived")):
         step = make_train_step(kind.config, context.optimizer, be, clip_norm=None,
                                gradients=gradients)
         params = float32_on(be, kind.init32)

@@ -98,9 +98,9 @@ def run(context: Context) -> list[Row]:
                          f"{loss_diff:.3g}: it is not the same model")
     optimizer = adam(args.lr)
     impls: dict[str, Callable[[], Any]] = {}
-    for name, be, gradients in (("xpseq-jax", context.jax, None),
+    for name, be, gradients in (("xpseq-jax", context.jax, "autodiff"),
                                 (HAND_T, context.jax, "hand-derived"),
-                                ("xpseq-torch", context.torch, None),
+                                ("xpseq-torch", context.torch, "autodiff"),
                                 (HAND_T_TORCH, context.torch, "hand-derived")):
         step = make_train_step(config, optimizer, be, clip_norm=None, gradients=gradients)
         impls[name] = xpseq_loop(be, step, {k: be.asarray(v) for k, v in setup.init32.items()},

@@ -30,6 +30,7 @@ import numpy as np
 from xpseq.backends import Backend
 from xpseq.core import values
 from xpseq.core.optim import Optimizer, adam
+from xpseq import models
 from xpseq.core.precision import Policy
 from xpseq.models import check_batch
 
@@ -75,7 +76,8 @@ class TrainConfig:
     min_delta
         an epoch improves ``monitor`` when it beats the best by more than this
     gradients
-        ``None`` (the backend's own), ``"autodiff"`` or ``"hand-derived"``, as in
+        ``None`` (the fastest path measured for the model kind, backend and precision:
+        :mod:`xpseq.train.paths`), ``"autodiff"`` or ``"hand-derived"``, as in
         :func:`xpseq.train.make_train_step`
     progress
         a tqdm progress bar per epoch (on a terminal or in a notebook) and a line
@@ -382,7 +384,8 @@ def _checked(config: Any, train: TrainConfig | None, train_batches: Sequence[Bat
                             f"got {type(cb).__name__}")
     if not train_batches:
         raise ValueError("fit: train_batches is empty")
-    training_precision(backend, check_gradients(backend, train.gradients), train.policy)
+    gradients = check_gradients(backend, train.gradients, models.of(config).kind, train.policy)
+    training_precision(backend, gradients, train.policy)
     for batch in list(train_batches) + list(dev_batches):
         check_batch(config, batch)
     return train

@@ -37,6 +37,7 @@ from xpseq.core import precision as mixed
 from xpseq.core.optim import Optimizer, clip_by_global_norm
 from xpseq.core.rules import value_and_grad_by_rule
 from xpseq.core.vjp import defvjp
+from xpseq.train import paths
 
 __all__ = ["TrainStep", "GRADIENTS", "make_train_step", "check_gradients",
            "training_precision", "make_eval_loss", "evaluate_loss"]
@@ -94,8 +95,8 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         optimiser evaluates its schedule at each update)
     clip_norm : float, optional
         Clip the gradients to this global norm before the update.
-    gradients : ``None`` (the backend's own: ``backend.gradients``), ``"autodiff"`` or
-        ``"hand-derived"``
+    gradients : ``None`` (the fastest path measured for the model kind, backend and
+        precision: :mod:`xpseq.train.paths`), ``"autodiff"`` or ``"hand-derived"``
         ``"hand-derived"`` runs the backward pass of :mod:`xpseq.core.vjp` (what NumPy
         always does) on the backend's arrays; on PyTorch that means no autograd tape is
         recorded, and the step is faster (``scripts/bench.py`` measures it). On JAX it
@@ -121,9 +122,9 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         float32; the parameters, gradients and optimiser state stay in their own dtype
         (float32). Needs ``gradients="autodiff"`` on JAX or PyTorch.
     """
-    gradients = check_gradients(backend, gradients)
-    precision = training_precision(backend, gradients,
-                                   mixed.Policy.given(precision, "make_train_step: precision"))
+    precision = mixed.Policy.given(precision, "make_train_step: precision")
+    gradients = check_gradients(backend, gradients, models.of(config).kind, precision)
+    precision = training_precision(backend, gradients, precision)
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"make_train_step: optimizer must be an xpseq.core.optim.Optimizer, "
                         f"got {type(optimizer).__name__}")
@@ -133,10 +134,14 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         config, optimizer, backend, clip_norm, gradients, group, mesh, precision))
 
 
-def check_gradients(backend: Backend, gradients: str | None) -> str:
-    """``gradients`` checked against ``backend`` (``None`` becomes the backend's own)."""
+def check_gradients(backend: Backend, gradients: str | None, kind: str | None = None,
+                    precision: Any = None) -> str:
+    """``gradients`` checked against ``backend``; ``None`` becomes the default path of
+    model kind ``kind`` (a name, or ``None`` when not known: the backend's own) at
+    ``precision`` (a :class:`~xpseq.core.precision.Policy`, ``None`` or ``"bf16"``) on
+    ``backend``: the fastest measured, :func:`xpseq.train.paths.default_gradients`."""
     if gradients is None:
-        return backend.gradients
+        return paths.default_gradients(backend, kind, precision)
     if gradients not in GRADIENTS:
         raise ValueError(f"gradients must be None or one of {list(GRADIENTS)}, "
                          f"got {gradients!r}")
