@@ -6,6 +6,7 @@ module            contents
 ``experiment``    Task, toy_task, task_from_pairs, train_model, translate, bucket tables
 ``g2p_recipe``    grapheme-to-phoneme on the CMU Pronouncing Dictionary: recipe, evaluation
 ``metrics``       BLEU (sacrebleu), exact match, edit distance, PER / WER, text tables
+``rot13``         rot13_task: random letter strings thousands of letters long and their ROT13
 ``translator``    the front door: Translator (train, translate, evaluate, save) and load
 ================  ==========================================================================
 """
@@ -23,7 +24,8 @@ from .experiment import (
     train_model,
     translate,
 )
+from .rot13 import rot13_task
 
 __all__ = ["Task", "toy_task", "task_from_pairs", "model_config", "train_model", "translate",
            "attention_labels", "score", "bucket_table", "timed_search_comparison",
-           "decoder_inputs"]
+           "decoder_inputs", "rot13_task"]
