@@ -9,6 +9,7 @@ import xpseq
 import xpseq.tasks.translator as translator_module
 from xpseq import backends, g2p
 from xpseq.g2p import converter as g2p_converter
+from xpseq.models.rnn import Seq2SeqConfig
 
 
 def blas() -> set[int]:
@@ -74,7 +75,8 @@ def test_translator_and_g2p_compute_inside_the_limit(uncontrolled: None,
     monkeypatch.setattr(translator_module, "translate", fake_translate)
     monkeypatch.setattr(g2p_converter, "translate", fake_translate)   # what G2P calls
     task = xpseq.toy_task(n_train=20, n_dev=5, n_test_per_bucket=2)
-    model = xpseq.Translator({}, None, task.src_vocab, task.tgt_vocab, backends.get("numpy"))
+    config = Seq2SeqConfig(src_vocab=len(task.src_vocab), tgt_vocab=len(task.tgt_vocab))
+    model = xpseq.Translator({}, config, task.src_vocab, task.tgt_vocab, backends.get("numpy"))
     assert model.translate(["the cat"]) == ["x"]
     assert g2p.load(backend="numpy").pronounce(["zyxwv"]) == [["AH"]]
     assert seen == [{1}, {1}]

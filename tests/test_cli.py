@@ -116,7 +116,7 @@ def toy(workdir) -> pathlib.Path:
     assert_ok(done)
     assert path.is_file() and path.stat().st_size > 0
     assert re.match(rf"saved {re.escape(str(path))}: 1 epoch, train loss \d", done.stdout)
-    assert "training on torch (float32, autodiff gradients): 1500 sentence pairs" in done.stderr
+    assert "training on torch (float32, hand-derived gradients): 1500 sentence pairs" in done.stderr
     # The metrics log beside it: a header and one row per epoch (the checkpoint's history).
     log = (workdir / "toy.metrics.csv").read_text(encoding="utf-8").splitlines()
     assert log[0].startswith("epoch,train_loss,dev_loss,") and len(log) == 2, log
@@ -271,10 +271,10 @@ def test_translate_argument_errors_exit_2(toy):
 # ------------------------------------------------------------------ evaluate, heatmap
 
 
-def _table(stdout: str) -> list[list[str]]:
+def _table(stdout: str, first: str = "phrases") -> list[list[str]]:
     rows = [[c.strip() for c in line.strip("|").split("|")]
             for line in stdout.splitlines() if line.startswith("|")]
-    assert rows[0][:2] == ["phrases", "sentences"], stdout
+    assert rows[0][:2] == [first, "sentences"], stdout
     assert set("".join(rows[1])) <= {"-", ""}, stdout
     return rows[2:]
 
@@ -300,7 +300,13 @@ def test_evaluate_prints_the_bucket_table_and_the_sacrebleu_signature(toy, workd
     assert all(r[1] == "40" for r in rows), runs["toy"].stdout      # the quick data
     for r in rows:
         assert 0 <= float(r[2]) <= 100 and r[3].endswith("%")
-    assert _table(runs["own"].stdout) == [["test", str(len(SENTENCES)), "100.00", "100.0%"]]
+    # A TSV test set: its file's row, the columns named for what they hold (a toy
+    # checkpoint's output is scored as tokens: tok:none above).
+    assert _table(runs["own"].stdout, "test set") == [["own.tsv", str(len(SENTENCES)),
+                                                      "100.00", "100.0%"]]
+    header = runs["own"].stdout.splitlines()[0]
+    assert [c.strip() for c in header.strip("|").split("|")] == ["test set", "sentences",
+                                                                 "BLEU", "exact"]
 
 
 def test_heatmap_prints_the_attention_and_writes_a_png(toy, workdir, translations):
@@ -388,7 +394,7 @@ def test_train_on_a_tsv_corpus_writes_a_checkpoint_that_translates(workdir):
     assert_ok(done)
     assert done.stdout.startswith(f"saved {out}: 1 epoch")
     ckpt = load(out)
-    assert (ckpt.metadata["task"], ckpt.metadata["tokens"]) == ("tsv", "word")
+    assert (ckpt.metadata["task"], ckpt.metadata["tokens"]) == ("tsv", ["word", "word"])
     assert ckpt.metadata["options"]["attention"] == "additive"
     assert ckpt.config.attention == "additive" and ckpt.config.hidden == 4
     src_words = {w for s, _ in DATA.train for w in s}

@@ -245,8 +245,9 @@ def test_tsv_skips_blank_lines_crlf_and_bom(tmp_path):
 def test_tsv_char_mode(tmp_path):
     path = tmp_path / "zh.tsv"
     path.write_text("猫 吃鱼\tthe cat eats fish\nhello\tHH AH0 L OW1\n", encoding="utf-8")
-    assert read_parallel_tsv(path, tokens="char") == [
-        (["猫", "吃", "鱼"], list("thecateatsfish")), (list("hello"), list("HHAH0LOW1"))]
+    assert read_parallel_tsv(path, tokens="char") == [     # a space between words: "▁"
+        (["猫", "▁", "吃", "鱼"], list("the▁cat▁eats▁fish")),
+        (list("hello"), list("HH▁AH0▁L▁OW1"))]
     assert read_parallel_tsv(path, tokens=("char", "word"))[1] == (
         list("hello"), ["HH", "AH0", "L", "OW1"])
     out = tmp_path / "out.tsv"
@@ -278,6 +279,9 @@ def test_tsv_bad_utf8_missing_file_and_bad_mode(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere.tsv"):
         read_parallel_tsv(missing)
     with pytest.raises(ValueError, match="tokens must be 'word', 'char'"):
+        read_parallel_tsv(path, tokens="bytes")
+    with pytest.raises(ValueError, match="^read_parallel_tsv: tokens: a 'bpe' side needs its "
+                                         "trained tokenizer"):
         read_parallel_tsv(path, tokens="bpe")
     with pytest.raises(ValueError, match="tokens must be 'word', 'char'"):
         write_parallel_tsv(tmp_path / "w.tsv", [(["a"], ["b"])], tokens="chars")

@@ -498,7 +498,8 @@ def test_cli_g2p_errors(tmp_path):
 
     done = xpseq("train", "--task", "toy", "--monitor", "dev_wer", "--backend", "numpy",
                  "--out", tmp_path / "m.safetensors")
-    assert_one_error(done, "--stress, --time-limit and --monitor are options of --task g2p")
+    assert_one_error(done, "--monitor dev_wer is the G2P word error rate, an option of "
+                     "--task g2p; --task toy watches dev_loss")
 
     done = xpseq("data", "g2p", "--export", tmp_path / "d", "--seed", "-1")
     assert done.returncode == 2 and "argument --seed: expected an integer" in done.stderr, \

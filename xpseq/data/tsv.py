@@ -1,15 +1,18 @@
 """Parallel corpora as UTF-8 TSV files: one ``source<TAB>target`` pair per line.
 
-Tokenisation, per side (``tokens="word"``, ``"char"``, or a ``(source, target)`` pair of
-them, e.g. ``("char", "word")`` for spelling -> phonemes):
+Tokenisation, per side (``tokens="word"``, ``"char"``, ``"SOURCE,TARGET"`` or a
+``(source, target)`` pair of them, e.g. ``("char", "word")`` for spelling -> phonemes;
+:mod:`xpseq.data.tokens` splits and joins, as it does for every door that reads text for a
+model):
 
 ``"word"``
     The side split on whitespace: ``"the cat"`` -> ``["the", "cat"]``.
 ``"char"``
-    Every non-whitespace character (Unicode code point, no normalisation) of the side, in
-    order; whitespace is dropped, not kept as a token: ``"猫 吃 鱼"`` and ``"猫吃鱼"`` both give
-    ``["猫", "吃", "鱼"]``. This suits scripts written without spaces between words; if word
-    boundaries matter in char mode, mark them in the data with a visible character.
+    The side's characters (Unicode code points, no normalisation), in order, each run of
+    whitespace between two words one token ``"▁"`` (U+2581, :data:`xpseq.data.tokens.SPACE`),
+    whitespace at either end dropped: ``"Save  file"`` -> ``["S", "a", "v", "e", "▁",
+    "f", "i", "l", "e"]``. A literal ``"▁"`` in the text is the token ``"\\▁"``
+    (:data:`xpseq.data.tokens.LITERAL_SPACE`), never a space.
 
 Blank (whitespace-only) lines are skipped; a byte-order mark at the start of the file is
 ignored. Every other line must hold exactly one tab with a non-empty side on either side;
@@ -25,24 +28,11 @@ from typing import Iterable, Sequence
 
 from xpseq.io import files
 
+from . import tokens as tok
+
 __all__ = ["read_parallel_tsv", "write_parallel_tsv", "tsv_text"]
 
 Pair = tuple[list[str], list[str]]
-_MODES = ("word", "char")
-
-
-def _modes(tokens, where: str) -> tuple[str, str]:
-    """``tokens`` as a (source mode, target mode) pair."""
-    pair = (tokens, tokens) if isinstance(tokens, str) else tokens
-    if (not isinstance(pair, (tuple, list)) or len(pair) != 2
-            or not all(isinstance(m, str) and m in _MODES for m in pair)):
-        raise ValueError(f"{where}: tokens must be 'word', 'char' or a (source, target) pair "
-                         f"of them, got {tokens!r}")
-    return pair[0], pair[1]
-
-
-def _split(text: str, mode: str) -> list[str]:
-    return text.split() if mode == "word" else [c for c in text if not c.isspace()]
 
 
 def read_parallel_tsv(path: str | os.PathLike, *, tokens="word") -> list[Pair]:
@@ -51,7 +41,10 @@ def read_parallel_tsv(path: str | os.PathLike, *, tokens="word") -> list[Pair]:
     Parameters
     ----------
     path : str or path-like
-    tokens : ``"word"``, ``"char"`` or a ``(source, target)`` pair of them
+    tokens : ``"word"``, ``"char"``, ``"SOURCE,TARGET"`` or a ``(source, target)`` pair
+        (a pair may name a stored model's modes, :func:`xpseq.data.tokens.of_model`; a
+        ``"bpe"`` or ``"unigram"`` side is the :class:`xpseq.data.tokens.Side` of
+        :func:`xpseq.data.tokens.train_sides`, which carries its tokenizer)
 
     Returns
     -------
@@ -62,10 +55,11 @@ def read_parallel_tsv(path: str | os.PathLike, *, tokens="word") -> list[Pair]:
     FileNotFoundError
         ``path`` does not exist (the message names it).
     ValueError
-        A bad ``tokens``, or a malformed line: no tab, more than one tab, an empty side,
-        or bytes that are not UTF-8. The message starts with ``"<path>:<line>: "``.
+        A bad ``tokens`` (a subword side without its tokenizer), or a malformed line: no
+        tab, more than one tab, an empty side, or bytes that are not UTF-8. The message
+        starts with ``"<path>:<line>: "``.
     """
-    src_mode, tgt_mode = _modes(tokens, "read_parallel_tsv")
+    src_mode, tgt_mode = _sides(tokens, "read_parallel_tsv")
     name = os.fspath(path)
     if not os.path.exists(name):
         raise FileNotFoundError(errno.ENOENT, "read_parallel_tsv: no such file", name)
@@ -88,12 +82,22 @@ def read_parallel_tsv(path: str | os.PathLike, *, tokens="word") -> list[Pair]:
                 found = "no tab" if tabs == 0 else f"{tabs} tabs"
                 raise ValueError(f"{name}:{lineno}: expected source<TAB>target, found {found}")
             source, target = line.split("\t")
-            src, tgt = _split(source, src_mode), _split(target, tgt_mode)
+            src, tgt = tok.split(source, src_mode), tok.split(target, tgt_mode)
             for side, toks in (("source", src), ("target", tgt)):
                 if not toks:
                     raise ValueError(f"{name}:{lineno}: the {side} side is empty")
             pairs.append((src, tgt))
     return pairs
+
+
+def _sides(tokens, where: str) -> tuple[str, str]:
+    """``tokens``' two modes; a subword side must carry its tokenizer."""
+    pair = tok.modes(tokens, where, stored=True)
+    for mode in pair:
+        if mode in tok.SUBWORD_MODES and getattr(mode, "tokenizer", None) is None:
+            raise ValueError(f"{where}: tokens: a {str(mode)!r} side needs its trained "
+                             "tokenizer (the sides of xpseq.data.tokens.train_sides)")
+    return pair
 
 
 def _join(toks: Sequence[str], mode: str, where: str) -> str:
@@ -108,9 +112,15 @@ def _join(toks: Sequence[str], mode: str, where: str) -> str:
         if mode == "word" and (not t or any(c.isspace() for c in t)):
             raise ValueError(f"{where}: token {i} {t!r} is empty or holds whitespace "
                              "(it would not read back as one word)")
-        if mode == "char" and (len(t) != 1 or t.isspace()):
+        if mode == "char" and not ((len(t) == 1 and not t.isspace() and t != tok.SPACE)
+                                   or t == tok.LITERAL_SPACE
+                                   or (t == tok.SPACE and 0 < i < len(toks) - 1
+                                       and toks[i - 1] != tok.SPACE)):
+            raise ValueError(f"{where}: token {i} {t!r} is not one non-whitespace character "
+                             f"or a {tok.SPACE!r} between two words")
+        if mode == tok.CHAR_NOSPACE and (len(t) != 1 or t.isspace()):
             raise ValueError(f"{where}: token {i} {t!r} is not one non-whitespace character")
-    return (" " if mode == "word" else "").join(toks)
+    return tok.join(toks, mode)
 
 
 def write_parallel_tsv(path: str | os.PathLike, pairs: Iterable[tuple[Sequence[str],
@@ -119,8 +129,9 @@ def write_parallel_tsv(path: str | os.PathLike, pairs: Iterable[tuple[Sequence[s
     whole or not at all, through :func:`xpseq.io.files.write` (an existing file is
     replaced only with ``force``; an input of the current run never).
 
-    Word tokens are joined with single spaces, char tokens with nothing, so that
-    :func:`read_parallel_tsv` with the same ``tokens`` gives the pairs back.
+    Each side is joined by :func:`xpseq.data.tokens.join` (words with single spaces,
+    characters with nothing and ``"▁"`` as a space), so that :func:`read_parallel_tsv`
+    with the same ``tokens`` gives the pairs back.
 
     Returns
     -------
@@ -130,7 +141,8 @@ def write_parallel_tsv(path: str | os.PathLike, pairs: Iterable[tuple[Sequence[s
     ------
     ValueError
         A bad ``tokens``; an empty side; a word token that is empty or holds whitespace; a
-        char token that is not one non-whitespace character. Nothing is written then.
+        char token that is not one non-whitespace character (or ``"▁"`` between two
+        words). Nothing is written then.
     TypeError
         A pair that is not two token lists, or a non-string token.
     """
@@ -143,7 +155,7 @@ def tsv_text(pairs: Iterable[tuple[Sequence[str], Sequence[str]]], *,
              tokens="word") -> tuple[str, int]:
     """The text of :func:`write_parallel_tsv`'s file and its number of lines (its checks
     and errors)."""
-    src_mode, tgt_mode = _modes(tokens, "write_parallel_tsv")
+    src_mode, tgt_mode = _sides(tokens, "write_parallel_tsv")
     lines = []
     for i, pair in enumerate(pairs):
         try:

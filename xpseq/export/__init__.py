@@ -19,8 +19,14 @@
     ``enc.v<i>``).
 ``model.json``
     The model kind and configuration, the vocabularies, what the checkpoint was trained
-    for (``metadata``: ``task``, ``stress`` for a G2P model, a toy task's ``data``), the search options of the
-    command (``max_len = ceil(a · src_len + b)``), the dtype, and the graphs' inputs and
+    for (``metadata``: ``task``, ``stress`` for a G2P model, a toy task's ``data``), the
+    search options of the command (``max_len = ceil(a · src_len + b)``), the dtype, how
+    the model splits its input text and joins its output (``tokens``: ``{"src": "word" |
+    "char" | "char-nospace", "tgt": ...}``, :mod:`xpseq.data.tokens`: words at whitespace,
+    joined with spaces; or the characters with ``"▁"`` for a space, joined with nothing;
+    ``"char-nospace"``, an older checkpoint's characters without spaces; ``"bpe"`` or
+    ``"unigram"``, subword pieces, whose trained tokenizer's JSON text is
+    ``tokenizers``: ``{"src": text or None, "tgt": ...}``), and the graphs' inputs and
     outputs with their shapes.
 
 The graphs are recorded by running the model's own kernels on ``ndonnx`` arrays
@@ -43,6 +49,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from xpseq import backends, models
+from xpseq.data import tokens as tok
 from xpseq.data.batching import BOS_ID, EOS_ID, PAD_ID
 from xpseq.io import files
 
@@ -300,8 +307,9 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
     xpseq.train.checkpoint.CheckpointError
         ``checkpoint`` is not an xpseq checkpoint.
     ValueError
-        It holds no vocabularies, ``dtype`` is not one of :data:`DTYPES`, ``folder`` is not
-        a folder, or already holds one of the files (all checked before the tracing).
+        It holds no vocabularies or metadata ``tokens`` that name no mode, ``dtype`` is not
+        one of :data:`DTYPES`, ``folder`` is not a folder, or already holds one of the
+        files (all checked before the tracing).
     """
     from xpseq.search import SearchOptions
     from xpseq.train import checkpoint as ckpt
@@ -327,6 +335,7 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
     stored = str(next(iter(loaded.params.values())).dtype)
     if dtype is None:
         dtype = "float64" if stored == "float64" else "float32"
+    src_mode, tgt_mode = tok.of_model(loaded.metadata)     # (a bad entry: refused first)
     encoder, step, spec = trace(loaded.params, loaded.config, dtype=dtype)
     options = SearchOptions()
     meta = {
@@ -343,6 +352,11 @@ def onnx(checkpoint: str | os.PathLike, folder: str | os.PathLike, *,
         "search": {"max_len_a": options.max_len_a, "max_len_b": options.max_len_b,
                    "length_penalty": options.length_penalty, "alpha": options.alpha},
         "special_ids": {"pad": PAD_ID, "bos": BOS_ID, "eos": EOS_ID},
+        # how a deployment splits its input text and joins the output (xpseq.data.tokens)
+        "tokens": {"src": src_mode, "tgt": tgt_mode},
+        # a subword side's trained tokenizer, its JSON text (None for word and char)
+        "tokenizers": {"src": getattr(src_mode, "tokenizer", None),
+                       "tgt": getattr(tgt_mode, "tokenizer", None)},
         "graphs": spec,
         "source": os.fspath(checkpoint),
     }

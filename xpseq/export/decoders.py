@@ -17,6 +17,7 @@ from typing import Any
 from xpseq import backends
 from xpseq.core.precision import Policy
 from xpseq.data import Vocab
+from xpseq.data import tokens as tok
 from xpseq.search import CheckpointDecoder, Decoder, Ensemble
 
 __all__ = ["load_decoder", "EXPORT_ENGINE"]
@@ -168,7 +169,8 @@ def _checkpoints(paths: list[Any], backend: Any, dtype: str | None,
 
 def _trained_for(metadata: dict[str, Any] | None) -> dict[str, Any]:
     """What a checkpoint's metadata says it was trained for: its task, stress marks (a G2P
-    model's) and tokens."""
+    model's) and tokens (per side, :func:`xpseq.data.tokens.of_model`: ``"char"`` as an
+    older checkpoint stores it is ``["char", "char"]``)."""
     meta = metadata or {}
     return {"task": meta.get("task"), "stress": bool(meta.get("stress")),
-            "tokens": meta.get("tokens")}
+            "tokens": list(tok.of_model(meta))}

@@ -21,6 +21,7 @@ from xpseq import models
 from xpseq.core.decoding import Hypotheses
 from xpseq.core.precision import Policy
 from xpseq.data import Vocab
+from xpseq.data import tokens as tok
 from xpseq.io import reading
 from xpseq.search import SearchOptions, run
 
@@ -34,8 +35,10 @@ __all__ = ["OnnxModel"]
 
 class OnnxModel:
     """An export folder's graphs in onnxruntime sessions: a :class:`~xpseq.search.Decoder`
-    (``src_vocab``, ``tgt_vocab``, ``config``, ``metadata``, ``name``, ``batch_sizes``, ``precision``,
-    ``search``); its ``encode`` and ``step`` run the two graphs.
+    (``src_vocab``, ``tgt_vocab``, ``config``, ``metadata``, ``name``, ``batch_sizes``,
+    ``precision``, ``search``); its ``encode`` and ``step`` run the two graphs; ``tokens``
+    says how the model splits its input text and joins its output (``(source, target)``,
+    :func:`xpseq.data.tokens.split` / :func:`~xpseq.data.tokens.join`).
 
     Parameters
     ----------
@@ -94,6 +97,17 @@ class OnnxModel:
                              f"target vocabulary has {len(self.tgt_vocab)} words")
         #: What the checkpoint said it was trained for (task; a G2P model's stress).
         self.metadata: dict[str, Any] = dict(self.meta.get("metadata") or {})
+        if self.meta.get("tokenizers") and "tokens" in self.metadata:
+            # a subword side's tokenizer, which model.json holds once, beside ``tokens``:
+            # every door reads it from the metadata (xpseq.data.tokens.of_model)
+            self.metadata["tokenizers"] = self.meta["tokenizers"]
+        stored = self.meta.get("tokens")      # (exports before it: the metadata says)
+        #: How the model splits its input text and joins its output, ``(source, target)``
+        #: modes of :mod:`xpseq.data.tokens`.
+        self.tokens: tuple[str, str] = (
+            tok.sides(tok.stored_modes(stored, f"OnnxModel: {self.folder}"),
+                      self.meta.get("tokenizers"), f"OnnxModel: {self.folder}")
+            if isinstance(stored, dict) else tok.of_model(self.metadata))
 
     def __repr__(self) -> str:
         return f"<OnnxModel of a {self.meta.get('kind')} model in {self.folder}>"

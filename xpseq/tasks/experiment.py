@@ -299,10 +299,13 @@ def attention_labels(source: Sequence[str], result: dict, src_vocab: Vocab) -> t
     return columns, list(result["tokens"]) + (["</s>"] if ended else [])
 
 
-def score(hypotheses: Sequence[Sequence[str]], pairs: Sequence[Pair]) -> dict:
-    """BLEU (with sacrebleu's signature) and exact match of hypotheses against ``pairs``."""
+def score(hypotheses: Sequence[Sequence[str]], pairs: Sequence[Pair], *,
+          text: str | None = None) -> dict:
+    """BLEU (with sacrebleu's signature) and exact match of hypotheses against ``pairs``;
+    ``text``: the target's tokenisation when the model translates text (BLEU on the
+    joined strings, :func:`~xpseq.tasks.metrics.corpus_bleu`), ``None`` for tokens."""
     refs = [t for _, t in pairs]
-    bleu = corpus_bleu(hypotheses, refs)
+    bleu = corpus_bleu(hypotheses, refs, text=text)
     return {"bleu": bleu.score, "signature": bleu.signature,
             "exact": exact_match(hypotheses, refs),
             "length_diff": float(np.mean([len(h) - len(r) for h, r in zip(hypotheses, refs)]))}
@@ -310,24 +313,28 @@ def score(hypotheses: Sequence[Sequence[str]], pairs: Sequence[Pair]) -> dict:
 
 def bucket_table(decoders: Mapping[str, Decoder], task: Task,
                  options: SearchOptions = SearchOptions(), *,
-                 shapes: int | None = None) -> tuple[list[str], list[list], dict]:
+                 shapes: int | None = None, text: str | None = None,
+                 buckets: str = "phrases") -> tuple[list[str], list[list], dict]:
     """BLEU and exact match per test bucket for each named model, a
     :class:`~xpseq.search.Decoder` (a checkpoint on a backend or an ONNX export) that reads
     ``task``'s sentences with its own vocabularies (``shapes``: as in :func:`translate`).
+    ``text``: as in :func:`score`. ``buckets`` heads the first column (the toy task's
+    buckets are its numbers of phrases); a model named ``""`` heads its columns ``BLEU``
+    and ``exact``.
 
     Returns the headers and rows of the table and ``{name: {bucket: score dict and the
     hypotheses}}``.
     """
-    headers = ["phrases", "sentences"]
+    headers = [buckets, "sentences"]
     for name in decoders:
-        headers += [f"{name} BLEU", f"{name} exact"]
+        headers += [f"{name} BLEU".lstrip(), f"{name} exact".lstrip()]
     details: dict[str, dict[str, Any]]
     rows, details = [], {name: {} for name in decoders}
     for bucket, pairs in task.test.items():
         row: list = [bucket, len(pairs)]
         for name, decoder in decoders.items():
             out = translate(decoder, [s for s, _ in pairs], options, shapes=shapes)
-            result = score([o["tokens"] for o in out], pairs)
+            result = score([o["tokens"] for o in out], pairs, text=text)
             result["hypotheses"] = [o["tokens"] for o in out]
             details[name][bucket] = result
             row += [result["bleu"], f"{100 * result['exact']:.1f}%"]

@@ -1,9 +1,18 @@
 """Scoring translations: corpus BLEU (sacrebleu), exact match, and tables by length bucket;
 scoring grapheme-to-phoneme output: edit distance, phone and word error rates.
 
-BLEU comes from sacrebleu with ``tokenize='none'``: the tokens are already words, so
-sacrebleu only joins and splits them on spaces. Every score comes with sacrebleu's signature
-(settings and version), to print beside it so a reader can reproduce it.
+BLEU comes from sacrebleu. Where the task is made of tokens (the toy task, G2P, token
+lists from Python) it is scored with ``tokenize='none'``: the tokens are already words, so
+sacrebleu only joins and splits them on spaces. Where a model translates text (a TSV
+corpus: ``text`` the target's tokenisation, ``"word"``, ``"char"``, ``"bpe"`` or
+``"unigram"``), the hypotheses and references are joined back into plain text
+(:func:`xpseq.data.tokens.join`: subword pieces detokenised) and scored as
+sacreBLEU scores text, with its standard tokenizer ``13a``: the score a reader compares
+with published numbers. Char mode keeps word boundaries, so its joined text has its
+spaces; only a char model of an older checkpoint (``"char-nospace"``, trained without
+them) is scored with sacreBLEU's ``char`` tokenizer, as before (13a would read its whole
+sentence as one word). Every score comes with sacrebleu's signature (settings
+and version), to print beside it so a reader can reproduce it.
 
 G2P (:func:`g2p_scores`) is scored as Sequitur and the G2P papers score it, against every
 reference pronunciation of a word: a word is right if it equals any of them (WER), and its
@@ -14,7 +23,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-__all__ = ["Bleu", "corpus_bleu", "exact_match", "format_table", "edit_distance",
+__all__ = ["Bleu", "corpus_bleu", "TEXT_TOKENIZERS", "exact_match", "format_table", "edit_distance",
            "G2PScores", "g2p_scores"]
 
 Tokens = Sequence[str]
@@ -27,24 +36,48 @@ class Bleu(NamedTuple):
     signature: str
 
 
-def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens]) -> Bleu:
-    """Corpus BLEU of token lists against one reference each (sacrebleu, ``tokenize='none'``).
+#: sacreBLEU's tokenizer for the joined text of each target tokenisation.
+TEXT_TOKENIZERS = {"word": "13a", "char": "13a", "bpe": "13a", "unigram": "13a",
+                   "char-nospace": "char"}
+
+
+def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], *,
+                text: str | None = None) -> Bleu:
+    """Corpus BLEU of token lists against one reference each.
+
+    Parameters
+    ----------
+    hypotheses, references : sequences of token lists, as long as each other
+    text : ``None`` or the target's mode (a key of :data:`TEXT_TOKENIZERS`)
+        ``None``: the tokens are scored as they are (sacrebleu, ``tokenize='none'``).
+        Else the target's tokenisation: each list is joined into its plain text
+        (:func:`xpseq.data.tokens.join`; a subword side is a
+        :class:`xpseq.data.tokens.Side` that carries its tokenizer) and scored with
+        sacreBLEU's tokenizer for it (:data:`TEXT_TOKENIZERS`: ``13a``; ``char`` for
+        ``"char-nospace"``).
 
     Raises
     ------
     ValueError
-        Different numbers of hypotheses and references, or no sentences.
+        Different numbers of hypotheses and references, no sentences, or a bad ``text``.
     """
     from sacrebleu.metrics import BLEU
+
+    from xpseq.data import tokens
+
+    if text is not None and text not in TEXT_TOKENIZERS:
+        raise ValueError(f"corpus_bleu: text must be None, 'word' or 'char' (or 'bpe', "
+                         f"'unigram'), got {text!r}")
 
     if len(hypotheses) != len(references):
         raise ValueError(f"corpus_bleu: {len(hypotheses)} hypotheses but {len(references)} "
                          "references")
     if not hypotheses:
         raise ValueError("corpus_bleu: no sentences to score")
-    metric = BLEU(tokenize="none")
-    score = metric.corpus_score([" ".join(h) for h in hypotheses],
-                                [[" ".join(r) for r in references]])
+    mode = text or "word"
+    metric = BLEU(tokenize="none" if text is None else TEXT_TOKENIZERS[text])
+    score = metric.corpus_score([tokens.join(h, mode) for h in hypotheses],
+                                [[tokens.join(r, mode) for r in references]])
     return Bleu(float(score.score), str(metric.get_signature()))
 
 

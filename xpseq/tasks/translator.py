@@ -23,9 +23,10 @@ import pathlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from xpseq import backends
+from xpseq import backends, models
 from xpseq.core import values
 from xpseq.data import Vocab
+from xpseq.data import tokens as tok
 from xpseq.search import CheckpointDecoder, options_for
 
 from .experiment import Task, model_config, train_model, training_config, translate
@@ -53,11 +54,16 @@ class Translator:
     task : Task, optional
         The task it was trained on, when known (:meth:`evaluate` scores its test set).
     metadata : dict, optional
-        What its checkpoint stores beside the parameters (the data, the recipe).
+        What its checkpoint stores beside the parameters (the data, the recipe, the
+        ``tokens`` it reads and writes: see :attr:`tokens`).
 
     Raises
     ------
-    Nothing is checked here: :meth:`train` and :func:`load` check what they are given.
+    TypeError
+        ``config`` is the configuration of no model kind, a vocabulary is not a
+        :class:`~xpseq.data.Vocab`, or ``backend`` is not a
+        :class:`~xpseq.backends.Backend` (the values themselves are checked by
+        :meth:`train` and :func:`load`, which make a Translator).
 
     Examples
     --------
@@ -81,6 +87,14 @@ class Translator:
     def __init__(self, params: dict[str, Any], config: Any, src_vocab: Vocab, tgt_vocab: Vocab,
                  backend: backends.Backend, *, history: Sequence[dict[str, Any]] = (),
                  task: Task | None = None, metadata: dict[str, Any] | None = None):
+        models.of(config)                                # a TypeError naming config
+        for name, vocab in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab)):
+            if not isinstance(vocab, Vocab):
+                raise TypeError(f"Translator: {name} must be a Vocab, got "
+                                f"{type(vocab).__name__}")
+        if not isinstance(backend, backends.Backend):
+            raise TypeError(f"Translator: backend must be a Backend (xpseq.backends.get), "
+                            f"got {type(backend).__name__}")
         self.params, self.config = params, config
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.backend = backend
@@ -94,7 +108,7 @@ class Translator:
               epochs: int | None = None, lr: float | None = None,
               batch_size: int | None = None, warmup: int | None = None,
               dtype: str = "float32", seed: int = 0, progress: bool = True,
-              **options: Any) -> Translator:
+              tokens: str | Sequence[str] | None = None, **options: Any) -> Translator:
         """Train a model of kind ``model`` (``"rnn"`` or ``"transformer"``) on ``task``.
 
         Parameters
@@ -127,6 +141,14 @@ class Translator:
             The seed of the initial parameters, the batch order and the dropout masks.
         progress : bool
             A progress bar per epoch and a line per finished epoch.
+        tokens : ``"word"``, ``"char"``, ``"SOURCE,TARGET"``, a (source, target) pair, or None
+            How the task's sentences were split into tokens
+            (:func:`xpseq.data.read_parallel_tsv`'s ``tokens``; a ``"bpe"`` or
+            ``"unigram"`` side the :class:`xpseq.data.tokens.Side` of
+            :func:`xpseq.data.tokens.train_sides` that split them): stored with the model, so
+            that :meth:`translate` splits text and joins its output the same way, and
+            :meth:`evaluate` scores the output as text. ``None``: a task made of tokens
+            (the toy task): words in and out, BLEU over the tokens.
         **options
             The model's options (:class:`xpseq.models.rnn.Seq2SeqConfig`,
             :class:`xpseq.models.transformer.TransformerConfig`), e.g. ``hidden=64`` or
@@ -141,8 +163,8 @@ class Translator:
         Raises
         ------
         ValueError
-            An unknown ``model``, or an option's value its configuration refuses (the
-            message names it).
+            An unknown ``model``, a bad ``tokens``, or an option's value its
+            configuration refuses (the message names it).
         TypeError
             An option the model kind does not have (the message suggests the closest).
 
@@ -169,6 +191,7 @@ class Translator:
         dtype = values.dtype_name(name, "dtype", dtype)
         seed = values.integer(name, "seed", seed, low=0)
         progress = values.flag(name, "progress", progress)
+        metadata = {} if tokens is None else _tokens_metadata(tokens, f"{name}: tokens")
         be = backends.resolve(backend, "train")
         config = model_config(task, model, **options)
         settings = training_config(model, epochs=epochs, lr=lr, warmup=warmup, seed=seed,
@@ -178,7 +201,15 @@ class Translator:
                                          dtype=dtype)
         params = {k: be.asarray(v) for k, v in result.params.items()}
         return cls(params, config, task.src_vocab, task.tgt_vocab, be,
-                   history=result.history, task=task)
+                   history=result.history, task=task, metadata=metadata)
+
+    @property
+    def tokens(self) -> tuple[str, str]:
+        """How the model reads its source and writes its target, ``(source, target)``, each
+        ``"word"``, ``"char"``, ``"bpe"`` or ``"unigram"`` (:func:`xpseq.data.tokens.of_model`
+        of its metadata; a subword side carries its tokenizer):
+        :meth:`translate` splits a str sentence and joins the output this way."""
+        return tok.of_model(self.metadata)
 
     @property
     def decoder(self) -> CheckpointDecoder:
@@ -188,13 +219,14 @@ class Translator:
 
     def translate(self, sentences: Iterable[str | Sequence[str]], *, beam: int = 1,
                   n_best: int = 1) -> list[Any]:
-        """Translate sentences (strings, split on whitespace, or token lists), in order.
+        """Translate sentences (plain text, or token lists), in order.
 
         Parameters
         ----------
         sentences : iterable of str or of token lists
-            A list (or tuple, generator ...) of sentences: each a str or a sequence of
-            str tokens; not one str.
+            A list (or tuple, generator ...) of sentences: each a str, split as the model
+            was trained (:attr:`tokens`: on whitespace, or into its characters), or a
+            sequence of str tokens; not one str.
         beam : int
             Beam size (1: greedy search).
         n_best : int
@@ -203,8 +235,10 @@ class Translator:
         Returns
         -------
         list
-            One string per sentence; with ``n_best > 1`` a list of ``n_best`` strings
-            per sentence, best first. Unknown words are read as ``<unk>``.
+            One string per sentence, its tokens joined as the model writes its target
+            (words with spaces, characters without); with ``n_best > 1`` a list of
+            ``n_best`` strings per sentence, best first. Unknown tokens are read as
+            ``<unk>``.
 
         Raises
         ------
@@ -224,12 +258,13 @@ class Translator:
         [['...', '...']]
         """
         options = options_for(beam, n_best, caller="translate")
-        tokens = [_sentence_tokens(i, s) for i, s in enumerate(_sentences(sentences))]
+        src, tgt = self.tokens
+        sources = [_sentence_tokens(i, s, src) for i, s in enumerate(_sentences(sentences))]
         with backends.blas_threads():
-            results = translate(self.decoder, tokens, options)
+            results = translate(self.decoder, sources, options)
         if n_best == 1:
-            return [" ".join(r["tokens"]) for r in results]
-        return [[" ".join(h) for h in r["n_best"]] for r in results]
+            return [tok.join(r["tokens"], tgt) for r in results]
+        return [[tok.join(h, tgt) for h in r["n_best"]] for r in results]
 
     def evaluate(self, pairs: Sequence[tuple[Any, ...]] | None = None, *,
                  beam: int = 1) -> dict[int | str, dict[str, Any]]:
@@ -239,8 +274,9 @@ class Translator:
         Parameters
         ----------
         pairs : sequence of (source, target), optional
-            Sentences and their reference translations, each a str (split on
-            whitespace) or a token list; ``None``: the test set of its task.
+            Sentences and their reference translations, each a str (split as the model
+            was trained, :attr:`tokens`) or a token list; ``None``: the test set of its
+            task.
         beam : int
             Beam size (1: greedy search).
 
@@ -249,8 +285,10 @@ class Translator:
         dict
             ``{bucket: {"bleu", "exact", "sentences"}}``: the toy task's buckets are its
             extra phrases, ints ``0`` to ``4``; ``pairs`` make one bucket, ``"test"``.
-            BLEU is sacrebleu's corpus BLEU (0-100), exact the share of sentences
-            translated exactly (0-1).
+            BLEU is sacrebleu's corpus BLEU (0-100): over the tokens for a task made of
+            tokens, over the joined text (tokenizer 13a, or char for characters) for a
+            model trained with ``tokens``; exact the share of sentences translated
+            exactly (0-1).
 
         Raises
         ------
@@ -270,12 +308,15 @@ class Translator:
                                  "its task has none); pass pairs=[(source, target), ...]")
             test = self.task.test
         else:
-            test = {"test": [(s.split() if isinstance(s, str) else list(s),
-                              t.split() if isinstance(t, str) else list(t)) for s, t in pairs]}
+            src, tgt = self.tokens
+            test = {"test": [(tok.split(s, src) if isinstance(s, str) else list(s),
+                              tok.split(t, tgt) if isinstance(t, str) else list(t))
+                             for s, t in pairs]}
         task = Task([], [], test, self.src_vocab, self.tgt_vocab)
         options = options_for(beam, caller="evaluate")
+        text = self.tokens[1] if tok.is_text_model(self.metadata) else None
         with backends.blas_threads():
-            _, _, details = bucket_table({"model": self.decoder}, task, options)
+            _, _, details = bucket_table({"model": self.decoder}, task, options, text=text)
         return {bucket: {"bleu": d["bleu"], "exact": d["exact"],
                          "sentences": len(test[bucket])}
                 for bucket, d in details["model"].items()}
@@ -331,11 +372,22 @@ def _sentences(sentences: Any) -> Iterator[Any]:
                         f"str or of token lists), got {type(sentences).__name__}") from None
 
 
-def _sentence_tokens(index: int, sentence: Any) -> list[str]:
-    """The tokens of ``sentences[index]``: a str split on whitespace, or the str tokens
-    of a sequence (any iterable but bytes)."""
+def _tokens_metadata(value: Any, where: str) -> dict[str, Any]:
+    """``value`` (:func:`xpseq.data.tokens.modes`) as a checkpoint stores it
+    (:func:`xpseq.data.tokens.metadata_of`: a subword side with its tokenizer)."""
+    pair = tok.modes(value, where)
+    try:
+        return tok.metadata_of(pair)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def _sentence_tokens(index: int, sentence: Any, mode: str = "word") -> list[str]:
+    """The tokens of ``sentences[index]``: a str split as the model reads its source
+    (``mode``, :func:`xpseq.data.tokens.split`), or the str tokens of a sequence (any
+    iterable but bytes)."""
     if isinstance(sentence, str):
-        return sentence.split()
+        return tok.split(sentence, mode)
     if isinstance(sentence, (bytes, bytearray)) or not isinstance(sentence, Iterable):
         raise TypeError(f"translate: sentences[{index}] must be a str or a sequence of str "
                         f"tokens, got {type(sentence).__name__}")

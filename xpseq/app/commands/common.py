@@ -1,6 +1,7 @@
 """What the subcommands share: choosing the backend (one default rule per purpose; JAX's
 64-bit mode and compilation cache for the command's own process), loading a checkpoint or
-an export as a Decoder, search options, notes on unknown words, the toy and G2P data.
+an export as a Decoder, the tokens a model reads and writes, search options, notes on
+unknown words, the toy and G2P data.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from ..errors import CommandError, oserror_message
 
 __all__ = ["command_backend", "enable_jax_x64", "JAX_CACHE_ENV", "JAX_CACHE_BYTES",
            "jax_cache_dir", "enable_jax_cache", "search_options_of", "note_unknown",
-           "note_unknown_words", "translate_nonempty", "TOY_DATA_LIMITS", "read_tsv",
-           "toy_task_for", "g2p_split", "check_exist", "open_decoder", "check_export_folder"]
+           "note_unknown_words", "model_tokens", "tokens_option", "translate_nonempty",
+           "TOY_DATA_LIMITS", "read_tsv", "toy_task_for", "g2p_split", "check_exist",
+           "open_decoder", "check_export_folder"]
 
 
 def command_backend(name: str | None, compile: bool = False,
@@ -116,17 +118,47 @@ def search_options_of(args: argparse.Namespace):
                          precision=precision)
 
 
-def note_unknown(sentences: Sequence[Sequence[str]], vocab) -> None:
-    note_unknown_words({t for s in sentences for t in s if t not in vocab})
+def note_unknown(sentences: Sequence[Sequence[str]], vocab, mode: str = "word") -> None:
+    """One note on stderr naming the tokens of ``sentences`` that ``vocab`` lacks."""
+    note_unknown_words({t for s in sentences for t in s if t not in vocab}, mode)
 
 
-def note_unknown_words(words: set[str]) -> None:
+def note_unknown_words(words: set[str], mode: str = "word") -> None:
+    """One note on stderr naming ``words`` (at most 10), the source tokens read as
+    ``<unk>``: words, or characters for a model that reads characters (``mode``)."""
     unknown = sorted(words)
     if unknown:
         shown = ", ".join(reading.shown(w, 40) for w in unknown[:10]) + (
             " ..." if len(unknown) > 10 else "")
-        print(f"xpseq: note: {len(unknown)} unknown source word(s) read as <unk>: {shown}",
+        what = "character(s)" if mode == "char" else "word(s)"
+        print(f"xpseq: note: {len(unknown)} unknown source {what} read as <unk>: {shown}",
               file=sys.stderr)
+
+
+def model_tokens(decoder: Any) -> tuple[str, str]:
+    """The ``(source, target)`` modes ``decoder``'s model was trained with
+    (:func:`xpseq.data.tokens.of_model` of its metadata): how a door splits the text it
+    reads for it and joins its output. A one-line error for metadata that names no mode."""
+    from xpseq.data import tokens
+
+    try:
+        return tokens.of_model(decoder.metadata)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+
+
+def tokens_option(text: str) -> str:
+    """``--tokens``' type: ``word``, ``char``, ``bpe``, ``unigram`` or ``SOURCE,TARGET``
+    (e.g. ``word,char``), as :func:`xpseq.data.tokens.text_of` spells it (``char,char`` is
+    ``char``)."""
+    from xpseq.data import tokens
+
+    try:
+        return tokens.text_of(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected word, char, bpe, unigram, or SOURCE,TARGET such as word,char (each "
+            f"one of them), got {text!r}") from None
 
 
 def translate_nonempty(decoder, sentences, options):
@@ -147,21 +179,23 @@ TOY_DATA_LIMITS = {"n_train": 10**6, "n_dev": 10**5, "n_test_per_bucket": 10**5,
                    "seed": 2**32 - 1}
 
 
-def read_tsv(path: str, tokens: str) -> list:
-    """The pairs of a TSV corpus, or a one-line error (missing, a folder, unreadable,
-    malformed, or empty)."""
+def read_tsv(path: str, tokens: Any, option: str = "--train") -> list:
+    """The pairs of a TSV corpus, or a one-line error naming ``option``, the command's
+    option that gave ``path`` (missing, a folder, unreadable, malformed, or empty)."""
     from xpseq.data import read_parallel_tsv
 
     if os.path.isdir(path):
-        raise CommandError(f"{path} is a folder, not a TSV file")
+        raise CommandError(f"{option} {path} is a folder, not a TSV file")
+    if not os.path.lexists(path):
+        raise CommandError(f"{option}: no such file: {path}")
     try:
         pairs = read_parallel_tsv(path, tokens=tokens)
     except OSError as err:
-        raise CommandError(oserror_message(err)) from None
+        raise CommandError(f"{option}: {oserror_message(err)}") from None
     except ValueError as err:
         raise CommandError(str(err)) from None
     if not pairs:
-        raise CommandError(f"{path}: no sentence pairs (the file is empty)")
+        raise CommandError(f"{option} {path}: no sentence pairs (the file is empty)")
     return pairs
 
 

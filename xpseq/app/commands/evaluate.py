@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from xpseq import backends
+from xpseq.data import tokens
 from xpseq.io.progress import still
 
 from .. import options as opts
@@ -16,9 +18,11 @@ from .common import (
     check_exist,
     command_backend,
     g2p_split,
+    model_tokens,
     open_decoder,
     read_tsv,
     search_options_of,
+    tokens_option,
     toy_task_for,
 )
 
@@ -28,7 +32,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="BLEU and exact match by bucket; PER and WER for G2P",
                        description="Translate a test set with a checkpoint and print corpus "
                        "BLEU (sacrebleu) and exact match per bucket: the toy task's phrase "
-                       "counts 0-4, or one row for a TSV test file. A G2P checkpoint (several: "
+                       "counts 0-4, or one row for a TSV test file (split as the model was "
+                       "trained; a model trained on a TSV corpus is scored on its plain-text "
+                       "output with sacreBLEU's 13a tokenizer, or its char tokenizer for "
+                       "characters). A G2P checkpoint (several: "
                        "their ensemble; --shipped: the shipped model) prints phone and word "
                        "error rates on the dictionary's test split (or --part dev), for "
                        "greedy and beam search (k = --beam, 5 by default).")
@@ -43,7 +50,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="evaluate the G2P model that ships with xpseq")
     p.add_argument("--test", dest="test_file", help="test pairs as TSV (default: the toy "
                    "task's test buckets, for a toy checkpoint)")
-    p.add_argument("--tokens", choices=("word", "char"), default="word")
+    p.add_argument("--tokens", type=tokens_option, default=None,
+                   metavar="{word,char}[,{word,char}]",
+                   help="how --test lines are split into tokens (default: as the model was "
+                   "trained, train --tokens)")
     p.add_argument("--task", choices=("toy", "tsv", "g2p"), default=None,
                    help="what the checkpoint was trained on (default: its metadata says)")
     p.add_argument("--part", choices=("test", "dev"), default="test",
@@ -63,7 +73,6 @@ def check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from xpseq import models
     from xpseq.tasks import Task, bucket_table
-    from xpseq.tasks.metrics import format_table
 
     if args.shipped or len(args.checkpoint) > 1:
         return _evaluate_g2p_model(args)
@@ -80,32 +89,47 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError("a g2p checkpoint is scored on the dictionary's split "
                                "(--part); --test is for TSV checkpoints")
         return _evaluate_g2p(args, decoder)
+    modes = model_tokens(decoder)
+    text = modes[1] if tokens.is_text_model(meta) else None     # BLEU on the joined text
     if args.test_file:
-        pairs = read_tsv(args.test_file, args.tokens)
-        task = Task([], [], {"test": pairs}, decoder.src_vocab, decoder.tgt_vocab)
-    else:
-        from xpseq.app.demo import FULL
+        pairs = read_tsv(args.test_file, args.tokens or modes, "--test")
+        name = os.path.basename(args.test_file) or args.test_file
+        task = Task([], [], {name: pairs}, decoder.src_vocab, decoder.tgt_vocab)
+        with still(f"decoding {len(pairs)} test sentences"):
+            headers, rows, details = bucket_table({"": decoder}, task, search_options_of(args),
+                                                  text=text, buckets="test set")
+        return _print_table(headers, rows, details[""])
 
-        if meta.get("task") == "toy" and "data" in meta:
-            spec = meta["data"]
-        elif args.task == "toy":
-            # A toy model trained from Python keeps no record of its data: the demo's
-            # test sentences (seed --seed), read with the checkpoint's vocabularies.
-            spec = dict(FULL["data"], seed=args.seed)
-        else:
-            raise CommandError("this checkpoint records no toy data (it was trained from "
-                               "Python or on other data): pass --task toy for the demo's "
-                               "test sentences, or --test FILE.tsv")
-        toy = toy_task_for(spec)
-        task = Task([], [], toy.test, decoder.src_vocab, decoder.tgt_vocab)
+    from xpseq.app.demo import FULL
+
+    if meta.get("task") == "toy" and "data" in meta:
+        spec = meta["data"]
+    elif args.task == "toy":
+        # A toy model trained from Python keeps no record of its data: the demo's
+        # test sentences (seed --seed), read with the checkpoint's vocabularies.
+        spec = dict(FULL["data"], seed=args.seed)
+    else:
+        raise CommandError("this checkpoint records no toy data (it was trained from "
+                           "Python or on other data): pass --task toy for the demo's "
+                           "test sentences, or --test FILE.tsv")
+    toy = toy_task_for(spec)
+    task = Task([], [], toy.test, decoder.src_vocab, decoder.tgt_vocab)
     # The table's column: the attention of an rnn model, or the model kind.
     kind = models.of(decoder.config).kind
     name = decoder.config.attention if kind == "rnn" else kind
     name = "seq2seq" if name == "none" else name
     with still(f"decoding {sum(map(len, task.test.values()))} test sentences"):
-        headers, rows, details = bucket_table({name: decoder}, task, search_options_of(args))
+        headers, rows, details = bucket_table({name: decoder}, task, search_options_of(args),
+                                              text=text)
+    return _print_table(headers, rows, details[name])
+
+
+def _print_table(headers: list, rows: list, details: dict) -> int:
+    """The table of scores and sacrebleu's signature under it."""
+    from xpseq.tasks.metrics import format_table
+
     print(format_table(headers, rows))
-    first = next(iter(details[name].values()))
+    first = next(iter(details.values()))
     print(f"\nBLEU: sacrebleu {first['signature']}")
     return 0
 

@@ -11,6 +11,7 @@ import time
 from typing import Any, Sequence
 
 from xpseq import backends, models
+from xpseq.data import tokens
 from xpseq.io import files
 from xpseq.models.protocol import check_fits
 
@@ -167,7 +168,8 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
 
     opts.precision_of(args).compute_dtype(backend.xp)   # no bfloat16: refused first
     try:                  # numpy has no autodiff; bfloat16 is trained by autodiff only
-        gradients = check_gradients(backend, args.gradients)
+        gradients = check_gradients(backend, args.gradients, args.model or "rnn",
+                                    opts.precision_of(args))
         if args.gradients is not None:
             training_precision(backend, gradients, opts.precision_of(args))
     except ValueError as err:
@@ -178,6 +180,11 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
                   if path and os.path.isfile(path)}    # (what is not is refused when read)
     if resumed is not None:
         outputs.check_same_data(args, resumed, data_files)
+    if args.length is not None and args.task != "rot13":
+        raise CommandError(f"--length is an option of --task rot13, not --task {args.task}")
+    if args.vocab_size is not None and args.task != "tsv":
+        raise CommandError(f"--vocab-size is an option of --task tsv with --tokens bpe or "
+                           f"unigram, not --task {args.task}")
     if args.task == "g2p":
         return _train_g2p(args, backend, resumed, data_files)
     kind = args.model = args.model or "rnn"
@@ -186,8 +193,12 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
                if n not in defaults and getattr(args, n) is not None]
     if foreign:
         raise CommandError(f"{', '.join(sorted(foreign))}: not an option of --model {kind}")
-    if args.stress or args.time_limit is not None or args.monitor is not None:
-        raise CommandError("--stress, --time-limit and --monitor are options of --task g2p")
+    if args.stress:
+        raise CommandError("--stress is an option of --task g2p (the CMU dictionary's "
+                           "stress marks)")
+    if args.monitor == "dev_wer":
+        raise CommandError("--monitor dev_wer is the G2P word error rate, an option of "
+                           f"--task g2p; --task {args.task} watches dev_loss")
     if args.task == "toy":
         from xpseq.app.demo import FULL, QUICK
 
@@ -195,14 +206,27 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
         shapes = (QUICK if args.quick else FULL)["shapes"]     # the demo's batch shapes
         task = toy_task_for(spec)
         metadata = {"task": "toy", "data": spec}
+    elif args.task == "rot13":
+        from xpseq.tasks.rot13 import DEFAULTS, SHAPES, rot13_task
+
+        shapes = SHAPES                                 # compilations on JAX
+        if args.train_file or args.dev_file or args.quick:
+            raise CommandError("--task rot13 draws its strings; --train, --dev and --quick "
+                               "are options of the other tasks")
+        spec = dict(DEFAULTS, length=args.length or DEFAULTS["length"], seed=args.seed)
+        task = rot13_task(**spec)
+        metadata = {"task": "rot13", "data": spec}
     else:
         shapes = None
         if not args.train_file or not args.dev_file:
             raise CommandError("--task tsv needs --train FILE and --dev FILE")
-        train = read_tsv(args.train_file, args.tokens)
-        dev = read_tsv(args.dev_file, args.tokens)
+        sides = _token_sides(args, resumed)
+        train = read_tsv(args.train_file, sides, "--train")
+        dev = read_tsv(args.dev_file, sides, "--dev")
         task = task_from_pairs(train, dev, {})
-        metadata = {"task": "tsv", "tokens": args.tokens}
+        # per side, [source, target] (and a subword side's tokenizer): how every door
+        # splits and joins text for the model
+        metadata = {"task": "tsv", **tokens.metadata_of(sides)}
     metadata["data_files"] = data_files
     if resumed is not None and resumed.vocabs:     # the run keeps its vocabularies
         from xpseq.data import Vocab
@@ -230,14 +254,37 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
     _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
                             max_tokens=options.get("max_tokens"), shapes=shapes,
                             dtype=args.dtype, checkpoint=args.out, metadata=metadata,
-                            callbacks=[EarlyStopping(patience=3), _metrics_log(args.out)],
+                            callbacks=[EarlyStopping(patience=3), *_time_limit(args),
+                                       _metrics_log(args.out)],
                             resume=resumed)
     if _nothing_trained(args, resumed, result):
         return 0
     last = result.history[-1]
     print(f"saved {args.out}: {_epochs(len(result.history))}, train loss "
           f"{last['train_loss']:.4f}, dev loss {last['dev_loss']:.4f} ({result.stopped})")
+    _note_time_limit(args.time_limit, result, options["epochs"], len(result.history))
     return 0
+
+
+def _time_limit(args: argparse.Namespace) -> list[Any]:
+    """``--time-limit MINUTES`` as the training's callback (the G2P recipe's own,
+    :class:`xpseq.train.callbacks.TimeLimit`); none without it."""
+    from xpseq.train.callbacks import TimeLimit
+
+    return [] if args.time_limit is None else [TimeLimit(60.0 * args.time_limit)]
+
+
+def _note_time_limit(minutes: float | None, result: Any, epochs: int, held: int | None,
+                     why: str = "") -> None:
+    """When the time limit stopped the run, a note on stderr saying what it stopped: the
+    epochs done of those asked for, and the epoch the checkpoint holds (``held``, with
+    ``why`` it holds that one)."""
+    if result.stopped != "time_limit" or minutes is None:
+        return
+    done = len(result.history)
+    print(f"xpseq: note: time limit {minutes:g} min reached during epoch {done} of at most "
+          f"{epochs}: training stopped there (that epoch evaluated as it stood); the "
+          f"checkpoint holds epoch {held}{why}", file=sys.stderr)
 
 
 def _epochs(n: int) -> str:
@@ -254,6 +301,23 @@ def _nothing_trained(args: argparse.Namespace, resumed: Any, result: Any) -> boo
     print(f"nothing to train: {args.resume} already holds {_epochs(len(result.history))} "
           f"(--epochs {args.epochs}); it is unchanged. Give a larger --epochs to continue.")
     return True
+
+
+def _token_sides(args: argparse.Namespace, resumed: Any) -> tuple[str, str]:
+    """``--tokens``' sides: a subword side's tokenizer trained on ``--train``'s text with
+    ``--vocab-size`` pieces (a resumed run keeps its own); one-line errors."""
+    pair = tokens.modes(args.tokens)
+    try:
+        if resumed is not None and (resumed.metadata or {}).get("tokenizers"):
+            return tokens.of_model(resumed.metadata)
+        if not any(m in tokens.SUBWORD_MODES for m in pair):
+            return tokens.train_sides(pair, [], vocab_size=args.vocab_size,
+                                      option="--vocab-size")
+        text = read_tsv(args.train_file, "word", "--train")      # words: whitespace as one
+        return tokens.train_sides(pair, [(" ".join(s), " ".join(t)) for s, t in text],
+                                  vocab_size=args.vocab_size, option="--vocab-size")
+    except (ImportError, ValueError) as err:
+        raise CommandError(str(err)) from None
 
 
 def _stored_options(args: argparse.Namespace, effective: dict) -> dict:
@@ -340,4 +404,7 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
     print(f"saved {args.out}: the best of {_epochs(len(result.history))} (epoch "
           f"{result.best_epoch}, dev loss {best['dev_loss']:.4f}{wer}; {result.stopped}) in "
           f"{(time.perf_counter() - start) / 60:.1f} min")
+    _note_time_limit(recipe["time_limit_minutes"], result, recipe["epochs"],
+                     result.best_epoch or len(result.history),
+                     f" (the best by {recipe['monitor']})" if result.best_epoch else "")
     return 0

@@ -25,14 +25,20 @@ from typing import Any, Mapping
 from xpseq import models
 from xpseq.backends import usable_cpus
 from xpseq.core.recurrent import CELLS
+from xpseq.data.subword import DEFAULT_VOCAB_SIZE as SUBWORD_DEFAULT
+from xpseq.data.subword import VOCAB_SIZE_RANGE as SUBWORD_RANGE
+from xpseq.data.subword import check_vocab_size
 from xpseq.models.protocol import SIZE_LIMITS
 from xpseq.models.rnn import ATTENTIONS, STYLES
 from xpseq.models.transformer import ATTENTION_PATHS, AUTO_KEYS
 from xpseq.tasks.experiment import TOY_MODEL_DEFAULTS, training_defaults
+from xpseq.tasks.rot13 import DEFAULTS as ROT13_DEFAULTS
+from xpseq.tasks.rot13 import LIMITS as ROT13_LIMITS
 from xpseq.train.step import GRADIENTS
 
 from .. import options as opts
 from ..options import Actions, actions_of, number_in, positive
+from .common import tokens_option
 
 __all__ = ["add_options", "data_options", "run_options", "model_options",
            "training_options", "g2p_options", "MODEL_OPTIONS", "TRAINING_OPTIONS",
@@ -40,9 +46,22 @@ __all__ = ["add_options", "data_options", "run_options", "model_options",
            "config_fields", "NOT_CONFIGURABLE", "NOT_STORED", "RESUMABLE"]
 
 _positive, _positive_float = positive(int), positive(float)
+
+
+def _vocab_size(text: str) -> int:
+    """``--vocab-size``' type: a whole number in :data:`xpseq.data.subword.VOCAB_SIZE_RANGE`."""
+    try:
+        return check_vocab_size(int(text), "")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from {SUBWORD_RANGE[0]} to {SUBWORD_RANGE[1]}, got "
+            f"{text!r}") from None
+
+
 #: The model sizes' bounds (:data:`xpseq.models.protocol.SIZE_LIMITS`), checked as typed.
 _width = positive(at_most=SIZE_LIMITS["width"], why=" (the largest width xpseq takes)")
 _layers = positive(at_most=SIZE_LIMITS["layers"], why=" (the most layers xpseq takes)")
+_length = positive(at_most=ROT13_LIMITS["length"], why=" (the longest string of --task rot13)")
 
 # ------------------------------------------------------------------------ defaults
 
@@ -111,18 +130,35 @@ def _defaults_text(kind: str, names: tuple[str, ...]) -> str:
 
 
 def data_options(parser: argparse.ArgumentParser) -> Actions:
-    """What ``train`` learns from: ``--task``, ``--train``, ``--dev``, ``--tokens``,
-    ``--quick``."""
+    """What ``train`` learns from: ``--task``, ``--length``, ``--train``, ``--dev``,
+    ``--tokens``, ``--quick``."""
     g = parser.add_argument_group("data")
     return actions_of(
-        g.add_argument("--task", choices=("toy", "tsv", "g2p"), default="toy",
-                       help="the toy task, your own TSV corpus, or grapheme-to-phoneme "
-                       "conversion on the CMU dictionary (default: toy)"),
+        g.add_argument("--task", choices=("toy", "tsv", "g2p", "rot13"), default="toy",
+                       help="the toy task, your own TSV corpus, grapheme-to-phoneme "
+                       "conversion on the CMU dictionary, or rot13: random letter strings "
+                       "up to --length letters and their ROT13, a long-sequence task for "
+                       "--attention-path blockwise (default: toy)"),
+        g.add_argument("--length", type=_length, default=None,
+                       help="--task rot13: the letters of each dev and test string, source "
+                       "and target alike, and of the longest training strings (default: "
+                       f"{ROT13_DEFAULTS['length']})"),
         g.add_argument("--train", dest="train_file",
                        help="training pairs, source<TAB>target"),
         g.add_argument("--dev", dest="dev_file", help="dev pairs, source<TAB>target"),
-        g.add_argument("--tokens", choices=("word", "char"), default="word",
-                       help="how TSV lines are split into tokens (default: word)"),
+        g.add_argument("--tokens", type=tokens_option, default="word",
+                       metavar="{word,char,bpe,unigram}[,{word,char,bpe,unigram}]",
+                       help="how --task tsv splits each side of a line into tokens: word "
+                       "(at whitespace), char (every character, a space between words as "
+                       "one token \u2581), or bpe or unigram (subword pieces of a tokenizer "
+                       "trained on --train, with the 'tokenizers' package), for both sides, "
+                       "or a pair SOURCE,TARGET such as char,word (spelling to phonemes) or "
+                       "word,bpe. Stored in the checkpoint: translate, evaluate and heatmap "
+                       "then read and print plain text the same way (default: word)"),
+        g.add_argument("--vocab-size", type=_vocab_size, default=None,
+                       help="--tokens bpe or unigram: the most subword pieces per side, "
+                       f"from {SUBWORD_RANGE[0]} to {SUBWORD_RANGE[1]} (default: "
+                       f"{SUBWORD_DEFAULT})"),
         g.add_argument("--quick", action="store_true", help="the small toy dataset"))
 
 
@@ -213,7 +249,7 @@ def model_options(parser: argparse.ArgumentParser) -> Actions:
 
 def training_options(parser: argparse.ArgumentParser) -> Actions:
     """``--epochs``, ``--lr``, ``--batch-size``, ``--warmup``, ``--max-tokens``,
-    ``--gradients``; their
+    ``--gradients``, ``--time-limit``, ``--monitor``; their
     defaults (:data:`xpseq.tasks.experiment.TRAINING_DEFAULTS`) are in the help."""
     g = parser.add_argument_group(
         "training", "Defaults for --task toy and tsv: rnn: "
@@ -236,24 +272,26 @@ def training_options(parser: argparse.ArgumentParser) -> Actions:
                        help="how the gradients are taken: autodiff, by the library (jax, "
                        "torch), or hand-derived, by xpseq's backward passes (the only way on "
                        "numpy and array_api_strict); the same values to rounding (default: "
-                       "the backend's own, said on the first line)"))
+                       "the backend's own, said on the first line)"),
+        g.add_argument("--time-limit", type=_positive_float, default=None,
+                       metavar="MINUTES",
+                       help="stop training once this many minutes have passed (checked "
+                       "after every step; the epoch under way is evaluated and saved, and "
+                       "a note says what the limit stopped) (default: none; --task g2p: "
+                       "the recipe's)"),
+        g.add_argument("--monitor", choices=("dev_loss", "dev_wer"), default=None,
+                       help="what early stopping watches (and with --task g2p the kept "
+                       "epoch and the step-size decay): the dev loss, or the greedy WER on "
+                       "the dev words (--task g2p only) (default: dev_loss; --task g2p: "
+                       "dev_wer)"))
 
 
 def g2p_options(parser: argparse.ArgumentParser) -> Actions:
-    """What only ``train --task g2p`` takes: ``--stress``, ``--time-limit``,
-    ``--monitor``."""
+    """What only ``train --task g2p`` takes: ``--stress``."""
     g = parser.add_argument_group("g2p")
     return actions_of(
         g.add_argument("--stress", action="store_true",
-                       help="keep the stress marks (AH0, AH1, ...; default: removed)"),
-        g.add_argument("--time-limit", type=_positive_float, default=None,
-                       metavar="MINUTES",
-                       help="stop training after this many minutes (default: the "
-                       "recipe's)"),
-        g.add_argument("--monitor", choices=("dev_loss", "dev_wer"), default=None,
-                       help="what the kept epoch (and early stopping or the step-size "
-                       "decay, if on) watch: the greedy WER on the dev words (default) or "
-                       "the dev loss"))
+                       help="keep the stress marks (AH0, AH1, ...; default: removed)"))
 
 
 def add_options(parser: argparse.ArgumentParser, backend_help: str) -> Actions:

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from .. import options as opts
 from .. import stdin
 from .common import (
+    model_tokens,
     note_unknown_words,
     open_decoder,
     search_options_of,
@@ -25,7 +26,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     """``xpseq translate``'s parser and options."""
     p = sub.add_parser("translate", help="translate sentences with a checkpoint",
                        description="Translate sentences given as arguments, or one per line "
-                       "on stdin. Unknown words become <unk>; an empty line gives an empty line.")
+                       "on stdin, as plain text: the input is split into tokens and the "
+                       "output joined the way the model was trained (train --tokens: words, "
+                       "or characters, so 'Save' is read as S a v e and the answer printed "
+                       "without spaces). Unknown tokens become <unk>; an empty line gives an "
+                       "empty line.")
     opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND
                          + "; onnxruntime: CHECKPOINT is an ONNX export (the folder of "
                          "xpseq export --onnx)",
@@ -54,16 +59,17 @@ def _sentence_chunks(args: argparse.Namespace) -> Any:
                                                                       "sentences")
 
 
-def _tokens(lines: Sequence[str], args: argparse.Namespace, g2p: bool,
+def _tokens(lines: Sequence[str], args: argparse.Namespace, g2p: bool, mode: str = "word",
             first: int = 0) -> list[list[str]]:
-    """Token lists of ``lines`` (numbered from ``first + 1`` in notes): words split on
-    whitespace, or, for a G2P checkpoint, one word per line read as its (lower-cased)
-    characters."""
+    """Token lists of ``lines`` (numbered from ``first + 1`` in notes), split as the model
+    reads its source (``mode``, :func:`xpseq.data.tokens.split`: words, or characters), or,
+    for a G2P checkpoint, one word per line read as its (lower-cased) characters."""
+    from xpseq.data import tokens as tok
     from xpseq.data.cmudict import word_tokens
 
     out = []
     for i, line in enumerate(lines, first + 1):
-        tokens = word_tokens(line) if g2p else line.split()
+        tokens = word_tokens(line) if g2p else tok.split(line, mode)
         if len(tokens) > args.max_tokens:
             print(f"xpseq: note: sentence {i} has {len(tokens)} tokens; cut to the first "
                   f"{args.max_tokens} (--max-tokens)", file=sys.stderr)
@@ -79,31 +85,37 @@ def run(args: argparse.Namespace) -> int:
     in one note at the end."""
     decoder = open_decoder(args, args.checkpoint)
     g2p = decoder.metadata.get("task") == "g2p"
+    src_mode, tgt_mode = model_tokens(decoder)
     options = dataclasses.replace(search_options_of(args), attention=False)   # never printed
     unknown: set[str] = set()
     first = 0
     try:
         for lines in _sentence_chunks(args):
-            sentences = _tokens(lines, args, g2p, first)
+            sentences = _tokens(lines, args, g2p, src_mode, first)
             unknown.update(t for s in sentences for t in s if t not in decoder.src_vocab)
             _print_translations(translate_nonempty(decoder, sentences, options),
-                                args.n_best, first)
+                                args.n_best, first, tgt_mode)
             sys.stdout.flush()
             first += len(lines)
     finally:
-        note_unknown_words(unknown)
+        note_unknown_words(unknown, src_mode)
     return 0
 
 
-def _print_translations(results: list[dict | None], n_best: int, first: int = 0) -> None:
+def _print_translations(results: list[dict | None], n_best: int, first: int = 0,
+                        mode: str = "word") -> None:
     """``translate``'s output: a line a sentence, or with ``--n-best N`` its N best as
-    ``index<TAB>rank<TAB>score<TAB>translation`` (sentences numbered from ``first``)."""
+    ``index<TAB>rank<TAB>score<TAB>translation`` (sentences numbered from ``first``); the
+    tokens joined as the model writes its target (``mode``,
+    :func:`xpseq.data.tokens.join`)."""
+    from xpseq.data import tokens as tok
+
     for i, result in enumerate(results, first):
         if result is None:
             print("" if n_best == 1 else f"{i}\t0\t\t")
         elif n_best == 1:
-            print(" ".join(result["tokens"]))
+            print(tok.join(result["tokens"], mode))
         else:
             for rank, (hyp, score) in enumerate(zip(result["n_best"],
                                                     result["n_best_scores"])):
-                print(f"{i}\t{rank}\t{score:.4f}\t{' '.join(hyp)}")
+                print(f"{i}\t{rank}\t{score:.4f}\t{tok.join(hyp, mode)}")
