@@ -16,7 +16,8 @@ guide)::
     >>> for phones in g2p.pronounce_iter(words):                        # doctest: +SKIP
     ...     print(" ".join(phones))
 
-:func:`phonemize` reads running text (:mod:`xpseq.g2p.text` spells out its numbers,
+:func:`phonemize` reads running text (:func:`normalize`, from :mod:`xpseq.g2p.text`,
+gives the words it says: numbers, amounts, dates spelled out;
 :mod:`xpseq.g2p.homographs` chooses between noun and verb stress), answers its dictionary
 words from the dictionary and the others from the model.
 
@@ -76,9 +77,9 @@ from .converter import (
     UnknownCharacterWarning,
     shipped,
 )
-from .text import ControlCharacterWarning
+from .text import ControlCharacterWarning, normalize
 
-__all__ = ["G2P", "pronounce", "pronounce_iter", "phonemize", "load", "shipped",
+__all__ = ["G2P", "pronounce", "pronounce_iter", "phonemize", "normalize", "load", "shipped",
            "UnknownCharacterWarning", "LongWordWarning", "NotAWordWarning",
            "ControlCharacterWarning",
            "MAX_WORD_LENGTH", "CHUNK",

@@ -4,32 +4,43 @@
 apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn't``,
 ``well-known``, ``u.s.``) and punctuation marks, in order. What it reads:
 
+* the semiotic classes of :mod:`xpseq.g2p.classes` first, each a row of a table (money in
+  every currency of its table, measures and their units, telephone numbers digit by digit,
+  dates with a month's name, fractions, street addresses and US states:
+  :mod:`xpseq.g2p.addresses`);
 * numbers: ``42`` forty-two, ``1,000`` one thousand, ``-5`` minus five, ``3.14`` three
-  point one four (digit by digit after the point);
-* ordinals: ``21st`` twenty-first, ``3rd`` third;
+  point one four (digit by digit after the point), ``.25`` point two five, ``007`` zero zero
+  seven (a leading zero: each digit said);
+* ordinals: ``21st`` twenty-first, ``3rd`` third (``21th``, a suffix that does not fit:
+  twenty-one th);
 * years, four digits from 1000 to 2099: ``1999`` nineteen ninety-nine, ``2021`` twenty
   twenty-one;
 * percentages: ``50%`` fifty percent, ``2.5 %`` two point five percent;
-* currency (``$ € £ ₹``, the library's unit names): ``$250`` two hundred and fifty
-  dollars, ``$2.50`` two dollars and fifty cents, ``$3 million`` three million dollars;
+* currency (:data:`xpseq.g2p.classes.CURRENCIES`): ``$250`` two hundred and fifty
+  dollars, ``$2.50`` two dollars and fifty cents, ``$3 million`` three million dollars; a
+  currency symbol alone is said as its name (``$`` dollar);
 * times: ``10:30`` ten thirty, ``3:05`` three oh five, ``3:00`` three o'clock, ``9am``
-  nine a.m., ``7:15 pm`` seven fifteen p.m.;
+  nine a.m., ``7:15 pm`` seven fifteen p.m., ``7.15 p.m.`` too; a dash between two times,
+  decades or percentages is said "to" (``2pm-5pm``);
 * dates: ``3/4/2021`` (month/day/year) and ``2021-03-04`` march fourth twenty twenty-one;
 * times with seconds: ``2:03:45`` two oh three and forty-five seconds;
 * decades: ``1990s`` nineteen nineties, ``'90s`` nineties; ranges: ``1990-95`` nineteen
-  ninety to ninety-five, ``3-5`` three to five; fractions of a denominator up to 10:
-  ``1/2`` one half, ``3/4`` three quarters, ``5/8`` five eighths (``24/7``: twenty-four
-  slash seven); phone numbers digit by digit: ``555-1234``, ``(212) 555-1234``;
-* Roman numerals of two letters or more after a capitalised word: ``Henry VIII`` henry the
-  eighth, ``World War II`` world war two (after a word that counts: war, part, chapter ...);
+  ninety to ninety-five, ``3-5`` three to five (``1-4=-3``: one minus four); fractions
+  (:mod:`xpseq.g2p.classes`): ``1/2`` one half, ``3/4`` three quarters, ``5/8`` five
+  eighths, ``2 1/2`` two and a half (``24/7``: twenty-four slash seven); phone numbers digit
+  by digit: ``555-1234``, ``(212) 555-1234``;
+* Roman numerals (I, V, X, L, C; below 400) of two letters or more after a capitalised
+  word: ``Henry VIII`` henry the eighth, ``World War II`` world war two (after a word that
+  counts: war, part, chapter ...);
 * symbols: ``&`` and, ``@`` at, ``+`` plus, ``=`` equals, ``#1`` number one, ``%``
   percent, ``/`` between two words (``and/or``) nothing; e-mail and web addresses part by
   part: ``ann.lee@example.com`` ann dot lee at example dot com, ``www.example.org`` w w w
-  dot example dot org;
+  dot example dot org, ``https://`` h t t p s colon slash slash, their digits one by one;
 * abbreviations by their context: ``Dr.`` doctor before a name, drive after one; ``St.``
-  saint before a name, street after one; ``Mr.``, ``Mrs.``, ``Prof.``, ``Jr.``, ``Sr.``,
-  ``Jan.`` to ``Dec.``, ``approx.``, ``etc.``, ``vs.`` as their words; their period is no
-  pause unless the text ends there;
+  street after a name, saint otherwise (a street or a drive before a capitalised word ends
+  the sentence: its full stop is kept); ``No. 5`` number five; ``Mr.``, ``Mrs.``,
+  ``Prof.``, ``Jr.``, ``Sr.``, ``Jan.`` to ``Dec.``, ``approx.``, ``etc.``, ``vs.`` as their
+  words; their period is no pause unless the text ends there;
 * accents: ``café`` cafe, ``naïve`` naive; except ``résumé`` (``resumé``), which keeps
   them as the cue for the noun (the verb is ``resume``);
 * invisible format characters (Unicode category Cf: the soft hyphen, the zero-width space
@@ -54,6 +65,7 @@ from typing import Any
 
 from xpseq.io import reading
 
+from . import classes
 from .notes import emit
 
 __all__ = ["normalize", "normalize_noting", "fold", "drop_format", "unix_newlines",
@@ -85,7 +97,8 @@ _SHORT_WORDS = {"mr": ["mister"], "mrs": ["missus"], "prof": ["professor"],
 _SHORT = ("dr", "st", *sorted(_SHORT_WORDS, key=len, reverse=True))
 #: Symbols said as words; ``/`` between two words (and/or) is said as nothing.
 _SYMBOLS = {"&": ["and"], "@": ["at"], "+": ["plus"], "=": ["equals"], "#": ["number"],
-            "/": ["slash"], "%": ["percent"]}
+            "/": ["slash"], "%": ["percent"],
+            **{c: names[0].split()[:1] for c, names in classes.CURRENCIES.items()}}
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
 _TLD = r"com|org|net|edu|gov|io|info|co|uk|us|de|fr|ca|au|ai|dev"
 # The address parts are bounded as the standards bound them (a local part of 64
@@ -93,32 +106,37 @@ _TLD = r"com|org|net|edu|gov|io|info|co|uk|us|de|fr|ca|au|ai|dev"
 # few hundred characters ahead of where it starts, and the tokenizer stays linear in the
 # text's length (unbounded, a 32 kB run of "1-1-1-..." or "www.www...." took 25 to 80 s).
 _LABEL = r"[a-z0-9-]{1,63}"
-_TOKEN = re.compile(rf"""
-      (?P<email>[a-z0-9][a-z0-9._+-]{{0,63}}@{_LABEL}(?:\.{_LABEL}){{1,8}}(?![a-z0-9-]))
-    | (?P<web>(?:https?://)?(?:www\.)?{_LABEL}(?:\.{_LABEL}){{0,8}}\.(?:{_TLD})\b
+_ALTERNATIVES = rf"""
+      (?P<email>[a-z0-9][a-z0-9._+-]{{0,63}}@{_LABEL}(?:\.{_LABEL}){{1,8}}(?![a-z0-9-])
+          (?:/[^\s]{{0,200}})?)
+    | (?P<web>(?:https?://)?(?:www\.)?{_LABEL}(?:\.{_LABEL}){{0,8}}\.(?:{_TLD})\b(?:\.[a-z]{{2}}\b)?
           (?:/[^\s]{{0,200}})?)
     | (?P<currency>[$€£₹])\s?(?P<amount>{_NUMBER})
           (?:\s?(?P<scale>thousand|million|billion|trillion)\b)?
     | (?P<iso>\d{{4}})-(?P<iso_month>1[0-2]|0[1-9])-(?P<iso_day>3[01]|[12]\d|0[1-9])(?!\d)
     | (?P<month>1[0-2]|0?[1-9])/(?P<day>3[01]|[12]\d|0?[1-9])/(?P<year>\d{{4}}|\d{{2}})(?!\d)
     | (?P<second_hour>[01]?\d|2[0-3]):(?P<second_minute>[0-5]\d):(?P<seconds>[0-5]\d)(?!\d)
-    | (?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?![\d:])
-          (?:\s?(?P<meridiem>[ap])(?:\.m\.|m\b))?
-    | (?P<clock>1[0-2]|0?[1-9])\s?(?P<clock_meridiem>[ap])(?:\.m\.|m\b)
+    | (?P<hour>[01]?\d|2[0-3])(?::|\.(?=[0-5]\d\s?[ap]\.?m(?:\.|\b)))(?P<minute>[0-5]\d)(?![\d:])
+          (?:\s?(?P<meridiem>[ap])(?:\.m\.?|m\b))?
+    | (?P<clock>1[0-2]|0?[1-9])\s?(?P<clock_meridiem>[ap])(?:\.m\.?|m\b)
     | (?P<phone>(?<![\d-])(?:\(\d{{3}}\)\s?|\d{{3}}[-.])?\d{{3}}-\d{{4}}(?![\d-]))
-    | (?P<decade>'\d{{2}}|(?<!\d)\d{{2}}|(?<!\d)\d{{4}})s\b
+    | (?P<decade>'\d{{2}}|(?<!\d)\d{{2}}|(?<!\d)\d{{4}})'?s\b
     | (?P<range_from>(?<![\w.-])\d+)[-–](?P<range_to>\d+)(?![\d/:-]|[.,]\d)
     | (?P<numerator>(?<![\w/])\d+)/(?P<denominator>\d+)(?![\d/])
-    | (?P<percent>(?:(?<!\w)-)?(?:{_NUMBER}))\s?%
-    | (?P<ordinal>\d+)(?:st|nd|rd|th)\b
-    | (?P<number>(?:(?<!\w)-)?(?:{_NUMBER}))
-    | (?P<abbreviation>(?:[^\W\d_]\.){{2,}})
+    | (?P<percent>(?:(?<![\w%])-)?(?:{_NUMBER}))\s?%
+    | (?P<ordinal>\d{{1,3}}(?:,\d{{3}})+|\d+)(?:st|nd|rd|th)\b
+    | (?P<number>(?:(?<![\w%])-)?(?:{_NUMBER}))
+    | (?P<abbreviation>(?:[^\W\d_]\.){{2,}}(?:[^\W\d_](?![\w.]))?)
     | (?P<short>\b(?:{"|".join(_SHORT)})\.)
-    | (?P<roman>\b[IVX]{{2,}}\b)
+    | (?P<roman>\b[IVXLC]{{2,}}\b)
     | (?P<word>[^\W\d_]+(?:['-][^\W\d_]+)*(?<=s)'|[^\W\d_]+(?:['-][^\W\d_]+)*)
-    | (?P<symbol>[&@+=#/%])
+    | (?P<symbol>[&@+=#/%{"".join(classes.CURRENCIES)}])
     | (?P<punctuation>[^\w\s]+)
-""", re.VERBOSE | re.IGNORECASE)
+"""
+#: The older alternatives alone: what a class row that declines its match reads it with.
+_PLAIN = re.compile(_ALTERNATIVES, re.VERBOSE | re.IGNORECASE)
+#: The classes' rows (:mod:`xpseq.g2p.classes`) first, then the older alternatives.
+_TOKEN = re.compile(classes.PATTERN + "|" + _ALTERNATIVES, re.VERBOSE | re.IGNORECASE)
 
 
 def fold(text: str) -> str:
@@ -216,8 +234,10 @@ def number_words(written: str, *, year: bool = True) -> list[str]:
         text = _num2words(int(whole), to="year")
     elif len(whole) > SPOKEN_DIGITS:
         text = sign + " ".join(_num2words(int(d)) for d in whole)
-    else:
-        text = sign + _num2words(int(whole or "0"))
+    elif whole:
+        text = sign + _num2words(int(whole))
+    else:                               # .25: point two five
+        text = sign.rstrip()
     if fraction:                        # (never a year's)
         text += " point " + " ".join(_num2words(int(d)) for d in fraction)
     return text.replace(",", "").split()
@@ -242,8 +262,10 @@ def _currency(symbol: str, amount: str, scale: str | None) -> list[str]:
 
 
 def _date(year: str, month: str, day: str) -> list[str]:
-    return ([MONTHS[int(month) - 1]] + _num2words(int(day), to="ordinal").split()
-            + number_words(year))
+    """Month, ordinal day, year (a two-digit year ``05``: oh five)."""
+    said = (["oh"] + number_words(year[1]) if len(year) == 2 and year[0] == "0"
+            else number_words(year))
+    return [MONTHS[int(month) - 1]] + _num2words(int(day), to="ordinal").split() + said
 
 
 def _time(hour: str, minute: str, meridiem: str | None) -> list[str]:
@@ -277,43 +299,32 @@ def _plural(words: list[str]) -> list[str]:
     return words[:-1] + [last[:-1] + "ies" if last.endswith("y") else last + "s"]
 
 
-def _fraction(numerator: str, denominator: str) -> list[str]:
-    """``3/4`` three quarters, ``1/2`` one half, ``2/3`` two thirds."""
-    n, d = int(numerator), int(denominator)
-    one = n == 1
-    if d == 2:
-        name = ["half" if one else "halves"]
-    elif d == 4:
-        name = ["quarter" if one else "quarters"]
-    else:
-        name = _num2words(d, to="ordinal").split()
-        name = name if one else name[:-1] + [name[-1] + "s"]
-    return number_words(numerator, year=False) + name
-
-
 def _digits(text: str) -> list[str]:
     """Each digit of ``text`` as a word (a phone number)."""
     return [_num2words(int(c)) for c in text if c.isdigit()]
 
 
 def _parts(address: str) -> list[str]:
-    """An e-mail or web address part by part: ``dot``, ``at``, ``slash``, ``dash`` between
-    its words, its numbers spelled out, ``www`` and a part without a vowel letter by
-    letter."""
-    address = re.sub(r"^https?://", "", address, flags=re.IGNORECASE)
+    """An e-mail or web address part by part, as it is read out: ``dot``, ``at``,
+    ``slash``, ``dash`` between its words, a scheme by its letters (``https://`` h t t p
+    s colon slash slash), its digits one by one, ``www`` and a part without a vowel letter
+    by letter; a final slash is not said."""
+    scheme = re.match(r"(https?)://", address, flags=re.IGNORECASE)
+    out: list[str] = (list(scheme.group(1).lower()) + ["colon", "slash", "slash"]
+                      if scheme else [])
+    address = address[scheme.end():] if scheme else address
     said = {".": "dot", "@": "at", "/": "slash", "-": "dash", "_": "underscore",
             "+": "plus"}
-    out: list[str] = []
-    for piece in re.findall(r"[a-z]+|\d+|[.@/_+-]", address.lower()):
+    for piece in re.findall(r"[a-z]+|\d+|[.@/_+-]", address.rstrip("/").lower()):
         if piece in said:
             out.append(said[piece])
         elif piece.isdigit():
-            out += number_words(piece, year=False)
+            out += _digits(piece)
         elif piece == "www" or not re.search(r"[aeiouy]", piece):
             out += list(piece)
         else:
             out.append(piece)
-    return [w for w in out if w != "slash"] if address.endswith("/") else out
+    return out
 
 
 #: Words after which a Roman numeral counts (World War II, Part IV) rather than ranks a
@@ -324,22 +335,23 @@ _COUNTED = {"war", "part", "chapter", "volume", "vol", "act", "scene", "phase", 
 
 #: Roman numerals read after a name (``Henry VIII``), two letters or more: one letter
 #: (``Malcolm X``, ``I``) is too often not a numeral.
-_ROMAN = {"I": 1, "V": 5, "X": 10}
+_ROMAN = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
 
 
 def _roman(numeral: str) -> int | None:
-    """The value of an upper-case Roman numeral of I, V and X, or ``None`` if it is not
-    one written the usual way."""
+    """The value (below 400) of an upper-case Roman numeral of I, V, X, L and C, or
+    ``None`` if it is not one written the usual way."""
     total = 0
     for here, after in zip(numeral, numeral[1:] + " "):
         value = _ROMAN[here]
         total += -value if _ROMAN.get(after, 0) > value else value
-    return total if 0 < total < 40 and _to_roman(total) == numeral else None
+    return total if 0 < total < 400 and _to_roman(total) == numeral else None
 
 
 def _to_roman(value: int) -> str:
     out = ""
-    for symbol, amount in (("XL", 40), ("X", 10), ("IX", 9), ("V", 5), ("IV", 4), ("I", 1)):
+    for symbol, amount in (("C", 100), ("XC", 90), ("L", 50), ("XL", 40), ("X", 10),
+                           ("IX", 9), ("V", 5), ("IV", 4), ("I", 1)):
         while value >= amount:
             out, value = out + symbol, value - amount
     return out
@@ -352,20 +364,48 @@ def _short(name: str, before: str, after: str) -> list[str]:
     capital_before = before[:1].isupper()
     if name == "dr":
         return ["drive"] if capital_before and not capital_after else ["doctor"]
-    if name == "st":
-        return ["saint"] if capital_after or not capital_before else ["street"]
+    if name == "st":                    # Elm St. It was ...: a street, then a full stop
+        return ["street"] if capital_before else ["saint"]
     return list(_SHORT_WORDS[name])
 
 
 def normalize(text: str) -> list[str]:
     """The tokens of running ``text``, in order: its words as they are said (lower case;
-    numbers, dates, times, currency and percentages spelled out; accents removed) and its
-    punctuation marks (each run of them one token, ``"..."``, ``"?!"``).
+    numbers, amounts, measures, dates, times and telephone numbers spelled out by their
+    class, :mod:`xpseq.g2p.classes`; accents removed) and its punctuation marks (each run
+    of them one token, ``"..."``, ``"?!"``). These words are what
+    :func:`xpseq.g2p.phonemize` pronounces.
 
-    >>> from xpseq.g2p.text import normalize
+    Parameters
+    ----------
+    text : str
+        Running text, any length.
+
+    Returns
+    -------
+    list of str
+        The words and punctuation marks (a token with a letter is a word).
+
+    Raises
+    ------
+    TypeError
+        ``text`` is not a str.
+
+    Warns
+    -----
+    ControlCharacterWarning
+        Control characters were dropped from the text.
+
+    Examples
+    --------
+    >>> from xpseq.g2p import normalize
     >>> normalize("I paid $250 on 3/4/2021, didn't I?")    # doctest: +NORMALIZE_WHITESPACE
     ['i', 'paid', 'two', 'hundred', 'and', 'fifty', 'dollars', 'on', 'march', 'fourth',
      'twenty', 'twenty-one', ',', "didn't", 'i', '?']
+    >>> " ".join(normalize("Nov. 3: 12kg for $2.3M."))
+    'november third : twelve kilograms for two point three million dollars .'
+    >>> " ".join(normalize("Call +1 212-555-0100."))
+    'call plus one two one two five five five zero one zero zero .'
     """
     tokens, notes = normalize_noting(text)
     emit(notes)
@@ -395,15 +435,19 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
     matches: list[re.Match[str] | None] = []
     start = 0
     for cue in _ACCENTED_CUE.finditer(text):
-        matches += _TOKEN.finditer(_plain(text[start:cue.start()]))
+        matches += _tokens(_plain(text[start:cue.start()]))
         matches.append(None)
         start = cue.end()
-    matches += _TOKEN.finditer(_plain(text[start:]))
+    matches += _tokens(_plain(text[start:]))
+    matches, said_by_class = _classes(matches)
     for at, m in enumerate(matches):
         if m is None:
             tokens.append("résumé")
             continue
         kind, value = m.lastgroup, m.group(m.lastgroup or 0)
+        if at in said_by_class:
+            tokens += said_by_class[at]
+            continue
         before = _said(matches[at - 1]) if at else ""
         after = _said(matches[at + 1]) if at + 1 < len(matches) else ""
         if m.group("email") or m.group("web"):
@@ -421,28 +465,31 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
         elif m.group("hour"):
             tokens += _time(m.group("hour"), m.group("minute"), m.group("meridiem"))
         elif m.group("clock"):
-            tokens += number_words(m.group("clock")) + [f"{m.group('clock_meridiem')}.m."]
+            tokens += number_words(m.group("clock")) + [
+                f"{m.group('clock_meridiem').lower()}.m."]
         elif m.group("phone"):
             tokens += _digits(value)
         elif m.group("decade"):
             digits = m.group("decade").lstrip("'")
             tokens += _plural(number_words(digits, year=len(digits) == 4))
-        elif m.group("range_from"):
-            tokens += (number_words(m.group("range_from")) + ["to"]
+        elif m.group("range_from"):         # 3-5 three to five; 1-4=3 one minus four
+            tokens += (number_words(m.group("range_from")) + [
+                "minus" if after == "=" else "to"]
                        + number_words(m.group("range_to"), year=len(m.group("range_to")) == 4))
-        elif m.group("numerator") and len(m.group("numerator")) <= 2 and len(
-                m.group("denominator")) <= 2 and int(m.group("numerator")) < int(
-                m.group("denominator")) <= 10:
-            tokens += _fraction(m.group("numerator"), m.group("denominator"))
-        elif m.group("numerator"):                      # 24/7: the numbers, a slash
+        elif m.group("numerator"):      # 24/7 (a fraction is a class row): the numbers, a slash
             tokens += (number_words(m.group("numerator")) + ["slash"]
                        + number_words(m.group("denominator")))
         elif m.group("percent"):
             tokens += number_words(m.group("percent"), year=False) + ["percent"]
         elif kind == "ordinal" and len(value) > SPOKEN_DIGITS:     # as a long number
             tokens += number_words(value, year=False)
-        elif kind == "ordinal":
-            tokens += _num2words(int(value), to="ordinal").split()
+        elif kind == "ordinal" and _suffix(value) != m.group(0)[len(value):].lower():
+            tokens += number_words(value, year=False) + [m.group(0)[len(value):].lower()]
+        elif kind == "ordinal":             # 21st, 1,000th; not 21th (a number, then th)
+            tokens += _num2words(int(value.replace(",", "")), to="ordinal").replace(
+                ",", "").split()
+        elif kind == "number" and re.fullmatch(r"0\d+", value):     # 007: each digit
+            tokens += _digits(value)
         elif kind == "number":
             tokens += number_words(value)
         elif kind == "short":
@@ -460,6 +507,10 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
                     and m.start() == previous.end() and m.end() == following.start():
                 continue                              # and/or: said as nothing
             tokens += _SYMBOLS[value] if value != "#" or after[:1].isdigit() else ["hash"]
+        elif kind == "abbreviation":        # u.s.a. (e.s.t: its last full stop added)
+            tokens.append(value.casefold() + ("" if value.endswith(".") else "."))
+        elif kind == "punctuation" and value in ("-", "--") and _span(matches, at):
+            tokens.append("to")             # 2pm-5pm, the 1960s-80s: a span of time
         elif kind == "punctuation":         # marks a reader shows; none that cannot be seen
             shown = "".join(c for c in value if unicodedata.category(c) not in _UNSEEN)
             if shown:
@@ -467,10 +518,59 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
         else:
             tokens.append(value.casefold())
         time = m.group("hour") or m.group("clock")
+        place = kind == "short" and tokens[-1] in ("street", "drive")
         if m.group(0).endswith(".") and (kind in ("short", "abbreviation") or time) and (
-                at + 1 == len(matches) or (time and _new_sentence(after))):
+                at + 1 == len(matches) or ((time or place) and _new_sentence(after))):
             tokens.append(".")        # its full stop ends the sentence too: a pause kept
     return tokens, notes
+
+
+#: What every class row needs somewhere in the text: a digit, or a state's code after a
+#: comma. A text without one is read by the older alternatives alone (the same tokens,
+#: sooner: the rows are not tried at each word).
+_CLASS_HINT = re.compile(r"\d|,\s[A-Z]{2}\b")
+
+
+def _tokens(text: str) -> Any:
+    """The matches of ``text``: with the class rows where it could hold a class."""
+    return (_TOKEN if _CLASS_HINT.search(text) else _PLAIN).finditer(text)
+
+
+def _classes(matches: list[re.Match[str] | None]) -> tuple[
+        list[re.Match[str] | None], dict[int, list[str]]]:
+    """The stream with each match of a class row (:data:`xpseq.g2p.classes.ROWS`) said by
+    its row: the words by the match's place; a row that declines (``None``) has its text
+    read again by the older alternatives alone."""
+    out: list[re.Match[str] | None] = []
+    said: dict[int, list[str]] = {}
+    for m in matches:
+        row = classes.HANDLERS.get(m.lastgroup or "") if m is not None else None
+        words = row(m) if row is not None and m is not None else None
+        if words is not None:
+            said[len(out)] = words
+            out.append(m)
+        elif row is not None and m is not None:
+            out += _PLAIN.finditer(m.group(0))
+        else:
+            out.append(m)
+    return out, said
+
+
+def _suffix(written: str) -> str:
+    """The suffix an ordinal of ``written`` takes: ``st`` (21), ``nd``, ``rd``, ``th``."""
+    n = int(written.replace(",", ""))
+    if n % 100 in (11, 12, 13):
+        return "th"
+    return {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
+def _span(matches: list[re.Match[str] | None], at: int) -> bool:
+    """Whether the dash at ``at`` stands between two times, decades or percentages."""
+    def timed(m: re.Match[str] | None) -> bool:
+        return m is not None and bool(m.group("hour") or m.group("clock") or m.group("decade")
+                                      or m.group("percent"))
+
+    return 0 < at < len(matches) - 1 and timed(matches[at - 1]) and timed(matches[at + 1])
 
 
 def _new_sentence(word: str) -> bool:

@@ -1,0 +1,277 @@
+"""Score the G2P text front end on two suites that nobody on the project wrote.
+
+Run: ``python scripts/score_text_suites.py [--nemo DIR] [--homographs DIR] [--failures]
+[--record benchmarks/text-suites]``.
+
+**NeMo-text-processing's English normalization cases** (``--nemo``, by default
+``../shared/external/nemo_en_tn`` beside the checkout): each ``test_cases_CLASS.txt`` is
+``written~spoken`` a line, and ``test_cases_normalize_with_audio.txt`` gives a ``~written``
+line followed by its acceptable spoken forms, one a line (its cases count as the class
+``audio``). A case counts as right when the words :func:`xpseq.g2p.normalize` says for the
+written form equal **any one** of the suite's spoken forms for it (a written form listed on
+several lines, or with several forms, is one case), both sides folded: lower case,
+apostrophes and full stops dropped (``a.m.`` is ``am``), hyphens and other punctuation as
+spaces, letters said one by one written together (``w w w`` is ``www``: the suite writes
+a spelled word whole, and its own speech front end spells it), and an ``and`` between two
+number words (or after a currency's name, before a number) left out ("one hundred and
+five" is "one hundred five"). ``test_cases_special_text.txt`` (markup passed through,
+not reading) is left out.
+
+**Google's Wikipedia Homograph Data** (``--homographs``): each eval sentence's homograph
+is found by its UTF-8 byte offsets; the words around it are those
+:func:`xpseq.g2p.normalize` gives for the text before and after it, and the front end's
+choice (:func:`xpseq.g2p.homographs.choose_sound`, then :func:`~xpseq.g2p.homographs.choose`,
+else the dictionary's first entry) is mapped to the data's WORDID by the table
+``xpseq/g2p/homograph_senses.tsv`` (:func:`xpseq.g2p.senses.table`). Reported beside it:
+the majority sense of each homograph counted on the TRAIN split only, and the dictionary's
+first entry. Nothing is learned from the eval split.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import json
+import pathlib
+import re
+import sys
+import time
+from typing import Any, Iterable
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
+import _common as common  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EXTERNAL = ROOT.parent / "shared" / "external"
+#: Files of the NeMo folder that are not reading tests.
+LEFT_OUT = ("special_text",)
+AUDIO = "normalize_with_audio"
+
+NUMBER_WORDS = frozenset(
+    "zero oh one two three four five six seven eight nine ten eleven twelve thirteen "
+    "fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty "
+    "seventy eighty ninety hundred thousand million billion trillion first second third "
+    "fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth fourteenth "
+    "fifteenth sixteenth seventeenth eighteenth nineteenth twentieth thirtieth fortieth "
+    "fiftieth sixtieth seventieth eightieth ninetieth hundredth thousandth millionth".split())
+#: Words after which "and" may join an amount's second part ("five dollars and ten cents").
+AMOUNT_WORDS = frozenset(
+    "dollar dollars pound pounds euro euros cent cents penny pence yen won rupee rupees "
+    "point".split())
+
+
+def read_nemo(folder: pathlib.Path) -> dict[str, dict[str, list[str]]]:
+    """Class -> written form -> the suite's spoken forms (in order, each once)."""
+    suites: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(folder.glob("test_cases_*.txt")):
+        name = path.stem.removeprefix("test_cases_")
+        if name in LEFT_OUT:
+            continue
+        cases: dict[str, list[str]] = {}
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if name == AUDIO:
+            written = None
+            for line in lines:
+                if line.startswith("~"):
+                    written = line[1:]
+                    cases.setdefault(written, [])
+                elif written is not None and line.strip():
+                    cases[written].append(line)
+            name = "audio"
+        else:
+            for line in lines:
+                if "~" in line:
+                    written, spoken = line.split("~", 1)
+                    cases.setdefault(written, []).append(spoken)
+        suites[name] = {w: list(dict.fromkeys(s)) for w, s in cases.items() if s}
+    if not suites:
+        raise SystemExit(f"no test_cases_*.txt in {folder}")
+    return suites
+
+
+def fold(words: Iterable[str] | str) -> str:
+    """Words as compared (the module's docstring says how): lower case, apostrophes and
+    full stops dropped, other punctuation as spaces, single letters joined, an ``and``
+    inside a number or an amount left out."""
+    text = words if isinstance(words, str) else " ".join(words)
+    text = re.sub(r"['’]|\.(?!\d)", "", text.lower())
+    text = re.sub(r"[^\w\s]|_", " ", text)
+    said = re.sub(r"\b(?:[a-z] )+[a-z]\b", lambda m: m.group(0).replace(" ", ""),
+                  " ".join(text.split())).split()
+    kept = [w for i, w in enumerate(said)
+            if not (w == "and" and 0 < i < len(said) - 1 and said[i + 1] in NUMBER_WORDS
+                    and (said[i - 1] in NUMBER_WORDS or said[i - 1] in AMOUNT_WORDS))]
+    return " ".join(kept)
+
+
+def spoken(text: str) -> list[str]:
+    """The words the front end says for ``text`` (punctuation tokens left out)."""
+    import warnings
+
+    from xpseq import g2p
+    from xpseq.g2p.reading import is_word
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [t for t in g2p.normalize(text) if is_word(t)]
+
+
+def score_nemo(suites: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
+    """Per class: cases, right, and each failure (written, said, the suite's forms)."""
+    classes: dict[str, Any] = {}
+    for name, cases in suites.items():
+        failures = []
+        for written, forms in cases.items():
+            said = fold(spoken(written))
+            if said not in {fold(f) for f in forms}:
+                failures.append({"written": written, "said": said, "expected": forms})
+        classes[name] = {"cases": len(cases), "right": len(cases) - len(failures),
+                         "failures": failures}
+    total = sum(c["cases"] for c in classes.values())
+    right = sum(c["right"] for c in classes.values())
+    return {"classes": classes, "cases": total, "right": right}
+
+
+# ------------------------------------------------------------------- homographs
+
+
+def read_tsv(path: pathlib.Path) -> list[dict[str, str]]:
+    """The rows of one of the homograph data's TSV files."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def context(sentence: str, start: int, end: int) -> tuple[str, Any, Any, Any]:
+    """The homograph at UTF-8 byte offsets ``start:end`` of ``sentence`` and the words
+    before it, before that, and after it as the front end reads them (``None`` beyond
+    punctuation or the sentence's ends)."""
+    data = sentence.encode("utf-8")
+    target = data[start:end].decode("utf-8")
+    left = [t for t in _tokens(data[:start].decode("utf-8", "replace"))]
+    right = _tokens(data[end:].decode("utf-8", "replace"))
+    from xpseq.g2p.reading import is_word
+
+    before = left[-1] if left and is_word(left[-1]) else None
+    before2 = left[-2] if before and len(left) > 1 and is_word(left[-2]) else None
+    after = right[0] if right and is_word(right[0]) else None
+    return target, before, before2, after
+
+
+def _tokens(text: str) -> list[str]:
+    import warnings
+
+    from xpseq import g2p
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return g2p.normalize(text)
+
+
+def score_homographs(folder: pathlib.Path) -> dict[str, Any]:
+    """Accuracy on the eval split of today's choice, the train split's majority sense and
+    the dictionary's first entry, over the homographs the sense table maps."""
+    from xpseq.g2p import homographs, senses
+    from xpseq.g2p.lexicon import Lexicon
+
+    table = senses.table()                       # word -> wordid -> phones
+    prons = Lexicon().entries(True)
+    majority: dict[str, str] = {}
+    for path in sorted((folder / "train").glob("*.tsv")):
+        counts = collections.Counter(r["wordid"] for r in read_tsv(path))
+        if counts:
+            majority[path.stem] = counts.most_common(1)[0][0]
+    counts = collections.Counter()
+    skipped = collections.Counter()
+    for path in sorted((folder / "eval").glob("*.tsv")):
+        for row in read_tsv(path):
+            word = row["homograph"]
+            senses_of = table.get(word)
+            if not senses_of or word not in prons:
+                skipped["not mapped"] += 1
+                continue
+            target, before, before2, after = context(row["sentence"], int(row["start"]),
+                                                     int(row["end"]))
+            if target.lower() != word:
+                skipped["offsets do not give the word"] += 1
+                continue
+            options = prons[word]
+            chosen = homographs.choose_sound(word, options, before, before2, after)
+            if chosen is None:
+                chosen = homographs.choose(options, before)
+            by_phones = {" ".join(p): w for w, p in senses_of.items()}
+            today = by_phones.get(" ".join(options[chosen or 0]))
+            first = by_phones.get(" ".join(options[0]))
+            counts["cases"] += 1
+            counts["today"] += today == row["wordid"]
+            counts["first"] += first == row["wordid"]
+            counts["majority"] += majority.get(word) == row["wordid"]
+    n = counts["cases"] or 1
+    return {"cases": counts["cases"], "skipped": dict(skipped),
+            "accuracy": {k: round(counts[k] / n, 4) for k in ("today", "majority", "first")},
+            "right": {k: counts[k] for k in ("today", "majority", "first")}}
+
+
+# ---------------------------------------------------------------------- report
+
+
+def report(nemo: dict[str, Any] | None, homograph: dict[str, Any] | None,
+           failures: bool) -> str:
+    """The scores as text: a table of classes, the overall figure, the homographs."""
+    lines = []
+    if nemo:
+        lines.append(f"{'class':<26} {'right':>5} / {'cases':<5}  share")
+        for name, c in sorted(nemo["classes"].items(), key=lambda kv: kv[0]):
+            lines.append(f"{name:<26} {c['right']:>5} / {c['cases']:<5}  "
+                         f"{100 * c['right'] / c['cases']:5.1f} %")
+        lines.append(f"{'overall':<26} {nemo['right']:>5} / {nemo['cases']:<5}  "
+                     f"{100 * nemo['right'] / nemo['cases']:5.1f} %")
+        if failures:
+            for name, c in sorted(nemo["classes"].items()):
+                for f in c["failures"]:
+                    lines.append(f"[{name}] {f['written']!r}\n    said:     {f['said']}\n"
+                                 f"    expected: {' | '.join(fold(e) for e in f['expected'])}")
+    if homograph:
+        acc = homograph["accuracy"]
+        lines.append(f"homographs (eval, {homograph['cases']} sentences): front end "
+                     f"{100 * acc['today']:.1f} %, train majority {100 * acc['majority']:.1f} %"
+                     f", dictionary's first {100 * acc['first']:.1f} %"
+                     + (f"; left out {homograph['skipped']}" if homograph["skipped"] else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = common.script_parser(__doc__)
+    parser.add_argument("--nemo", default=str(EXTERNAL / "nemo_en_tn"), metavar="DIR",
+                        help="NeMo's English test cases (test_cases_*.txt)")
+    parser.add_argument("--homographs", default=str(EXTERNAL / "wikipedia_homograph"),
+                        metavar="DIR", help="the Wikipedia homograph data (train/, eval/)")
+    parser.add_argument("--skip", choices=("nemo", "homographs"), action="append",
+                        default=[], help="leave one suite out")
+    parser.add_argument("--failures", action="store_true", help="list every failed case")
+    parser.add_argument("--json", action="store_true", help="print the scores as JSON")
+    parser.add_argument("--record", metavar="DIR",
+                        help="also write the run as DIR/<time>-<cpu>-text-suites.json")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    nemo = None if "nemo" in args.skip else score_nemo(read_nemo(pathlib.Path(args.nemo)))
+    homograph = (None if "homographs" in args.skip
+                 else score_homographs(pathlib.Path(args.homographs)))
+    data = {"command": common.command_line("score_text_suites.py", argv),
+            "machine": common.machine(), "seconds": round(time.perf_counter() - start, 1),
+            "nemo": nemo, "homographs": homograph}
+    print(json.dumps(data, indent=1) if args.json else report(nemo, homograph, args.failures))
+    if args.record:
+        from xpseq.io import files
+
+        stamp = time.strftime("%Y-%m-%dT%H%M%S")
+        cpu = "-".join((common.cpu_name() or "cpu").lower().replace("(r)", "")
+                       .replace("(tm)", "").split()[:3])
+        path = pathlib.Path(args.record) / f"{stamp}-{cpu}-text-suites.json"
+        files.write(path, (json.dumps(data, indent=1, default=common.json_default)
+                           + "\n").encode("utf-8"), kind="json")
+        print(f"recorded {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

