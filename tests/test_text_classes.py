@@ -178,3 +178,14 @@ def test_normalize_is_what_phonemize_says():
     groups = " ".join(g2p.phonemize(text, lookup=True)).split("   ")
     assert words == ["it", "weighs", "two", "kilograms", "and", "costs", "three", "dollars"]
     assert len([g for g in groups if g.strip() not in (".", "")]) == len(words)
+
+
+@pytest.mark.parametrize("context", ["${}", "${}.50", "{}%", "{} kg", "{}/7", "7/{}",
+                                     "Nov. {}", "{}th", "{}:30", "-{}", "{}-{}", "£{}M",
+                                     "{}°C", "+1 {}"])
+def test_a_number_of_thousands_of_digits_in_any_class_is_said_not_refused(context):
+    from xpseq.g2p.text import normalize
+
+    big = "1" * 5000           # past Python's 4,300-digit limit of int() on a string
+    said = normalize(context.format(big, big))
+    assert said.count("one") >= 5000

@@ -455,7 +455,7 @@ def metadata_of(pair: Sequence[str]) -> dict[str, Any]:
     src, tgt = modes(pair, "tokens")
     out: dict[str, Any] = {"tokens": [str(src), str(tgt)]}
     if src in SUBWORD_MODES or tgt in SUBWORD_MODES:
-        texts = {}
+        texts: dict[str, str | None] = {}
         for key, side in (("src", src), ("tgt", tgt)):
             texts[key] = None
             if side in SUBWORD_MODES:

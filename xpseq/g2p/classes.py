@@ -35,7 +35,12 @@ from typing import Callable
 
 from . import addresses
 
-__all__ = ["CURRENCIES", "COUNTRY_PREFIXES", "SCALES", "UNITS", "SPACED_UNITS", "PER",
+#: The most digits of a number a class reads as a number (999 trillion has 15): a longer
+#: numerator, denominator or amount is no fraction or quantity a reader says, and is left
+#: to be said digit by digit (:data:`xpseq.g2p.text.SPOKEN_DIGITS`).
+SPOKEN_DIGITS = 15
+
+__all__ = ["SPOKEN_DIGITS", "CURRENCIES", "COUNTRY_PREFIXES", "SCALES", "UNITS", "SPACED_UNITS", "PER",
            "MONTH_NAMES", "WORD_MONTHS", "fraction_said", "fraction_words", "ROWS", "START",
            "PATTERN", "COMPILED", "HANDLERS", "cardinal", "ordinal", "digits"]
 
@@ -185,8 +190,9 @@ def _amount(amount: str, scale: str | None, names: tuple[str, ...], country: str
         return cardinal(amount) + unit_of(False)
     cents = int((fraction + "00")[:2]) if fraction else 0
     words: list[str] = []
-    if int(whole or "0") or not cents:
-        words = cardinal(whole or "0") + unit_of(int(whole or "0") == 1)
+    units = whole.lstrip("0")                  # no int() of a number of thousands of digits
+    if units or not cents:
+        words = cardinal(whole or "0") + unit_of(units == "1")
     if cents:
         words += (["and"] if words else []) + cardinal(str(cents)) + (
             hundredth if cents == 1 else hundredths).split()
@@ -372,6 +378,8 @@ def fraction_said(whole: str | None, num: str, den: str) -> list[str] | None:
     quarters) or a mixed number (``2 1/2`` two and a half); ``None`` for anything else
     (``24/7``). A month and day without a year (``7/16``) is read as a fraction: a date is
     written with its year."""
+    if max(len(num), len(den)) > SPOKEN_DIGITS:
+        return None
     n, d = int(num), int(den)
     if d == 0 or n == 0 or not (n < d or d <= 4):
         return None

@@ -215,7 +215,8 @@ def _num2words(value: Any, **kwargs: Any) -> str:
 #: The most digits of a whole number said as a number (999 trillion has 15); a longer one
 #: (an account or serial number, a 400-digit string) is said digit by digit, as a reader
 #: does, rather than in the -illions that num2words knows (up to 10^306; beyond, it fails).
-SPOKEN_DIGITS = 15
+#: The classes' tables keep to it too (:data:`xpseq.g2p.classes.SPOKEN_DIGITS`).
+SPOKEN_DIGITS = classes.SPOKEN_DIGITS
 
 
 def number_words(written: str, *, year: bool = True) -> list[str]:
