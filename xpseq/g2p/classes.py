@@ -422,9 +422,9 @@ ROWS: list[tuple[str, str, Callable[[re.Match[str]], list[str] | None]]] = [
     ("fraction", _FRACTION, _fraction),
     ("per_unit", _PER_UNIT, _per_unit),
 ]
-#: Where a row can start (a digit, a sign, a currency symbol, after a comma, or a word of
-#: a few letters followed by a number: ``Nov. 3``, ``the 3rd``, ``No. 5``, ``US$``): a cheap
-#: test, letters and a digit, that lets every other word pass the rows by.
+#: Where a row can start: a cheap test that lets every other word pass the rows by. A
+#: digit, a sign, a currency symbol, after a comma, or a word of a few letters followed by
+#: a number (``Nov. 3``, ``the 3rd``, ``No. 5``, ``US$``).
 START = rf"(?=[\d(+.\-{_SYMBOLS}]|(?<=,\s)|[a-z]{{2,9}}\.?[\s-]{{0,3}}\d|[a-z]{{1,2}}\$)"
 def _locating(pattern: str) -> str:
     """``pattern`` with its named groups made non-capturing (those a back-reference names
