@@ -455,8 +455,9 @@ def test_cli_translate_prints_phones_for_a_capitalised_word(cli_checkpoint):
     assert len(lines) == 1, show(done)
     phones = lines[0].split()
     params, config, src_vocab, tgt_vocab = _checkpoint_model(cli_checkpoint)
-    assert phones, show(done)
     assert all(ARPABET.fullmatch(p) and p in tgt_vocab for p in phones), show(done)
+    # What the library predicts for "hello" (a model trained for the fixture's 1.2 s of a
+    # busy machine may answer no phone at all: the command must print the same).
     expected = g2p_recipe.predict(CheckpointDecoder(params, config, src_vocab, tgt_vocab,
                                                     backends.get("numpy")), ["hello"])
     assert phones == expected[0]
