@@ -83,19 +83,30 @@ def test_ipa_and_sentence_final_abbreviations_on_the_command_line():
 def test_a_terminal_with_no_input_gets_a_hint():
     """`xpseq g2p` reading a terminal says how to end the input (it would otherwise wait
     in silence); a pipe gets no hint."""
-    pid, fd = pty.fork()
-    if pid == 0:                                        # the child: stdin is the terminal
-        os.execv(sys.executable, [sys.executable, "-m", "xpseq", "g2p", "--backend", "numpy"])
+    # A pseudo-terminal's other end as the child's input and output, started without
+    # running Python in the forked child (pty.fork would: JAX, loaded in this process by
+    # other tests, warns that a fork of a multithreaded process may deadlock).
+    fd, terminal = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-m", "xpseq", "g2p", "--backend", "numpy"],
+                             stdin=terminal, stdout=terminal, stderr=terminal)
+    os.close(terminal)
     output = b""
     try:
         while b"Ctrl-D" not in output:
-            chunk = os.read(fd, 1024)
+            try:
+                chunk = os.read(fd, 1024)
+            except OSError:                             # the child closed the terminal
+                break
             if not chunk:
                 break
             output += chunk
         os.write(fd, b"\x04")                           # end of input
+        child.wait(timeout=300)
     finally:
-        os.waitpid(pid, 0)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        os.close(fd)
     assert b"reading words from the terminal" in output and b"Ctrl-D" in output
     piped = xpseq("g2p", "--backend", "numpy", input="cat\n")
     assert "terminal" not in piped.stderr and piped.stdout == "cat\tK AE1 T\n", show(piped)
