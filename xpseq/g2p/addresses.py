@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from .numerals import cardinal, digits, ordinal
+
 __all__ = ["STREET_TYPES", "DIRECTIONS", "STATES", "WORD_CODES", "ROWS", "house_number"]
 
 #: Street type abbreviation (lower case) -> its word.
@@ -59,8 +61,6 @@ def house_number(written: str) -> list[str]:
     """A house number as said: ``7`` seven, ``42`` forty-two, ``123`` one twenty-three,
     ``708`` seven zero eight, ``2788`` twenty-seven eighty-eight, ``1900`` nineteen
     hundred, longer numbers digit by digit."""
-    from .classes import cardinal, digits
-
     if len(written) <= 2:
         return cardinal(written)
     if len(written) > 4:
@@ -80,8 +80,6 @@ _STATE = (rf"(?<=,\s)(?-i:(?P<us_state>{_alternatives(STATES)}))"
 
 
 def _street(m: re.Match[str]) -> list[str]:
-    from .classes import ordinal
-
     words = house_number(m.group("ad_number"))
     if m.group("ad_direction"):
         words.append(DIRECTIONS[m.group("ad_direction").lower()])
@@ -91,8 +89,6 @@ def _street(m: re.Match[str]) -> list[str]:
 
 
 def _state(m: re.Match[str]) -> list[str] | None:
-    from .classes import digits
-
     if m.group("us_state") in WORD_CODES and not m.group("zip"):
         return None
     words = STATES[m.group("us_state")].split()

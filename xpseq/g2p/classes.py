@@ -34,15 +34,13 @@ import re
 from typing import Callable
 
 from . import addresses
+from .numerals import (MONTHS, NUMBER, SPOKEN_DIGITS, cardinal, digits, number_words,
+                      ordinal)
 
-#: The most digits of a number a class reads as a number (999 trillion has 15): a longer
-#: numerator, denominator or amount is no fraction or quantity a reader says, and is left
-#: to be said digit by digit (:data:`xpseq.g2p.text.SPOKEN_DIGITS`).
-SPOKEN_DIGITS = 15
 
-__all__ = ["SPOKEN_DIGITS", "CURRENCIES", "COUNTRY_PREFIXES", "SCALES", "UNITS", "SPACED_UNITS", "PER",
+__all__ = ["CURRENCIES", "COUNTRY_PREFIXES", "SCALES", "UNITS", "SPACED_UNITS", "PER",
            "MONTH_NAMES", "WORD_MONTHS", "fraction_said", "fraction_words", "ROWS", "START",
-           "PATTERN", "COMPILED", "HANDLERS", "cardinal", "ordinal", "digits"]
+           "PATTERN", "COMPILED", "HANDLERS"]
 
 #: Currency symbol -> (one, several, one hundredth, several hundredths).
 CURRENCIES = {
@@ -137,35 +135,13 @@ def _alternatives(words: object) -> str:
 
 # -------------------------------------------------------------- numbers said
 
-def cardinal(written: str) -> list[str]:
-    """A written number's words, never as a year (``1,500`` / ``2.5`` / ``-3``)."""
-    from .text import number_words
-
-    return number_words(written, year=False)
-
-
-def ordinal(value: int) -> list[str]:
-    """``3`` -> ``['third']``, ``21`` -> ``['twenty-first']`` (num2words' words)."""
-    from num2words import num2words
-
-    return str(num2words(value, lang="en", to="ordinal")).replace(",", "").split()
-
-
-def digits(text: str) -> list[str]:
-    """Each digit of ``text`` as a word, zeros as ``zero``."""
-    names = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-    return [names[int(c)] for c in text if c.isdigit()]
-
-
 def _year(written: str) -> list[str]:
-    from .text import number_words
-
     return number_words(written)
 
 
 # ------------------------------------------------------------------ money
 
-_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
+_NUMBER = NUMBER
 _SYMBOLS = "".join(re.escape(c) for c in CURRENCIES)
 _SCALE = rf"(?:{_alternatives(SCALES)})(?![^\W\d_])"
 _MONEY = (rf"(?P<money_sign>(?<![\w.])-)?(?P<money_country>(?<![^\W\d_])"
@@ -306,8 +282,6 @@ _NUMERIC_DATE = (r"(?<![\w./-])(?:(?P<nd_y>\d{4})(?P<nd_s1>[/.-])(?P<nd_ym>1[0-2
 
 
 def _month_day(month: int, day: int) -> list[str]:
-    from .text import MONTHS
-
     return [MONTHS[month - 1]] + ordinal(day)
 
 
@@ -324,8 +298,6 @@ def _written_date(m: re.Match[str]) -> list[str] | None:
 
 
 def _day_month(m: re.Match[str]) -> list[str] | None:
-    from .text import MONTHS
-
     if m.group("dm_month") in WORD_MONTHS and not m.group("dm_year"):
         return None
     words = ["the"] + ordinal(int(m.group("dm_day"))) + [

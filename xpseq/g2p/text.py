@@ -66,6 +66,9 @@ from typing import Any
 from xpseq.io import reading
 
 from . import classes
+from .numerals import MONTHS, NUMBER, SPOKEN_DIGITS, number_words
+from .numerals import digits as _digits
+from .numerals import spell as _num2words
 from .notes import emit
 
 __all__ = ["normalize", "normalize_noting", "fold", "drop_format", "unix_newlines",
@@ -81,8 +84,6 @@ class ControlCharacterWarning(UserWarning):
         self.characters = list(characters or [])
 
 #: English month names, for dates (the words are the reader's, not the locale's).
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-          "september", "october", "november", "december")
 
 _CURRENCIES = {"$": "USD", "€": "EUR", "£": "GBP", "₹": "INR"}
 #: Abbreviations said as words wherever they stand (the titles and ``st.`` by their
@@ -99,7 +100,7 @@ _SHORT = ("dr", "st", *sorted(_SHORT_WORDS, key=len, reverse=True))
 _SYMBOLS = {"&": ["and"], "@": ["at"], "+": ["plus"], "=": ["equals"], "#": ["number"],
             "/": ["slash"], "%": ["percent"],
             **{c: names[0].split()[:1] for c, names in classes.CURRENCIES.items()}}
-_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
+_NUMBER = NUMBER
 _TLD = r"com|org|net|edu|gov|io|info|co|uk|us|de|fr|ca|au|ai|dev"
 # The address parts are bounded as the standards bound them (a local part of 64
 # characters, a label of 63, a path here of 200): each alternative then looks at most a
@@ -203,47 +204,6 @@ def unix_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").removesuffix("\r")
 
 
-def _num2words(value: Any, **kwargs: Any) -> str:
-    try:
-        from num2words import num2words
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError("xpseq.g2p: spelling out numbers needs num2words, a "
-                                  "dependency of xpseq: pip install num2words") from None
-    return str(num2words(value, lang="en", **kwargs))
-
-
-#: The most digits of a whole number said as a number (999 trillion has 15); a longer one
-#: (an account or serial number, a 400-digit string) is said digit by digit, as a reader
-#: does, rather than in the -illions that num2words knows (up to 10^306; beyond, it fails).
-#: The classes' tables keep to it too (:data:`xpseq.g2p.classes.SPOKEN_DIGITS`).
-SPOKEN_DIGITS = classes.SPOKEN_DIGITS
-
-
-def number_words(written: str, *, year: bool = True) -> list[str]:
-    """The words of a written number: ``"1,234"`` -> ``['one', 'thousand', 'two', 'hundred',
-    'and', 'thirty-four']``, ``"-2.05"`` -> ``['minus', 'two', 'point', 'zero', 'five']``,
-    ``"1999"`` -> ``['nineteen', 'ninety-nine']`` (a year, with ``year=True``: four digits,
-    1000 to 2099); a whole part of more than :data:`SPOKEN_DIGITS` digits digit by digit
-    (``"12345678901234567"`` -> ``['one', 'two', ...]``)."""
-    if not re.fullmatch(rf"-?(?:{_NUMBER})", written):
-        raise ValueError(f"number_words: written must be a number such as 42, 1,000, -3.5, "
-                         f"got {written!r}")
-    sign, digits = ("minus ", written[1:]) if written.startswith("-") else ("", written)
-    whole, _, fraction = digits.replace(",", "").partition(".")
-    if year and not sign and not fraction and "," not in digits and len(whole) == 4 \
-            and 1000 <= int(whole) <= 2099:
-        text = _num2words(int(whole), to="year")
-    elif len(whole) > SPOKEN_DIGITS:
-        text = sign + " ".join(_num2words(int(d)) for d in whole)
-    elif whole:
-        text = sign + _num2words(int(whole))
-    else:                               # .25: point two five
-        text = sign.rstrip()
-    if fraction:                        # (never a year's)
-        text += " point " + " ".join(_num2words(int(d)) for d in fraction)
-    return text.replace(",", "").split()
-
-
 def _currency(symbol: str, amount: str, scale: str | None) -> list[str]:
     from num2words import CONVERTER_CLASSES
 
@@ -298,11 +258,6 @@ def _plural(words: list[str]) -> list[str]:
     """A decade's words: the last made plural (``ninety`` -> ``nineties``)."""
     last = words[-1]
     return words[:-1] + [last[:-1] + "ies" if last.endswith("y") else last + "s"]
-
-
-def _digits(text: str) -> list[str]:
-    """Each digit of ``text`` as a word (a phone number)."""
-    return [_num2words(int(c)) for c in text if c.isdigit()]
 
 
 def _parts(address: str) -> list[str]:
