@@ -40,9 +40,11 @@ OPTIMIZER = adam(3e-2)
 def train_steps(kind: str, backend: backends.Backend, steps: int = 2,
                 gradients: str | None = None) -> tuple:
     """``steps`` training steps (Adam, clipping, dropout) in float64 from one start: the
-    losses, the NumPy parameters and the step."""
+    losses, the NumPy parameters, the step and how often its Python body ran in these
+    steps (the step is kept for the process: another test may have run it before)."""
     config = CONFIGS[kind]
     step = make_train_step(config, OPTIMIZER, backend, clip_norm=1.0, gradients=gradients)
+    before = step.traces
     params = backend.asarray_tree(models.get(kind).init_params(config, seed=3))
     opt_state = OPTIMIZER.init(params)
     losses = []
@@ -50,7 +52,7 @@ def train_steps(kind: str, backend: backends.Backend, steps: int = 2,
         batch = backend.asarray_tree(BATCHES[i % len(BATCHES)])
         params, opt_state, loss = step(params, opt_state, batch, seed=1)
         losses.append(float(backend.to_numpy(loss)))
-    return losses, backend.to_numpy_tree(params), step
+    return losses, backend.to_numpy_tree(params), step, step.traces - before
 
 
 def test_get_refuses_compile_where_it_does_not_apply():
@@ -77,23 +79,24 @@ def test_the_compiled_backend_is_torch_cached_apart():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(CONFIGS))
 def test_the_compiled_training_step_takes_the_eager_steps(kind):
-    """Two float64 steps: the same losses and parameters as eager torch, from graphs that
-    torch.compile built (the loss with its backward, the update) once for the one batch
-    shape; ``fit`` then reuses them and records no compilation."""
-    eager_losses, eager_params, eager_step = train_steps(kind, backends.get("torch"))
+    """``gradients="autodiff"`` compiled: two float64 steps with the same losses and
+    parameters as eager torch, from graphs that torch.compile built (the loss with its
+    autograd backward, the update) once for the one batch shape; ``fit`` then reuses them
+    and records no compilation."""
+    eager_losses, eager_params, eager_step, _ = train_steps(kind, backends.get("torch"))
     compiled = backends.get("torch", compile=True)
-    losses, params, step = train_steps(kind, compiled)
+    losses, params, step, traces = train_steps(kind, compiled, gradients="autodiff")
     np.testing.assert_allclose(losses, eager_losses, rtol=GRAD_RTOL, atol=1e-12)
     assert losses[1] != losses[0]
     for name in eager_params:
         np.testing.assert_allclose(params[name], eager_params[name], rtol=GRAD_RTOL,
                                    atol=1e-10, err_msg=name)
     assert eager_step.graphs is None
-    assert step.graphs == 2 and step.traces == 2      # two graphs, the Python step twice
+    assert step.graphs == 2 and traces == 2      # two graphs, the Python step twice
     result = fit(CONFIGS[kind], models.get(kind).init_params(CONFIGS[kind], seed=3),
                  BATCHES, compiled,
                  train=TrainConfig(epochs=1, optimizer=OPTIMIZER, clip_norm=1.0,
-                                   progress=False))
+                                   progress=False, gradients="autodiff"))
     assert result.traces == 0 and result.history[0]["traces"] == 0
     assert step.graphs == 2
 
@@ -104,14 +107,14 @@ def test_the_compiled_hand_derived_step_takes_the_autograd_steps(kind):
     """``gradients="hand-derived"`` compiled (the loss and its hand-derived backward pass
     as one graph, the RNN's loops unrolled in it): two float64 steps with the losses and
     parameters of eager autograd's."""
-    eager_losses, eager_params, _ = train_steps(kind, backends.get("torch"))
-    losses, params, step = train_steps(kind, backends.get("torch", compile=True),
-                                       gradients="hand-derived")
+    eager_losses, eager_params, _, _ = train_steps(kind, backends.get("torch"))
+    losses, params, step, traces = train_steps(kind, backends.get("torch", compile=True),
+                                               gradients="hand-derived")
     np.testing.assert_allclose(losses, eager_losses, rtol=GRAD_RTOL, atol=1e-12)
     for name in eager_params:
         np.testing.assert_allclose(params[name], eager_params[name], rtol=GRAD_RTOL,
                                    atol=1e-10, err_msg=name)
-    assert step.graphs == 2 and step.traces == 2
+    assert step.graphs == 2 and traces == 2
 
 
 @pytest.mark.slow
