@@ -3,6 +3,9 @@
 * No module imports a private name (``_x``), or anything from a private module, of
   another folder of xpseq, nor reads one as an attribute of a module it imported
   (``transformer._logits``): a folder's private names are its own.
+* No module imports a private name of another module at all, even of its own folder
+  (``from .config import _group``): a name that crosses a module line is public, though its
+  module may be private (``from ._common import register_lesson`` is fine; Equinox's rule).
 * ``backends/`` knows no model and no cell: it imports nothing from ``xpseq.models``,
   ``xpseq.core.recurrent``, ``xpseq.core.vjp`` or ``xpseq.core.kernels``.
 * ``core/`` and ``models/`` never look at a backend: no ``xpseq.backends`` import, no
@@ -122,6 +125,48 @@ def private_reaches(path: pathlib.Path, source: str | None = None) -> list[str]:
             if name.startswith("_") and not name.startswith("__"):
                 bad.append(f"{where} imports the private name {name} from {target}")
     return bad
+
+
+def private_names_imported(path: pathlib.Path, source: str | None = None) -> list[str]:
+    """Every ``from X import _name`` in ``path`` (or in ``source``) where ``X`` is another
+    module of xpseq, its own folder's included. A private submodule (``from . import
+    _common``) is a module, not a name, and a dunder (``__version__``) is not private."""
+    mine = module_name(path) if path.is_relative_to(PACKAGE) else None
+    bad = []
+    for target, names, line in imports(path, source):
+        if target == mine:
+            continue
+        for name in names:
+            if (name.startswith("_") and not name.startswith("__")
+                    and not is_module(f"{target}.{name}")):
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports the private "
+                           f"name {name} from {target}")
+    return bad
+
+
+def test_the_private_name_check_catches_an_import_within_a_folder():
+    source = ("from .config import Seq2SeqConfig, _group\nfrom .forward import (\n"
+              "    _decoder_step,\n    decoder_spec,\n)\nfrom xpseq.models.rnn.backward import "
+              "_loss_vjp\nfrom xpseq.core.kernels import linear\nfrom os import _exit\n"
+              "from ..protocol import __name__ as protocol_name\n")
+    found = private_names_imported(PACKAGE / "models" / "rnn" / "model.py", source)
+    assert found == [
+        "xpseq/models/rnn/model.py:1 imports the private name _group from "
+        "xpseq.models.rnn.config",
+        "xpseq/models/rnn/model.py:2 imports the private name _decoder_step from "
+        "xpseq.models.rnn.forward",
+        "xpseq/models/rnn/model.py:6 imports the private name _loss_vjp from "
+        "xpseq.models.rnn.backward"], found
+    # A private module's public names, and a private module itself, may be imported.
+    own = ("from xpseq.tour._common import LESSONS, register_lesson\nfrom . import _common\n"
+           "from ._common import _lesson\n")
+    assert private_names_imported(PACKAGE / "tour" / "kinks.py", own) == [
+        "xpseq/tour/kinks.py:3 imports the private name _lesson from xpseq.tour._common"]
+
+
+def test_no_module_imports_a_private_name_of_another_module():
+    bad = [b for path in MODULES for b in private_names_imported(path)]
+    assert not bad, "\n".join(bad)
 
 
 def test_the_private_import_check_catches_a_reach():

@@ -21,8 +21,8 @@ from xpseq.models.rnn.backward import (
     fresh_names,
     gradient_terms,
 )
-from xpseq.models.rnn.config import _group
-from xpseq.models.rnn.forward import _decoder_params, _decoder_step_parts, _encode_vjp
+from xpseq.models.rnn.config import group_params
+from xpseq.models.rnn.forward import decoder_params, decoder_step_parts, encode_vjp
 
 CONFIGS = [dict(cell=c, attention=a, style=s)
            for c, a, s in itertools.product(("lstm", "gru"),
@@ -35,14 +35,14 @@ def one_step(config: Seq2SeqConfig, seed: int = 0):
     """One decoder step's saved tree and the backward step's fresh factors (NumPy)."""
     rng = np.random.default_rng(seed)
     params = init_params(config, seed=seed)
-    g = _group(params, config)
+    g = group_params(params, config)
     src = rng.integers(3, config.src_vocab, size=(2, 4))
     src_len = np.array([4, 2])
-    encoded, _ = _encode_vjp(g, config, src, src_len, runner=vjp.run_sequence, xp=np)
+    encoded, _ = encode_vjp(g, config, src, src_len, runner=vjp.run_sequence, xp=np)
     emb = kernels.embedding(np.array([1, 5]), params["tgt_embed"], xp=np)
-    p = _decoder_params(g, config)
-    new, o, _, saved = _decoder_step_parts(p, config, emb, encoded["state"], encoded, None,
-                                           xp=np)
+    p = decoder_params(g, config)
+    new, o, _, saved = decoder_step_parts(p, config, emb, encoded["state"], encoded, None,
+                                          xp=np)
     d_state = {k: rng.standard_normal(v.shape) for k, v in new.items()}
     _, fresh = _decoder_step_back(p, config, encoded, saved, None, d_state,
                                   rng.standard_normal(o.shape), xp=np)
@@ -61,7 +61,7 @@ def test_every_term_reads_a_saved_path_or_a_returned_name(options):
             elif isinstance(ref, Fresh):
                 assert ref.name in fresh, ref
     # Every parameter the decoder step reads gets a gradient, and nothing else does.
-    p = _decoder_params(_group(init_params(config), config), config)
+    p = decoder_params(group_params(init_params(config), config), config)
     named = {(t.part, t.name) for t in terms if t.part != "encoded"}
     assert named == {(part, n) for part, names in p.items() for n in names}
     assert len(set(fresh_names(terms))) == len(fresh_names(terms))

@@ -466,9 +466,9 @@ def test_lesson14_bfloat16_spacing_stalled_sum_product_error_and_exact_count():
     pytest.importorskip("jax")
     pytest.importorskip("torch")
     f = facts(14)
-    from xpseq.tour._common import _data
+    from xpseq.tour._common import normal_samples
 
-    x, y = (_data(seed, 256).astype(np.float32).astype(np.float64) for seed in (141, 142))
+    x, y = (normal_samples(seed, 256).astype(np.float32).astype(np.float64) for seed in (141, 142))
     rounded = sum(_round_to_bfloat16(a) * _round_to_bfloat16(b) for a, b in zip(x, y))
     exact = math.fsum(float(a) * float(b) for a, b in zip(x, y))
     for name in ("numpy", "jax", "torch"):

@@ -19,7 +19,7 @@ from xpseq import backends, models
 from xpseq.core.optim import adam
 from xpseq.data import EOS_ID, Vocab, make_batches
 from xpseq.models import transformer as TM
-from xpseq.models.transformer.layers import _decoder_forward
+from xpseq.models.transformer.layers import decoder_forward
 from xpseq.search import CheckpointDecoder, SearchOptions, search
 from xpseq.tasks import translate
 from xpseq.train import TrainConfig, fit
@@ -210,20 +210,20 @@ def test_the_cached_step_equals_the_training_forward_at_every_position(name, opt
 
 def test_training_backward_and_search_run_the_one_decoder_forward(monkeypatch):
     """The training loss, its hand-derived gradient, the dev loss and every search step
-    go through ``_decoder_forward``: teacher forcing without a cache, a step with one (the
+    go through ``decoder_forward``: teacher forcing without a cache, a step with one (the
     teacher-forced decoder of earlier versions is gone)."""
     assert not any(hasattr(m, name) for m in (TM, TM.layers, TM.model)
                    for name in ("_decode_vjp", "_cached_attention"))
     calls = []
-    real = _decoder_forward
+    real = decoder_forward
 
     def spy(*args, **kwargs):
         calls.append("teacher" if kwargs.get("cache") is None else "step")
         return real(*args, **kwargs)
 
     for module in (TM.layers, TM.model):          # where the loss and the search look it up
-        if hasattr(module, "_decoder_forward"):
-            monkeypatch.setattr(module, "_decoder_forward", spy)
+        if hasattr(module, "decoder_forward"):
+            monkeypatch.setattr(module, "decoder_forward", spy)
     params, xp = T.init_params(CONFIG, seed=2), backends.get("numpy").xp
     T.loss(params, CONFIG, BATCH)
     T.loss_and_grad(params, CONFIG, BATCH)

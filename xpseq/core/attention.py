@@ -220,7 +220,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = No
     fused = not need_weights and delegation.has_fused_attention(q, k, v, xp=xp)
     # The fused path checks its one output for NaN / infinity instead of its three inputs
     # (a non-finite input, or an overflowing q kᵀ, always reaches the output).
-    _check_qkv(fname, q, k, v, xp, finite=not fused)
+    check_qkv(fname, q, k, v, xp, finite=not fused)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if fused:
         shape = (*q.shape[:-1], k.shape[-2])
@@ -295,8 +295,8 @@ def multi_head_attention(params: Mapping[str, Any], q: Any, k: Any, v: Any, *,
     if num_heads < 1:
         raise ValueError(f"{fname}: num_heads must be >= 1, got {num_heads}")
     scale = checks.check_scale(fname, scale)
-    _check_qkv(fname, q, k, v, xp, same_depth=False,
-               **{n: a for n, a in p.items() if a is not None})
+    check_qkv(fname, q, k, v, xp, same_depth=False,
+              **{n: a for n, a in p.items() if a is not None})
     for n, layout in zip(required, ("(d_model, d_q)", "(d_model, d_k)", "(d_value, d_v)",
                                     "(d_out, d_value)")):
         checks.check_ndim(fname, n, p[n], 2, exact=True, layout=layout)
@@ -355,9 +355,13 @@ def _check_qk(fname: str, q: Any, k: Any, xp: Any, *, same_depth: bool = True,
         checks.check_finite(fname, "k", k, xp)
 
 
-def _check_qkv(fname: str, q: Any, k: Any, v: Any, xp: Any, *, same_depth: bool = True,
-               finite: bool = True, **weights: Any) -> None:
-    """Shapes, dtypes and (with ``finite``) finiteness of ``q``, ``k``, ``v``."""
+def check_qkv(fname: str, q: Any, k: Any, v: Any, xp: Any, *, same_depth: bool = True,
+              finite: bool = True, **weights: Any) -> None:
+    """Check the shapes, dtypes and (with ``finite``) finiteness of ``q (..., Q, d)``,
+    ``k (..., K, d)`` (``d_k`` may differ without ``same_depth``) and ``v (..., K, d_v)``.
+
+    Shared with :mod:`xpseq.core.blockwise`; not in ``__all__`` (the module's math).
+    """
     _check_qk(fname, q, k, xp, same_depth=same_depth, finite=finite, v=v, **weights)
     checks.check_ndim(fname, "v", v, 2, layout="(..., keys, d_v)")
     checks.check_dim(fname, "v", v, -2, k.shape[-2], "the number of keys in k")

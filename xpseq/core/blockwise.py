@@ -40,7 +40,7 @@ from typing import Any, Callable
 import array_api_compat as compat
 
 from . import checks, delegation, kernels, values
-from .attention import _check_qkv
+from .attention import check_qkv
 from .masking import check_mask, lengths_array, lengths_for
 
 __all__ = ["blockwise_attention", "backward", "hand_derived_attention", "DEFAULT_BLOCK"]
@@ -159,7 +159,7 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
                          "returns them")
     block_q = values.integer(fname, "block_q", block_q, low=1)
     block_k = values.integer(fname, "block_k", block_k, low=1)
-    _check_qkv(fname, q, k, v, xp)
+    check_qkv(fname, q, k, v, xp)
     shape = (*_lead(q, k, v), q.shape[-2], k.shape[-2])
     device = compat.device(q)
     blocks = BlockMask(

@@ -60,7 +60,7 @@ def sequence_mask(lengths: Any, max_len: int) -> Any:
     max_len = operator.index(max_len)
     if max_len < 0:
         raise ValueError(f"{fname}: max_len must be >= 0, got {max_len}")
-    _check_lengths_range(fname, "lengths", lengths, max_len, f"max_len = {max_len}", xp)
+    check_lengths_range(fname, "lengths", lengths, max_len, f"max_len = {max_len}", xp)
     return kernels.sequence_mask(lengths, max_len, xp=xp)
 
 
@@ -346,16 +346,21 @@ def lengths_for(fname: str, shape: tuple[int | None, ...], valid_lens: Any, *, x
         )
     n_keys = shape[-1]
     if n_keys is not None:
-        _check_lengths_range(fname, "valid_lens", valid_lens, n_keys,
-                             f"{n_keys} (the number of keys)", xp)
+        check_lengths_range(fname, "valid_lens", valid_lens, n_keys,
+                            f"{n_keys} (the number of keys)", xp)
     elif keys is None:
         raise ValueError(f"{fname}: the number of keys is unknown (a lazy array), so "
                          "valid_lens needs the keys array to count them")
     return lens
 
 
-def _check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_text: str,
-                         xp: Any) -> None:
+def check_lengths_range(fname: str, name: str, lengths: Any, upper: int, upper_text: str,
+                        xp: Any) -> None:
+    """Raise ``ValueError`` if an integer array ``lengths`` (any shape) has a value below 0 or
+    above ``upper`` (named ``upper_text`` in the message); skipped under ``jax.jit``.
+
+    Shared with :mod:`xpseq.core.recurrent`; not in ``__all__`` (the module's math).
+    """
     # Compare in the default integer dtype: a bound such as 300 does not fit an int8 array's.
     wide = xp.astype(lengths, kernels.int_dtype(xp))
     for bad, rule in ((wide < 0, ">= 0"), (wide > upper, f"<= {upper_text}")):

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, cast
 
 from . import checks, kernels
-from .masking import _check_lengths_range
+from .masking import check_lengths_range
 
 __all__ = ["CELLS", "lstm_cell", "gru_cell", "run_sequence", "hand_derived_recurrence",
            "cell_param_shapes"]
@@ -124,7 +124,7 @@ def run_sequence(params: Mapping[str, Any], xs: Any, lengths: Any, *, cell: str 
     if initial_state is None:
         initial_state = kernels.initial_zeros(cell, hidden, xs, xp=xp)
     _check_state(fname, cell, tuple(initial_state), xs.shape[0], hidden, xs, xp)
-    _check_lengths_range(fname, "lengths", lengths, xs.shape[1], "the number of steps", xp)
+    check_lengths_range(fname, "lengths", lengths, xs.shape[1], "the number of steps", xp)
     checks.check_all_finite(fname, xp, xs=xs, **dict(zip(("h", "c"), initial_state)))
     recurrence = None if custom_vjp is None else hand_derived_recurrence(
         cell, scan=scan, custom_vjp=custom_vjp, xp=xp)

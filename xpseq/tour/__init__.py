@@ -47,10 +47,10 @@ module                  contents
 
 A lesson registers itself in :data:`LESSONS` when its module is imported, so the modules
 are imported below in tour order; a new lesson is a module with one function decorated
-``@_lesson(number, title, code=(...))``, imported below in its place. ``code`` names the
-lesson's short functions (one per library where the libraries differ, each with a
-docstring), which ``xpseq tour --code`` prints (:func:`format_code`) and the docs pages
-include; the lesson body calls them and fills the table.
+``@register_lesson(number, title, code=(...))`` (from ``_common``), imported below in its
+place. ``code`` names the lesson's short functions (one per library where the libraries
+differ, each with a docstring), which ``xpseq tour --code`` prints (:func:`format_code`) and
+the docs pages include; the lesson body calls them and fills the table.
 """
 
 from __future__ import annotations

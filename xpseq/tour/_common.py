@@ -1,11 +1,14 @@
 """What the lessons of the autodiff tour share.
 
-The :class:`Lesson` record and the registry (:data:`LESSONS`, filled by :func:`_lesson` as
-each lesson module is imported, with the short functions that are each lesson's code, which
-:func:`code_sections` groups by library for printing), the table a lesson fills
-(:func:`_columns` runs each library's part, :func:`_table` lays the rows out), how numbers
-are written in it, and the small helpers that import jax and torch only when a lesson needs
-them.
+The :class:`Lesson` record and the registry (:data:`LESSONS`, filled by
+:func:`register_lesson` as each lesson module is imported, with the short functions that are
+each lesson's code, which :func:`code_sections` groups by library for printing), the table a
+lesson fills (:func:`run_columns` runs each library's part, :func:`table_rows` lays the rows
+out), how numbers are written in it, and the small helpers that import jax and torch only
+when a lesson needs them.
+
+The module is private to :mod:`xpseq.tour`; the names its lesson modules import from it are
+public (:data:`__all__`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,12 @@ Cells = dict[str, str]                       # row key -> what one library's col
 Part = Callable[[dict[str, Any]], Cells]     # fills facts, returns its column
 
 _PACKAGE = __name__.rpartition(".")[0]     # "xpseq.tour"
+
+__all__ = ["FRAMEWORKS", "HEADERS", "NOT_INSTALLED", "NONE", "Row", "Cells", "Part", "Lesson",
+           "LessonFn", "LESSONS", "SECTIONS", "register_lesson", "code_sections", "installed",
+           "tour_installed", "import_jax", "import_torch", "run_columns", "table_rows",
+           "format_number", "format_error", "format_vector", "as_floats", "format_fact",
+           "short_message", "normal_samples"]
 
 
 @dataclass
@@ -63,8 +72,8 @@ SECTIONS = (("", "Written once, for every library"), ("numpy_", "NumPy (xpseq by
             ("jax_", "JAX"), ("torch_", "PyTorch"))
 
 
-def _lesson(number: int, title: str, *,
-            code: Sequence[Callable[..., Any]] = ()) -> Callable[[Callable[[], tuple]], LessonFn]:
+def register_lesson(number: int, title: str, *, code: Sequence[Callable[..., Any]] = (),
+                    ) -> Callable[[Callable[[], tuple]], LessonFn]:
     """Register a lesson body returning ``(explanation, rows, facts)`` as lesson ``number``.
 
     ``code`` are the short functions that compute what the lesson shows (the body calls them
@@ -106,8 +115,9 @@ def installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def _installed(name: str) -> bool:
-    """:func:`installed`, looked up on the :mod:`xpseq.tour` package when called.
+def tour_installed(name: str) -> bool:
+    """Whether the library ``name`` can be imported, by :func:`installed` as the
+    :mod:`xpseq.tour` package holds it when called.
 
     Replacing ``xpseq.tour.installed`` (as ``tests/test_tour.py`` does to run the tour as if
     jax and torch were missing) then reaches every lesson and :func:`~xpseq.tour.main`.
@@ -115,22 +125,22 @@ def _installed(name: str) -> bool:
     return importlib.import_module(_PACKAGE).installed(name)
 
 
-def _jax() -> tuple[Any, Any]:
-    """``jax`` and ``jax.numpy`` (a lesson's JAX part runs in 64-bit mode: :func:`_columns`)."""
+def import_jax() -> tuple[Any, Any]:
+    """``jax`` and ``jax.numpy`` (a lesson's JAX part runs in 64-bit mode: :func:`run_columns`)."""
     import jax
     import jax.numpy as jnp
 
     return jax, jnp
 
 
-def _torch() -> Any:
+def import_torch() -> Any:
     """``torch``, imported when a lesson first needs it."""
     import torch
 
     return torch
 
 
-def _columns(facts: dict[str, Any], **parts: Part) -> dict[str, Cells | None]:
+def run_columns(facts: dict[str, Any], **parts: Part) -> dict[str, Cells | None]:
     """Run each library's part (numpy first); ``None`` for a library that is not installed.
 
     The lessons compare float64 results, so the JAX part runs with JAX's 64-bit mode on for
@@ -141,7 +151,7 @@ def _columns(facts: dict[str, Any], **parts: Part) -> dict[str, Cells | None]:
         part = parts.get(name)
         if part is None:
             out[name] = {}
-        elif not _installed(name):
+        elif not tour_installed(name):
             out[name] = None
         elif name == "jax":
             import jax
@@ -153,7 +163,7 @@ def _columns(facts: dict[str, Any], **parts: Part) -> dict[str, Cells | None]:
     return out
 
 
-def _table(columns: dict[str, Cells | None], spec: Sequence[tuple[str, str]]) -> list[Row]:
+def table_rows(columns: dict[str, Cells | None], spec: Sequence[tuple[str, str]]) -> list[Row]:
     """Rows ``(label, numpy, jax, torch)`` for the ``(key, label)`` pairs of ``spec``."""
     rows = []
     for key, label in spec:
@@ -163,7 +173,7 @@ def _table(columns: dict[str, Cells | None], spec: Sequence[tuple[str, str]]) ->
     return rows
 
 
-def _num(x: Any, digits: int = 4) -> str:
+def format_number(x: Any, digits: int = 4) -> str:
     """A number for the table: ``digits`` significant digits, ``nan``/``inf`` as such."""
     x = float(x)
     if x == 0:
@@ -171,32 +181,32 @@ def _num(x: Any, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
-def _err(x: Any) -> str:
+def format_error(x: Any) -> str:
     """An error or a difference, in scientific notation."""
     return f"{float(x):.1e}"
 
 
-def _vec(values: Any, digits: int = 4) -> str:
+def format_vector(values: Any, digits: int = 4) -> str:
     """``[a, b, c]`` for a flat sequence of numbers."""
-    return "[" + ", ".join(_num(v, digits) for v in np.ravel(np.asarray(values))) + "]"
+    return "[" + ", ".join(format_number(v, digits) for v in np.ravel(np.asarray(values))) + "]"
 
 
-def _floats(values: Any) -> list[float]:
+def as_floats(values: Any) -> list[float]:
     """A flat list of Python floats (what facts hold)."""
     return [float(v) for v in np.ravel(np.asarray(values, dtype=np.float64))]
 
 
-def _fact(facts: dict[str, Any], key: str, fmt: Callable[[Any], str] = str) -> str:
+def format_fact(facts: dict[str, Any], key: str, fmt: Callable[[Any], str] = str) -> str:
     """A fact formatted for an explanation, or ``n/a`` when its library is missing."""
     return fmt(facts[key]) if key in facts else "n/a"
 
 
-def _short(err: BaseException, limit: int = 60) -> str:
+def short_message(err: BaseException, limit: int = 60) -> str:
     """The first clause of an exception message, at most ``limit`` characters."""
     text = str(err).split("\n")[0].split(" (")[0].split(". ")[0]
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _data(seed: int, *shape: int) -> np.ndarray:
+def normal_samples(seed: int, *shape: int) -> np.ndarray:
     """Reproducible float64 normal samples of ``shape``."""
     return np.random.default_rng(seed).normal(size=shape)

@@ -22,13 +22,13 @@ from xpseq.tour._common import (
     Cells,
     Part,
     Row,
-    _columns,
-    _data,
-    _err,
-    _fact,
-    _lesson,
-    _num,
-    _table,
+    format_error,
+    format_fact,
+    format_number,
+    normal_samples,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["lesson_bfloat16", "ONES", "numpy_bfloat16", "jax_bfloat16", "torch_bfloat16"]
@@ -92,12 +92,12 @@ def torch_bfloat16(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(14, "bfloat16: 8 significant bits, and what mixed precision keeps in float32",
-         code=(numpy_bfloat16, jax_bfloat16, torch_bfloat16))
+@register_lesson(14, "bfloat16: 8 significant bits, and what mixed precision keeps in float32",
+                 code=(numpy_bfloat16, jax_bfloat16, torch_bfloat16))
 def lesson_bfloat16() -> tuple[str, list[Row], dict[str, Any]]:
     """bfloat16's spacing, a running sum that stalls, a product's error, xpseq's count."""
     # float32 numbers, so that every library rounds each to bfloat16 once.
-    x, y = (_data(seed, 256).astype(np.float32).astype(np.float64) for seed in (141, 142))
+    x, y = (normal_samples(seed, 256).astype(np.float32).astype(np.float64) for seed in (141, 142))
     exact = float(x @ y)
     facts: dict[str, Any] = {"exact_dot": exact, "ones": ONES}
 
@@ -111,15 +111,15 @@ def lesson_bfloat16() -> tuple[str, list[Row], dict[str, Any]]:
             facts.update({f"{name}_eps": found["eps"], f"{name}_one_plus": found["plus"],
                           f"{name}_running_sum": found["running"], f"{name}_dot_rel_err": rel,
                           f"{name}_count": count})
-            return {"eps": _num(found["eps"]), "plus": _num(found["plus"], 6),
-                    "running": _num(found["running"]), "dot": _err(rel),
-                    "count": NONE if count is None else _num(count)}
+            return {"eps": format_number(found["eps"]), "plus": format_number(found["plus"], 6),
+                    "running": format_number(found["running"]), "dot": format_error(rel),
+                    "count": NONE if count is None else format_number(count)}
         return fill
 
     numpy_part, jax_part = part("numpy", numpy_bfloat16), part("jax", jax_bfloat16)
     torch_part = part("torch", torch_bfloat16)
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("eps", "bfloat16's eps: the spacing of numbers just above 1 (float32: 1.2e-07)"),
         ("plus", "1 + 1/256 in bfloat16"),
         ("running", f"{ONES} ones added one at a time into a bfloat16 total"),
@@ -129,13 +129,14 @@ def lesson_bfloat16() -> tuple[str, list[Row], dict[str, Any]]:
     ])
     explanation = (
         f"bfloat16 keeps float32's exponent but only 8 significant bits (spacing "
-        f"{_fact(facts, 'jax_eps', _num)} near 1), so 1 + 1/256 rounds back to "
-        f"{_fact(facts, 'torch_one_plus', _num)}, a bfloat16 total of ones stops at "
-        f"{_fact(facts, 'torch_running_sum', _num)} (257 rounds back down) and rounding the "
-        f"inputs of a 256-term product moves it by {_fact(facts, 'numpy_dot_rel_err', _err)} "
+        f"{format_fact(facts, 'jax_eps', format_number)} near 1), so 1 + 1/256 rounds back to "
+        f"{format_fact(facts, 'torch_one_plus', format_number)}, a bfloat16 total of ones stops at "
+        f"{format_fact(facts, 'torch_running_sum', format_number)} (257 rounds back down) and "
+        f"rounding the inputs of a 256-term product moves it by "
+        f"{format_fact(facts, 'numpy_dot_rel_err', format_error)} "
         f"of its value; that is why precision='bf16' multiplies in bfloat16 but widens the "
         f"reductions to float32: the loss's token count comes out "
-        f"{_fact(facts, 'jax_count', _num)}, and softmax, layer-norm statistics and the loss "
-        f"are float32."
+        f"{format_fact(facts, 'jax_count', format_number)}, and softmax, layer-norm statistics "
+        f"and the loss are float32."
     )
     return explanation, rows, facts

@@ -17,14 +17,14 @@ from xpseq.tour._common import (
     Cells,
     Part,
     Row,
-    _columns,
-    _data,
-    _err,
-    _fact,
-    _floats,
-    _lesson,
-    _table,
-    _vec,
+    as_floats,
+    format_error,
+    format_fact,
+    format_vector,
+    normal_samples,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["lesson_broadcast_sum", "bias_loss", "numpy_bias_grad", "jax_bias_grad",
@@ -71,12 +71,13 @@ def torch_bias_grad(X: Any, W: Any, b: Any, G: Any) -> tuple[Any, Any]:
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(13, "Broadcasting in the forward is a sum in the backward: the bias gradient",
-         code=(bias_loss, numpy_bias_grad, jax_bias_grad, torch_bias_grad))
+@register_lesson(13, "Broadcasting in the forward is a sum in the backward: the bias gradient",
+                 code=(bias_loss, numpy_bias_grad, jax_bias_grad, torch_bias_grad))
 def lesson_broadcast_sum() -> tuple[str, list[Row], dict[str, Any]]:
     """The gradient of a bias broadcast over batch and time is a sum."""
-    X, W, b = _data(131, 2, 3, 4), _data(132, 5, 4), _data(133, 5)   # x: (batch, time, in)
-    G = _data(134, 2, 3, 5)                         # loss = Σ G ⊙ (x Wᵀ + b)
+    X = normal_samples(131, 2, 3, 4)                         # x: (batch, time, in)
+    W, b = normal_samples(132, 5, 4), normal_samples(133, 5)
+    G = normal_samples(134, 2, 3, 5)                         # loss = Σ G ⊙ (x Wᵀ + b)
     expected = G.sum(axis=(0, 1))
     facts: dict[str, Any] = {"G": G.tolist(), "b_shape": list(b.shape)}
 
@@ -84,24 +85,25 @@ def lesson_broadcast_sum() -> tuple[str, list[Row], dict[str, Any]]:
         def fill(facts: dict[str, Any]) -> Cells:
             dW, db = (np.asarray(a) for a in grads(X, W, b, G))
             diff = float(np.max(np.abs(db - expected)))
-            facts.update({f"{name}_db": _floats(db), f"{name}_db_shape": list(db.shape),
+            facts.update({f"{name}_db": as_floats(db), f"{name}_db_shape": list(db.shape),
                           f"{name}_db_max_diff": diff, f"{name}_dW": dW.tolist()})
-            return {"db": _vec(db, 3), "diff": _err(diff), "shape": str(tuple(db.shape))}
+            return {"db": format_vector(db, 3), "diff": format_error(diff),
+                    "shape": str(tuple(db.shape))}
         return fill
 
     numpy_part, jax_part = part("numpy", numpy_bias_grad), part("jax", jax_bias_grad)
     torch_part = part("torch", torch_bias_grad)
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("db", "∂loss/∂b for loss = Σ G ⊙ (x Wᵀ + b), x (2, 3, 4), b (5,)"),
         ("diff", "max |∂loss/∂b − Σ over (batch, time) of G|"),
         ("shape", "shape of ∂loss/∂b"),
     ])
     explanation = (
-        f"A bias of shape {b.shape} added to outputs of shape {G.shape} is copied along "
-        f"the batch and time axes, so its gradient is the cotangent summed over them "
-        f"(max difference {_fact(facts, 'torch_db_max_diff', _err)} in torch, "
-        f"{_fact(facts, 'numpy_db_max_diff', _err)} by xpseq's rule), with the bias's own "
-        f"shape {_fact(facts, 'jax_db_shape', lambda s: str(tuple(s)))}."
+        f"A bias of shape {b.shape} added to outputs of shape {G.shape} is copied along the batch "
+        "and time axes, so its gradient is the cotangent summed over them (max difference "
+        f"{format_fact(facts, 'torch_db_max_diff', format_error)} in torch, "
+        f"{format_fact(facts, 'numpy_db_max_diff', format_error)} by xpseq's rule), with the "
+        f"bias's own shape {format_fact(facts, 'jax_db_shape', lambda s: str(tuple(s)))}."
     )
     return explanation, rows, facts

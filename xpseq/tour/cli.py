@@ -21,9 +21,9 @@ from xpseq.tour._common import (
     NOT_INSTALLED,
     Lesson,
     LessonFn,
-    _installed,
-    _torch,
     code_sections,
+    import_torch,
+    tour_installed,
 )
 
 __all__ = ["format_code", "format_lesson", "main"]
@@ -95,8 +95,8 @@ def main(argv: Sequence[str] | None = None, *, prog: str | None = None) -> int:
         print(f"{parser.prog}: error: there is no lesson {args.lesson}; choose 1 to "
               f"{len(LESSONS)} (see {parser.prog} --list)", file=sys.stderr)
         return 2
-    if _installed("torch"):
-        _torch().set_num_threads(1)     # tiny tensors: one thread avoids contention
+    if tour_installed("torch"):
+        import_torch().set_num_threads(1)     # tiny tensors: one thread avoids contention
     print(f"Autodiff tour ({_versions()})\n")
     start = time.perf_counter()
     for fn in chosen:

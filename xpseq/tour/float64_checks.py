@@ -12,7 +12,17 @@ from typing import Any, Callable
 import numpy as np
 from array_api_compat import array_namespace
 
-from xpseq.tour._common import Cells, Row, _columns, _err, _fact, _jax, _lesson, _table, _torch
+from xpseq.tour._common import (
+    Cells,
+    Row,
+    format_error,
+    format_fact,
+    import_jax,
+    import_torch,
+    register_lesson,
+    run_columns,
+    table_rows,
+)
 
 __all__ = ["STEPS", "lesson_float64_checks", "sin_exp", "sin_exp_derivative",
            "central_difference", "numpy_derivative", "jax_derivative", "torch_derivative"]
@@ -79,16 +89,16 @@ def _fd_cells(name: str, asarray: Callable[[float, str], Any], grad: Callable[[A
                       f"{name}_best_err_{dtype}": errors[best],
                       f"{name}_autodiff_err_{dtype}": abs(grad(x) - exact)})
         for i, e in enumerate(errors):
-            cells.setdefault(f"h{i}", []).append(_err(e))
-        cells.setdefault("best_h", []).append(_err(STEPS[best]))
-        cells.setdefault("best_err", []).append(_err(errors[best]))
-        cells.setdefault("autodiff", []).append(_err(facts[f"{name}_autodiff_err_{dtype}"]))
+            cells.setdefault(f"h{i}", []).append(format_error(e))
+        cells.setdefault("best_h", []).append(format_error(STEPS[best]))
+        cells.setdefault("best_err", []).append(format_error(errors[best]))
+        cells.setdefault("autodiff", []).append(format_error(facts[f"{name}_autodiff_err_{dtype}"]))
     return {k: " / ".join(v) for k, v in cells.items()}
 
 
-@_lesson(7, "Why gradient checks need float64: finite-difference error against step size",
-         code=(sin_exp, sin_exp_derivative, central_difference, numpy_derivative,
-               jax_derivative, torch_derivative))
+@register_lesson(7, "Why gradient checks need float64: finite-difference error against step size",
+                 code=(sin_exp, sin_exp_derivative, central_difference, numpy_derivative,
+                       jax_derivative, torch_derivative))
 def lesson_float64_checks() -> tuple[str, list[Row], dict[str, Any]]:
     """Central-difference error against step size in float32 and float64."""
     facts: dict[str, Any] = {"steps": list(STEPS), "point": _FD_POINT}
@@ -97,30 +107,30 @@ def lesson_float64_checks() -> tuple[str, list[Row], dict[str, Any]]:
         return _fd_cells("numpy", lambda v, d: np.asarray(v, dtype=d), numpy_derivative, facts)
 
     def jax_part(facts: dict[str, Any]) -> Cells:
-        _, jnp = _jax()
+        _, jnp = import_jax()
         # The quotient runs eagerly: under jit, XLA may fuse and reorder its float32
         # arithmetic (it does at its default optimisation level).
         return _fd_cells("jax", lambda v, d: jnp.asarray(v, dtype=d), jax_derivative, facts)
 
     def torch_part(facts: dict[str, Any]) -> Cells:
-        torch = _torch()
+        torch = import_torch()
         return _fd_cells("torch", lambda v, d: torch.tensor(v, dtype=getattr(torch, d)),
                          torch_derivative, facts)
 
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
     spec = [(f"h{i}", f"|central difference − f'|, h = {h:.0e} (float32 / float64)")
             for i, h in enumerate(STEPS)]
     spec += [("best_h", "best h (float32 / float64)"),
              ("best_err", "best error (float32 / float64)"),
              ("autodiff", "error of the gradient itself (numpy: by hand; float32 / float64)")]
-    rows = _table(columns, spec)
+    rows = table_rows(columns, spec)
     explanation = (
-        f"A central difference trades truncation error (h²) against rounding error (eps/h), "
-        f"so for f(x) = sin(x)·eˣ at {_FD_POINT} its best error is "
-        f"{_fact(facts, 'numpy_best_err_float32', _err)} in float32 (at h = "
-        f"{_fact(facts, 'numpy_best_h_float32', _err)}) but "
-        f"{_fact(facts, 'numpy_best_err_float64', _err)} in float64 (at h = "
-        f"{_fact(facts, 'numpy_best_h_float64', _err)}), far too coarse in float32 to tell a "
-        f"right gradient from a slightly wrong one."
+        "A central difference trades truncation error (h²) against rounding error (eps/h), so for "
+        f"f(x) = sin(x)·eˣ at {_FD_POINT} its best error is "
+        f"{format_fact(facts, 'numpy_best_err_float32', format_error)} in float32 (at h = "
+        f"{format_fact(facts, 'numpy_best_h_float32', format_error)}) but "
+        f"{format_fact(facts, 'numpy_best_err_float64', format_error)} in float64 (at h = "
+        f"{format_fact(facts, 'numpy_best_h_float64', format_error)}), far too coarse in float32 "
+        "to tell a right gradient from a slightly wrong one."
     )
     return explanation, rows, facts

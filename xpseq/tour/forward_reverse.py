@@ -19,14 +19,14 @@ from xpseq.tour._common import (
     Cells,
     Part,
     Row,
-    _columns,
-    _data,
-    _err,
-    _fact,
-    _floats,
-    _lesson,
-    _table,
-    _vec,
+    as_floats,
+    format_error,
+    format_fact,
+    format_vector,
+    normal_samples,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["lesson_forward_reverse", "tanh_linear", "numpy_pullback", "numpy_jvp_vjp",
@@ -102,12 +102,13 @@ def torch_jvp_vjp(x: np.ndarray, A: np.ndarray, v: np.ndarray, u: np.ndarray) ->
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(12, "Forward mode (JVP) vs reverse mode (VJP)",
-         code=(tanh_linear, numpy_pullback, numpy_jvp_vjp, jax_jvp_vjp, torch_jvp_vjp))
+@register_lesson(12, "Forward mode (JVP) vs reverse mode (VJP)",
+                 code=(tanh_linear, numpy_pullback, numpy_jvp_vjp, jax_jvp_vjp, torch_jvp_vjp))
 def lesson_forward_reverse() -> tuple[str, list[Row], dict[str, Any]]:
     """J v by forward mode, uᵀ J by reverse mode, and the dot-product test."""
-    A, x = _data(121, 2, 3), _data(122, 3)
-    v, u = _data(123, 3), _data(124, 2)         # a tangent (input side), a cotangent (output)
+    A, x = normal_samples(121, 2, 3), normal_samples(122, 3)
+    v = normal_samples(123, 3)                           # a tangent (input side)
+    u = normal_samples(124, 2)                           # a cotangent (output side)
     facts: dict[str, Any] = {"A": A.tolist(), "x": x.tolist(), "v": v.tolist(), "u": u.tolist()}
 
     def part(name: str, jvp_vjp: Callable[..., tuple]) -> Part:
@@ -115,17 +116,18 @@ def lesson_forward_reverse() -> tuple[str, list[Row], dict[str, Any]]:
             jv, uj, jac_fwd, jac_rev = (np.asarray(a) for a in jvp_vjp(x, A, v, u))
             dot = abs(float(u @ jv) - float(uj @ v))
             jac_diff = float(np.max(np.abs(jac_fwd - jac_rev)))
-            facts.update({f"{name}_jvp": _floats(jv), f"{name}_vjp": _floats(uj),
+            facts.update({f"{name}_jvp": as_floats(jv), f"{name}_vjp": as_floats(uj),
                           f"{name}_dot_test": dot, f"{name}_jac_fwd_rev_diff": jac_diff})
             if name == "numpy":
                 facts["numpy_vjps_for_jacobian"] = jac_rev.shape[0]
-            return {"jvp": _vec(jv), "vjp": _vec(uj), "dot": _err(dot), "jac": _err(jac_diff)}
+            return {"jvp": format_vector(jv), "vjp": format_vector(uj), "dot": format_error(dot),
+                    "jac": format_error(jac_diff)}
         return fill
 
     numpy_part, jax_part = part("numpy", numpy_jvp_vjp), part("jax", jax_jvp_vjp)
     torch_part = part("torch", torch_jvp_vjp)
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("jvp", "J v, forward mode (numpy: J from 2 hand-derived VJPs)"),
         ("vjp", "uᵀ J, reverse mode (numpy: xpseq's rules)"),
         ("dot", "dot-product test |uᵀ(J v) − (uᵀJ) v|"),
@@ -136,7 +138,7 @@ def lesson_forward_reverse() -> tuple[str, list[Row], dict[str, Any]]:
         f"of f: R^{x.size} → R^{u.size} takes {x.size} JVPs) and reverse mode pulls a "
         f"cotangent back (one pass per output, {u.size} VJPs), "
         f"and the two agree to rounding, as the dot-product test uᵀ(Jv) = (uᵀJ)v shows "
-        f"({_fact(facts, 'jax_dot_test', _err)} in jax, "
-        f"{_fact(facts, 'torch_dot_test', _err)} in torch)."
+        f"({format_fact(facts, 'jax_dot_test', format_error)} in jax, "
+        f"{format_fact(facts, 'torch_dot_test', format_error)} in torch)."
     )
     return explanation, rows, facts

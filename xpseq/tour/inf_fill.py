@@ -17,13 +17,13 @@ from xpseq.core import vjp
 from xpseq.tour._common import (
     Cells,
     Row,
-    _columns,
-    _fact,
-    _floats,
-    _lesson,
-    _num,
-    _table,
-    _vec,
+    as_floats,
+    format_fact,
+    format_number,
+    format_vector,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["lesson_inf_fill", "numpy_masked_loss_grad", "jax_masked_loss_grads",
@@ -107,9 +107,9 @@ def torch_cross_entropy_grad(scores: Any, bias: Any, targets: Any,
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(5, "A finite loss with a NaN gradient under a −inf fill",
-         code=(numpy_masked_loss_grad, jax_masked_loss_grads, torch_masked_loss_grads,
-               torch_cross_entropy_grad))
+@register_lesson(5, "A finite loss with a NaN gradient under a −inf fill",
+                 code=(numpy_masked_loss_grad, jax_masked_loss_grads, torch_masked_loss_grads,
+                       torch_cross_entropy_grad))
 def lesson_inf_fill() -> tuple[str, list[Row], dict[str, Any]]:
     """Log-softmax loss with a −inf mask and a padding query row."""
     scores = np.array([[1.0, 2.0, 0.5], [0.3, 0.1, 0.2]])
@@ -121,9 +121,9 @@ def lesson_inf_fill() -> tuple[str, list[Row], dict[str, Any]]:
 
     def record(name: str, key: str, grad: Any) -> str:
         grad = np.asarray(grad)
-        facts[f"{name}_{key}_padding_grad"] = _floats(grad[1])
-        facts[f"{name}_{key}_real_grad"] = _floats(grad[0])
-        return _vec(grad[1])
+        facts[f"{name}_{key}_padding_grad"] = as_floats(grad[1])
+        facts[f"{name}_{key}_real_grad"] = as_floats(grad[0])
+        return format_vector(grad[1])
 
     def numpy_part(facts: dict[str, Any]) -> Cells:
         loss, dscores = numpy_masked_loss_grad(scores, bias, targets, real)
@@ -131,23 +131,24 @@ def lesson_inf_fill() -> tuple[str, list[Row], dict[str, Any]]:
         cell = record("numpy", "additive", dscores)
         record("numpy", "where", np.where(keep, dscores, 0.0))
         record("numpy", "xpseq", dscores)
-        return {"loss": _num(loss), "additive": cell, "where": cell, "xpseq": cell}
+        return {"loss": format_number(loss), "additive": cell, "where": cell, "xpseq": cell}
 
     def jax_part(facts: dict[str, Any]) -> Cells:
         loss, grads = jax_masked_loss_grads(scores, keep, bias, targets, real)
         facts["jax_loss"] = loss
-        return {"loss": _num(loss)} | {k: record("jax", k, g) for k, g in grads.items()}
+        return {"loss": format_number(loss)} | {k: record("jax", k, g) for k, g in grads.items()}
 
     def torch_part(facts: dict[str, Any]) -> Cells:
         loss, grads = torch_masked_loss_grads(scores, keep, bias, targets, real)
         facts["torch_loss"] = loss
-        cells = {"loss": _num(loss)} | {k: record("torch", k, g) for k, g in grads.items()}
+        cells = {"loss": format_number(loss)} | {k: record("torch", k, g) for k, g in grads.items()}
         facts["torch_ce_loss"], grad = torch_cross_entropy_grad(scores, bias, targets, real)
-        cells["ce"] = f"loss {_num(facts['torch_ce_loss'])}, grad " + record("torch", "ce", grad)
+        cells["ce"] = (f"loss {format_number(facts['torch_ce_loss'])}, grad "
+                       + record("torch", "ce", grad))
         return cells
 
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("loss", "loss = −Σ log_softmax(s + mask)[target], padding row dropped by where "
                  "(numpy: xpseq's rule)"),
         ("additive", "∂loss/∂s, padding row (mask added: 0 or −inf)"),
@@ -156,11 +157,11 @@ def lesson_inf_fill() -> tuple[str, list[Row], dict[str, Any]]:
         ("ce", "F.cross_entropy(s + mask, ignore_index): padding row (torch only)"),
     ])
     explanation = (
-        f"An all −inf row has no softmax (0/0), so although the loss ignores it and stays "
-        f"finite ({_fact(facts, 'jax_loss', _num)}), the backward multiplies that row's NaN "
-        f"by a zero cotangent and an additive mask passes the NaN on "
-        f"({_fact(facts, 'jax_additive_padding_grad', _vec)} in jax, "
-        f"{_fact(facts, 'torch_additive_padding_grad', _vec)} in torch), whereas "
-        f"xpseq's log_softmax defines an all −inf row as −inf with a zero gradient."
+        "An all −inf row has no softmax (0/0), so although the loss ignores it and stays finite "
+        f"({format_fact(facts, 'jax_loss', format_number)}), the backward multiplies that row's "
+        "NaN by a zero cotangent and an additive mask passes the NaN on "
+        f"({format_fact(facts, 'jax_additive_padding_grad', format_vector)} in jax, "
+        f"{format_fact(facts, 'torch_additive_padding_grad', format_vector)} in torch), whereas "
+        "xpseq's log_softmax defines an all −inf row as −inf with a zero gradient."
     )
     return explanation, rows, facts

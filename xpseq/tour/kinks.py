@@ -15,13 +15,13 @@ from xpseq.tour._common import (
     Cells,
     Part,
     Row,
-    _columns,
-    _fact,
-    _floats,
-    _lesson,
-    _num,
-    _table,
-    _vec,
+    as_floats,
+    format_fact,
+    format_number,
+    format_vector,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["lesson_kinks", "numpy_kink_slopes", "jax_kink_slopes", "torch_kink_slopes"]
@@ -72,8 +72,8 @@ def torch_kink_slopes() -> dict[str, Any]:
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(2, "Derivatives at kinks are conventions: abs, clamp, relu and norm at 0",
-         code=(numpy_kink_slopes, jax_kink_slopes, torch_kink_slopes))
+@register_lesson(2, "Derivatives at kinks are conventions: abs, clamp, relu and norm at 0",
+                 code=(numpy_kink_slopes, jax_kink_slopes, torch_kink_slopes))
 def lesson_kinks() -> tuple[str, list[Row], dict[str, Any]]:
     """Gradients of abs, relu, clamp and the norm exactly at their kinks."""
     facts: dict[str, Any] = {}
@@ -82,14 +82,14 @@ def lesson_kinks() -> tuple[str, list[Row], dict[str, Any]]:
         def fill(facts: dict[str, Any]) -> Cells:
             found = slopes()
             facts.update({f"{name}_{k}": float(found[k]) for k in ("abs", "relu", "clamp")})
-            facts[f"{name}_norm"] = _floats(found["norm"])
-            return {k: _num(found[k]) for k in ("abs", "relu", "clamp")} | {
-                "norm": _vec(found["norm"])}
+            facts[f"{name}_norm"] = as_floats(found["norm"])
+            return {k: format_number(found[k]) for k in ("abs", "relu", "clamp")} | {
+                "norm": format_vector(found["norm"])}
         return fill
 
-    columns = _columns(facts, numpy=part("numpy", numpy_kink_slopes),
-                       jax=part("jax", jax_kink_slopes), torch=part("torch", torch_kink_slopes))
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=part("numpy", numpy_kink_slopes),
+                          jax=part("jax", jax_kink_slopes), torch=part("torch", torch_kink_slopes))
+    rows = table_rows(columns, [
         ("abs", "d|x|/dx at 0 (numpy: xpseq central difference)"),
         ("relu", "d relu(x)/dx at 0"),
         ("clamp", "d clamp(x, 0, 1)/dx at the bound 0"),
@@ -97,10 +97,12 @@ def lesson_kinks() -> tuple[str, list[Row], dict[str, Any]]:
     ])
     explanation = (
         f"At a kink the derivative is a convention that each library picks for itself "
-        f"(d|x|/dx at 0 is {_fact(facts, 'jax_abs', _num)} in jax and "
-        f"{_fact(facts, 'torch_abs', _num)} in torch, clamp at its bound "
-        f"{_fact(facts, 'jax_clamp', _num)} vs {_fact(facts, 'torch_clamp', _num)}, ∇‖0‖ "
-        f"{_fact(facts, 'jax_norm', _vec)} vs {_fact(facts, 'torch_norm', _vec)}), while a "
+        f"(d|x|/dx at 0 is {format_fact(facts, 'jax_abs', format_number)} in jax and "
+        f"{format_fact(facts, 'torch_abs', format_number)} in torch, clamp at its bound "
+        f"{format_fact(facts, 'jax_clamp', format_number)} vs "
+        f"{format_fact(facts, 'torch_clamp', format_number)}, ∇‖0‖ "
+        f"{format_fact(facts, 'jax_norm', format_vector)} vs "
+        f"{format_fact(facts, 'torch_norm', format_vector)}), while a "
         f"central difference sees the mean of the two one-sided slopes."
     )
     return explanation, rows, facts

@@ -17,7 +17,17 @@ import numpy as np
 import xpseq.core as C
 from xpseq import backends
 from xpseq.models import transformer
-from xpseq.tour._common import Cells, Part, Row, _columns, _data, _err, _fact, _lesson, _table
+from xpseq.tour._common import (
+    Cells,
+    Part,
+    Row,
+    format_error,
+    format_fact,
+    normal_samples,
+    register_lesson,
+    run_columns,
+    table_rows,
+)
 
 __all__ = ["lesson_kv_cache", "tiny_transformer", "teacher_forced", "step_by_step",
            "attention_three_ways"]
@@ -100,12 +110,12 @@ def _max_diff(a: Any, b: Any) -> float:
     return float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
 
 
-@_lesson(15, "The causal mask and the key/value cache give the same logits",
-         code=(tiny_transformer, teacher_forced, step_by_step, attention_three_ways))
+@register_lesson(15, "The causal mask and the key/value cache give the same logits",
+                 code=(tiny_transformer, teacher_forced, step_by_step, attention_three_ways))
 def lesson_kv_cache() -> tuple[str, list[Row], dict[str, Any]]:
     """Teacher forcing with the causal mask vs decoding step by step with the cache."""
     config, params, batch = tiny_transformer()
-    q, k, v = _data(151, 5, 4), _data(152, 5, 4), _data(153, 5, 4)
+    q, k, v = normal_samples(151, 5, 4), normal_samples(152, 5, 4), normal_samples(153, 5, 4)
     facts: dict[str, Any] = {"config": config.to_dict(), "seed": 0,
                              **{key: a.tolist() for key, a in batch.items()},
                              "q": q.tolist(), "k": k.tolist(), "v": v.tolist()}
@@ -120,11 +130,11 @@ def lesson_kv_cache() -> tuple[str, list[Row], dict[str, Any]]:
                      "masked_vs_cache_diff": _max_diff(masked, cached),
                      "leak_vs_cache_diff": _max_diff(leaky[:-1], cached[:-1]),
                      "leak_last_row_diff": _max_diff(leaky[-1], cached[-1])}
-            cells = {key: _err(value) for key, value in found.items()}
+            cells = {key: format_error(value) for key, value in found.items()}
             if name != "jax":             # compiled, a growing cache would retrace each step
                 growing = step_by_step(name, config, params, batch)
                 found["growing_cache_max_diff"] = _max_diff(forced, growing)
-                cells["growing_cache_max_diff"] = _err(found["growing_cache_max_diff"])
+                cells["growing_cache_max_diff"] = format_error(found["growing_cache_max_diff"])
             facts.update({f"{name}_{key}": value for key, value in found.items()})
             facts.update({f"{name}_teacher_forced": forced.tolist(),
                           f"{name}_step_by_step": fixed.tolist(),
@@ -132,8 +142,8 @@ def lesson_kv_cache() -> tuple[str, list[Row], dict[str, Any]]:
             return cells
         return fill
 
-    columns = _columns(facts, numpy=part("numpy"), jax=part("jax"), torch=part("torch"))
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=part("numpy"), jax=part("jax"), torch=part("torch"))
+    rows = table_rows(columns, [
         ("cache_max_diff", "xpseq Transformer decoder: max |Δ log p|, teacher forced (causal "
                            "mask) vs step by step (a cache of fixed capacity); float64"),
         ("growing_cache_max_diff", "same, a growing cache (eager searches; jax: compiled, "
@@ -146,13 +156,14 @@ def lesson_kv_cache() -> tuple[str, list[Row], dict[str, Any]]:
         ("leak_last_row_diff", "same, the last position (it has no future)"),
     ])
     explanation = (
-        f"Teacher forcing computes every position at once and hides the later ones with the "
-        f"causal mask, while decoding adds one position a step and reads the earlier keys "
-        f"and values from a cache, and the two give the same log-probabilities to "
-        f"{_fact(facts, 'numpy_cache_max_diff', _err)} (numpy), "
-        f"{_fact(facts, 'jax_cache_max_diff', _err)} (jax) and "
-        f"{_fact(facts, 'torch_cache_max_diff', _err)} (torch) in float64, whereas attention "
-        f"without the mask reads the future and differs from the cache by "
-        f"{_fact(facts, 'numpy_leak_vs_cache_diff', _err)} at every position but the last."
+        "Teacher forcing computes every position at once and hides the later ones with the causal "
+        "mask, while decoding adds one position a step and reads the earlier keys and values from "
+        "a cache, and the two give the same log-probabilities to "
+        f"{format_fact(facts, 'numpy_cache_max_diff', format_error)} (numpy), "
+        f"{format_fact(facts, 'jax_cache_max_diff', format_error)} (jax) and "
+        f"{format_fact(facts, 'torch_cache_max_diff', format_error)} (torch) in float64, whereas "
+        "attention without the mask reads the future and differs from the cache by "
+        f"{format_fact(facts, 'numpy_leak_vs_cache_diff', format_error)} at every position but the "
+        "last."
     )
     return explanation, rows, facts

@@ -21,13 +21,13 @@ from xpseq.tour._common import (
     Cells,
     Part,
     Row,
-    _columns,
-    _data,
-    _err,
-    _fact,
-    _floats,
-    _lesson,
-    _table,
+    as_floats,
+    format_error,
+    format_fact,
+    normal_samples,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["EPS", "lesson_layer_norm_vjp", "numpy_layer_norm_vjp", "numpy_central_differences",
@@ -83,13 +83,13 @@ def torch_layer_norm_vjp(x: Any, gamma: Any, beta: Any, dy: Any) -> tuple[Any, A
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(16, "Layer norm's backward by hand, against jax.grad, torch autograd and central "
-             "differences", code=(numpy_layer_norm_vjp, numpy_central_differences,
-                                  jax_layer_norm_vjp, torch_layer_norm_vjp))
+@register_lesson(16, "Layer norm's backward by hand, against jax.grad, torch autograd and central "
+                     "differences", code=(numpy_layer_norm_vjp, numpy_central_differences,
+                                          jax_layer_norm_vjp, torch_layer_norm_vjp))
 def lesson_layer_norm_vjp() -> tuple[str, list[Row], dict[str, Any]]:
     """xpseq's hand-derived layer-norm VJP against jax, torch and central differences."""
-    x, dy = _data(161, 2, 3, 6), _data(164, 2, 3, 6)       # (batch, time, features)
-    gamma, beta = 1.0 + 0.5 * _data(162, 6), _data(163, 6)
+    x, dy = normal_samples(161, 2, 3, 6), normal_samples(164, 2, 3, 6)  # (batch, time, features)
+    gamma, beta = 1.0 + 0.5 * normal_samples(162, 6), normal_samples(163, 6)
     facts: dict[str, Any] = {"x": x.tolist(), "gamma": gamma.tolist(), "beta": beta.tolist(),
                              "dy": dy.tolist(), "eps": EPS}
 
@@ -103,22 +103,22 @@ def lesson_layer_norm_vjp() -> tuple[str, list[Row], dict[str, Any]]:
             facts.update({f"{name}_{k}": g.tolist()
                           for k, g in zip(("dx", "dgamma", "dbeta"), found)})
             cells = {"dx": "[" + ", ".join(f"{v:.4g}" for v in found[0][0, 0, :3]) + ", ...]",
-                     "sum": _err(np.max(np.abs(found[0].sum(axis=-1))))}
-            facts[f"{name}_dx_feature_sum"] = _floats(found[0].sum(axis=-1))
+                     "sum": format_error(np.max(np.abs(found[0].sum(axis=-1))))}
+            facts[f"{name}_dx_feature_sum"] = as_floats(found[0].sum(axis=-1))
             if name == "numpy":
                 fd = numpy_central_differences(x, gamma, beta, dy)
                 facts["numpy_fd_max_diff"] = diff(fd)
-                cells["diff"], cells["fd"] = "reference", _err(facts["numpy_fd_max_diff"])
+                cells["diff"], cells["fd"] = "reference", format_error(facts["numpy_fd_max_diff"])
             else:
                 facts[f"{name}_max_diff_vs_numpy"] = diff(found)
-                cells["diff"] = _err(facts[f"{name}_max_diff_vs_numpy"])
+                cells["diff"] = format_error(facts[f"{name}_max_diff_vs_numpy"])
             return cells
         return fill
 
-    columns = _columns(facts, numpy=part("numpy", numpy_layer_norm_vjp),
-                       jax=part("jax", jax_layer_norm_vjp),
-                       torch=part("torch", torch_layer_norm_vjp))
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=part("numpy", numpy_layer_norm_vjp),
+                          jax=part("jax", jax_layer_norm_vjp),
+                          torch=part("torch", torch_layer_norm_vjp))
+    rows = table_rows(columns, [
         ("dx", "∂/∂x of Σ dy ⊙ layer_norm(x), x (2, 3, 6): first features (numpy: xpseq's "
                "hand-derived rule)"),
         ("diff", "max |Δ| of (dx, dγ, dβ) vs numpy's hand-derived (float64)"),
@@ -126,10 +126,11 @@ def lesson_layer_norm_vjp() -> tuple[str, list[Row], dict[str, Any]]:
         ("sum", "max |Σ over features of dx| (shifting x changes nothing: 0)"),
     ])
     explanation = (
-        f"Layer norm's backward must route every feature's cotangent through the mean and the "
-        f"variance, dx = s (g − mean(g) − x̂ mean(g x̂)) with g = dy γ, and xpseq's "
-        f"hand-derived rule matches jax.grad to {_fact(facts, 'jax_max_diff_vs_numpy', _err)}, "
-        f"torch's F.layer_norm to {_fact(facts, 'torch_max_diff_vs_numpy', _err)} and central "
-        f"differences to {_fact(facts, 'numpy_fd_max_diff', _err)} in float64."
+        "Layer norm's backward must route every feature's cotangent through the mean and the "
+        "variance, dx = s (g − mean(g) − x̂ mean(g x̂)) with g = dy γ, and xpseq's hand-derived "
+        f"rule matches jax.grad to {format_fact(facts, 'jax_max_diff_vs_numpy', format_error)}, "
+        f"torch's F.layer_norm to {format_fact(facts, 'torch_max_diff_vs_numpy', format_error)} "
+        f"and central differences to {format_fact(facts, 'numpy_fd_max_diff', format_error)} in "
+        "float64."
     )
     return explanation, rows, facts

@@ -17,13 +17,13 @@ from xpseq import backends
 from xpseq.tour._common import (
     Cells,
     Row,
-    _columns,
-    _data,
-    _err,
-    _fact,
-    _floats,
-    _lesson,
-    _table,
+    as_floats,
+    format_error,
+    format_fact,
+    normal_samples,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["describe_row", "lesson_masked_rows", "xpseq_attention", "jax_native_attention",
@@ -107,19 +107,19 @@ def _xpseq_attention_cells(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarra
         facts[f"{name}_xpseq_error_message"] = raised.split(": ", 1)[1]
     facts.update({f"{name}_xpseq_zero": describe_row(context[0, 1], v[0]),
                   f"{name}_xpseq_zero_weights": describe_row(weights[0, 1], v[0]),
-                  f"{name}_xpseq_valid_row": _floats(context[0, 0]),
+                  f"{name}_xpseq_valid_row": as_floats(context[0, 0]),
                   f"{name}_xpseq_error": error})
     return {"zero": f"{facts[f'{name}_xpseq_zero']} (weights "
                     f"{facts[f'{name}_xpseq_zero_weights']})",
             "error": f"{error}: no valid key" if error == "ValueError" else error}
 
 
-@_lesson(4, "A fully masked attention row: native APIs vs xpseq's explicit policy",
-         code=(xpseq_attention, jax_native_attention, torch_native_sdpa,
-               torch_multihead_all_padding))
+@register_lesson(4, "A fully masked attention row: native APIs vs xpseq's explicit policy",
+                 code=(xpseq_attention, jax_native_attention, torch_native_sdpa,
+                       torch_multihead_all_padding))
 def lesson_masked_rows() -> tuple[str, list[Row], dict[str, Any]]:
     """Attention for a query whose keys are all masked, natively and in xpseq."""
-    q, k, v = _data(41, 1, 2, 4), _data(42, 1, 3, 4), _data(43, 1, 3, 4)
+    q, k, v = normal_samples(41, 1, 2, 4), normal_samples(42, 1, 3, 4), normal_samples(43, 1, 3, 4)
     mask = np.array([[[True, True, False], [False, False, False]]])   # query 1: no valid key
     facts: dict[str, Any] = {"q": q.tolist(), "k": k.tolist(), "v": v.tolist(),
                              "mask": mask.tolist()}
@@ -135,8 +135,8 @@ def lesson_masked_rows() -> tuple[str, list[Row], dict[str, Any]]:
         valid_diff = float(np.max(np.abs(valid_row - np.asarray(facts["jax_xpseq_valid_row"]))))
         facts.update(jax_dpa_empty_row=describe_row(empty_row, v[0]),
                      jax_dpa_mean_diff=mean_diff, jax_dpa_valid_diff=valid_diff)
-        cells.update(sdpa=f"{facts['jax_dpa_empty_row']} (|Δ| {_err(mean_diff)})",
-                     valid=_err(valid_diff))
+        cells.update(sdpa=f"{facts['jax_dpa_empty_row']} (|Δ| {format_error(mean_diff)})",
+                     valid=format_error(valid_diff))
         return cells
 
     def torch_part(facts: dict[str, Any]) -> Cells:
@@ -148,12 +148,12 @@ def lesson_masked_rows() -> tuple[str, list[Row], dict[str, Any]]:
                      torch_sdpa_valid_diff=valid_diff,
                      torch_mha_out=describe_row(mha_out[0, 1], v[0]),
                      torch_mha_weights=describe_row(mha_weights[0, 1], v[0]))
-        cells.update(sdpa=facts["torch_sdpa_empty_row"], valid=_err(valid_diff),
+        cells.update(sdpa=facts["torch_sdpa_empty_row"], valid=format_error(valid_diff),
                      mha=f"out {facts['torch_mha_out']}, weights {facts['torch_mha_weights']}")
         return cells
 
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("sdpa", "native SDPA, query with no valid key (NumPy has no attention API)"),
         ("valid", "native SDPA, valid query: max |Δ| vs xpseq (float64 inputs)"),
         ("mha", "nn.MultiheadAttention, all keys padding (torch only)"),
@@ -162,10 +162,10 @@ def lesson_masked_rows() -> tuple[str, list[Row], dict[str, Any]]:
     ])
     explanation = (
         f"Native attention APIs each pick a silent answer for a query with no valid key "
-        f"(torch SDPA: {_fact(facts, 'torch_sdpa_empty_row')}, nn.MultiheadAttention: "
-        f"{_fact(facts, 'torch_mha_out')}, jax.nn.dot_product_attention: "
-        f"{_fact(facts, 'jax_dpa_empty_row')}), while xpseq makes it a choice: "
-        f"empty='zero' gives {_fact(facts, 'numpy_xpseq_zero')} and empty='error' raises "
-        f"{_fact(facts, 'numpy_xpseq_error')}."
+        f"(torch SDPA: {format_fact(facts, 'torch_sdpa_empty_row')}, nn.MultiheadAttention: "
+        f"{format_fact(facts, 'torch_mha_out')}, jax.nn.dot_product_attention: "
+        f"{format_fact(facts, 'jax_dpa_empty_row')}), while xpseq makes it a choice: "
+        f"empty='zero' gives {format_fact(facts, 'numpy_xpseq_zero')} and empty='error' raises "
+        f"{format_fact(facts, 'numpy_xpseq_error')}."
     )
     return explanation, rows, facts

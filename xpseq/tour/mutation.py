@@ -16,12 +16,12 @@ from xpseq.tour._common import (
     NONE,
     Cells,
     Row,
-    _columns,
-    _fact,
-    _lesson,
-    _num,
-    _short,
-    _table,
+    format_fact,
+    format_number,
+    register_lesson,
+    run_columns,
+    short_message,
+    table_rows,
 )
 
 __all__ = ["lesson_mutation", "numpy_mutate_saved", "numpy_write", "jax_write",
@@ -109,9 +109,9 @@ def torch_mutate_leaf(x0: np.ndarray) -> BaseException | None:
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(8, "Mutation: torch's in-place version check, JAX's immutable arrays",
-         code=(numpy_mutate_saved, numpy_write, jax_write, torch_write, torch_mutate_saved,
-               torch_mutate_leaf))
+@register_lesson(8, "Mutation: torch's in-place version check, JAX's immutable arrays",
+                 code=(numpy_mutate_saved, numpy_write, jax_write, torch_write, torch_mutate_saved,
+                       torch_mutate_leaf))
 def lesson_mutation() -> tuple[str, list[Row], dict[str, Any]]:
     """Writing into arrays, and into values saved for the backward pass."""
     x0 = np.array([0.5, -1.0, 2.0])
@@ -122,7 +122,7 @@ def lesson_mutation() -> tuple[str, list[Row], dict[str, Any]]:
         setitem_ok, readonly = numpy_write(x0)
         facts.update(numpy_setitem_ok=setitem_ok, numpy_grad_change_after_mutation=changed,
                      numpy_readonly_error=readonly)
-        return {"setitem": "allowed", "saved": f"silently wrong: |Δgrad| {_num(changed)}",
+        return {"setitem": "allowed", "saved": f"silently wrong: |Δgrad| {format_number(changed)}",
                 "guard": f"writeable=False → {readonly}", "leaf": NONE}
 
     def jax_part(facts: dict[str, Any]) -> Cells:
@@ -137,16 +137,17 @@ def lesson_mutation() -> tuple[str, list[Row], dict[str, Any]]:
         err = torch_mutate_saved(x0)
         error, message = ("none", "") if err is None else (type(err).__name__, str(err))
         leaf = torch_mutate_leaf(x0)
-        leaf_error = "none" if leaf is None else f"{type(leaf).__name__}: {_short(leaf, 50)}"
+        leaf_error = "none" if leaf is None else f"{type(leaf).__name__}: {short_message(leaf, 50)}"
         facts.update(torch_setitem_ok=setitem_ok, torch_version_before=version_before,
                      torch_version_after=version_after, torch_inplace_error=error,
                      torch_inplace_message=message, torch_leaf_inplace_error=leaf_error)
         return {"setitem": f"allowed; version {version_before} → {version_after}",
-                "saved": f"{error}: {_short(RuntimeError(message), 70)}" if message else error,
+                "saved": (f"{error}: {short_message(RuntimeError(message), 70)}" if message
+                          else error),
                 "guard": "version counter", "leaf": leaf_error}
 
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("setitem", "x[0] = 5 on a plain array"),
         ("saved", "mutate y = tanh(x) in place, then backward"),
         ("guard", "what protects saved values"),
@@ -154,9 +155,9 @@ def lesson_mutation() -> tuple[str, list[Row], dict[str, Any]]:
     ])
     explanation = (
         f"Backward passes reuse values saved in the forward: torch counts in-place writes "
-        f"and refuses ({_fact(facts, 'torch_inplace_error')}), JAX arrays cannot be written "
-        f"({_fact(facts, 'jax_setitem_error')}; .at[].set returns a copy), and a "
+        f"and refuses ({format_fact(facts, 'torch_inplace_error')}), JAX arrays cannot be written "
+        f"({format_fact(facts, 'jax_setitem_error')}; .at[].set returns a copy), and a "
         f"hand-derived NumPy rule simply reads the mutated array and returns a gradient off "
-        f"by {_fact(facts, 'numpy_grad_change_after_mutation', _num)}."
+        f"by {format_fact(facts, 'numpy_grad_change_after_mutation', format_number)}."
     )
     return explanation, rows, facts

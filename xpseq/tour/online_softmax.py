@@ -25,12 +25,12 @@ from xpseq.tour._common import (
     Cells,
     Part,
     Row,
-    _columns,
-    _data,
-    _err,
-    _fact,
-    _lesson,
-    _table,
+    format_error,
+    format_fact,
+    normal_samples,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["BLOCK", "lesson_online_softmax", "numpy_attention_vjp", "jax_attention_vjp",
@@ -137,14 +137,14 @@ def _closure_bytes(fn: Any) -> int:
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(17, "Attention in blocks: the online softmax is exact, and its backward "
-             "recomputes what the plain path stores",
-         code=(numpy_attention_vjp, jax_attention_vjp, torch_attention_vjp))
+@register_lesson(17, "Attention in blocks: the online softmax is exact, and its backward "
+                     "recomputes what the plain path stores",
+                 code=(numpy_attention_vjp, jax_attention_vjp, torch_attention_vjp))
 def lesson_online_softmax() -> tuple[str, list[Row], dict[str, Any]]:
     """Blockwise attention against the plain path on each library: values, gradients and
     the bytes each backward keeps."""
     n, d = 256, 8
-    q, k, v, d_out = (_data(171 + i, n, d) for i in range(4))
+    q, k, v, d_out = (normal_samples(171 + i, n, d) for i in range(4))
     facts: dict[str, Any] = {"n": n, "d": d, "block": BLOCK, "weights_bytes": n * n * 8,
                              "q": q.tolist(), "k": k.tolist(), "v": v.tolist(),
                              "d_out": d_out.tolist()}
@@ -160,16 +160,16 @@ def lesson_online_softmax() -> tuple[str, list[Row], dict[str, Any]]:
             facts[f"{name}_grad_diff"] = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
                                              for a, b in zip(grads, plain_grads))
             facts[f"{name}_plain_kept"], facts[f"{name}_blockwise_kept"] = plain_kept, kept
-            return {"context": _err(facts[f"{name}_context_diff"]),
-                    "grads": _err(facts[f"{name}_grad_diff"]),
+            return {"context": format_error(facts[f"{name}_context_diff"]),
+                    "grads": format_error(facts[f"{name}_grad_diff"]),
                     "plain": f"{plain_kept / 1024:.0f} KiB",
                     "blockwise": f"{kept / 1024:.0f} KiB"}
         return fill
 
-    columns = _columns(facts, numpy=part("numpy", numpy_attention_vjp),
-                       jax=part("jax", jax_attention_vjp),
-                       torch=part("torch", torch_attention_vjp))
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=part("numpy", numpy_attention_vjp),
+                          jax=part("jax", jax_attention_vjp),
+                          torch=part("torch", torch_attention_vjp))
+    rows = table_rows(columns, [
         ("context", f"max |blockwise − plain| of the context, {n} queries and keys in blocks "
                     f"of {BLOCK} (float64)"),
         ("grads", "max |Δ| of (dq, dk, dv), blockwise rule vs the plain path's backward"),
@@ -180,13 +180,13 @@ def lesson_online_softmax() -> tuple[str, list[Row], dict[str, Any]]:
     ])
     explanation = (
         f"The online softmax gives the plain path's context to "
-        f"{_fact(facts, 'numpy_context_diff', _err)} (NumPy), "
-        f"{_fact(facts, 'jax_context_diff', _err)} (JAX) and "
-        f"{_fact(facts, 'torch_context_diff', _err)} (PyTorch), and its hand-derived "
+        f"{format_fact(facts, 'numpy_context_diff', format_error)} (NumPy), "
+        f"{format_fact(facts, 'jax_context_diff', format_error)} (JAX) and "
+        f"{format_fact(facts, 'torch_context_diff', format_error)} (PyTorch), and its hand-derived "
         f"backward the same gradients, while keeping "
-        f"{_fact(facts, 'numpy_blockwise_kept', lambda b: f'{b / 1024:.0f} KiB')} for the "
+        f"{format_fact(facts, 'numpy_blockwise_kept', lambda b: f'{b / 1024:.0f} KiB')} for the "
         f"backward where the plain path keeps "
-        f"{_fact(facts, 'numpy_plain_kept', lambda b: f'{b / 1024:.0f} KiB')} (NumPy): "
+        f"{format_fact(facts, 'numpy_plain_kept', lambda b: f'{b / 1024:.0f} KiB')} (NumPy): "
         f"it recomputes each block's weights from the saved log-sum-exp instead of storing "
         f"the {n} × {n} weights."
     )

@@ -11,7 +11,16 @@ from typing import Any, Callable
 import numpy as np
 
 from xpseq import backends
-from xpseq.tour._common import NONE, Cells, Part, Row, _columns, _fact, _lesson, _table
+from xpseq.tour._common import (
+    NONE,
+    Cells,
+    Part,
+    Row,
+    format_fact,
+    register_lesson,
+    run_columns,
+    table_rows,
+)
 
 __all__ = ["lesson_prng", "numpy_draws", "jax_draws", "torch_draws", "dropout_twice"]
 
@@ -78,8 +87,8 @@ def dropout_twice(name: str) -> list[np.ndarray]:
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(11, "Explicit PRNG keys vs global generators",
-         code=(numpy_draws, jax_draws, torch_draws, dropout_twice))
+@register_lesson(11, "Explicit PRNG keys vs global generators",
+                 code=(numpy_draws, jax_draws, torch_draws, dropout_twice))
 def lesson_prng() -> tuple[str, list[Row], dict[str, Any]]:
     """Reproducibility of explicit keys and generators vs torch's global generator."""
     facts: dict[str, Any] = {}
@@ -112,8 +121,8 @@ def lesson_prng() -> tuple[str, list[Row], dict[str, Any]]:
     numpy_part = part("numpy", numpy_draws, "spawn(2)")
     jax_part = part("jax", jax_draws, "split(key, 2)", again=" (a key is a value)")
     torch_part = part("torch", torch_draws, "", unrelated=" (global state)")
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("reseed", "seed 0 twice, draw 3 normals: same numbers?"),
         ("again", "two draws without reseeding (numpy: one default_rng)"),
         ("unrelated", "unrelated random call in between: first draw unchanged?"),
@@ -122,10 +131,10 @@ def lesson_prng() -> tuple[str, list[Row], dict[str, Any]]:
     ])
     explanation = (
         f"A JAX key is a value, so the same key always gives the same numbers (two draws: "
-        f"{_fact(facts, 'jax_consecutive_same', yes_no)}) and nothing else can shift it, "
+        f"{format_fact(facts, 'jax_consecutive_same', yes_no)}) and nothing else can shift it, "
         f"NumPy's default_rng is an explicit generator object passed around by hand, and "
         f"torch.manual_seed seeds one global generator that any other call may advance "
         f"(an unrelated dropout in between: "
-        f"{_fact(facts, 'torch_unrelated_same', yes_no)} numbers)."
+        f"{format_fact(facts, 'torch_unrelated_same', yes_no)} numbers)."
     )
     return explanation, rows, facts

@@ -10,7 +10,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from xpseq.tour._common import Cells, Part, Row, _columns, _fact, _lesson, _table
+from xpseq.tour._common import (
+    Cells,
+    Part,
+    Row,
+    format_fact,
+    register_lesson,
+    run_columns,
+    table_rows,
+)
 
 __all__ = ["CALLS", "lesson_retracing", "eager_runs", "numpy_runs", "jax_traces", "torch_runs"]
 
@@ -75,8 +83,8 @@ def torch_runs() -> list[int]:
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(9, "Tracing and retracing under jax.jit for new shapes",
-         code=(eager_runs, numpy_runs, jax_traces, torch_runs))
+@register_lesson(9, "Tracing and retracing under jax.jit for new shapes",
+                 code=(eager_runs, numpy_runs, jax_traces, torch_runs))
 def lesson_retracing() -> tuple[str, list[Row], dict[str, Any]]:
     """How often the Python body runs: jax.jit per new signature, eager per call."""
     facts: dict[str, Any] = {"calls": [[list(s), d] for s, d in CALLS]}
@@ -90,16 +98,16 @@ def lesson_retracing() -> tuple[str, list[Row], dict[str, Any]]:
     numpy_part = part("numpy_runs_after_each_call", numpy_runs, "body ran")
     jax_part = part("jax_traces_after_each_call", jax_traces, "traced")
     torch_part = part("torch_runs_after_each_call", torch_runs, "body ran")
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [(f"c{i}", f"call {i + 1}: shape {s}, {d}"
-                                      + (" (numpy, torch: eager)" if i == 0 else ""))
-                            for i, (s, d) in enumerate(CALLS)])
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [(f"c{i}", f"call {i + 1}: shape {s}, {d}"
+                                          + (" (numpy, torch: eager)" if i == 0 else ""))
+                                for i, (s, d) in enumerate(CALLS)])
     explanation = (
         f"jax.jit traces the Python function once per new input shape and dtype and then "
         f"replays the compiled program, so {len(CALLS)} calls ran the Python body "
-        f"{_fact(facts, 'jax_traces_after_each_call', lambda v: str(v[-1]))} times (a "
+        f"{format_fact(facts, 'jax_traces_after_each_call', lambda v: str(v[-1]))} times (a "
         f"side effect such as a counter or print happens only while tracing), while eager "
         f"numpy and torch ran it "
-        f"{_fact(facts, 'numpy_runs_after_each_call', lambda v: str(v[-1]))} times."
+        f"{format_fact(facts, 'numpy_runs_after_each_call', lambda v: str(v[-1]))} times."
     )
     return explanation, rows, facts

@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from xpseq.tour._common import NONE, Cells, Row, _columns, _fact, _lesson, _table
+from xpseq.tour._common import (
+    NONE,
+    Cells,
+    Row,
+    format_fact,
+    register_lesson,
+    run_columns,
+    table_rows,
+)
 
 __all__ = ["lesson_silent_float32", "numpy_dtypes", "jax_dtypes", "jax_dtypes_without_x64",
            "jax_dtype_with_x64", "torch_dtypes"]
@@ -84,9 +92,9 @@ def torch_dtypes(host: np.ndarray) -> dict[str, str]:
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(6, "JAX's silent float32 without x64",
-         code=(numpy_dtypes, jax_dtypes, jax_dtypes_without_x64, jax_dtype_with_x64,
-               torch_dtypes))
+@register_lesson(6, "JAX's silent float32 without x64",
+                 code=(numpy_dtypes, jax_dtypes, jax_dtypes_without_x64, jax_dtype_with_x64,
+                       torch_dtypes))
 def lesson_silent_float32() -> tuple[str, list[Row], dict[str, Any]]:
     """What dtype a float64 input becomes, with and without JAX's x64 mode."""
     host = np.ones(2, dtype=np.float64)
@@ -115,8 +123,8 @@ def lesson_silent_float32() -> tuple[str, list[Row], dict[str, Any]]:
         facts.update({f"torch_{k}": v for k, v in found.items()})
         return found | {"x64": NONE}
 
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("from_numpy", "array from a float64 NumPy array (jax: x64 off, in a subprocess)"),
         ("python_float", "array from the Python float 1.0"),
         ("explicit", "array(1.0, dtype=float64)"),
@@ -127,11 +135,11 @@ def lesson_silent_float32() -> tuple[str, list[Row], dict[str, Any]]:
         return "with a warning" if facts.get(f"jax_{key}_warning") else "silently"
 
     explanation = (
-        f"Without jax_enable_x64, JAX turns a float64 NumPy array into "
-        f"{_fact(facts, 'jax_from_numpy')} {warned('from_numpy')} and even an explicit "
-        f"dtype=float64 into {_fact(facts, 'jax_explicit')} {warned('explicit')}, while with x64 "
-        f"on it stays {_fact(facts, 'jax_from_numpy_with_x64')} (xpseq leaves that switch to "
-        f"the caller and refuses float64 on JAX without it); torch keeps "
-        f"float64 arrays but makes Python floats {_fact(facts, 'torch_python_float')}."
+        "Without jax_enable_x64, JAX turns a float64 NumPy array into "
+        f"{format_fact(facts, 'jax_from_numpy')} {warned('from_numpy')} and even an explicit "
+        f"dtype=float64 into {format_fact(facts, 'jax_explicit')} {warned('explicit')}, while with "
+        f"x64 on it stays {format_fact(facts, 'jax_from_numpy_with_x64')} (xpseq leaves that "
+        "switch to the caller and refuses float64 on JAX without it); torch keeps float64 arrays "
+        f"but makes Python floats {format_fact(facts, 'torch_python_float')}."
     )
     return explanation, rows, facts

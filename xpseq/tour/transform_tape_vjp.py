@@ -19,15 +19,15 @@ from xpseq.tour._common import (
     NONE,
     Cells,
     Row,
-    _columns,
-    _data,
-    _err,
-    _fact,
-    _lesson,
-    _num,
-    _short,
-    _table,
-    _vec,
+    format_error,
+    format_fact,
+    format_number,
+    format_vector,
+    normal_samples,
+    register_lesson,
+    run_columns,
+    short_message,
+    table_rows,
 )
 
 __all__ = ["lesson_transform_tape_vjp", "tanh_sum", "numpy_value_and_grad",
@@ -145,11 +145,11 @@ CODE = (tanh_sum, numpy_value_and_grad, numpy_backprop_again, jax_value_and_grad
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(1, "A function transform (jax.grad), a tape (torch) and a hand-derived VJP (xpseq)",
-         code=CODE)
+@register_lesson(1, "A function transform (jax.grad), a tape (torch) and a hand-derived VJP "
+                 "(xpseq)", code=CODE)
 def lesson_transform_tape_vjp() -> tuple[str, list[Row], dict[str, Any]]:
     """jax.grad vs torch's tape vs xpseq's hand-derived rule on f(W) = Σ tanh(x Wᵀ)."""
-    X, W = _data(1, 5, 4), _data(2, 3, 4)
+    X, W = normal_samples(1, 5, 4), normal_samples(2, 3, 4)
     facts: dict[str, Any] = {"X": X.tolist(), "W": W.tolist()}
 
     def diff(grad: Any) -> float:
@@ -161,8 +161,9 @@ def lesson_transform_tape_vjp() -> tuple[str, list[Row], dict[str, Any]]:
         again = len(set(repeated)) == 1               # the same backprop, called 3 times
         facts.update(numpy_value=float(value), numpy_grad=grad.tolist(),
                      numpy_repeated_grads=repeated, numpy_second_backprop_same=again)
-        return {"value": _num(value, 10), "grad": _vec(grad[0]), "diff": "reference",
-                "repeat": ", ".join(_num(g) for g in repeated),
+        return {"value": format_number(value, 10), "grad": format_vector(grad[0]),
+                "diff": "reference",
+                "repeat": ", ".join(format_number(g) for g in repeated),
                 "second": ("allowed, same value" if again else "allowed, new value")
                 + " (a closure)", "retain": NONE}
 
@@ -172,26 +173,29 @@ def lesson_transform_tape_vjp() -> tuple[str, list[Row], dict[str, Any]]:
         facts.update(jax_value=float(value), jax_grad=np.asarray(grad).tolist(),
                      jax_max_diff_vs_numpy=diff(grad), jax_repeated_grads=repeated,
                      jax_second_vjp=twice)
-        return {"value": _num(value, 10), "grad": _vec(np.asarray(grad)[0]),
-                "diff": _err(diff(grad)), "repeat": ", ".join(_num(g) for g in repeated),
-                "second": f"vjp fn twice: {', '.join(_num(g) for g in twice)} (pure)",
+        return {"value": format_number(value, 10), "grad": format_vector(np.asarray(grad)[0]),
+                "diff": format_error(diff(grad)),
+                "repeat": ", ".join(format_number(g) for g in repeated),
+                "second": f"vjp fn twice: {', '.join(format_number(g) for g in twice)} (pure)",
                 "retain": NONE}
 
     def torch_part(facts: dict[str, Any]) -> Cells:
         value, grad = torch_value_and_grad(X, W)
         accumulated, retained = torch_accumulates(), torch_retain_graph()
         err = torch_second_backward()
-        error, message = ("none", "") if err is None else (type(err).__name__, _short(err))
+        error, message = ("none", "") if err is None else (type(err).__name__, short_message(err))
         facts.update(torch_value=value, torch_grad=grad.tolist(),
                      torch_max_diff_vs_numpy=diff(grad), torch_grad_accumulates=accumulated,
                      second_backward_error=error, second_backward_message=message,
                      torch_retain_graph_grads=retained)
-        return {"value": _num(value, 10), "grad": _vec(grad[0]), "diff": _err(diff(grad)),
-                "repeat": ", ".join(_num(g) for g in accumulated),
-                "second": f"{error}: {message}", "retain": ", ".join(_num(g) for g in retained)}
+        return {"value": format_number(value, 10), "grad": format_vector(grad[0]),
+                "diff": format_error(diff(grad)),
+                "repeat": ", ".join(format_number(g) for g in accumulated),
+                "second": f"{error}: {message}",
+                "retain": ", ".join(format_number(g) for g in retained)}
 
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("value", "f(W) = Σ tanh(x Wᵀ)"),
         ("grad", "∂f/∂W, first row"),
         ("diff", "max |∂f/∂W − numpy's hand-derived|"),
@@ -204,9 +208,9 @@ def lesson_transform_tape_vjp() -> tuple[str, list[Row], dict[str, Any]]:
                  if k in facts), default=float("nan"))
     explanation = (
         f"jax.grad transforms a pure function and returns a fresh gradient on every call "
-        f"({_fact(facts, 'jax_repeated_grads')}), torch records a tape whose .grad "
-        f"accumulates ({_fact(facts, 'torch_grad_accumulates')}) and whose graph the first "
+        f"({format_fact(facts, 'jax_repeated_grads')}), torch records a tape whose .grad "
+        f"accumulates ({format_fact(facts, 'torch_grad_accumulates')}) and whose graph the first "
         f"backward frees unless retain_graph=True, and xpseq's hand-derived NumPy rule is a "
-        f"closure that can be called again; all three agree on ∂f/∂W to {_err(worst)}."
+        f"closure that can be called again; all three agree on ∂f/∂W to {format_error(worst)}."
     )
     return explanation, rows, facts

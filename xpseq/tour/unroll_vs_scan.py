@@ -17,12 +17,12 @@ from xpseq.tour._common import (
     Cells,
     Part,
     Row,
-    _columns,
-    _data,
-    _fact,
-    _floats,
-    _lesson,
-    _table,
+    as_floats,
+    format_fact,
+    normal_samples,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["LENGTHS", "lesson_unroll_vs_scan", "rnn_step", "eager_loop", "jax_unrolled",
@@ -90,12 +90,12 @@ def jax_program(f: Any, W: np.ndarray, xs: np.ndarray) -> tuple[int, float, np.n
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(10, "An unrolled Python loop vs lax.scan: trace size and compile time",
-         code=(rnn_step, eager_loop, jax_unrolled, jax_scanned, jax_program))
+@register_lesson(10, "An unrolled Python loop vs lax.scan: trace size and compile time",
+                 code=(rnn_step, eager_loop, jax_unrolled, jax_scanned, jax_program))
 def lesson_unroll_vs_scan() -> tuple[str, list[Row], dict[str, Any]]:
     """Program size and compile time of an RNN loop, unrolled vs lax.scan."""
-    W = 0.5 * _data(101, _HIDDEN, _HIDDEN)
-    xs_all = _data(102, max(LENGTHS), _HIDDEN)
+    W = 0.5 * normal_samples(101, _HIDDEN, _HIDDEN)
+    xs_all = normal_samples(102, max(LENGTHS), _HIDDEN)
     facts: dict[str, Any] = {"lengths": list(LENGTHS), "W": W.tolist(),
                              "xs": xs_all.tolist()}
 
@@ -105,7 +105,7 @@ def lesson_unroll_vs_scan() -> tuple[str, list[Row], dict[str, Any]]:
             for T in LENGTHS:
                 h, ms = eager_loop(name, W, xs_all[:T])
                 times.append(ms)
-                finals.append(_floats(h))
+                finals.append(as_floats(h))
                 cells[f"T{T}"] = f"eager loop {ms:.2f} ms"
             facts[f"{name}_eager_ms"] = times
             facts[f"{name}_final_h"] = finals
@@ -125,25 +125,25 @@ def lesson_unroll_vs_scan() -> tuple[str, list[Row], dict[str, Any]]:
                 record[f"{kind}_compile_ms"].append(ms)
                 results.append(h)
             record["final_diff"].append(float(np.max(np.abs(results[0] - results[1]))))
-            facts.setdefault("jax_final_h", []).append(_floats(results[1]))
+            facts.setdefault("jax_final_h", []).append(as_floats(results[1]))
             cells[f"T{T}"] = (f"{record['unrolled_eqns'][-1]} / {record['scan_eqns'][-1]} eqns, "
                               f"{record['unrolled_compile_ms'][-1]:.0f} / "
                               f"{record['scan_compile_ms'][-1]:.0f} ms")
         facts.update({f"jax_{k}": v for k, v in record.items()})
         return cells
 
-    columns = _columns(facts, numpy=eager("numpy"), jax=jax_part, torch=eager("torch"))
-    rows = _table(columns, [(f"T{T}", f"T = {T}" + (": jaxpr eqns and compile time, unrolled / "
-                                                    "scan (numpy, torch: no compiler)"
-                                                    if T == LENGTHS[0] else ""))
-                            for T in LENGTHS])
+    columns = run_columns(facts, numpy=eager("numpy"), jax=jax_part, torch=eager("torch"))
+    rows = table_rows(columns, [(f"T{T}", f"T = {T}" + (": jaxpr eqns and compile time, unrolled / "
+                                                        "scan (numpy, torch: no compiler)"
+                                                        if T == LENGTHS[0] else ""))
+                                for T in LENGTHS])
     explanation = (
         f"Tracing an unrolled Python loop copies the step into the program once per time "
-        f"step ({_fact(facts, 'jax_unrolled_eqns')} equations for T = {list(LENGTHS)}), so "
-        f"compile time grows with the sequence "
-        f"({_fact(facts, 'jax_unrolled_compile_ms', lambda v: f'{v[0]:.0f} → {v[-1]:.0f} ms')}),"
-        f" while lax.scan traces the step once "
-        f"({_fact(facts, 'jax_scan_eqns')} equations, "
-        f"{_fact(facts, 'jax_scan_compile_ms', lambda v: f'{v[0]:.0f} → {v[-1]:.0f} ms')})."
+        f"step ({format_fact(facts, 'jax_unrolled_eqns')} equations for T = {list(LENGTHS)}), so "
+        f"compile time grows with the sequence ("
+        f"{format_fact(facts, 'jax_unrolled_compile_ms', lambda v: f'{v[0]:.0f} → {v[-1]:.0f} ms')}"
+        f"), while lax.scan traces the step once "
+        f"({format_fact(facts, 'jax_scan_eqns')} equations, "
+        f"{format_fact(facts, 'jax_scan_compile_ms', lambda v: f'{v[0]:.0f} → {v[-1]:.0f} ms')})."
     )
     return explanation, rows, facts

@@ -17,13 +17,13 @@ from xpseq.tour._common import (
     Cells,
     Part,
     Row,
-    _columns,
-    _fact,
-    _floats,
-    _lesson,
-    _num,
-    _table,
-    _vec,
+    as_floats,
+    format_fact,
+    format_number,
+    format_vector,
+    register_lesson,
+    run_columns,
+    table_rows,
 )
 
 __all__ = ["lesson_where_nan", "xlogx_naive", "xlogx_double", "numpy_where_grads",
@@ -89,9 +89,9 @@ def torch_where_grads(x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
 # ------------------------------------------------------------------------ the table
 
 
-@_lesson(3, "NaN through where, and the double-where repair",
-         code=(xlogx_naive, xlogx_double, numpy_where_grads, jax_where_grads,
-               torch_where_grads))
+@register_lesson(3, "NaN through where, and the double-where repair",
+                 code=(xlogx_naive, xlogx_double, numpy_where_grads, jax_where_grads,
+                       torch_where_grads))
 def lesson_where_nan() -> tuple[str, list[Row], dict[str, Any]]:
     """x log x made safe at 0 by where: NaN gradient, and the double-where fix."""
     x = np.array([0.0, 0.5])
@@ -100,25 +100,27 @@ def lesson_where_nan() -> tuple[str, list[Row], dict[str, Any]]:
     def part(name: str, grads: Callable[[np.ndarray], tuple]) -> Part:
         def fill(facts: dict[str, Any]) -> Cells:
             value, naive, double = grads(x)
-            facts.update({f"{name}_value": float(value), f"{name}_naive_grad": _floats(naive),
-                          f"{name}_double_grad": _floats(double)})
-            return {"value": _num(value), "naive": _vec(naive), "double": _vec(double)}
+            facts.update({f"{name}_value": float(value), f"{name}_naive_grad": as_floats(naive),
+                          f"{name}_double_grad": as_floats(double)})
+            return {"value": format_number(value), "naive": format_vector(naive),
+                    "double": format_vector(double)}
         return fill
 
     numpy_part, jax_part = part("numpy", numpy_where_grads), part("jax", jax_where_grads)
     torch_part = part("torch", torch_where_grads)
 
-    columns = _columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
-    rows = _table(columns, [
+    columns = run_columns(facts, numpy=numpy_part, jax=jax_part, torch=torch_part)
+    rows = table_rows(columns, [
         ("value", "f(x) = Σ where(x > 0, x log x, 0) at x = (0, 0.5)"),
         ("naive", "∂f/∂x, one where (numpy: the chain rule by hand)"),
         ("double", "∂f/∂x, double where: log(where(x > 0, x, 1))"),
     ])
     explanation = (
-        f"The forward value is finite ({_fact(facts, 'numpy_value', _num)}), but the "
-        f"gradient of where still differentiates the branch it did not take, where the "
-        f"zero cotangent meets d(x log x)/dx = −inf and gives "
-        f"{_fact(facts, 'jax_naive_grad', lambda v: _num(v[0]))}; feeding log a safe value "
-        f"with a second where gives {_fact(facts, 'jax_double_grad', lambda v: _num(v[0]))}."
+        f"The forward value is finite ({format_fact(facts, 'numpy_value', format_number)}), but "
+        "the gradient of where still differentiates the branch it did not take, where the zero "
+        "cotangent meets d(x log x)/dx = −inf and gives "
+        f"{format_fact(facts, 'jax_naive_grad', lambda v: format_number(v[0]))}; feeding log a "
+        "safe value with a second where gives "
+        f"{format_fact(facts, 'jax_double_grad', lambda v: format_number(v[0]))}."
     )
     return explanation, rows, facts

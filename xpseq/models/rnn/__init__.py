@@ -27,9 +27,12 @@ Every function takes ``scan=`` (``backend.scan``: ``lax.scan`` on JAX, a Python 
 elsewhere); nothing here knows which library it runs on. ``MODEL`` is this kind on the
 model protocol (:mod:`xpseq.models.protocol`).
 
-The package: :mod:`xpseq.models.rnn.config` (the configuration and parameters), :mod:`xpseq.models.rnn.forward` (the
-forward kernels and the decoder's spec), :mod:`xpseq.models.rnn.backward` (the hand-derived backward pass)
-and :mod:`xpseq.models.rnn.model` (the public functions below and ``MODEL``).
+The package: :mod:`xpseq.models.rnn.config` (the configuration and parameters),
+:mod:`xpseq.models.rnn.forward` (the forward kernels and the decoder's spec),
+:mod:`xpseq.models.rnn.backward` (the hand-derived backward pass) and
+:mod:`xpseq.models.rnn.model` (the public functions below and ``MODEL``). The names that
+``forward`` and ``backward`` share with the other modules are public (no leading underscore)
+but internal: the API is what this package exports.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The RNN encoder-decoder's backward pass, derived by hand.
 
 Backpropagation through time over the decoder, in two loops. The forward loop runs
-:func:`~xpseq.models.rnn.forward._decoder_step_parts` at every step and stacks what each step saved (a
-tree: the step's input ``x``, the cell state it started from, the cell's gates, the
+:func:`~xpseq.models.rnn.forward.decoder_step_parts` at every step and stacks what each step
+saved (a tree: the step's input ``x``, the cell state it started from, the cell's gates, the
 attention's values, ``u = [a_t; s_t]`` and ``tanh(W_u u)``). The backward loop runs
 :func:`_decoder_step_back` in reverse and carries only the state's gradient.
 
@@ -26,17 +26,18 @@ from xpseq.core import kernels, vjp
 from xpseq.core.loops import scan as python_scan
 
 from ..protocol import named_grads
-from .config import Seq2SeqConfig, _group, _layout
+from .config import Seq2SeqConfig, group_params, param_layout
 from .forward import (
-    _attended,
-    _decoder_params,
-    _decoder_step_parts,
-    _encode_vjp,
-    _keep_mask,
-    _target_span,
+    attended_arrays,
+    decoder_params,
+    decoder_step_parts,
+    encode_vjp,
+    o_keep_mask,
+    target_span,
 )
 
-__all__ = ["Saved", "Fresh", "Term", "gradient_terms"]
+__all__ = ["Saved", "Fresh", "Term", "gradient_terms", "fresh_names", "hand_derived_decoder",
+           "loss_vjp"]
 
 
 @dataclasses.dataclass(frozen=True, init=False)
@@ -86,9 +87,9 @@ def gradient_terms(config: Seq2SeqConfig) -> tuple[Term, ...]:
     """The decoder's gradients over all steps, as terms (see the module docstring).
 
     ``part`` ``"encoded"`` names the encoder's outputs attention reads (``memory``,
-    ``keys``); the others name parameters as :func:`~xpseq.models.rnn.config._layout` nests them. An LSTM's
-    gate gradient is both ``W_ih x``'s and ``W_hh h``'s (``d_xw``); a GRU's recurrent half
-    differs (``d_hw``).
+    ``keys``); the others name parameters as :func:`~xpseq.models.rnn.config.param_layout`
+    nests them. An LSTM's gate gradient is both ``W_ih x``'s and ``W_hh h``'s (``d_xw``); a
+    GRU's recurrent half differs (``d_hw``).
     """
     kind = config.attention
     hw = Fresh("d_xw") if config.cell == "lstm" else Fresh("d_hw")
@@ -117,19 +118,20 @@ def fresh_names(terms: tuple[Term, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | None,
-                          custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
+def hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | None,
+                         custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
     """The decoder's time loop with its hand-derived gradient attached.
 
     Returns ``decoder(p, attended, mask, state0, emb, keep, span) -> o`` over
-    :func:`~xpseq.models.rnn.forward._decoder_params`'s ``p``, :func:`~xpseq.models.rnn.forward._attended`'s memory (and
-    keys), the source ``mask (B, S)``, the first state, time-major ``emb (T, B, E)``,
-    ``keep (T, B, D)`` (or ``None``) and ``span``, with ``o (T, B, D)``: the loop the
-    teacher-forced forward runs, made ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``;
-    JAX differentiates the rest of the loss itself) with :func:`_decoder_loop_rules`.
+    :func:`~xpseq.models.rnn.forward.decoder_params`'s ``p``,
+    :func:`~xpseq.models.rnn.forward.attended_arrays`'s memory (and keys), the source
+    ``mask (B, S)``, the first state, time-major ``emb (T, B, E)``, ``keep (T, B, D)`` (or
+    ``None``) and ``span``, with ``o (T, B, D)``: the loop the teacher-forced forward runs,
+    made ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``; JAX differentiates the rest
+    of the loss itself) with :func:`_decoder_loop_rules`.
 
-    ``span`` is ``(start, stop)`` (:func:`~xpseq.models.rnn.forward._target_span`) or ``None`` for every
-    step: the loops run only over the steps in it, and ``o`` is zero outside it. The loss
+    ``span`` is ``(start, stop)`` (:func:`~xpseq.models.rnn.forward.target_span`) or ``None``
+    for every step: the loops run only over the steps in it, and ``o`` is zero outside it. The loss
     reads no step outside it (every target there is padding), so the loss and its gradient
     are those of every step.
     """
@@ -138,7 +140,7 @@ def _hand_derived_decoder(config: Seq2SeqConfig, *, scan: Callable[..., Any] | N
 
 def _decoder_loop_rules(config: Seq2SeqConfig, *, scan: Callable[..., Any] | None,
                         xp: Any) -> tuple[Callable[..., Any], ...]:
-    """``(decoder, fwd, bwd)``: the decoder's time loop (as :func:`_hand_derived_decoder`
+    """``(decoder, fwd, bwd)``: the decoder's time loop (as :func:`hand_derived_decoder`
     takes it) and its hand-derived gradient in ``custom_vjp``'s convention,
     ``fwd(*args) -> (o, residuals)`` and ``bwd(residuals, d_o) -> d_args``.
 
@@ -157,8 +159,8 @@ def _decoder_loop_rules(config: Seq2SeqConfig, *, scan: Callable[..., Any] | Non
 
         def body(state: dict[str, Any], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
             emb_t, keep_t = inputs
-            new, o, _, saved = _decoder_step_parts(p, config, emb_t, state, encoded, keep_t,
-                                                   xp=xp)
+            new, o, _, saved = decoder_step_parts(p, config, emb_t, state, encoded, keep_t,
+                                                  xp=xp)
             return new, ((o, saved) if save else o)
 
         return loop(body, state0, (emb, keep), span=span)[1]
@@ -199,8 +201,8 @@ def _decoder_step_back(g: Mapping[str, Any], config: Seq2SeqConfig, encoded: dic
                        saved: dict[str, Any], keep: Any, d_state: dict[str, Any], d_o: Any, *,
                        xp: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The backward pass of one decoder step from what
-    :func:`~xpseq.models.rnn.forward._decoder_step_parts` saved, given ``d_state`` (the next step's state's
-    gradient) and ``d_o`` (``o_t``'s from the output layer).
+    :func:`~xpseq.models.rnn.forward.decoder_step_parts` saved, given ``d_state`` (the next
+    step's state's gradient) and ``d_o`` (``o_t``'s from the output layer).
 
     Returns ``(d_state_prev, fresh)``: ``fresh`` holds the step's factors of
     :func:`gradient_terms` by name: ``d_xw`` (the gradient of ``W_ih x + b_ih``; the
@@ -299,27 +301,28 @@ def _gradients(terms: tuple[Term, ...], fresh: Mapping[str, Any], saved: Any, *,
     return grads
 
 
-def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
-              keep: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
+def loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
+             keep: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """The loss and its backprop: ``backprop(d_loss) -> grads``.
 
-    The encoder's two directions are :func:`xpseq.core.vjp.run_sequence`; the decoder's
-    loop runs :func:`_decoder_loop_rules`' forward and backward. JAX and PyTorch run the
-    same forward (:func:`~xpseq.models.rnn.forward._encode_vjp`, :func:`~xpseq.models.rnn.forward._decoder_step_parts`) and
-    drop the callbacks; only NumPy and array_api_strict call them. Each callback returns its
-    gradients nested as :func:`~xpseq.models.rnn.config._layout` nests the parameters;
+    The encoder's two directions are :func:`xpseq.core.vjp.run_sequence`; the decoder's loop
+    runs :func:`_decoder_loop_rules`' forward and backward. JAX and PyTorch run the same
+    forward (:func:`~xpseq.models.rnn.forward.encode_vjp`,
+    :func:`~xpseq.models.rnn.forward.decoder_step_parts`) and drop the callbacks; only NumPy
+    and array_api_strict call them. Each callback returns its gradients nested as
+    :func:`~xpseq.models.rnn.config.param_layout` nests the parameters;
     :func:`xpseq.models.protocol.named_grads` names and sums them.
     """
-    keep = _keep_mask(keep)
-    g = _group(params, config)
+    keep = o_keep_mask(keep)
+    g = group_params(params, config)
     src, src_len, tgt_in = batch["src"], batch["src_len"], batch["tgt_in"]
-    encoded, encode_bp = _encode_vjp(g, config, src, src_len, runner=vjp.run_sequence, xp=xp)
+    encoded, encode_bp = encode_vjp(g, config, src, src_len, runner=vjp.run_sequence, xp=xp)
     emb, emb_bp = vjp.embedding(tgt_in, g["tgt_embed"], xp=xp)                # (B, T, E)
     _, decoder_fwd, decoder_bwd = _decoder_loop_rules(config, scan=None, xp=xp)
-    o, residuals = decoder_fwd(_decoder_params(g, config), _attended(encoded), encoded["mask"],
+    o, residuals = decoder_fwd(decoder_params(g, config), attended_arrays(encoded), encoded["mask"],
                                encoded["state"], xp.permute_dims(emb, (1, 0, 2)),
                                None if keep is None else xp.permute_dims(keep, (1, 0, 2)),
-                               _target_span(batch, config, xp))
+                               target_span(batch, config, xp))
     logits, out_bp = vjp.linear(xp.permute_dims(o, (1, 0, 2)), g["out"]["W"], g["out"]["b"],
                                 xp=xp)
     (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp,
@@ -334,7 +337,7 @@ def _loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[s
         trees: list[Any] = [{"out": {"W": d_W, "b": d_b}}, d_p,
                             {"tgt_embed": emb_bp(xp.permute_dims(d_emb, (1, 0, 2)))[1]},
                             encode_bp(d_encoded, d_state)]
-        return named_grads(_layout(config, str), params, trees)
+        return named_grads(param_layout(config, str), params, trees)
 
     return total / denom, backprop
 

@@ -21,7 +21,7 @@ from xpseq.core.recurrent import CELLS, cell_param_shapes
 from ..protocol import DictConfig, check_fits, check_size, nest_by_prefix
 
 __all__ = ["Seq2SeqConfig", "Config", "ATTENTIONS", "STYLES", "param_shapes", "init_params",
-           "dropout_shapes"]
+           "dropout_shapes", "param_layout", "group_params"]
 
 ATTENTIONS = ("none", "dot", "general", "additive", "scaled_dot")
 STYLES = ("luong", "bahdanau")
@@ -167,7 +167,7 @@ def dropout_shapes(config: Seq2SeqConfig, src_shape: tuple[int, ...],
     return {"o": (*tgt_shape, config.decoder_size)} if config.dropout > 0 else {}
 
 
-def _layout(config: Seq2SeqConfig, leaf: Callable[[str], Any]) -> dict[str, Any]:
+def param_layout(config: Seq2SeqConfig, leaf: Callable[[str], Any]) -> dict[str, Any]:
     """The parameters' nesting, ``leaf(name)`` at each flat name, by the names' first part::
 
         {"src_embed", "tgt_embed", "enc_fwd": cell, "enc_bwd": cell, "dec": cell,
@@ -178,9 +178,9 @@ def _layout(config: Seq2SeqConfig, leaf: Callable[[str], Any]) -> dict[str, Any]
     return nest_by_prefix(param_shapes(config), leaf)
 
 
-def _group(params: Mapping[str, Any], config: Seq2SeqConfig) -> dict[str, Any]:
-    """The flat parameter dict in :func:`_layout`'s nesting (the same arrays, no copies)."""
-    return _layout(config, params.__getitem__)
+def group_params(params: Mapping[str, Any], config: Seq2SeqConfig) -> dict[str, Any]:
+    """The flat parameter dict in :func:`param_layout`'s nesting (the same arrays, no copies)."""
+    return param_layout(config, params.__getitem__)
 
 
 Config = Seq2SeqConfig

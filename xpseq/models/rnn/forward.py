@@ -1,11 +1,14 @@
 """The RNN encoder-decoder's forward kernels, over grouped parameters.
 
-The encoder (:func:`_encode_vjp`, with its backprop callback for the hand-derived path),
-one decoder step (:func:`_decoder_step_parts`, which also returns what its backward reads)
+The encoder (:func:`encode_vjp`, with its backprop callback for the hand-derived path),
+one decoder step (:func:`decoder_step_parts`, which also returns what its backward reads)
 and its attention (:func:`_attend_parts`); the decoder as the model protocol's pure step
-(:func:`_decoder`) and the shapes of its state (:func:`_decoder_spec`). Every function
+(:func:`decoder`) and the shapes of its state (:func:`decoder_spec`). Every function
 takes ``xp``; none knows which library it runs on. The architecture is in the package's
 docstring (:mod:`xpseq.models.rnn`).
+
+These are the package's internals, shared with :mod:`xpseq.models.rnn.backward` and
+:mod:`xpseq.models.rnn.model`; the public API is the package's (:mod:`xpseq.models.rnn`).
 """
 
 from __future__ import annotations
@@ -15,33 +18,37 @@ from typing import Any, Callable, Mapping
 
 from xpseq.core import delegation, kernels, vjp
 
-from .config import Seq2SeqConfig, _group
+from .config import Seq2SeqConfig, group_params
+
+__all__ = ["encode_vjp", "decoder_step", "decoder_step_parts", "decoder", "decoder_spec",
+           "decoder_params", "attended_arrays", "target_span", "o_keep_mask"]
 
 
-def _decoder_step(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
-                  state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
-                  xp: Any) -> tuple[dict[str, Any], Any, Any]:
-    """One step from an embedded input: returns (new state, o_t, attention weights)."""
-    return _decoder_step_parts(g, config, emb, state, encoded, keep, xp=xp)[:3]
+def decoder_step(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
+                 state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
+                 xp: Any) -> tuple[dict[str, Any], Any, Any]:
+    """One step from an embedded input ``emb (B, E)``: ``(new state, o_t (B, D), attention
+    weights (B, S) or None)``."""
+    return decoder_step_parts(g, config, emb, state, encoded, keep, xp=xp)[:3]
 
 
-def _decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str, Any], *,
-             attention: bool = True, max_len: int | None = None,
-             xp: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
+def decoder(params: Mapping[str, Any], config: Seq2SeqConfig, encoded: dict[str, Any], *,
+            attention: bool = True, max_len: int | None = None,
+            xp: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
     """The decoder as the protocol's pure step over ``encoded``, and its first state."""
-    g = _group(params, config)
+    g = group_params(params, config)
 
     def step(state: dict[str, Any], y: Any) -> tuple[Any, ...]:
         emb = kernels.embedding(y, params["tgt_embed"], xp=xp)
-        state, o, weights = _decoder_step(g, config, emb, state, encoded, None, xp=xp)
+        state, o, weights = decoder_step(g, config, emb, state, encoded, None, xp=xp)
         logits = kernels.linear(o, params["out.W"], params["out.b"], xp=xp)
         return kernels.log_softmax(logits, axis=-1, xp=xp), state, weights if attention else None
 
     return step, encoded["state"]
 
 
-def _decoder_spec(config: Seq2SeqConfig) -> dict[str, dict[str, tuple[int | str, ...]]]:
-    """The shapes of what :func:`_encode` returns and of the decoder's state, by dotted
+def decoder_spec(config: Seq2SeqConfig) -> dict[str, dict[str, tuple[int | str, ...]]]:
+    """The shapes of what :func:`encode_vjp` returns and of the decoder's state, by dotted
     name (``"batch"`` and ``"src_len"`` symbolic): the memory ``(B, S, 2H)``, its keep-mask,
     the keys attention projects once (``general``, ``additive``: ``(B, S, D)``), and the
     state ``h`` (and ``c`` for an LSTM, ``o`` with input feeding), each ``(B, D)``."""
@@ -59,7 +66,7 @@ def _decoder_spec(config: Seq2SeqConfig) -> dict[str, dict[str, tuple[int | str,
     return {"encoded": encoded, "state": state}
 
 
-def _decoder_params(g: Mapping[str, Any], config: Seq2SeqConfig) -> dict[str, Any]:
+def decoder_params(g: Mapping[str, Any], config: Seq2SeqConfig) -> dict[str, Any]:
     """The grouped parameters a decoder step reads: the cell, ``out.W_u`` (with attention)
     and additive attention's ``att.W_q`` and ``att.v``."""
     used: dict[str, Any] = {"dec": dict(g["dec"])}
@@ -70,23 +77,25 @@ def _decoder_params(g: Mapping[str, Any], config: Seq2SeqConfig) -> dict[str, An
     return used
 
 
-def _attended(encoded: Mapping[str, Any]) -> dict[str, Any]:
-    """What attention reads of the encoder's output: the memory (and the projected keys)."""
+def attended_arrays(encoded: Mapping[str, Any]) -> dict[str, Any]:
+    """What attention reads of the encoder's output: the memory ``(B, S, 2H)`` (and the
+    projected keys ``(B, S, D)``)."""
     return {k: encoded[k] for k in ("memory", "keys") if k in encoded}
 
 
-def _target_span(batch: Mapping[str, Any], config: Seq2SeqConfig,
-                 xp: Any) -> tuple[Any, Any]:
+def target_span(batch: Mapping[str, Any], config: Seq2SeqConfig,
+                xp: Any) -> tuple[Any, Any]:
     """The decoder steps the loss reads: from the first to the last where some row of
     ``tgt_out`` is a real token (:func:`xpseq.core.kernels.valid_span`)."""
     return kernels.valid_span(xp.permute_dims(batch["tgt_out"] != config.pad_id, (1, 0)),
                               xp=xp)
 
 
-def _encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
-                runner: Callable[..., Any], xp: Any,
-                fused: bool = False) -> tuple[dict[str, Any], Callable[..., Any]]:
-    """The encoder's value (see :func:`encode`) from the grouped parameters ``g`` and
+def encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
+               runner: Callable[..., Any], xp: Any,
+               fused: bool = False) -> tuple[dict[str, Any], Callable[..., Any]]:
+    """The encoder's value (see :func:`xpseq.models.rnn.model.encode`: ``memory (B, S, 2H)``,
+    ``mask (B, S)``, ``keys``, ``state``) from ``src (B, S)``, the grouped parameters ``g`` and
     ``backprop(d_encoded, d_state) -> grads`` (``src_embed``, ``enc_fwd``, ``enc_bwd`` and
     the attention's keys projection). ``runner`` runs one direction:
     :func:`xpseq.core.vjp.run_sequence`, or the ``scan``-based runner (which returns no
@@ -126,9 +135,9 @@ def _encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: 
     return encoded, backprop
 
 
-def _decoder_step_parts(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
-                        state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
-                        xp: Any) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
+def decoder_step_parts(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
+                       state: dict[str, Any], encoded: dict[str, Any], keep: Any, *,
+                       xp: Any) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
     """One decoder step: ``(new_state, o_t, attention weights or None, saved)``, where
     ``saved`` (a dict of arrays) is what :func:`_decoder_step_back` needs: the step's
     input ``x``, the cell state it started from, the cell's gates, the attention's values
@@ -192,6 +201,7 @@ def _state_dict(config: Seq2SeqConfig, cell_state: tuple[Any, ...], *, xp: Any,
     return state
 
 
-def _keep_mask(keep: Any) -> Any:
-    """The ``o_t`` keep-mask from an array or from ``{"o": array}`` (the protocol's form)."""
+def o_keep_mask(keep: Any) -> Any:
+    """The ``o_t`` keep-mask ``(B, T, D)`` from an array or from ``{"o": array}`` (the
+    protocol's form); ``None`` stays ``None``."""
     return keep.get("o") if isinstance(keep, Mapping) else keep

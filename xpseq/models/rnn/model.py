@@ -16,17 +16,17 @@ from xpseq.core.loops import scan as python_scan
 from xpseq.core.recurrent import hand_derived_recurrence
 
 from ..protocol import Model, ModelKernels, check_loss_inputs, check_params
-from .backward import _hand_derived_decoder, _loss_vjp
-from .config import Seq2SeqConfig, _group, dropout_shapes, init_params, param_shapes
+from .backward import hand_derived_decoder, loss_vjp
+from .config import Seq2SeqConfig, dropout_shapes, group_params, init_params, param_shapes
 from .forward import (
-    _attended,
-    _decoder,
-    _decoder_params,
-    _decoder_spec,
-    _decoder_step,
-    _encode_vjp,
-    _keep_mask,
-    _target_span,
+    attended_arrays,
+    decoder,
+    decoder_params,
+    decoder_spec,
+    decoder_step,
+    encode_vjp,
+    o_keep_mask,
+    target_span,
 )
 
 __all__ = ["encode", "decode_step", "forward", "loss", "loss_and_grad", "MODEL"]
@@ -81,8 +81,8 @@ def decode_step(params: Mapping[str, Any], config: Seq2SeqConfig, y_prev: Any,
     if y_prev.ndim != 1:
         raise ValueError(f"decode_step: y_prev must have shape (batch,), got {tuple(y_prev.shape)}")
     emb = kernels.embedding(y_prev, params["tgt_embed"], xp=xp)
-    state, o, weights = _decoder_step(_group(params, config), config, emb, state, encoded, keep,
-                                      xp=xp)
+    state, o, weights = decoder_step(group_params(params, config), config, emb, state, encoded,
+                                     keep, xp=xp)
     return kernels.linear(o, params["out.W"], params["out.b"], xp=xp), state, weights
 
 
@@ -104,7 +104,7 @@ def forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len:
     logits : ``(B, T, V_tgt)``
     weights : ``(B, T, S)`` attention weights (``None`` with ``attention="none"``)
     """
-    keep = _keep_mask(keep)
+    keep = o_keep_mask(keep)
     xp = _check_inputs("forward", params, config, src=src, src_len=src_len, tgt=tgt_in)
     _check_keep("forward", config, keep, tgt_in, xp)
     return _forward(params, config, src, src_len, tgt_in, keep, scan=scan, xp=xp)
@@ -131,7 +131,7 @@ def loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, A
     -------
     0-d array: ``Σ nll(real tokens) / #real tokens``
     """
-    keep = _keep_mask(keep)
+    keep = o_keep_mask(keep)
     xp = _check_loss_inputs("loss", params, config, batch, keep)
     return _loss(params, config, batch, keep, scan=scan, custom_vjp=custom_vjp, xp=xp)
 
@@ -154,9 +154,9 @@ def loss_and_grad(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mappi
     loss : 0-d array
     grads : dict with the names and shapes of ``params``
     """
-    keep = _keep_mask(keep)
+    keep = o_keep_mask(keep)
     xp = _check_loss_inputs("loss_and_grad", params, config, batch, keep)
-    value, backprop = _loss_vjp(params, config, batch, keep, xp=xp)
+    value, backprop = loss_vjp(params, config, batch, keep, xp=xp)
     seed = params["out.W"]
     return value, backprop(xp.ones((), dtype=seed.dtype, device=compat.device(seed)))
 
@@ -164,7 +164,7 @@ def loss_and_grad(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mappi
 def _loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
           keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
           custom_vjp: Callable[..., Any] | None = None) -> Any:
-    total, count = _nll_sum(params, config, batch, _keep_mask(keep), scan=scan,
+    total, count = _nll_sum(params, config, batch, o_keep_mask(keep), scan=scan,
                             custom_vjp=custom_vjp, xp=xp, smoothing=config.label_smoothing)
     return total / xp.maximum(count, xp.ones_like(count))
 
@@ -175,7 +175,7 @@ def _nll_sum(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[st
              smoothing: float = 0.0) -> tuple[Any, Any]:
     logits, _ = _forward(params, config, batch["src"], batch["src_len"], batch["tgt_in"], keep,
                          scan=scan, custom_vjp=custom_vjp, xp=xp,
-                         span=None if custom_vjp is None else _target_span(batch, config, xp))
+                         span=None if custom_vjp is None else target_span(batch, config, xp))
     return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp, smoothing=smoothing)
 
 
@@ -190,8 +190,8 @@ def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len:
         return kernels.run_sequence(cell, p, x, lengths, state0, reverse=reverse, scan=scan,
                                     recurrence=recurrence, xp=xp), None
 
-    return _encode_vjp(_group(params, config), config, src, src_len, runner=runner, xp=xp,
-                       fused=recurrence is None)[0]
+    return encode_vjp(group_params(params, config), config, src, src_len, runner=runner, xp=xp,
+                      fused=recurrence is None)[0]
 
 
 def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
@@ -199,23 +199,23 @@ def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len
              custom_vjp: Callable[..., Any] | None = None,
              span: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
     """The logits ``(B, T, V)`` and attention weights (``None`` with ``custom_vjp``, whose
-    decoder loop runs only over ``span``: :func:`_hand_derived_decoder`)."""
+    decoder loop runs only over ``span``: :func:`hand_derived_decoder`)."""
     encoded = _encode(params, config, src, src_len, scan=scan, custom_vjp=custom_vjp, xp=xp)
-    g = _group(params, config)
+    g = group_params(params, config)
     emb = kernels.embedding(tgt_in, params["tgt_embed"], xp=xp)
     emb = xp.permute_dims(emb, (1, 0, 2))                                           # (T,B,E)
     keep_t = None if keep is None else xp.permute_dims(keep, (1, 0, 2))             # (T,B,D)
 
     if custom_vjp is not None:
-        decoder = _hand_derived_decoder(config, scan=scan, custom_vjp=custom_vjp, xp=xp)
-        o, weights = decoder(_decoder_params(g, config), _attended(encoded), encoded["mask"],
-                             encoded["state"], emb, keep_t, span), None
+        loop = hand_derived_decoder(config, scan=scan, custom_vjp=custom_vjp, xp=xp)
+        o, weights = loop(decoder_params(g, config), attended_arrays(encoded), encoded["mask"],
+                          encoded["state"], emb, keep_t, span), None
     else:
         def body(state: dict[str, Any],
                  inputs: tuple[Any, ...]) -> tuple[dict[str, Any], tuple[Any, ...]]:
             emb_t, keep_step = inputs
-            state, o, weights = _decoder_step(g, config, emb_t, state, encoded, keep_step,
-                                              xp=xp)
+            state, o, weights = decoder_step(g, config, emb_t, state, encoded, keep_step,
+                                             xp=xp)
             return state, (o, weights)
 
         _, (o, weights) = (scan or python_scan)(body, encoded["state"], (emb, keep_t))
@@ -252,6 +252,6 @@ def _check_keep(fname: str, config: Seq2SeqConfig, keep: Any, tgt_in: Any, xp: A
 MODEL = Model(kind="rnn", Config=Seq2SeqConfig, param_shapes=param_shapes,
               init_params=init_params, loss=loss, loss_and_grad=loss_and_grad,
               forward=forward, dropout_shapes=dropout_shapes,
-              kernels=ModelKernels(loss=_loss, loss_vjp=_loss_vjp, nll_sum=_nll_sum,
-                                   encode=_encode, decoder=_decoder,
-                                   decoder_spec=_decoder_spec))
+              kernels=ModelKernels(loss=_loss, loss_vjp=loss_vjp, nll_sum=_nll_sum,
+                                   encode=_encode, decoder=decoder,
+                                   decoder_spec=decoder_spec))

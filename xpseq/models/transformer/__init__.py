@@ -32,25 +32,28 @@ Initialisation (:func:`init_params`): Xavier-uniform for every matrix of the lay
 ``N(0, d^-1/2)`` (so that ``E · sqrt(d)`` has unit variance); the output layer as
 ``nn.Linear``'s default.
 
-One decoder: :func:`xpseq.models.transformer.layers._decoder_forward` maps target ids to logits with an optional
-key/value cache, as fairseq's incremental state or Equinox's cache. Without a cache it runs
-teacher forcing over a whole target (the training loss, whose hand-derived backward it
-returns, and the dev loss); with one it runs a search step: one position per row, whose
-self-attention reads the keys and values the cache holds of the positions before it.
-:func:`xpseq.models.transformer.model._encode` projects the memory into each decoder layer's cross-attention keys and
-values once per source batch (training does the same, once per batch). A compiled search
-keeps the cache at a fixed capacity (``max_len`` steps), written with ``where`` at the
-step's position, so that a step has one shape and compiles once; an eager search lets it
-grow by a position a step.
+One decoder: :func:`xpseq.models.transformer.layers.decoder_forward` maps target ids to
+logits with an optional key/value cache, as fairseq's incremental state or Equinox's cache.
+Without a cache it runs teacher forcing over a whole target (the training loss, whose
+hand-derived backward it returns, and the dev loss); with one it runs a search step: one
+position per row, whose self-attention reads the keys and values the cache holds of the
+positions before it. The model's ``encode`` kernel projects the memory into each decoder
+layer's cross-attention keys and values once per source batch (training does the same, once
+per batch). A compiled search keeps the cache at a fixed capacity (``max_len`` steps),
+written with ``where`` at the step's position, so that a step has one shape and compiles
+once; an eager search lets it grow by a position a step.
 
-Parameters are stored flat (``dec0.self.W_q``: the checkpoint's names); the layers read
-them grouped into nested dicts (:func:`xpseq.models.transformer.config._group`), once per loss, encoding or search rather
-than once per decoder step, and the hand-derived backward returns its gradients in the
-same nesting, named and summed by :func:`xpseq.models.protocol.named_grads` (as the RNN's).
+Parameters are stored flat (``dec0.self.W_q``: the checkpoint's names); the layers read them
+grouped into nested dicts (:func:`xpseq.models.transformer.config.group_params`), once per
+loss, encoding or search rather than once per decoder step, and the hand-derived backward
+returns its gradients in the same nesting, named and summed by
+:func:`xpseq.models.protocol.named_grads` (as the RNN's).
 
-The package: :mod:`xpseq.models.transformer.config` (the configuration and parameters), :mod:`xpseq.models.transformer.layers` (the layers
-with their backprop, and the hand-derived loss) and :mod:`xpseq.models.transformer.model` (the public functions and
-``MODEL``).
+The package: :mod:`xpseq.models.transformer.config` (the configuration and parameters),
+:mod:`xpseq.models.transformer.layers` (the layers with their backprop, and the
+hand-derived loss) and :mod:`xpseq.models.transformer.model` (the public functions and
+``MODEL``). The names that ``layers`` shares with ``model`` are public (no leading
+underscore) but internal: the API is what this package exports.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Transformer's configuration and parameters: :class:`TransformerConfig`, the
 parameters' names and shapes (:func:`param_shapes`), their initialisation and the dropout
-masks of a training step; and the nesting the layers read them in (:func:`_group`)."""
+masks of a training step; and the nesting the layers read them in (:func:`group_params`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from ..protocol import (
 )
 
 __all__ = ["TransformerConfig", "Config", "NORMS", "POSITIONS", "param_shapes", "init_params",
-           "dropout_shapes"]
+           "dropout_shapes", "param_layout", "group_params"]
 
 NORMS = ("pre", "post")
 POSITIONS = ("sinusoidal", "learned")
@@ -226,7 +226,7 @@ def _table(config: TransformerConfig, side: str) -> str:
     return "embed" if config.share_embeddings else f"{side}_embed"
 
 
-def _layout(config: TransformerConfig, leaf: Callable[[str], Any]) -> dict[str, Any]:
+def param_layout(config: TransformerConfig, leaf: Callable[[str], Any]) -> dict[str, Any]:
     """The parameters' nesting, ``leaf(name)`` at each flat name::
 
         {"src_embed", "tgt_embed", "pos" (learned positions only), "out": {"W", "b"},
@@ -257,6 +257,6 @@ def _layout(config: TransformerConfig, leaf: Callable[[str], Any]) -> dict[str, 
     return tree
 
 
-def _group(params: Mapping[str, Any], config: TransformerConfig) -> dict[str, Any]:
-    """The flat parameter dict in :func:`_layout`'s nesting (the same arrays, no copies)."""
-    return _layout(config, params.__getitem__)
+def group_params(params: Mapping[str, Any], config: TransformerConfig) -> dict[str, Any]:
+    """The flat parameter dict in :func:`param_layout`'s nesting (the same arrays, no copies)."""
+    return param_layout(config, params.__getitem__)

@@ -2,9 +2,13 @@
 
 The embedding, a pre- or post-LN sublayer, self- and cross-attention, the feed-forward
 block, the encoder, the cross-attention keys and values, and one decoder for teacher forcing
-and for a search step with its key/value cache (:func:`_decoder_forward`); :func:`_loss_vjp`
+and for a search step with its key/value cache (:func:`decoder_forward`); :func:`loss_vjp`
 composes them into the loss and its hand-derived gradient. JAX and PyTorch run the same
-functions and drop the callbacks."""
+functions and drop the callbacks.
+
+:func:`encoder_vjp`, :func:`cross_keys_vjp`, :func:`decoder_forward` and :func:`loss_vjp`
+are shared with :mod:`xpseq.models.transformer.model`: public names, internal to the
+package (its API is what :mod:`xpseq.models.transformer` exports)."""
 
 from __future__ import annotations
 
@@ -22,9 +26,11 @@ from .config import (
     AUTO_KEYS,
     LN_EPS,
     TransformerConfig,
-    _group,
-    _layout,
+    group_params,
+    param_layout,
 )
+
+__all__ = ["encoder_vjp", "cross_keys_vjp", "decoder_forward", "loss_vjp"]
 
 # ------------------------------------------------------- the layers with their backprop
 #
@@ -119,7 +125,8 @@ def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
     ``h``'s own (the encoder, teacher forcing: the only case that backpropagates).
     ``causal``: each position attends to itself and those before it. ``custom_vjp``
     (``backend.custom_vjp``, under a library's own differentiation): the blockwise path's
-    context carries its hand-derived backward (:func:`xpseq.core.blockwise.hand_derived_attention`)."""
+    context carries its hand-derived backward
+    (:func:`xpseq.core.blockwise.hand_derived_attention`)."""
     def body(h: Any) -> tuple[Any, ...]:
         kh, k_bp = vjp.heads(h, p["W_k"], p["b_k"], config.heads, xp=xp)
         vh, v_bp = vjp.heads(h, p["W_v"], p["b_v"], config.heads, xp=xp)
@@ -146,7 +153,7 @@ def _cross_attention(p: Mapping[str, Any], config: TransformerConfig, kv: tuple[
                      keep: Any, need_weights: bool, *, xp: Any,
                      custom_vjp: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over the memory's keys and
-    values ``kv`` (see :func:`_cross_keys_vjp`); ``aux`` the weights (``None`` without
+    values ``kv`` (see :func:`cross_keys_vjp`); ``aux`` the weights (``None`` without
     ``need_weights``); ``body_bp(dy) -> (dh, (g, d_kh, d_vh))``; ``custom_vjp`` as in
     :func:`_self_attention`."""
     def body(h: Any) -> tuple[Any, ...]:
@@ -176,13 +183,13 @@ def _feed_forward(p: Mapping[str, Any], config: TransformerConfig, keep_hidden: 
     return body
 
 
-def _encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
-                 keep: Mapping[str, Any] | None, *, xp: Any,
-                 custom_vjp: Callable[..., Any] | None = None,
-                 ) -> tuple[Any, Any, Callable[..., Any]]:
+def encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
+                keep: Mapping[str, Any] | None, *, xp: Any,
+                custom_vjp: Callable[..., Any] | None = None,
+                ) -> tuple[Any, Any, Callable[..., Any]]:
     """The encoder: ``memory (B, S, d)`` after the final norm, the source keep-mask
     ``(B, 1, S)``, and ``backprop(d_memory) -> grads`` (``src_embed``, ``pos``, ``enc``,
-    ``enc_ln`` of :func:`_layout`); ``custom_vjp`` as in :func:`_self_attention`."""
+    ``enc_ln`` of :func:`param_layout`); ``custom_vjp`` as in :func:`_self_attention`."""
     keep = keep or {}
     src_keep = xp.expand_dims(kernels.sequence_mask(src_len, src.shape[1], xp=xp, like=src,
                                                     axis=1), axis=-2)
@@ -215,8 +222,8 @@ def _encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_
     return memory, src_keep, backprop
 
 
-def _cross_keys_vjp(g: Mapping[str, Any], config: TransformerConfig, memory: Any, *,
-                    xp: Any) -> tuple[list[Any], Callable[..., Any]]:
+def cross_keys_vjp(g: Mapping[str, Any], config: TransformerConfig, memory: Any, *,
+                   xp: Any) -> tuple[list[Any], Callable[..., Any]]:
     """Each decoder layer's cross-attention keys and values ``(B, h, S, d/h)``, projected
     from ``memory (B, S, d)`` once for all target positions (a training batch, a search),
     and ``backprop(d_kv) -> (d_memory, grads)`` (``d_kv`` a list like the first result)."""
@@ -239,20 +246,20 @@ def _cross_keys_vjp(g: Mapping[str, Any], config: TransformerConfig, memory: Any
     return kv, backprop
 
 
-def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, cross: list[Any],
-                     src_keep: Any, *, xp: Any, keep: Mapping[str, Any] | None = None,
-                     cache: Mapping[str, Any] | None = None, capacity: int | None = None,
-                     weights_of: Container[int] = (),
-                     custom_vjp: Callable[..., Any] | None = None,
-                     ) -> tuple[Any, list[Any], Any, Callable[..., Any]]:
+def decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, cross: list[Any],
+                    src_keep: Any, *, xp: Any, keep: Mapping[str, Any] | None = None,
+                    cache: Mapping[str, Any] | None = None, capacity: int | None = None,
+                    weights_of: Container[int] = (),
+                    custom_vjp: Callable[..., Any] | None = None,
+                    ) -> tuple[Any, list[Any], Any, Callable[..., Any]]:
     """The decoder from target ids to logits: the one forward of training (teacher forcing),
     of its hand-derived backward and of the search step.
 
     Parameters
     ----------
-    g : the parameters grouped by :func:`_group`
+    g : the parameters grouped by :func:`group_params`
     tgt : ``(B, T)`` target ids
-    cross : each layer's cross-attention keys and values (:func:`_cross_keys_vjp`)
+    cross : each layer's cross-attention keys and values (:func:`cross_keys_vjp`)
     src_keep : ``(B, 1, S)`` the real source positions
     keep : the dropout keep-masks of :func:`dropout_shapes`, or ``None``
     cache : ``None`` for teacher forcing: ``tgt`` is a whole input ``<s> y_1 ...`` and each
@@ -281,7 +288,7 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
         self_keep, offset, new_cache = None, None, None                # causal: k <= q
     else:
         if t != 1:
-            raise ValueError(f"_decoder_forward: a cached step takes one position per row, "
+            raise ValueError(f"decoder_forward: a cached step takes one position per row, "
                              f"got tgt of shape {tuple(tgt.shape)}")
         offset, new_cache = cache["t"], {"t": cache["t"] + 1}
         self_keep = None                                             # growing: every key
@@ -344,18 +351,18 @@ def _decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, 
     return logits, weights, new_cache, backprop
 
 
-def _loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
-              keep: Mapping[str, Any] | None, *, xp: Any,
-              custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Callable[..., Any]]:
+def loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
+             keep: Mapping[str, Any] | None, *, xp: Any,
+             custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Callable[..., Any]]:
     """The training loss (label-smoothed) and ``backprop(d_loss) -> grads``. With
     ``custom_vjp`` (the loss differentiated by a library's autodiff), blockwise attention
     carries its own backward rule (see :func:`_self_attention`)."""
-    g = _group(params, config)
-    memory, src_keep, enc_bp = _encoder_vjp(g, config, batch["src"], batch["src_len"], keep,
-                                            xp=xp, custom_vjp=custom_vjp)
-    cross, cross_bp = _cross_keys_vjp(g, config, memory, xp=xp)
-    logits, _, _, dec_bp = _decoder_forward(g, config, batch["tgt_in"], cross, src_keep,
-                                            keep=keep, xp=xp, custom_vjp=custom_vjp)
+    g = group_params(params, config)
+    memory, src_keep, enc_bp = encoder_vjp(g, config, batch["src"], batch["src_len"], keep,
+                                           xp=xp, custom_vjp=custom_vjp)
+    cross, cross_bp = cross_keys_vjp(g, config, memory, xp=xp)
+    logits, _, _, dec_bp = decoder_forward(g, config, batch["tgt_in"], cross, src_keep,
+                                           keep=keep, xp=xp, custom_vjp=custom_vjp)
     (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp,
                                          smoothing=config.label_smoothing)
     denom = xp.maximum(count, xp.ones_like(count))
@@ -364,7 +371,7 @@ def _loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mappi
         d_logits, _ = nll_bp(d_loss / denom)
         d_cross, dec_grads = dec_bp(d_logits)
         d_memory, cross_grads = cross_bp(d_cross)
-        return named_grads(_layout(config, str), params,
+        return named_grads(param_layout(config, str), params,
                            (dec_grads, cross_grads, enc_bp(d_memory)))
 
     return total / denom, backprop

@@ -1,5 +1,6 @@
 """The Transformer's public functions and its entry on the model protocol: each public
-function checks its inputs (:func:`_check_inputs`) and runs the layers of :mod:`xpseq.models.transformer.layers`."""
+function checks its inputs (:func:`_check_inputs`) and runs the layers of
+:mod:`xpseq.models.transformer.layers`."""
 
 from __future__ import annotations
 
@@ -17,16 +18,16 @@ from ..protocol import (
 )
 from .config import (
     TransformerConfig,
-    _group,
     dropout_shapes,
+    group_params,
     init_params,
     param_shapes,
 )
 from .layers import (
-    _cross_keys_vjp,
-    _decoder_forward,
-    _encoder_vjp,
-    _loss_vjp,
+    cross_keys_vjp,
+    decoder_forward,
+    encoder_vjp,
+    loss_vjp,
 )
 
 __all__ = ["loss", "loss_and_grad", "forward", "cross_attention", "MODEL"]
@@ -79,7 +80,7 @@ def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
     """:func:`loss` and its gradient from the hand-derived backward pass (the rules of
     :mod:`xpseq.core.vjp` chained through every layer): how NumPy trains the Transformer."""
     xp = _check_inputs("loss_and_grad", params, config, batch, keep)
-    value, backprop = _loss_vjp(params, config, batch, keep, xp=xp)
+    value, backprop = loss_vjp(params, config, batch, keep, xp=xp)
     one = params["out.b"]
     return value, backprop(xp.ones((), dtype=one.dtype, device=compat.device(one)))
 
@@ -90,7 +91,7 @@ def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
 def _loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
           keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
           custom_vjp: Callable[..., Any] | None = None) -> Any:
-    return _loss_vjp(params, config, batch, keep, xp=xp, custom_vjp=custom_vjp)[0]
+    return loss_vjp(params, config, batch, keep, xp=xp, custom_vjp=custom_vjp)[0]
 
 
 def _nll_sum(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
@@ -105,11 +106,11 @@ def _logits(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
     """Teacher-forced logits ``(B, T, V)`` (no dropout) and per decoder layer its
     cross-attention weights ``(B, h, T, S)`` (``None`` for the layers not in
     ``weights_of``)."""
-    g = _group(params, config)
-    memory, src_keep, _ = _encoder_vjp(g, config, src, src_len, None, xp=xp)
-    cross, _ = _cross_keys_vjp(g, config, memory, xp=xp)
-    logits, weights, _, _ = _decoder_forward(g, config, tgt_in, cross, src_keep,
-                                             weights_of=weights_of, xp=xp)
+    g = group_params(params, config)
+    memory, src_keep, _ = encoder_vjp(g, config, src, src_len, None, xp=xp)
+    cross, _ = cross_keys_vjp(g, config, memory, xp=xp)
+    logits, weights, _, _ = decoder_forward(g, config, tgt_in, cross, src_keep,
+                                            weights_of=weights_of, xp=xp)
     return logits, weights
 
 
@@ -119,10 +120,10 @@ def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
     """The source keep-mask ``src_keep (B, 1, S)`` and, per decoder layer ``i``, the
     cross-attention keys and values ``k{i}``, ``v{i}`` ``(B, h, S, d/h)``, computed once
     per source batch."""
-    g = _group(params, config)
-    memory, src_keep, _ = _encoder_vjp(g, config, src, src_len, None, xp=xp)
+    g = group_params(params, config)
+    memory, src_keep, _ = encoder_vjp(g, config, src, src_len, None, xp=xp)
     encoded = {"src_keep": src_keep}
-    for i, (kh, vh) in enumerate(_cross_keys_vjp(g, config, memory, xp=xp)[0]):
+    for i, (kh, vh) in enumerate(cross_keys_vjp(g, config, memory, xp=xp)[0]):
         encoded[f"k{i}"], encoded[f"v{i}"] = kh, vh
     return encoded
 
@@ -146,11 +147,11 @@ def _decoder_spec(config: TransformerConfig) -> dict[str, dict[str, tuple[int | 
 def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict[str, Any], *,
              attention: bool = True, max_len: int | None = None,
              xp: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """The protocol's step: :func:`_decoder_forward` on one position with the key/value
+    """The protocol's step: :func:`decoder_forward` on one position with the key/value
     cache as its state (``t (B,)`` and each layer's self-attention keys and values), of
     fixed capacity ``max_len`` or, with ``max_len=None``, growing (see
-    :func:`_decoder_forward`); the parameters are grouped once here, not at every step."""
-    g = _group(params, config)
+    :func:`decoder_forward`); the parameters are grouped once here, not at every step."""
+    g = group_params(params, config)
     capacity = max_len            # not int(max_len): a compiled step keeps it symbolic
     cross = [(encoded[f"k{i}"], encoded[f"v{i}"]) for i in range(config.decoder_layers)]
     like = cross[0][0]
@@ -166,7 +167,7 @@ def _decoder(params: Mapping[str, Any], config: TransformerConfig, encoded: dict
     last = (config.decoder_layers - 1,) if attention else ()
 
     def step(state: dict[str, Any], y: Any) -> tuple[Any, ...]:
-        logits, weights, state, _ = _decoder_forward(
+        logits, weights, state, _ = decoder_forward(
             g, config, xp.expand_dims(y, axis=-1), cross, encoded["src_keep"], cache=state,
             capacity=capacity, weights_of=last, xp=xp)
         att = xp.mean(weights[-1][:, :, 0, :], axis=1) if attention else None
@@ -205,7 +206,7 @@ def _check_inputs(fname: str, params: Mapping[str, Any], config: TransformerConf
 MODEL = Model(kind="transformer", Config=TransformerConfig, param_shapes=param_shapes,
               init_params=init_params, loss=loss, loss_and_grad=loss_and_grad,
               forward=forward, dropout_shapes=dropout_shapes,
-              kernels=ModelKernels(loss=_loss, loss_vjp=_loss_vjp, nll_sum=_nll_sum,
+              kernels=ModelKernels(loss=_loss, loss_vjp=loss_vjp, nll_sum=_nll_sum,
                                    encode=_encode, decoder=_decoder,
                                    decoder_spec=_decoder_spec, loss_vjp_compiles=True,
                                    rules_under_autodiff=True))
