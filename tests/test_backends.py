@@ -66,6 +66,32 @@ def test_get_unknown_name_lists_the_names():
         assert n in message
 
 
+def test_every_door_offers_the_same_list_of_backends(tmp_path, capsys):
+    """``backends.get``, ``xpseq.load`` and the command's ``--backend`` name one list,
+    :data:`xpseq.backends.NAMES`, so that they cannot drift apart; ``get`` adds the
+    forward-only backends it also makes."""
+    import xpseq
+    from xpseq.app import cli
+
+    listed = str(list(NAMES))
+    with pytest.raises(ValueError) as by_get:
+        backends.get("nope")
+    with pytest.raises(ValueError) as by_load:
+        xpseq.load(tmp_path / "m.safetensors", backend="nope")
+    assert str(by_load.value) == f"unknown backend 'nope'; choose one of {listed}"
+    assert str(by_get.value) == (f"unknown backend 'nope'; choose one of {listed} (or the "
+                                 "forward-only 'onnx', 'dask')")
+    with pytest.raises(ValueError, match=re.escape(f"to decode choose one of {listed}")):
+        xpseq.load(tmp_path / "m.safetensors", backend="dask")
+    forward_only = [n for n in backends.CAPABILITIES if n not in NAMES]
+    assert forward_only == ["onnx", "dask"]
+    for command in ("train", "translate", "evaluate", "g2p"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--backend", "nope"])
+        err = capsys.readouterr().err
+        assert f"(choose from {', '.join(map(repr, NAMES))}" in err, (command, err)
+
+
 @pytest.mark.parametrize("name", [3, None, b"numpy", ("numpy",)])
 def test_get_non_str_raises_value_error(name):
     with pytest.raises(ValueError, match="unknown backend"):

@@ -94,7 +94,10 @@ def assert_interrupted_or_done(done: subprocess.CompletedProcess, what: str) -> 
         assert done.stdout.startswith("saved "), shown
         return
     assert done.returncode == 130, shown
-    assert lines and lines[-1] == LINE and lines.count(LINE) == 1, shown
+    said = [line for line in lines if line.startswith(LINE)]
+    assert lines and said == lines[-1:], shown
+    # during training, the line says where it stopped (no checkpoint yet: 1 epoch)
+    assert lines[-1] in (LINE, f"{LINE} during epoch 1: no checkpoint was written yet"), shown
     assert all(line.startswith("training on ") for line in lines[:-1]), shown
 
 
@@ -209,3 +212,77 @@ def test_a_ctrl_c_inside_an_import_ends_the_process_instead_of_raising(tmp_path,
 
     assert errors._importing(probe_frame.frame)
     assert not errors._importing(sys._getframe())
+
+
+# ------------------------------------------------------- what an interrupted run says
+
+
+def ctrl_c_during(epoch: int):
+    """A training callback that raises ``KeyboardInterrupt`` (as a Ctrl-C does) at the
+    first step of epoch ``epoch``."""
+    from xpseq.train.callbacks import Callback
+
+    class CtrlC(Callback):
+        def on_step_end(self, loop):
+            if loop.state["epoch"] + 1 == epoch:
+                raise KeyboardInterrupt
+
+    return CtrlC()
+
+
+def test_an_interrupted_run_says_which_epoch_its_checkpoint_holds_and_how_to_go_on(
+        tmp_path, capsys, monkeypatch):
+    """Ctrl-C in epoch 3 of ``xpseq train`` (numpy, a tiny model): exit 130 and one line
+    that names the epoch under way, the epoch the checkpoint holds (2) and the command
+    that continues it; that command finishes the run. In epoch 1 the line says that no
+    checkpoint was written; a Ctrl-C of a resumed run counts from the resumed epoch."""
+    from xpseq.app import cli
+    from xpseq.app.commands import train
+
+    out = tmp_path / "m.safetensors"
+    argv = [*[("numpy" if a == "torch" else a) for a in TINY_TRAIN], "--epochs", "4",
+            "--out", str(out)]
+    for epoch, expected in ((1, "during epoch 1: no checkpoint was written yet"),
+                            (3, f"during epoch 3: the checkpoint {out} holds epoch 2; "
+                                f"continue with: xpseq train --resume {out}")):
+        monkeypatch.setattr(train, "_time_limit", lambda args, e=epoch: [ctrl_c_during(e)])
+        assert cli.main(argv) == 130
+        assert capsys.readouterr().err.splitlines()[-1] == f"{LINE} {expected}"
+    monkeypatch.setattr(train, "_time_limit", lambda args: [ctrl_c_during(4)])
+    assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"{LINE} during epoch 4: the checkpoint {out} holds epoch 3; continue with: "
+        f"xpseq train --resume {out}")
+    monkeypatch.undo()
+    assert cli.main(["train", "--resume", str(out), "--no-progress"]) == 0
+    assert capsys.readouterr().out.startswith(f"saved {out}: 4 epochs")
+    # another command's interruption in this process says only that
+    from xpseq.app import errors
+
+    with errors.running():
+        pass
+    assert errors.interrupted() == 130 and capsys.readouterr().err == LINE + "\n"
+
+
+def test_the_watch_reads_the_checkpoint_between_two_epochs(tmp_path):
+    """Between an epoch's end and the next one's start the checkpoint may have just been
+    written: the watch reads the epoch it holds from the file; a path with a space is
+    quoted in the command to continue."""
+    from xpseq.app.commands.train_watch import EpochWatch
+
+    class Loop:
+        state = {"epoch": 0}
+
+    watch = EpochWatch(str(tmp_path / "my model.safetensors"), None, " --compile")
+    assert watch.interruption() is None                       # not training yet
+    loop = Loop()
+    watch.on_train_begin(loop)
+    watch.on_epoch_begin(loop)
+    assert watch.interruption() == "during epoch 1: no checkpoint was written yet"
+    loop.state = {"epoch": 1}
+    watch.on_epoch_end(loop, {"epoch": 1})
+    assert watch.interruption() == "during epoch 1: no checkpoint was written yet"  # no file
+    watch.on_epoch_begin(loop)
+    path = tmp_path / "my model.safetensors"
+    assert watch.interruption() == (f"during epoch 2: the checkpoint {path} holds epoch 1; "
+                                    f"continue with: xpseq train --resume '{path}' --compile")

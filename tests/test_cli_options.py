@@ -461,3 +461,62 @@ def test_the_command_enables_x64_before_it_creates_a_jax_backend():
     out = json.loads(done.stdout.splitlines()[-1])
     assert out == {"before": False, "after_numpy": False,
                    "seen": [["numpy", False], ["jax", True]], "after": True}, out
+
+
+# ------------------------------------------------------------------- evaluate
+
+
+def test_evaluate_help_gives_the_beam_one_default(capsys):
+    """``--beam`` of ``evaluate`` serves BLEU (greedy unless given) and G2P (greedy and beam
+    search, K = 5 unless given): its help says its default once, and the description
+    states none of its own."""
+    from xpseq.app.commands import evaluate
+
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    description, options = text.split("positional arguments:")
+    assert "by default" not in description and "default" not in description
+    beam = options[options.index("--beam K"):options.index("--length-penalty {")]
+    assert beam.count("default") == 1, beam
+    assert f"K = {evaluate.G2P_BEAM})" in beam and "(default: greedy search;" in beam
+    parser = cli.build().parser
+    assert parser.parse_args(["evaluate", "m.safetensors"]).beam is None
+
+
+def test_evaluate_shipped_names_the_model_it_scores(capsys):
+    """``--shipped`` scores the stress-predicting model (with its digits dropped in two
+    more columns, a note says what they are), ``--shipped --no-stress`` the stress-free
+    model beside it; the first line names which, and ``--no-stress`` needs ``--shipped``."""
+    from xpseq import g2p
+    from xpseq.app.commands import evaluate
+
+    manifest = g2p.shipped()
+    name, files = evaluate.shipped_model(manifest, stress=False)
+    assert files == manifest["no_stress"]["files"] == ["rnn.safetensors"]
+    assert name == f"the shipped stress-free model ({manifest['no_stress']['model']})"
+    name, files = evaluate.shipped_model(manifest, stress=True)
+    assert files == manifest["files"] and name == f"the shipped model ({manifest['model']})"
+    alone = {k: v for k, v in manifest.items() if k != "no_stress"}
+    assert evaluate.shipped_model(dict(alone, stress=False), stress=False)[1] == alone["files"]
+    with pytest.raises(ValueError, match="--shipped --no-stress"):
+        evaluate.shipped_model(dict(alone, stress=False), stress=True)
+
+    common = ["--limit", "3", "--beam", "1", "--backend", "numpy"]
+    assert cli.main(["evaluate", "--shipped", "--no-stress", *common]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == (f"G2P, the shipped stress-free model ({manifest['no_stress']['model']}), "
+                        "CMU dictionary with stress removed: 3 test words, decoded on numpy")
+    assert [line.split("|")[1].strip() for line in lines[3:]] == ["greedy"]   # --beam 1
+    assert "note" not in err
+    assert cli.main(["evaluate", "--shipped", *common]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"G2P, the shipped model ({manifest['model']}), CMU dictionary "
+                          "with stress kept: 3 test words")
+    assert "xpseq evaluate --shipped --no-stress scores the stress-free model" in err
+    with pytest.raises(SystemExit) as info:
+        cli.main(["evaluate", "m.safetensors", "--no-stress"])
+    assert info.value.code == 2
+    assert "--no-stress selects the shipped stress-free G2P model: give it with --shipped" \
+        in capsys.readouterr().err

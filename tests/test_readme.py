@@ -185,3 +185,27 @@ def test_the_readme_reads_in_five_minutes():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 200, len(lines)
     assert "Since run" not in "\n".join(lines)
+
+
+def test_each_g2p_figure_comes_with_the_command_that_reproduces_it():
+    """The shipped model's figures with stress kept are what ``xpseq evaluate --shipped``
+    prints (the manifest's scores), those with stress removed what ``xpseq evaluate
+    --shipped --no-stress`` prints (the stress-free model beside it, not the stressed
+    model's answers with their digits dropped, which ``--shipped`` also prints); the
+    README and the G2P guide give both commands."""
+    from xpseq import g2p
+
+    manifest = g2p.shipped()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    guide = (ROOT / "docs" / "guide" / "g2p.md").read_text(encoding="utf-8")
+    greedy = manifest["scores"]["greedy"]
+    plain = manifest["no_stress"]["scores"]["greedy"]
+    assert (f"**word error rate of {greedy['wer']:.2f} % and a phone error rate of "
+            f"{greedy['per']:.2f} %** with stress kept") in readme
+    assert f"(`--no-stress`) **{plain['wer']:.2f} % / {plain['per']:.2f} %**" in readme
+    assert f"{greedy['wer_no_stress']:.2f}" not in readme
+    for text in (readme, guide):
+        assert re.search(r"xpseq evaluate --shipped\s+#", text) or \
+            "`xpseq evaluate --shipped`" in text
+        assert "xpseq evaluate --shipped --no-stress" in text
+    assert f"| greedy | {plain['per']:.2f} | {plain['wer']:.2f} |" in guide

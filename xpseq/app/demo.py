@@ -90,7 +90,8 @@ def run_demo(backend: Backend, *, quick: bool = False, out: pathlib.Path = pathl
         "seq2seq": ("rnn", model_config(task, **dict(rnn, attention="none"))),
         "transformer": ("transformer", model_config(task, "transformer", **transformer))}
     for name, (kind, config) in recipes.items():
-        _title(f"training the {name} model ({setup['epochs']} epochs at most)")
+        _title(f"training the {name} model ({setup['epochs']} "
+               f"{'epoch' if setup['epochs'] == 1 else 'epochs'} at most)")
         t0 = time.perf_counter()
         settings = training_config(kind, epochs=setup["epochs"],
                                    warmup=setup["warmup"] if kind == "transformer" else None,

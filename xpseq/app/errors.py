@@ -37,7 +37,8 @@ from os import _exit            # public: ends the process at once, without unwi
 from typing import Any
 
 __all__ = ["CommandError", "oserror_message", "INTERRUPTED", "INTERRUPTED_CODE",
-           "handle_interrupts", "running", "was_interrupted", "interrupted", "end",
+           "handle_interrupts", "explain_interruption", "running", "was_interrupted",
+           "interrupted", "end",
            "exit_status", "open_stderr"]
 
 #: The line and exit code of an interrupted command (128 + SIGINT, as a shell reports it).
@@ -72,7 +73,7 @@ def open_stderr() -> None:
 
 # ------------------------------------------------------------------------- Ctrl-C
 
-_LINE = (INTERRUPTED + "\n").encode()
+_line = (INTERRUPTED + "\n").encode()    # what explain_interruption made of it
 _handling = False     # the entry point called handle_interrupts (never unset)
 _armed = False        # the next Ctrl-C raises KeyboardInterrupt (once per running())
 _delivered = False    # a Ctrl-C was raised as KeyboardInterrupt
@@ -104,10 +105,33 @@ class running:
     def __enter__(self) -> None:
         global _armed
         _armed = _handling
+        explain_interruption(None)        # (what a previous command in this process said)
 
     def __exit__(self, *exc: object) -> None:
         global _armed
         _armed = False
+
+
+def explain_interruption(detail: str | None) -> None:
+    """What the line of an interruption says after ``xpseq: interrupted``, from now on:
+    what the command was doing and what it leaves (``train``: the epoch under way, the
+    epoch its checkpoint holds and the command that continues it).
+
+    Parameters
+    ----------
+    detail : str or None
+        The words after ``xpseq: interrupted`` (one line, e.g. ``"during epoch 3: ..."``);
+        ``None`` or ``""``: the line alone.
+
+    Raises
+    ------
+    ValueError
+        ``detail`` holds a line break.
+    """
+    global _line
+    if detail and ("\n" in detail or "\r" in detail):
+        raise ValueError(f"explain_interruption: detail must be one line, got {detail!r}")
+    _line = (INTERRUPTED + (f" {detail}" if detail else "") + "\n").encode()
 
 
 def was_interrupted() -> bool:
@@ -124,7 +148,7 @@ def interrupted() -> int:
     global _armed
     _armed = False                    # a Ctrl-C from here on ends the process at once
     if not _handling:
-        print(INTERRUPTED, file=sys.stderr)
+        print(_line.decode().rstrip("\n"), file=sys.stderr)
         return INTERRUPTED_CODE
     _say()
     try:
@@ -194,7 +218,7 @@ def _say() -> None:
     blocked = _block()
     _said = True
     try:
-        os.write(2, _LINE)
+        os.write(2, _line)
     except OSError:
         pass
     finally:

@@ -88,6 +88,9 @@ __all__ = ["Backend", "Capabilities", "CAPABILITIES", "SearchPlan", "COMPILED_BA
 #: record an ONNX graph, :mod:`xpseq.export`) and ``"dask"`` (dask.array, lazy: a task
 #: graph computed when a result is asked for).
 NAMES = tuple(n for n, c in CAPABILITIES.items() if c.trains)
+# The backends that trace forward passes only (no gradients): get makes them, resolve
+# (every front door) refuses them.
+_FORWARD_ONLY = tuple(n for n in CAPABILITIES if n not in NAMES)
 #: What a default backend is chosen for: ``"train"`` (training, the demo) or ``"decode"``
 #: (translating, evaluating, heat maps, G2P: a few searches, where start-up and compile
 #: time count as much as a step).
@@ -120,7 +123,7 @@ def capabilities(name: str) -> Capabilities:
     """What the backend called ``name`` can do (:data:`CAPABILITIES`), without importing
     its library. A torch backend made with ``compile=True`` compiles ``"pieces"``."""
     if not isinstance(name, str) or name not in CAPABILITIES:
-        raise ValueError(f"unknown backend {name!r}; choose one of {list(CAPABILITIES)}")
+        raise ValueError(_unknown(name, forward_only=True))
     return CAPABILITIES[name]
 
 
@@ -169,7 +172,7 @@ def get(name: str, device: Any = None, *, compile: bool = False) -> Backend:
     (dtype('float64'), True)
     """
     if not isinstance(name, str) or name not in _CLASSES:
-        raise ValueError(f"unknown backend {name!r}; choose one of {list(CAPABILITIES)}")
+        raise ValueError(_unknown(name, forward_only=True))
     compile = values.flag("backends.get", "compile", compile)
     if compile and name != "torch":
         raise ValueError(f"backends.get({name!r}, compile=True): {COMPILE_APPLIES}")
@@ -269,13 +272,22 @@ def resolve(backend: str | Backend | None, purpose: str = "train") -> Backend:
         return backend
     if backend is None:
         return default(purpose)
-    usable = [n for n, c in CAPABILITIES.items() if c.gradients != "none"]
     if not isinstance(backend, str) or backend not in CAPABILITIES:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {usable}")
-    if backend not in usable:                    # ndonnx and dask: forward passes only
+        raise ValueError(_unknown(backend))
+    if backend not in NAMES:                     # ndonnx and dask: forward passes only
         raise ValueError(f"backend {backend!r} traces forward passes only (an export, a "
-                         f"lazy graph); to {purpose} choose one of {usable}")
+                         f"lazy graph); to {purpose} choose one of {list(NAMES)}")
     return get(backend)
+
+
+def _unknown(name: Any, *, forward_only: bool = False) -> str:
+    """The error of an unknown backend ``name``: the names of :data:`NAMES`, the one list
+    every door (``backends.get``, ``xpseq.load``, ``XPSEQ_BACKEND``, the command's
+    ``--backend``) offers; ``forward_only``: and the forward-only ones (``"onnx"``,
+    ``"dask"``), which :func:`get` also makes."""
+    also = (f" (or the forward-only {', '.join(map(repr, _FORWARD_ONLY))})"
+            if forward_only else "")
+    return f"unknown backend {name!r}; choose one of {list(NAMES)}{also}"
 
 
 def usable_cpus() -> int:

@@ -12,7 +12,8 @@ module                        subcommand
 ============================  ==============================================================
 :mod:`.demo`                  ``demo``: the attention experiment on the toy task
 :mod:`.train`                 ``train`` (its options: :mod:`.train_options`; ``--config``
-                              and ``--resume``: :mod:`.train_config`)
+                              and ``--resume``: :mod:`.train_config`; what a Ctrl-C
+                              leaves: :mod:`.train_watch`)
 :mod:`.translate`             ``translate``: sentences of the arguments or of standard input
 :mod:`.g2p`                   ``g2p``: pronunciations of words or running text
 :mod:`.evaluate`              ``evaluate``: BLEU and exact match; PER and WER for G2P

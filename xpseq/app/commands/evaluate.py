@@ -11,6 +11,7 @@ from typing import Any
 from xpseq import backends
 from xpseq.data import tokens
 from xpseq.io.progress import still
+from xpseq.search import MAX_BEAM
 
 from .. import options as opts
 from ..errors import CommandError
@@ -26,6 +27,9 @@ from .common import (
     toy_task_for,
 )
 
+#: The beam of a G2P model's beam-search row when ``--beam`` is not given.
+G2P_BEAM = 5
+
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """``xpseq evaluate``'s parser and options."""
@@ -36,9 +40,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        "trained; a model trained on a TSV corpus is scored on its plain-text "
                        "output with sacreBLEU's 13a tokenizer, or its char tokenizer for "
                        "characters). A G2P checkpoint (several: "
-                       "their ensemble; --shipped: the shipped model) prints phone and word "
-                       "error rates on the dictionary's test split (or --part dev), for "
-                       "greedy and beam search (k = --beam, 5 by default).")
+                       "their ensemble; --shipped: the shipped model, --shipped --no-stress "
+                       "the stress-free one beside it) prints phone and word error rates on "
+                       "the dictionary's test split (or --part dev), for greedy and beam "
+                       "search (--beam).")
     opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND
                          + "; onnxruntime: CHECKPOINT is an ONNX export (the folder of "
                          "xpseq export --onnx), which decodes there without asking",
@@ -47,7 +52,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("checkpoint", nargs="*", help="the checkpoint, or an ONNX export's folder "
                    "(several G2P checkpoints: their ensemble)")
     p.add_argument("--shipped", action="store_true",
-                   help="evaluate the G2P model that ships with xpseq")
+                   help="evaluate the G2P model that ships with xpseq: the one that predicts "
+                   "stress (xpseq g2p's default), also scored with its stress digits removed")
+    p.add_argument("--no-stress", action="store_true",
+                   help="with --shipped: evaluate the stress-free model that ships beside it "
+                   "(the one that answers xpseq g2p --no-stress)")
     p.add_argument("--test", dest="test_file", help="test pairs as TSV (default: the toy "
                    "task's test buckets, for a toy checkpoint)")
     p.add_argument("--tokens", type=tokens_option, default=None,
@@ -60,13 +69,22 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="g2p: the words to score (default: test)")
     p.add_argument("--limit", type=opts.positive(int), default=None, metavar="N",
                    help="g2p: score only the first N words")
-    opts.search_options(p, n_best=False)
+    beam = opts.search_options(p, n_best=False)["beam"]
+    # One --beam for both tables: BLEU is scored with it (greedy by default), a G2P model
+    # greedy and with beam search of it (5 by default): no value is its default here.
+    beam.default = None
+    beam.help = (f"beam size, at most {MAX_BEAM}; 1 is greedy search (default: greedy "
+                 f"search; a G2P model is scored both greedy and by beam search, with "
+                 f"K = {G2P_BEAM})")
     p.set_defaults(func=run, check=check, parser=p)
     return p
 
 
 def check(args: argparse.Namespace) -> None:
-    opts.check_search(args)
+    """``--no-stress`` with ``--shipped`` only, and the checks of the shared options."""
+    if args.no_stress and not args.shipped:
+        args.parser.error("--no-stress selects the shipped stress-free G2P model: give it "
+                          "with --shipped (a checkpoint is scored as it was trained)")
     opts.check_compile(args)
 
 
@@ -89,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError("a g2p checkpoint is scored on the dictionary's split "
                                "(--part); --test is for TSV checkpoints")
         return _evaluate_g2p(args, decoder)
+    if args.beam is None:
+        args.beam = 1                                   # BLEU: greedy unless asked
     modes = model_tokens(decoder)
     text = modes[1] if tokens.is_text_model(meta) else None     # BLEU on the joined text
     if args.test_file:
@@ -151,37 +171,85 @@ def _evaluate_g2p_model(args: argparse.Namespace) -> int:
                            "model and ensembles decode on " + ", ".join(backends.NAMES))
     backend = command_backend(args.backend, args.compile, "decode")
     try:
-        model = g2p.G2P(None if args.shipped else args.checkpoint, backend=backend)
+        if args.shipped:
+            name, files = shipped_model(g2p.shipped(), stress=not args.no_stress)
+            model = g2p.G2P([g2p.MODEL_DIR / f for f in files], backend=backend)
+        else:
+            name, model = None, g2p.G2P(args.checkpoint, backend=backend)
     except (FileNotFoundError, ValueError) as err:
         raise CommandError(str(err)) from None
-    return _evaluate_g2p(args, model.decoder)
+    return _evaluate_g2p(args, model.decoder, name)
 
 
-def _evaluate_g2p(args: argparse.Namespace, decoder: Any) -> int:
-    """PER and WER of ``decoder`` (a G2P model) on the dictionary's split, greedy and beam
-    search, in ``--precision``."""
+def shipped_model(manifest: dict, *, stress: bool) -> tuple[str, list[str]]:
+    """The shipped G2P model that ``xpseq evaluate --shipped`` scores, in words, and its
+    files.
+
+    Parameters
+    ----------
+    manifest : dict
+        The shipped models' manifest, :func:`xpseq.g2p.shipped`.
+    stress : bool
+        True: the model that answers by default (``--shipped``); False: the one that
+        answers ``stress=False`` (``--shipped --no-stress``), the stress-free model that
+        ships beside a stressed one (the manifest's ``no_stress`` entry), or the shipped
+        model itself when it was trained without stress.
+
+    Returns
+    -------
+    (str, list of str)
+        ``"the shipped model (...)"`` or ``"the shipped stress-free model (...)"`` with the
+        manifest's description of it (``"rnn, average of epochs 23-27"``), and the
+        names of its files in :data:`xpseq.g2p.MODEL_DIR`.
+
+    Raises
+    ------
+    ValueError
+        ``stress`` is True but the shipped model was trained without stress.
+    """
+    entry = manifest
+    if not stress and manifest.get("stress"):
+        entry = manifest.get("no_stress") or manifest      # (else: its digits removed)
+    elif stress and not manifest.get("stress"):
+        raise ValueError("the shipped G2P model was trained without stress: evaluate it "
+                         "with --shipped --no-stress")
+    kind = "the shipped model" if entry.get("stress") else "the shipped stress-free model"
+    described = f" ({entry['model']})" if entry.get("model") else ""
+    return kind + described, list(entry["files"])
+
+
+def _evaluate_g2p(args: argparse.Namespace, decoder: Any, name: str | None = None) -> int:
+    """PER and WER of ``decoder`` (a G2P model; ``name``: the shipped one it is, in words)
+    on the dictionary's split, greedy and beam search (``--beam``; 1: greedy only), in
+    ``--precision``."""
     from xpseq.search import SearchOptions
     from xpseq.tasks import g2p_recipe
     from xpseq.tasks.metrics import format_table
 
     meta = decoder.metadata
     split = g2p_split(bool(meta.get("stress")), int(meta.get("split_seed", 0)))
-    k = args.beam if args.beam > 1 else 5
+    k = G2P_BEAM if args.beam is None else args.beam
     precision = opts.precision_of(args)
-    searches = [("greedy", SearchOptions(precision=precision)),
-                (f"beam k={k}", SearchOptions(method="beam", k=k,
-                                              length_penalty=args.length_penalty,
-                                              alpha=args.alpha, precision=precision))]
+    searches = [("greedy", SearchOptions(precision=precision))]
+    if k > 1:
+        searches.append((f"beam k={k}", SearchOptions(method="beam", k=k,
+                                                      length_penalty=args.length_penalty,
+                                                      alpha=args.alpha, precision=precision)))
     bars = sys.stderr.isatty()           # a bar per search; else a line every few seconds
-    with still(f"decoding the {args.part} words by greedy and beam search (k={k})",
-               enabled=not bars):
+    how = f"greedy and beam search (k={k})" if k > 1 else "greedy search"
+    with still(f"decoding the {args.part} words by {how}", enabled=not bars):
         rows = g2p_recipe.evaluate(decoder, split, part=args.part, searches=searches,
                                    limit=args.limit, progress=bars)
-    print(f"G2P, CMU dictionary with stress {'kept' if meta.get('stress') else 'removed'}: "
+    print(f"G2P{', ' + name if name else ''}, CMU dictionary with stress "
+          f"{'kept' if meta.get('stress') else 'removed'}: "
           f"{rows[0]['words']} {args.part} words, decoded on {decoder.name}")
     plain = ["PER % (stress removed)", "WER % (stress removed)"] if split.stress else []
     print(format_table(["search", "PER %", "WER %", *plain, "words", "seconds"],
                        [[r["search"], r["per"], r["wer"], *([r["per_no_stress"],
                          r["wer_no_stress"]] if plain else []), r["words"], r["seconds"]]
                         for r in rows]))
+    if name and split.stress:
+        print("xpseq: note: the stress-removed columns are this model's answers with their "
+              "stress digits dropped; xpseq evaluate --shipped --no-stress scores the "
+              "stress-free model that answers xpseq g2p --no-stress", file=sys.stderr)
     return 0

@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from xpseq import backends, models
 from xpseq.data import tokens
@@ -17,7 +18,7 @@ from xpseq.models.protocol import check_fits
 
 from .. import options as opts
 from .. import outputs
-from ..errors import CommandError
+from ..errors import CommandError, explain_interruption, was_interrupted
 from . import train_options
 from .common import command_backend, g2p_split, read_tsv, toy_task_for
 
@@ -251,12 +252,15 @@ def _train(args: argparse.Namespace, backend: backends.Backend) -> int:
                                progress=not args.no_progress, devices=args.devices,
                                precision=opts.precision_of(args), gradients=args.gradients)
     metadata["options"] = _stored_options(args, options)
-    _, result = train_model(task, backend, config, settings, batch_size=options["batch_size"],
-                            max_tokens=options.get("max_tokens"), shapes=shapes,
-                            dtype=args.dtype, checkpoint=args.out, metadata=metadata,
-                            callbacks=[EarlyStopping(patience=3), *_time_limit(args),
-                                       _metrics_log(args.out)],
-                            resume=resumed)
+    watch = _epoch_watch(args, resumed)
+    with _explained(watch, args.writes):
+        _, result = train_model(task, backend, config, settings,
+                                batch_size=options["batch_size"],
+                                max_tokens=options.get("max_tokens"), shapes=shapes,
+                                dtype=args.dtype, checkpoint=args.out, metadata=metadata,
+                                callbacks=[EarlyStopping(patience=3), *_time_limit(args),
+                                           watch, _metrics_log(args.out)],
+                                resume=resumed)
     if _nothing_trained(args, resumed, result):
         return 0
     last = result.history[-1]
@@ -348,6 +352,30 @@ def _resumed(args: argparse.Namespace) -> Any:
     return loaded
 
 
+def _epoch_watch(args: argparse.Namespace, resumed: Any) -> Any:
+    """The callback that knows, when a Ctrl-C comes, the epoch under way and the one the
+    checkpoint ``--out`` holds (:class:`.train_watch.EpochWatch`)."""
+    from .train_watch import EpochWatch
+
+    resumes_out = resumed is not None and os.path.exists(args.out) and os.path.samefile(
+        args.resume, args.out)
+    held = int(resumed.train_state.get("epoch", 0)) if resumes_out else None
+    return EpochWatch(args.out, held, " --compile" if args.compile else "")
+
+
+@contextlib.contextmanager
+def _explained(watch: Any, writes: bool) -> Iterator[None]:
+    """A Ctrl-C within says what it interrupted and how to continue, on its one line
+    (:func:`xpseq.app.errors.explain_interruption`), in the process that ``writes`` the
+    checkpoint."""
+    try:
+        yield
+    except BaseException as err:
+        if writes and (isinstance(err, KeyboardInterrupt) or was_interrupted()):
+            explain_interruption(watch.interruption())
+        raise
+
+
 def _metrics_log(out: str) -> Any:
     """The metrics log of ``train --out M.safetensors``: ``M.metrics.csv``, and TensorBoard
     event files in ``M.tb/`` when tensorboardX or ``tensorboard`` is installed."""
@@ -390,13 +418,15 @@ def _train_g2p(args: argparse.Namespace, backend: backends.Backend, resumed: Any
           f"{recipe['epochs']} epochs or {recipe['time_limit_minutes']} minutes",
           file=sys.stderr)
     start = time.perf_counter()
-    _, result, _ = g2p_recipe.train(split, backend, checkpoint=args.out, seed=args.seed,
-                             dtype=args.dtype, progress=not args.no_progress,
-                             devices=args.devices, callbacks=[_metrics_log(args.out)],
-                             precision=opts.precision_of(args),
-                             resume=resumed,
-                             metadata={"options": _stored_options(args, {}),
-                                       "data_files": data_files}, **overrides)
+    watch = _epoch_watch(args, resumed)
+    with _explained(watch, args.writes):
+        _, result, _ = g2p_recipe.train(split, backend, checkpoint=args.out, seed=args.seed,
+                                        dtype=args.dtype, progress=not args.no_progress,
+                                        devices=args.devices,
+                                        callbacks=[watch, _metrics_log(args.out)],
+                                        precision=opts.precision_of(args), resume=resumed,
+                                        metadata={"options": _stored_options(args, {}),
+                                                  "data_files": data_files}, **overrides)
     if _nothing_trained(args, resumed, result):
         return 0
     best = result.history[-1 if result.best_epoch is None else result.best_epoch - 1]
