@@ -253,7 +253,13 @@ def test_corpus_bleu_is_sacrebleu_with_tokenize_none():
 
 
 def test_perfect_translations_score_100_and_exact_1():
-    assert corpus_bleu(REFS, REFS).score == pytest.approx(100.0)
+    # exactly 100: sacrebleu's own geometric mean gives 100.00000000000004 here
+    assert sacrebleu.corpus_bleu([" ".join(r) for r in REFS], [[" ".join(r) for r in REFS]],
+                                 tokenize="none").score != 100.0
+    assert corpus_bleu(REFS, REFS).score == 100.0
+    assert corpus_bleu(REFS, REFS, text="word").score == 100.0
+    # one n-gram short of perfect, or a hypothesis shorter than its reference: below 100
+    assert corpus_bleu(REFS[:2] + [["p", "q", "r"], ["n"]], REFS).score < 100.0
     assert exact_match(REFS, REFS) == 1.0
     assert exact_match([["a"], ["b"]], [["a"], ["c"]]) == 0.5
 

@@ -78,7 +78,12 @@ def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], *,
     metric = BLEU(tokenize="none" if text is None else TEXT_TOKENIZERS[text])
     score = metric.corpus_score([tokens.join(h, mode) for h in hypotheses],
                                 [[tokens.join(r, mode) for r in references]])
-    return Bleu(float(score.score), str(metric.get_signature()))
+    value = float(score.score)
+    # Every n-gram matched and no brevity penalty: exactly 100 (sacreBLEU's geometric mean,
+    # exp(mean(log(100 c / t))), rounds it to 100.00000000000004).
+    if score.bp == 1.0 and all(t > 0 and c == t for c, t in zip(score.counts, score.totals)):
+        value = 100.0
+    return Bleu(value, str(metric.get_signature()))
 
 
 def exact_match(hypotheses: Sequence[Tokens], references: Sequence[Tokens]) -> float:
