@@ -18,6 +18,7 @@ import pytest
 from helpers import installed, np_name, other_backend
 
 from xpseq import backends
+from xpseq.io.install import install_hint
 from xpseq.backends import NAMES, Backend
 from xpseq.core.vjp import defvjp
 
@@ -44,7 +45,7 @@ def test_available_leaves_out_a_missing_library(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", fake)
     monkeypatch.setattr(backends, "_cache", {})
     assert "torch" not in backends.available()
-    with pytest.raises(ModuleNotFoundError, match=re.escape("xpseq[torch]")):
+    with pytest.raises(ModuleNotFoundError, match=re.escape(install_hint("torch"))):
         backends.get("torch")
 
 

@@ -68,6 +68,7 @@ import sys
 from typing import Any, Iterator
 
 from xpseq.core import checks, values
+from xpseq.io.install import install_hint
 
 from ._base import CAPABILITIES, COMPILED_BATCH_SIZES, Backend, Capabilities, SearchPlan
 
@@ -209,7 +210,7 @@ def _make(name: str, device: Any, compile: bool = False) -> Backend:
     module = _MODULES.get(name, name)
     if importlib.util.find_spec(module) is None:
         raise ModuleNotFoundError(
-            f"backend {name!r} needs the {module} package: pip install 'xpseq[{_EXTRAS[name]}]'"
+            f"backend {name!r} needs the {module} package: {install_hint(_EXTRAS[name])}"
         )
     module_name, class_name = _CLASSES[name]
     cls = getattr(importlib.import_module(module_name, __name__), class_name)

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from xpseq.io.install import install_hint
+
 from .vocab import UNK
 
 __all__ = ["SUBWORD_MODES", "DEFAULT_VOCAB_SIZE", "VOCAB_SIZE_RANGE", "MISSING",
@@ -45,7 +47,7 @@ DEFAULT_VOCAB_SIZE = 1000
 VOCAB_SIZE_RANGE = (16, 1_000_000)
 #: The one line that says the package is missing and how to install it.
 MISSING = ("bpe and unigram tokens need the 'tokenizers' package (Hugging Face): "
-           "pip install 'xpseq[subword]'")
+           + install_hint("subword"))
 
 
 def _library() -> Any:

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from xpseq import backends
 from xpseq.core import checks
 from xpseq.io import files, reading
+from xpseq.io.install import install_hint
 
 from .. import options as opts
 from ..errors import CommandError, oserror_message
@@ -275,5 +276,5 @@ def check_export_folder(path: str, args: argparse.Namespace) -> None:
     import importlib.util
 
     if importlib.util.find_spec("onnxruntime") is None:
-        raise CommandError("--backend onnxruntime needs onnxruntime: pip install "
-                           "'xpseq[onnx]'")
+        raise CommandError("--backend onnxruntime needs onnxruntime: "
+                           + install_hint("onnx"))
