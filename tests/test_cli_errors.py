@@ -196,6 +196,15 @@ def cases(folder: pathlib.Path) -> dict[str, Case]:
                                folder / "one.tsv"], 1, "not valid UTF-8"),
         "tsv needs files": Case(["train", "--task", "tsv", "--out", folder / "t.safetensors"],
                                 1, "--task tsv needs --train FILE and --dev FILE"),
+        "evaluate two on a tsv": Case(["evaluate", good, good, "--test", folder / "one.tsv"],
+                                      1, "several checkpoints are scored as one G2P "
+                                      "ensemble on the CMU dictionary's test split, which "
+                                      "takes no --test; to compare models on a test set, "
+                                      "evaluate each in its own call: xpseq evaluate "),
+        "evaluate shipped on a tsv": Case(["evaluate", "--shipped", "--test",
+                                           folder / "one.tsv"], 1,
+                                          "--shipped scores the shipped G2P model on the CMU "
+                                          "dictionary's test split, which takes no --test"),
         "evaluate tsv folder": Case(["evaluate", good, "--test", folder / "a_folder",
                                      "--backend", "numpy"], 1, "is a folder"),
         # outputs that train must not write over (UNTOUCHED), and its other files

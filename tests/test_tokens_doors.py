@@ -327,6 +327,21 @@ def test_evaluate_reads_the_test_set_as_trained_and_scores_the_text(models, data
     assert re.search(rf"^BLEU: sacrebleu \S*tok:{tok}\|\S*$", done.stdout, re.M), show(done)
 
 
+def test_evaluate_refuses_tokens_other_than_the_checkpoints(models, data):
+    """A checkpoint that stores its tokens reads its test set that way: ``--tokens`` of
+    another mode would score a model on input it cannot read (silently near 0 BLEU)."""
+    done = xpseq_run("evaluate", models["char"], "--test", data["dev"], "--tokens", "word",
+                     "--backend", "numpy")
+    assert done.returncode == 1, show(done)
+    assert done.stderr.strip() == (
+        f"xpseq: error: --tokens word: {models['char']} was trained with tokens char,char and "
+        "reads its test set that way; give no --tokens (it is for checkpoints that do not "
+        "store their tokens)"), show(done)
+    done = xpseq_run("evaluate", models["word,char"], "--test", data["dev"], "--tokens",
+                     "word,char", "--backend", "numpy")
+    assert_ok(done)                                      # the same modes: accepted
+
+
 def test_bleu_of_text_is_sacrebleu_on_the_joined_strings():
     import sacrebleu
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -61,8 +62,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "task's test buckets, for a toy checkpoint)")
     p.add_argument("--tokens", type=tokens_option, default=None,
                    metavar="{word,char}[,{word,char}]",
-                   help="how --test lines are split into tokens (default: as the model was "
-                   "trained, train --tokens)")
+                   help="how --test lines are split into tokens, for a checkpoint that does "
+                   "not store its tokens (default: as the model was trained, train --tokens)")
     p.add_argument("--task", choices=("toy", "tsv", "g2p"), default=None,
                    help="what the checkpoint was trained on (default: its metadata says)")
     p.add_argument("--part", choices=("test", "dev"), default="test",
@@ -111,6 +112,13 @@ def run(args: argparse.Namespace) -> int:
         args.beam = 1                                   # BLEU: greedy unless asked
     modes = model_tokens(decoder)
     text = modes[1] if tokens.is_text_model(meta) else None     # BLEU on the joined text
+    if args.tokens is not None and "tokens" in meta:
+        asked = tokens.modes(args.tokens, "--tokens")
+        if tuple(map(str, asked)) != tuple(map(str, modes)):
+            raise CommandError(f"--tokens {args.tokens}: {args.checkpoint} was trained with "
+                               f"tokens {','.join(map(str, modes))} and reads its test set "
+                               "that way; give no --tokens (it is for checkpoints that do "
+                               "not store their tokens)")
     if args.test_file:
         pairs = read_tsv(args.test_file, args.tokens or modes, "--test")
         name = os.path.basename(args.test_file) or args.test_file
@@ -162,8 +170,15 @@ def _evaluate_g2p_model(args: argparse.Namespace) -> int:
     if args.shipped and args.checkpoint:
         raise CommandError("--shipped evaluates the shipped model; give no CHECKPOINT with it")
     if args.test_file or args.task not in (None, "g2p"):
-        raise CommandError("the shipped model and ensembles of checkpoints are G2P models, "
-                           "scored on the dictionary's split (no --test, --task g2p)")
+        given = "--test" if args.test_file else f"--task {args.task}"
+        what = ("--shipped scores the shipped G2P model" if args.shipped else
+                "several checkpoints are scored as one G2P ensemble")
+        one_each = (f"; to compare models on a test set, evaluate each in its own call: "
+                    f"xpseq evaluate {shlex.quote(args.checkpoint[0])} --test "
+                    f"{shlex.quote(args.test_file)}"
+                    if args.test_file and not args.shipped else "")
+        raise CommandError(f"{what} on the CMU dictionary's test split, which takes no "
+                           f"{given}{one_each}")
     check_exist(None if args.shipped else args.checkpoint)
     if args.backend == EXPORT_ENGINE:
         raise CommandError(f"--backend {EXPORT_ENGINE} decodes one ONNX export (xpseq export "

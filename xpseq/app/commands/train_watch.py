@@ -89,6 +89,7 @@ class EpochWatch(Callback):
         from xpseq.train import checkpoint
 
         try:
-            return int(checkpoint.load(self.out).train_state["epoch"])
+            state = checkpoint.load(self.out).train_state
         except Exception:  # noqa: BLE001 (a Ctrl-C's line: what is known, whatever failed)
             return self.held
+        return self.held if not state or "epoch" not in state else int(state["epoch"])
