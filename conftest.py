@@ -23,6 +23,9 @@ selected backend whose library is not installed is skipped, and ``-ra`` lists th
 from __future__ import annotations
 
 import os
+import pathlib
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -105,6 +108,58 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(1)
+    if not hasattr(config, "workerinput"):                 # (not in a worker)
+        config.pluginmanager.register(Heartbeat(), "xpseq-heartbeat")
+
+
+class Heartbeat:
+    """A line on the terminal whenever no test has ended for :attr:`EVERY` seconds: the
+    tests under way, longest first, with how long each has run (its module's fixtures
+    count as its set-up). In a run with workers (pytest-xdist, as ``make test`` runs) the
+    controller writes it, from the start and end of each test that the workers report."""
+
+    EVERY = 10.0
+
+    def __init__(self) -> None:
+        self.reporter: Any = None
+        self.started: dict[str, float] = {}
+        self.last = time.monotonic()
+        self.lock = threading.Lock()
+        self.finished = threading.Event()
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # The controller of a run with workers: a plain run captures what a thread
+        # writes while a test runs (none with -p no:terminal).
+        self.reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if self.reporter is not None and session.config.getoption("dist", "no") != "no":
+            threading.Thread(target=self.watch, name="xpseq-heartbeat", daemon=True).start()
+
+    def pytest_sessionfinish(self) -> None:
+        self.finished.set()
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        with self.lock:
+            self.started[nodeid] = time.monotonic()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            with self.lock:
+                self.started.pop(report.nodeid, None)
+                self.last = time.monotonic()
+
+    def watch(self) -> None:
+        while not self.finished.wait(1.0):
+            with self.lock:
+                now = time.monotonic()
+                if now - self.last < self.EVERY:
+                    continue
+                self.last = now
+                running = sorted(self.started.items(), key=lambda item: item[1])
+            if running:
+                line = "; ".join(f"{nodeid} ({now - t:.0f} s)" for nodeid, t in running)
+            else:
+                line = "collecting and starting"
+            self.reporter.write_line(f"[under way: {line}]")
 
 
 #: The files that take longest, longest first (seconds of test time measured on 2 cores:
@@ -118,7 +173,25 @@ LONGEST_FIRST = ("tests/test_findings.py", "parity_tests/test_models.py", "tests
                  "tests/test_transformer.py", "parity_tests/test_gradients.py")
 
 
+def long_tests() -> set[str]:
+    """The node ids in ``tests/long_tests.txt``: tests of the quick tier measured at 3 s or
+    more (``scripts/split_test_tiers.py``), which run in the slow tier; none when
+    ``XPSEQ_QUICK_TIER_ALL`` is set (the script's measuring run)."""
+    if os.environ.get("XPSEQ_QUICK_TIER_ALL"):
+        return set()
+    listed = pathlib.Path(__file__).parent / "tests" / "long_tests.txt"
+    lines = listed.read_text(encoding="utf-8").splitlines() if listed.exists() else []
+    return {line.split(None, 1)[1].strip() for line in lines
+            if line.strip() and not line.startswith("#")}
+
+
+@pytest.hookimpl(tryfirst=True)            # before -m selects by the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    long = long_tests()
+    for item in items:
+        if item.nodeid in long:
+            item.add_marker(pytest.mark.slow)
+
     def rank(item: pytest.Item) -> int:
         path = item.nodeid.split("::", 1)[0]
         return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
