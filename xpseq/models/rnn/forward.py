@@ -20,8 +20,8 @@ from xpseq.core import delegation, kernels, vjp
 
 from .config import Seq2SeqConfig, group_params
 
-__all__ = ["encode_vjp", "decoder_step", "decoder_step_parts", "decoder", "decoder_spec",
-           "decoder_params", "attended_arrays", "target_span", "o_keep_mask"]
+# No __all__: the package's function ``forward`` (xpseq.models.rnn.forward) hides this
+# module's name in the API reference, and its names are the package's internals (above).
 
 
 def decoder_step(g: Mapping[str, Any], config: Seq2SeqConfig, emb: Any,
