@@ -43,7 +43,7 @@ demo: $(DEMO_STAMP)
 # model parity tests compile a covering subset of the 26 configurations (every attention,
 # cell and style; numpy, torch and array_api_strict run all 26), and the long checks
 # (marked slow) are left to `make test-slow`, to keep the suite under 5 minutes on 2 cores:
-# so are the tests whose call was measured at 3 s or more (tests/long_tests.txt, written by
+# so are the tests whose call was measured at 2 s or more (tests/long_tests.txt, written by
 # scripts/split_test_tiers.py). While no test ends for 10 s, a line names those under way.
 # `make test-full` (or plain pytest) runs everything and compiles all 26.
 test: $(STAMP)

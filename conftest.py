@@ -174,7 +174,7 @@ LONGEST_FIRST = ("tests/test_findings.py", "parity_tests/test_models.py", "tests
 
 
 def long_tests() -> set[str]:
-    """The node ids in ``tests/long_tests.txt``: tests of the quick tier measured at 3 s or
+    """The node ids in ``tests/long_tests.txt``: tests of the quick tier measured at 2 s or
     more (``scripts/split_test_tiers.py``), which run in the slow tier; none when
     ``XPSEQ_QUICK_TIER_ALL`` is set (the script's measuring run)."""
     if os.environ.get("XPSEQ_QUICK_TIER_ALL"):

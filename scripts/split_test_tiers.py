@@ -27,7 +27,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LIST = ROOT / "tests" / "long_tests.txt"
 #: A test whose call takes this long (seconds, on the run's machine) leaves the quick tier.
-LIMIT = 3.0
+LIMIT = 2.0
 _LINE = re.compile(r"^(\d+(?:\.\d+)?)s call\s+(\S.*)$")
 
 
