@@ -185,12 +185,15 @@ def test_rule_on_other_array_libraries(case: Case, name: str) -> None:
 
 
 def test_case_list_covers_every_rule() -> None:
-    """Every public rule of xpseq.core.vjp has a case above (defvjp is tested below)."""
+    """Every public rule of xpseq.core.vjp has a case above (defvjp is tested below), and
+    so have the models' chains of them (multi-head attention, backpropagation through
+    time)."""
     covered = {case.id.split("-")[0] for case in CASES}
     covered = {"additive_from_projections" if c == "additive" else c for c in covered}
     # lstm_back, gru_back and softmax_back are the second halves of lstm_step, gru_step
-    # and masked_softmax (tested there).
+    # and masked_softmax (tested there); sequence_step_back is run_sequence's step.
     rules = set(vjp.__all__) - {"defvjp", "CELL_STEPS", "CELL_BACKS", "lstm_back", "gru_back",
-                                "softmax_back"}
+                                "softmax_back", "sequence_step_back"}
     assert rules <= covered, sorted(rules - covered)
+    assert {"multi_head_attention", "attention_over_heads", "run_sequence"} <= covered
     assert vjp.CELL_STEPS == {"lstm": vjp.lstm_step, "gru": vjp.gru_step}

@@ -30,6 +30,7 @@ from vjp_cases import (
 import xpseq.core as C
 from xpseq import backends
 from xpseq.core import kernels, vjp
+from xpseq.models.rnn import backward as rnn_backward
 from xpseq.testing import GRAD_ATOL, GRAD_RTOL, assert_matches
 
 # ------------------------------------------- the recurrences' custom_vjp on JAX and torch
@@ -236,7 +237,7 @@ def test_run_sequence_padding_and_empty_rows(cell: str, reverse: bool) -> None:
     a = seq_inputs(r, cell, T)
     p = {n: a[n] for n in PARAMS}
     s0 = tuple(a[n] for n in state_names(cell))
-    (out, final), bp = vjp.run_sequence(cell, p, a["xs"], lengths, s0, reverse=reverse,
+    (out, final), bp = rnn_backward.run_sequence(cell, p, a["xs"], lengths, s0, reverse=reverse,
                                         xp=NP.xp)
     ref_out, ref_final = kernels.run_sequence(cell, p, a["xs"], lengths, s0, reverse=reverse,
                                        scan=None, xp=NP.xp)
@@ -281,7 +282,7 @@ def test_run_sequence_all_empty_passes_state_gradient_through(cell: str) -> None
         p = {n: a[n] for n in PARAMS}
         s0 = tuple(a[n] for n in state_names(cell))
         lengths = np.zeros(B, dtype=np.int64)
-        (out, final), bp = vjp.run_sequence(cell, p, a["xs"], lengths, s0, reverse=False,
+        (out, final), bp = rnn_backward.run_sequence(cell, p, a["xs"], lengths, s0, reverse=False,
                                             xp=NP.xp)
         assert out.shape == (B, steps, H)
         assert np.all(out == 0.0)

@@ -15,6 +15,8 @@ import xpseq.core as C
 from xpseq import backends
 from xpseq.core import blockwise, kernels, vjp
 from xpseq.core.masking import lengths_for
+from xpseq.models.rnn import backward as rnn_backward
+from xpseq.models.transformer import backward as transformer_backward
 
 NP = backends.get("numpy")
 
@@ -248,7 +250,7 @@ def attention_rule(rule, names, kv, xp, a, c):
 
 
 def mha_rule(xp, a, c):
-    return attention_rule(vjp.multi_head_attention, MHA, ("k", "v"), xp, a, c)
+    return attention_rule(transformer_backward.multi_head_attention, MHA, ("k", "v"), xp, a, c)
 
 
 def mha_ref(xp, a, c):
@@ -276,7 +278,8 @@ OVER_HEADS = ("W_q", "b_q", "W_o", "b_o")
 
 
 def over_heads_rule(xp, a, c):
-    return attention_rule(vjp.attention_over_heads, OVER_HEADS, ("kh", "vh"), xp, a, c)
+    return attention_rule(transformer_backward.attention_over_heads, OVER_HEADS, ("kh", "vh"),
+                          xp, a, c)
 
 
 def over_heads_ref(xp, a, c):
@@ -449,7 +452,7 @@ def run_sequence_rule(xp, a, c):
     cell = c["cell"]
     p = {n: a[n] for n in PARAMS}
     s0 = tuple(a[n] for n in state_names(cell))
-    (out, final), bp = vjp.run_sequence(cell, p, a["xs"], c["lengths"], s0,
+    (out, final), bp = rnn_backward.run_sequence(cell, p, a["xs"], c["lengths"], s0,
                                         reverse=c["reverse"], xp=xp)
     assert isinstance(final, tuple) and len(final) == len(s0)
 

@@ -20,6 +20,7 @@ from xpseq.models.rnn.backward import (
     _gradients,
     fresh_names,
     gradient_terms,
+    run_sequence,
 )
 from xpseq.models.rnn.config import group_params
 from xpseq.models.rnn.forward import decoder_params, decoder_step_parts, encode_vjp
@@ -38,7 +39,7 @@ def one_step(config: Seq2SeqConfig, seed: int = 0):
     g = group_params(params, config)
     src = rng.integers(3, config.src_vocab, size=(2, 4))
     src_len = np.array([4, 2])
-    encoded, _ = encode_vjp(g, config, src, src_len, runner=vjp.run_sequence, xp=np)
+    encoded, _ = encode_vjp(g, config, src, src_len, runner=run_sequence, xp=np)
     emb = kernels.embedding(np.array([1, 5]), params["tgt_embed"], xp=np)
     p = decoder_params(g, config)
     new, o, _, saved = decoder_step_parts(p, config, emb, encoded["state"], encoded, None,

@@ -14,8 +14,13 @@ When a block raises the maximum from ``m`` to ``m'``, the old sums are rescaled 
 ``acc / l`` is exactly the softmax-weighted sum (up to rounding: the same sums, taken in
 another order). No ``(Q, K)`` array is ever built: the largest is a block's ``(block_q,
 block_k)`` scores. The row's log-sum-exp ``lse = m + log l`` is saved for the backward pass
-(:func:`xpseq.core.vjp.blockwise_attention`), which recomputes each block's weights
-``exp(s - lse)`` instead of storing them.
+(:func:`backward`, derived in its docstring; :func:`xpseq.core.vjp.blockwise_attention` is
+the pair as a rule), which recomputes each block's weights ``exp(s - lse)`` instead of
+storing them.
+
+The loops over blocks are the ``scan`` the caller passes (the backend's ``backend.scan``,
+as the models pass it); a caller with no backend passes none and gets the arrays' own loop,
+:func:`xpseq.core.delegation.scan` (``jax.lax.scan`` on JAX, a Python loop elsewhere).
 
 Masking is the plain path's, block by block: ``valid_lens`` ``(B,)`` or ``(B, Q)``, a
 boolean ``mask`` broadcasting to the scores, and ``causal`` (query ``i`` sees keys ``j <=
@@ -95,7 +100,8 @@ def blockwise_attention(q: Any, k: Any, v: Any, *, valid_lens: Any = None, mask:
 
     Peak memory is ``O(B·H·(Q·d + block_q·block_k))`` instead of ``O(B·H·Q·K)``: the
     weights are never formed (see the module docstring for the algorithm). For gradients:
-    :func:`xpseq.core.vjp.blockwise_attention` (the hand-derived rule) and
+    :func:`backward` (the hand-derived backward pass; :func:`xpseq.core.vjp.blockwise_attention`
+    pairs it with the forward as a rule) and
     :func:`hand_derived_attention` (that rule attached for JAX, PyTorch and NumPy). On
     PyTorch's CPU tensors, with masks over keys only and a key for every query row, the
     context is PyTorch's fused kernel's
@@ -301,19 +307,21 @@ def block_weights(s: Any, shift: Any, keep: Any, *, xp: Any) -> Any:
 
 
 def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: int,
-            block_k: int, *, xp: Any) -> tuple[Any, Any, Any]:
+            block_k: int, *, xp: Any,
+            scan: Callable[..., Any] | None = None) -> tuple[Any, Any, Any]:
     """The unchecked forward pass: ``(context (..., Q, d_v), lse (..., Q, 1), kept (...,
     Q))`` where ``lse`` is each row's log-sum-exp of its kept scores (0 for a row without
     one) and ``kept`` whether the row has a kept key. Narrow dtypes (bfloat16) are computed
     in float32 and the context returned in their dtype.
 
-    Two nested ``scan`` loops (:func:`xpseq.core.delegation.scan`: ``jax.lax.scan`` on
-    JAX, whose program then holds one copy of each loop's body whatever the length, and a
-    Python loop elsewhere): over query blocks, and inside each over key blocks, carrying
-    the running ``(m, l, acc)``."""
+    Two nested loops of ``scan`` (the backend's ``backend.scan``; ``None``:
+    :func:`xpseq.core.delegation.scan`, ``jax.lax.scan`` on JAX, whose program then holds
+    one copy of each loop's body whatever the length, and a Python loop elsewhere): over
+    query blocks, and inside each over key blocks, carrying the running ``(m, l, acc)``."""
     if kernels.is_narrow(q.dtype, xp=xp):
         q32, k32, v32 = (xp.astype(x, xp.float32) for x in (q, k, v))
-        out, lse, kept = forward(q32, k32, v32, blocks, scale, block_q, block_k, xp=xp)
+        out, lse, kept = forward(q32, k32, v32, blocks, scale, block_q, block_k, xp=xp,
+                                 scan=scan)
         return xp.astype(out, q.dtype), lse, kept
     device = compat.device(q)
     lead = _lead(q, k, v)
@@ -323,7 +331,7 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
                 xp.zeros((*lead, n_q, 1), dtype=q.dtype, device=device),
                 xp.zeros((*lead, n_q), dtype=xp.bool, device=device))
     t = Tiles.of(blocks, n_q, n_k, block_q, block_k, xp=xp, device=device)
-    scan = delegation.scan(xp)
+    loop = scan or delegation.scan(xp)
     keys = {"k": t.keys(k, xp=xp), "v": t.keys(v, xp=xp), "cols": t.cols}
 
     def row_block(_: Any, x: Any) -> tuple[None, tuple[Any, Any, Any]]:
@@ -342,7 +350,7 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
                  xp.zeros((*lead, t.block_q, 1), dtype=q.dtype, device=device),
                  xp.zeros((*lead, t.block_q, d_v), dtype=q.dtype, device=device))
         inner = keys if "mask" not in x else {**keys, "mask": x["mask"]}
-        (m, l, acc), _ = scan(key_block, start, inner)
+        (m, l, acc), _ = loop(key_block, start, inner)
         has = l > 0
         safe = xp.where(has, l, 1.0)
         lse = xp.where(has, xp.where(xp.isfinite(m), m, 0.0) + xp.log(safe), 0.0)
@@ -352,22 +360,37 @@ def forward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: in
     for name in ("lens", "mask"):
         if getattr(t, name) is not None:
             rows[name] = getattr(t, name)
-    _, (out, lse, kept) = scan(row_block, None, rows)
+    _, (out, lse, kept) = loop(row_block, None, rows)
     return joined(out, n_q, xp=xp), joined(lse, n_q, xp=xp), joined(kept, n_q, xp=xp)[..., 0]
 
 
 def backward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: int,
-             block_k: int, out: Any, lse: Any, d_out: Any, *,
-             xp: Any) -> tuple[Any, Any, Any]:
-    """The backward pass of :func:`forward` (derived in the docstring of
-    :func:`xpseq.core.vjp.blockwise_attention`) from what it saved (the context ``out``
-    and the rows' log-sum-exp ``lse``): ``(dq, dk, dv)`` for the context's cotangent
-    ``d_out``.
+             block_k: int, out: Any, lse: Any, d_out: Any, *, xp: Any,
+             scan: Callable[..., Any] | None = None) -> tuple[Any, Any, Any]:
+    """The hand-derived backward pass of :func:`forward` from what it saved (the context
+    ``out (..., Q, d_v)`` and the rows' log-sum-exp ``lse (..., Q, 1)``): ``(dq, dk, dv)``,
+    shaped as ``q``, ``k`` and ``v``, for the context's cotangent ``d_out (..., Q, d_v)``.
 
-    A ``scan`` over key blocks (:func:`xpseq.core.delegation.scan`), and inside it one
-    over query blocks: each key block's ``dk_j`` and ``dv_j`` are sums over the query
-    blocks (the inner loop's carry), and ``dq`` gathers every key block's part (the outer
-    loop's carry)."""
+    For a query row ``i``, ``s_ij = scale · q_i · k_j``, the weights ``P_ij = exp(s_ij -
+    lse_i)`` (``lse_i`` the row's log-sum-exp over its kept keys, saved by the forward
+    pass; ``P_ij = 0`` for a masked key) and ``o_i = Σ_j P_ij v_j``. With ``do_i`` the
+    cotangent of ``o_i``:
+
+    * ``dv_j = Σ_i P_ij do_i``;
+    * ``dP_ij = do_i · v_j``, and the softmax's backward ``ds_ij = P_ij (dP_ij - Σ_l P_il
+      dP_il)``. The row term is ``Σ_l P_il (do_i · v_l) = do_i · o_i =: D_i``: it needs the
+      row's output, not its weights, so ``D = rowsum(do ⊙ o)`` is computed once and
+      ``ds = P ⊙ (dP - D)`` block by block;
+    * ``dq_i = scale Σ_j ds_ij k_j`` and ``dk_j = scale Σ_i ds_ij q_i``.
+
+    Each block's ``P`` is recomputed from ``q``, ``k`` and ``lse`` instead of being
+    stored: the memory stays linear in the lengths, for one more block product per block.
+    A row without a kept key has ``P = 0``, so it gives and gets no gradient.
+
+    A loop of ``scan`` (as in :func:`forward`) over key blocks, and inside it one over
+    query blocks: each key block's ``dk_j`` and ``dv_j`` are sums over the query blocks
+    (the inner loop's carry), and ``dq`` gathers every key block's part (the outer loop's
+    carry)."""
     device = compat.device(q)
     lead = tuple(d_out.shape[:-2])
     n_q, n_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
@@ -382,7 +405,7 @@ def backward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: i
     keys = {"k": t.keys(k, xp=xp), "v": t.keys(v, xp=xp), "cols": t.cols}
     if t.mask is not None:                    # (key blocks, query blocks, ...)
         keys["mask"] = xp.permute_dims(t.mask, (1, 0, *range(2, t.mask.ndim)))
-    scan = delegation.scan(xp)
+    loop = scan or delegation.scan(xp)
 
     def key_block(dq: Any, y: Any) -> tuple[Any, tuple[Any, Any]]:
         kj, vj = y["k"], y["v"]
@@ -399,18 +422,19 @@ def backward(q: Any, k: Any, v: Any, blocks: BlockMask, scale: float, block_q: i
         start = (xp.zeros((*lead, t.block_k, d), dtype=q.dtype, device=device),
                  xp.zeros((*lead, t.block_k, v.shape[-1]), dtype=q.dtype, device=device))
         inner = queries if "mask" not in y else {**queries, "mask": y["mask"]}
-        sums, dq_parts = scan(query_block, start, inner)
+        sums, dq_parts = loop(query_block, start, inner)
         return dq + dq_parts, sums
 
     dq0 = xp.zeros((t.rows.shape[0], *lead, t.block_q, d), dtype=q.dtype, device=device)
-    dq, (dk, dv) = scan(key_block, dq0, keys)
+    dq, (dk, dv) = loop(key_block, dq0, keys)
     return (kernels.unbroadcast(joined(dq, n_q, xp=xp), q.shape, xp=xp),
             kernels.unbroadcast(joined(dk, n_k, xp=xp), k.shape, xp=xp),
             kernels.unbroadcast(joined(dv, n_k, xp=xp), v.shape, xp=xp))
 
 
 def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k: int,
-                           custom_vjp: Callable[..., Any], xp: Any) -> Callable[..., Any]:
+                           custom_vjp: Callable[..., Any], xp: Any,
+                           scan: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """Blockwise attention with its hand-derived gradient attached, for the models.
 
     Returns ``attention(q, k, v, lens, mask) -> context`` (unchecked: ``lens`` from
@@ -418,7 +442,9 @@ def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k:
     ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``: a ``jax.custom_vjp`` on JAX, a
     ``torch.autograd.Function`` on PyTorch, the rule that ``value_and_grad`` runs on NumPy).
     The forward pass keeps the context and each row's log-sum-exp; the backward pass is
-    :func:`backward`, which recomputes each block's weights from them. Automatic
+    :func:`backward`, which recomputes each block's weights from them; both loop with
+    ``scan`` (the backend's ``backend.scan``; ``None``: :func:`xpseq.core.delegation.scan`,
+    as in :func:`forward`). Automatic
     differentiation through :func:`xpseq.core.blockwise.forward` is the other way to the
     gradient: it stores each block's intermediate arrays instead.
 
@@ -428,8 +454,8 @@ def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k:
     backward (memory linear too); elsewhere, and where it does not apply, the rule above.
     """
     def run(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> tuple[Any, Any]:
-        out, lse, _ = forward(q, k, v, BlockMask(lens, mask, causal),
-                                        scale, block_q, block_k, xp=xp)
+        out, lse, _ = forward(q, k, v, BlockMask(lens, mask, causal), scale, block_q, block_k,
+                              xp=xp, scan=scan)
         return out, lse
 
     def fn(q: Any, k: Any, v: Any, lens: Any, mask: Any) -> Any:
@@ -441,8 +467,8 @@ def hand_derived_attention(*, causal: bool, scale: float, block_q: int, block_k:
 
     def bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, ...]:
         q, k, v, lens, mask, out, lse = saved
-        dq, dk, dv = backward(q, k, v, BlockMask(lens, mask, causal), scale,
-                                    block_q, block_k, out, lse, d_out, xp=xp)
+        dq, dk, dv = backward(q, k, v, BlockMask(lens, mask, causal), scale, block_q, block_k,
+                              out, lse, d_out, xp=xp, scan=scan)
         return dq, dk, dv, None, None
 
     wrapped: Callable[..., Any] = custom_vjp(fn, fwd, bwd)

@@ -39,17 +39,27 @@ def is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def library(xp: Any) -> str | None:
+    """The short name of the library of the array namespace ``xp``: ``"numpy"``,
+    ``"torch"``, ``"jax"``, ``"ndonnx"`` or ``"array_api_strict"``; ``None`` for any other.
+    The one place that names a library: :func:`library_name` (an array's) and
+    :mod:`xpseq.core.delegation` (which kernel a namespace delegates) both ask it."""
+    for name, test in (("numpy", compat.is_numpy_namespace), ("torch", compat.is_torch_namespace),
+                       ("jax", compat.is_jax_namespace), ("ndonnx", compat.is_ndonnx_namespace),
+                       ("array_api_strict", compat.is_array_api_strict_namespace)):
+        if test(xp):
+            return name
+    return None
+
+
 def library_name(x: Any) -> str:
-    """Short name of the library an array belongs to (``"numpy"``, ``"torch"``, ...)."""
-    if compat.is_numpy_array(x):
-        return "numpy"
-    if compat.is_torch_array(x):
-        return "torch"
-    if compat.is_jax_array(x):
-        return "jax"
-    if compat.is_array_api_strict_namespace(compat.array_namespace(x)):
-        return "array_api_strict"
-    return type(x).__module__.split(".")[0]
+    """Short name of the library an array belongs to (``"numpy"``, ``"torch"``, ...):
+    :func:`library` of its namespace, else the top module of its type."""
+    try:
+        name = library(compat.array_namespace(x))
+    except TypeError:
+        name = None
+    return name or type(x).__module__.split(".")[0]
 
 
 def namespace(fname: str, **arrays: Any) -> Any:

@@ -67,9 +67,9 @@ from typing import Any, Callable, Mapping, Sequence
 import array_api_compat as compat
 
 from . import loops
-from .checks import concrete
+from .checks import concrete, library
 
-__all__ = ["DELEGATES", "library", "delegates", "sigmoid", "generic_sigmoid", "relu",
+__all__ = ["DELEGATES", "delegates", "sigmoid", "generic_sigmoid", "relu",
            "generic_relu", "relu_backward", "generic_relu_backward", "linear",
            "generic_linear", "has_fused_attention", "fused_attention",
            "fused_blockwise_attention", "fused_layer_norm",
@@ -81,18 +81,6 @@ DELEGATES = {"sigmoid": ("jax", "torch", "ndonnx"), "relu": ("torch",),
              "fused_attention": ("torch",), "fused_blockwise_attention": ("torch",),
              "fused_layer_norm": ("torch",),
              "fused_recurrence": ("torch",), "scan": ("jax",), "cos": ("ndonnx",)}
-
-
-def library(xp: Any) -> str | None:
-    """``"jax"``, ``"torch"`` or ``"ndonnx"`` for those libraries' namespaces, else
-    ``None``."""
-    if compat.is_torch_namespace(xp):
-        return "torch"
-    if compat.is_jax_namespace(xp):
-        return "jax"
-    if compat.is_ndonnx_namespace(xp):
-        return "ndonnx"
-    return None
 
 
 def delegates(kernel: str, xp: Any) -> bool:
@@ -176,7 +164,12 @@ def generic_linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
 def scan(xp: Any) -> Callable[..., Any]:
     """``scan(fn, carry, xs) -> (carry, ys)`` for arrays of namespace ``xp``:
     ``jax.lax.scan`` on JAX, :func:`xpseq.core.loops.scan` (a Python loop, the same
-    semantics) elsewhere."""
+    semantics) elsewhere.
+
+    Only the default of a loop whose caller passes none: a rule that loops takes the loop
+    as ``scan=`` (the backend's ``backend.scan``, which the models pass), and falls back to
+    this where the caller has no backend (the checked :func:`xpseq.core.blockwise_attention`,
+    a model's ``loss_vjp`` called without ``scan``)."""
     if library(xp) == "jax":
         jax_scan: Callable[..., Any] = sys.modules["jax"].lax.scan
         return jax_scan

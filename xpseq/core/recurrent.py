@@ -154,8 +154,8 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
     sequence, the steps that are padding in every row are skipped (the loops' trip count is
     known only at run time; JAX compiles one program for all).
     """
-    from . import vjp
     from .loops import scan as python_scan
+    from .vjp.recurrent import sequence_step_back
 
     loop = scan or python_scan
     step = kernels.STEPS[cell]
@@ -190,8 +190,8 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
         def body(d_state: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[Any, ...]:
             xw_t, v, state, d_out = inputs
             _, parts = kernels.PARTS[cell](xw_t, state, p, xp=xp)
-            d_state, d_xw, d_hw = vjp._sequence_step_back(cell, parts, state, W_hh, d_state,
-                                                          d_out, v, xp=xp)
+            d_state, d_xw, d_hw = sequence_step_back(cell, parts, state, W_hh, d_state, d_out,
+                                                     v, xp=xp)
             return d_state, (d_xw if cell == "lstm" else (d_xw, d_hw))   # an LSTM: d_hw = d_xw
 
         d_state0, ys = loop(body, tuple(d_final), (xw, valid, states, d_outputs), reverse=True,

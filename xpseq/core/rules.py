@@ -1,7 +1,8 @@
-"""Running a hand-derived rule as a gradient: how a function gets its value and gradient
-where no library differentiates it.
+"""Hand-derived rules attached to functions and run as their gradient: how a function gets
+its value and gradient where no library differentiates it.
 
-A rule is attached to a function with :func:`xpseq.core.vjp.defvjp`:
+A rule is attached to a function with :func:`defvjp` (also importable from
+:mod:`xpseq.core.vjp`, where the rules are):
 ``fn.vjp(*args) -> (fn(*args), backprop)``. :func:`value_and_grad_by_rule` runs it in
 ``jax.value_and_grad``'s convention; the NumPy and array_api_strict backends'
 ``value_and_grad`` is this function, and the training step calls it directly to run the
@@ -14,13 +15,25 @@ from typing import Any, Callable
 
 import array_api_compat
 
-__all__ = ["value_and_grad_by_rule"]
+__all__ = ["defvjp", "value_and_grad_by_rule"]
+
+
+def defvjp(fn: Callable[..., Any], rule: Callable[..., Any]) -> Callable[..., Any]:
+    """Attach a hand-derived rule to ``fn`` and return ``fn``.
+
+    ``rule(*args)`` must return ``(fn(*args), backprop)`` where ``backprop(cotangent)``
+    returns one gradient per positional argument (``None`` where there is none). The
+    numpy and array_api_strict backends' ``value_and_grad(fn)`` call the rule; JAX and
+    PyTorch ignore it and differentiate ``fn`` themselves.
+    """
+    setattr(fn, "vjp", rule)
+    return fn
 
 
 def value_and_grad_by_rule(fn: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
                           has_aux: bool = False, *, who: str = "") -> Callable[..., Any]:
     """``fn``'s value and gradient from the rule attached to it with
-    :func:`xpseq.core.vjp.defvjp`, in ``jax.value_and_grad``'s convention (see
+    :func:`defvjp`, in ``jax.value_and_grad``'s convention (see
     :meth:`xpseq.backends.Backend.value_and_grad`).
 
     The rule runs on whatever arrays ``fn`` is given: how NumPy and array_api_strict

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, ClassVar, Iterable, Mapping, cast
 
+import array_api_compat as compat
 import array_api_compat.numpy as np_xp
 import numpy as np
 
@@ -33,7 +34,8 @@ from xpseq.core import checks, values
 
 __all__ = ["Model", "ModelKernels", "check_ids", "check_batch", "check_params",
            "check_loss_inputs", "BATCH_KEYS", "PAD_ID", "nest_by_prefix", "named_grads",
-           "DictConfig", "SIZE_LIMITS", "check_size", "check_fits", "available_memory"]
+           "DictConfig", "SIZE_LIMITS", "check_size", "check_fits", "available_memory",
+           "hand_derived_loss_and_grad"]
 
 #: The padding id of every model's loss: ``xpseq.data.PAD_ID``, the id of ``<pad>`` in the
 #: vocabularies, with which the batches and the search pad (``xpseq.data`` sits above the
@@ -251,6 +253,34 @@ def nest_by_prefix(names: Iterable[str], leaf: Callable[[str], Any]) -> dict[str
         else:
             tree[head] = leaf(name)
     return tree
+
+
+def hand_derived_loss_and_grad(loss_vjp: Callable[..., Any], params: Mapping[str, Any],
+                               config: Any, batch: Mapping[str, Any], keep: Any, *, xp: Any,
+                               seed_like: Any) -> tuple[Any, dict[str, Any]]:
+    """A model's ``loss_and_grad`` from its hand-derived backward pass, for every kind.
+
+    Parameters
+    ----------
+    loss_vjp : callable
+        The kind's ``loss_vjp(params, config, batch, keep, *, xp) -> (loss, backprop)``
+        (:attr:`ModelKernels.loss_vjp`).
+    params : dict of arrays, the kind's parameters
+    config : the kind's config
+    batch : dict of arrays, the training batch (:data:`BATCH_KEYS`)
+    keep : the dropout keep-masks, or ``None``
+    xp : the arrays' namespace
+    seed_like : array
+        A parameter whose dtype and device the cotangent of the loss, ``1``, takes.
+
+    Returns
+    -------
+    loss : 0-d array
+    grads : dict of arrays with the names and shapes of ``params``
+    """
+    value, backprop = loss_vjp(params, config, batch, keep, xp=xp)
+    one = xp.ones((), dtype=seed_like.dtype, device=compat.device(seed_like))
+    return value, backprop(one)
 
 
 def named_grads(names: Any, params: Mapping[str, Any],

@@ -14,6 +14,8 @@ of the config (:func:`gradient_terms`) computed before either loop runs: each fa
 named either by its path in the forward step's saved tree (:class:`Saved`, read from the
 forward loop's stack, never stacked twice) or by the name under which the backward step
 returns it (:class:`Fresh`). Nothing inside a loop body decides the layout.
+
+The encoder's two directions backpropagate through time in :func:`run_sequence`.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ import dataclasses
 import math
 from typing import Any, Callable, Mapping, cast
 
+import array_api_compat as compat
+
 from xpseq.core import kernels, vjp
 from xpseq.core.loops import scan as python_scan
+from xpseq.core.loops import span_steps
 
 from ..protocol import named_grads
 from .config import Seq2SeqConfig, group_params, param_layout
@@ -37,7 +42,7 @@ from .forward import (
 )
 
 __all__ = ["Saved", "Fresh", "Term", "gradient_terms", "fresh_names", "hand_derived_decoder",
-           "loss_vjp"]
+           "run_sequence", "loss_vjp"]
 
 
 @dataclasses.dataclass(frozen=True, init=False)
@@ -301,11 +306,75 @@ def _gradients(terms: tuple[Term, ...], fresh: Mapping[str, Any], saved: Any, *,
     return grads
 
 
+def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
+                 state0: tuple[Any, ...], *, reverse: bool,
+                 xp: Any) -> tuple[tuple[Any, tuple[Any, ...]], Callable[..., Any]]:
+    """Backpropagation through time for :func:`xpseq.core.recurrent.run_sequence`.
+
+    The forward loop is the runner's (:func:`xpseq.core.kernels.keep_valid` after every
+    cell step); each step keeps its gates and the state it started from. Backward walks
+    the steps in the opposite order. A step
+    ``s_t = valid ? cell(s_{t-1}) : s_{t-1}`` routes ``ds_t`` into the cell where the step
+    is real and straight through to ``s_{t-1}`` where it is padding; the output ``h`` of a
+    real step adds its ``d_outputs`` to ``dh``. The input projection ``xw = xs W_ihᵀ + b_ih``
+    of all steps is one :func:`xpseq.core.vjp.linear`, and so is its backward. The encoder's
+    runner in :func:`loss_vjp` (:func:`~xpseq.models.rnn.forward.encode_vjp`).
+
+    Returns ``((outputs (B, T, H), final_state), backprop)`` with
+    ``backprop(d_outputs, d_final) -> (dxs, d_state0, {"W_ih", "b_ih", "W_hh", "b_hh"})``.
+    The loop carries only the state's gradient (:func:`xpseq.core.vjp.sequence_step_back`
+    each step);
+    ``W_hh``'s and ``b_hh``'s gradients are one product and one sum over all steps after it
+    (padded steps add zeros). The steps that are padding in every row (a batch padded past
+    its longest sequence) are not run: their outputs and gradients are zero
+    (:func:`xpseq.core.loops.span_steps`).
+    """
+    parts_of = kernels.PARTS[cell]
+    steps = xs.shape[1]
+    xw, linear_bp = vjp.linear(xs, p["W_ih"], p["b_ih"], xp=xp)               # (B, T, G H)
+    valid = xp.expand_dims(kernels.sequence_mask(lengths, steps, xp=xp), axis=-1)  # (B, T, 1)
+    # The steps that are padding in every row change nothing: they are skipped.
+    run = span_steps(kernels.valid_span(xp.permute_dims(valid, (1, 0, 2)), xp=xp), steps)
+    order = list(reversed(run)) if reverse else list(run)
+    state, saved = tuple(state0), []
+    outputs = [xp.zeros_like(state0[0])] * steps
+    for t in order:
+        new, parts = parts_of(xw[:, t, :], state, p, xp=xp)
+        saved.append((t, parts, state))
+        state, outputs[t] = kernels.keep_valid(new, state, valid[:, t, :], xp=xp)
+    out = xp.stack(outputs, axis=1) if steps else xp.zeros(
+        (xs.shape[0], 0, state0[0].shape[-1]), dtype=xs.dtype, device=compat.device(xs))
+
+    def backprop(d_outputs: Any, d_final: tuple[Any, ...]) -> tuple[Any, ...]:
+        grads = {"W_hh": xp.zeros_like(p["W_hh"]), "b_hh": xp.zeros_like(p["b_hh"])}
+        if not steps:
+            return (xp.zeros_like(xs), tuple(d_final),
+                    {**grads, "W_ih": xp.zeros_like(p["W_ih"]),
+                     "b_ih": xp.zeros_like(p["b_ih"])})
+        d_state = tuple(d_final)
+        d_xw: list[Any] = [xp.zeros_like(xw[:, 0, :])] * steps
+        d_hw, h_prev = [], []
+        for t, parts, prev in reversed(saved):
+            d_state, d_xw[t], d_hw_t = vjp.sequence_step_back(
+                cell, parts, prev, p["W_hh"], d_state, d_outputs[:, t, :], valid[:, t, :],
+                xp=xp)
+            d_hw.append(d_hw_t)
+            h_prev.append(prev[0])
+        if d_hw:
+            dhw = xp.stack(d_hw, axis=0)                                 # (steps run, B, G H)
+            grads = {"W_hh": xp.tensordot(dhw, xp.stack(h_prev, axis=0), axes=([0, 1], [0, 1])),
+                     "b_hh": xp.sum(dhw, axis=(0, 1))}
+        dxs, grads["W_ih"], grads["b_ih"] = linear_bp(xp.stack(d_xw, axis=1))
+        return dxs, d_state, grads
+
+    return (out, state), backprop
+
+
 def loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],
              keep: Any, *, xp: Any) -> tuple[Any, Callable[..., Any]]:
     """The loss and its backprop: ``backprop(d_loss) -> grads``.
 
-    The encoder's two directions are :func:`xpseq.core.vjp.run_sequence`; the decoder's loop
+    The encoder's two directions are :func:`run_sequence`; the decoder's loop
     runs :func:`_decoder_loop_rules`' forward and backward. JAX and PyTorch run the same
     forward (:func:`~xpseq.models.rnn.forward.encode_vjp`,
     :func:`~xpseq.models.rnn.forward.decoder_step_parts`) and drop the callbacks; only NumPy
@@ -316,7 +385,7 @@ def loss_vjp(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[st
     keep = o_keep_mask(keep)
     g = group_params(params, config)
     src, src_len, tgt_in = batch["src"], batch["src_len"], batch["tgt_in"]
-    encoded, encode_bp = encode_vjp(g, config, src, src_len, runner=vjp.run_sequence, xp=xp)
+    encoded, encode_bp = encode_vjp(g, config, src, src_len, runner=run_sequence, xp=xp)
     emb, emb_bp = vjp.embedding(tgt_in, g["tgt_embed"], xp=xp)                # (B, T, E)
     _, decoder_fwd, decoder_bwd = _decoder_loop_rules(config, scan=None, xp=xp)
     o, residuals = decoder_fwd(decoder_params(g, config), attended_arrays(encoded), encoded["mask"],

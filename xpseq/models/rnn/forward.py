@@ -98,9 +98,10 @@ def encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: A
     ``mask (B, S)``, ``keys``, ``state``) from ``src (B, S)``, the grouped parameters ``g`` and
     ``backprop(d_encoded, d_state) -> grads`` (``src_embed``, ``enc_fwd``, ``enc_bwd`` and
     the attention's keys projection). ``runner`` runs one direction:
-    :func:`xpseq.core.vjp.run_sequence`, or the ``scan``-based runner (which returns no
-    backprop) on the autodiff backends; ``fused``: both in one call of the library's kernel
-    where :func:`xpseq.core.delegation.fused_recurrence` applies (no backprop then)."""
+    :func:`xpseq.models.rnn.backward.run_sequence`, or the ``scan``-based runner (which
+    returns no backprop) on the autodiff backends; ``fused``: both in one call of the
+    library's kernel where :func:`xpseq.core.delegation.fused_recurrence` applies (no
+    backprop then)."""
     x, emb_bp = vjp.embedding(src, g["src_embed"], xp=xp)                  # (B, S, E)
     zeros = kernels.initial_zeros(config.cell, config.hidden, x, xp=xp)
     directions = [(g["enc_fwd"], False), (g["enc_bwd"], True)]

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-import array_api_compat as compat
 
 from xpseq.core import kernels
 from xpseq.core.loops import scan as python_scan
 from xpseq.core.recurrent import hand_derived_recurrence
 
-from ..protocol import Model, ModelKernels, check_loss_inputs, check_params
+from ..protocol import (
+    Model,
+    ModelKernels,
+    check_loss_inputs,
+    check_params,
+    hand_derived_loss_and_grad,
+)
 from .backward import hand_derived_decoder, loss_vjp
 from .config import Seq2SeqConfig, dropout_shapes, group_params, init_params, param_shapes
 from .forward import (
@@ -156,9 +161,8 @@ def loss_and_grad(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mappi
     """
     keep = o_keep_mask(keep)
     xp = _check_loss_inputs("loss_and_grad", params, config, batch, keep)
-    value, backprop = loss_vjp(params, config, batch, keep, xp=xp)
-    seed = params["out.W"]
-    return value, backprop(xp.ones((), dtype=seed.dtype, device=compat.device(seed)))
+    return hand_derived_loss_and_grad(loss_vjp, params, config, batch, keep, xp=xp,
+                                      seed_like=params["out.W"])
 
 
 def _loss(params: Mapping[str, Any], config: Seq2SeqConfig, batch: Mapping[str, Any],

@@ -4,7 +4,10 @@ The embedding, a pre- or post-LN sublayer, self- and cross-attention, the feed-f
 block, the encoder, the cross-attention keys and values, and one decoder for teacher forcing
 and for a search step with its key/value cache (:func:`decoder_forward`); :func:`loss_vjp`
 composes them into the loss and its hand-derived gradient. JAX and PyTorch run the same
-functions and drop the callbacks.
+functions and drop the callbacks. The attention layer's chain of rules is
+:func:`xpseq.models.transformer.backward.attention_over_heads`. ``scan`` (the backend's
+``backend.scan``, or ``None`` for the arrays' own loop) is blockwise attention's loop over
+blocks.
 
 :func:`encoder_vjp`, :func:`cross_keys_vjp`, :func:`decoder_forward` and :func:`loss_vjp`
 are shared with :mod:`xpseq.models.transformer.model`: public names, internal to the
@@ -22,6 +25,7 @@ from xpseq.core import kernels, shapes, vjp
 from ..protocol import (
     named_grads,
 )
+from .backward import attention_over_heads
 from .config import (
     AUTO_KEYS,
     LN_EPS,
@@ -118,7 +122,8 @@ def _block(config: TransformerConfig, keys: Any) -> int | None:
 
 def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
                     extend: Callable[..., Any] | None, *, xp: Any, causal: bool = False,
-                    custom_vjp: Callable[..., Any] | None = None) -> Callable[..., Any]:
+                    custom_vjp: Callable[..., Any] | None = None,
+                    scan: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over itself, ``aux`` the
     keys and values attended over. ``extend(kh, vh) -> (kh, vh)`` places the new keys and
     values among those of earlier positions (a decoder step's cache); ``None`` attends to
@@ -126,17 +131,18 @@ def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
     ``causal``: each position attends to itself and those before it. ``custom_vjp``
     (``backend.custom_vjp``, under a library's own differentiation): the blockwise path's
     context carries its hand-derived backward
-    (:func:`xpseq.core.blockwise.hand_derived_attention`)."""
+    (:func:`xpseq.core.blockwise.hand_derived_attention`). ``scan``: the blockwise path's
+    loop over blocks (``backend.scan``)."""
     def body(h: Any) -> tuple[Any, ...]:
         kh, k_bp = vjp.heads(h, p["W_k"], p["b_k"], config.heads, xp=xp)
         vh, v_bp = vjp.heads(h, p["W_v"], p["b_v"], config.heads, xp=xp)
         if extend is not None:
             kh, vh = extend(kh, vh)
         block = _block(config, kh.shape[-2])
-        (out, _), att_bp = vjp.attention_over_heads(p, h, kh, vh, keep, config.heads,
-                                                    _scale(config), xp=xp, causal=causal,
-                                                    need_weights=block is None, block=block,
-                                                    custom_vjp=custom_vjp)
+        (out, _), att_bp = attention_over_heads(p, h, kh, vh, keep, config.heads,
+                                                _scale(config), xp=xp, causal=causal,
+                                                need_weights=block is None, block=block,
+                                                custom_vjp=custom_vjp, scan=scan)
 
         def body_bp(dy: Any) -> tuple[Any, dict[str, Any]]:
             dq, d_kh, d_vh, g = att_bp(dy)
@@ -151,17 +157,18 @@ def _self_attention(p: Mapping[str, Any], config: TransformerConfig, keep: Any,
 
 def _cross_attention(p: Mapping[str, Any], config: TransformerConfig, kv: tuple[Any, Any],
                      keep: Any, need_weights: bool, *, xp: Any,
-                     custom_vjp: Callable[..., Any] | None = None) -> Callable[..., Any]:
+                     custom_vjp: Callable[..., Any] | None = None,
+                     scan: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """``body(h)`` for :func:`_sublayer_vjp`: attention of ``h`` over the memory's keys and
     values ``kv`` (see :func:`cross_keys_vjp`); ``aux`` the weights (``None`` without
-    ``need_weights``); ``body_bp(dy) -> (dh, (g, d_kh, d_vh))``; ``custom_vjp`` as in
-    :func:`_self_attention`."""
+    ``need_weights``); ``body_bp(dy) -> (dh, (g, d_kh, d_vh))``; ``custom_vjp`` and
+    ``scan`` as in :func:`_self_attention`."""
     def body(h: Any) -> tuple[Any, ...]:
         block = None if need_weights else _block(config, kv[0].shape[-2])
-        (out, weights), att_bp = vjp.attention_over_heads(p, h, *kv, keep, config.heads,
-                                                          _scale(config), xp=xp,
-                                                          need_weights=need_weights,
-                                                          block=block, custom_vjp=custom_vjp)
+        (out, weights), att_bp = attention_over_heads(p, h, *kv, keep, config.heads,
+                                                      _scale(config), xp=xp,
+                                                      need_weights=need_weights, block=block,
+                                                      custom_vjp=custom_vjp, scan=scan)
 
         def body_bp(dy: Any) -> tuple[Any, tuple[Any, ...]]:
             dh, d_kh, d_vh, g = att_bp(dy)
@@ -186,10 +193,12 @@ def _feed_forward(p: Mapping[str, Any], config: TransformerConfig, keep_hidden: 
 def encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
                 keep: Mapping[str, Any] | None, *, xp: Any,
                 custom_vjp: Callable[..., Any] | None = None,
+                scan: Callable[..., Any] | None = None,
                 ) -> tuple[Any, Any, Callable[..., Any]]:
     """The encoder: ``memory (B, S, d)`` after the final norm, the source keep-mask
     ``(B, 1, S)``, and ``backprop(d_memory) -> grads`` (``src_embed``, ``pos``, ``enc``,
-    ``enc_ln`` of :func:`param_layout`); ``custom_vjp`` as in :func:`_self_attention`."""
+    ``enc_ln`` of :func:`param_layout`); ``custom_vjp`` and ``scan`` as in
+    :func:`_self_attention`."""
     keep = keep or {}
     src_keep = xp.expand_dims(kernels.sequence_mask(src_len, src.shape[1], xp=xp, like=src,
                                                     axis=1), axis=-2)
@@ -199,7 +208,7 @@ def encoder_vjp(g: Mapping[str, Any], config: TransformerConfig, src: Any, src_l
     for i, p in enumerate(g["enc"]):
         x, _, att_bp = _sublayer_vjp(config, x, p["ln1"], keep.get(f"enc{i}.att"),
                                      _self_attention(p["att"], config, src_keep, None, xp=xp,
-                                                     custom_vjp=custom_vjp), xp=xp)
+                                                     custom_vjp=custom_vjp, scan=scan), xp=xp)
         x, _, ff_bp = _sublayer_vjp(config, x, p["ln2"], keep.get(f"enc{i}.ff"),
                                     _feed_forward(p["ff"], config, keep.get(f"enc{i}.ff_hidden"),
                                                   xp=xp), xp=xp)
@@ -251,6 +260,7 @@ def decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, c
                     cache: Mapping[str, Any] | None = None, capacity: int | None = None,
                     weights_of: Container[int] = (),
                     custom_vjp: Callable[..., Any] | None = None,
+                    scan: Callable[..., Any] | None = None,
                     ) -> tuple[Any, list[Any], Any, Callable[..., Any]]:
     """The decoder from target ids to logits: the one forward of training (teacher forcing),
     of its hand-derived backward and of the search step.
@@ -272,6 +282,8 @@ def decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, c
         only the positions decoded so far).
     weights_of : the layers whose cross-attention weights to return
     custom_vjp : as in :func:`_self_attention` (teacher forcing under autodiff)
+    scan : ``backend.scan``, optional: blockwise attention's loop over blocks (``None``:
+        :func:`xpseq.core.delegation.scan`)
 
     Returns
     -------
@@ -314,13 +326,14 @@ def decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, c
         x, kv, self_bp = _sublayer_vjp(config, x, p["ln1"], keep.get(f"dec{i}.self"),
                                        _self_attention(p["self"], config, self_keep, extend(i),
                                                        xp=xp, causal=cache is None,
-                                                       custom_vjp=custom_vjp), xp=xp)
+                                                       custom_vjp=custom_vjp, scan=scan), xp=xp)
         if new_cache is not None:
             new_cache[f"k{i}"], new_cache[f"v{i}"] = kv
         x, w, cross_bp = _sublayer_vjp(config, x, p["ln2"], keep.get(f"dec{i}.cross"),
                                        _cross_attention(p["cross"], config, cross[i], src_keep,
                                                         i in weights_of, xp=xp,
-                                                        custom_vjp=custom_vjp), xp=xp)
+                                                        custom_vjp=custom_vjp, scan=scan),
+                                       xp=xp)
         x, _, ff_bp = _sublayer_vjp(config, x, p["ln3"], keep.get(f"dec{i}.ff"),
                                     _feed_forward(p["ff"], config, keep.get(f"dec{i}.ff_hidden"),
                                                   xp=xp), xp=xp)
@@ -353,16 +366,19 @@ def decoder_forward(g: Mapping[str, Any], config: TransformerConfig, tgt: Any, c
 
 def loss_vjp(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
              keep: Mapping[str, Any] | None, *, xp: Any,
-             custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Callable[..., Any]]:
+             custom_vjp: Callable[..., Any] | None = None,
+             scan: Callable[..., Any] | None = None) -> tuple[Any, Callable[..., Any]]:
     """The training loss (label-smoothed) and ``backprop(d_loss) -> grads``. With
     ``custom_vjp`` (the loss differentiated by a library's autodiff), blockwise attention
-    carries its own backward rule (see :func:`_self_attention`)."""
+    carries its own backward rule (see :func:`_self_attention`); ``scan`` (``backend.scan``,
+    or ``None`` for the arrays' own loop) is its loop over blocks."""
     g = group_params(params, config)
     memory, src_keep, enc_bp = encoder_vjp(g, config, batch["src"], batch["src_len"], keep,
-                                           xp=xp, custom_vjp=custom_vjp)
+                                           xp=xp, custom_vjp=custom_vjp, scan=scan)
     cross, cross_bp = cross_keys_vjp(g, config, memory, xp=xp)
     logits, _, _, dec_bp = decoder_forward(g, config, batch["tgt_in"], cross, src_keep,
-                                           keep=keep, xp=xp, custom_vjp=custom_vjp)
+                                           keep=keep, xp=xp, custom_vjp=custom_vjp,
+                                           scan=scan)
     (total, count), nll_bp = vjp.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp,
                                          smoothing=config.label_smoothing)
     denom = xp.maximum(count, xp.ones_like(count))

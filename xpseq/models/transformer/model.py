@@ -15,6 +15,7 @@ from ..protocol import (
     ModelKernels,
     check_loss_inputs,
     check_params,
+    hand_derived_loss_and_grad,
 )
 from .config import (
     TransformerConfig,
@@ -80,9 +81,8 @@ def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
     """:func:`loss` and its gradient from the hand-derived backward pass (the rules of
     :mod:`xpseq.core.vjp` chained through every layer): how NumPy trains the Transformer."""
     xp = _check_inputs("loss_and_grad", params, config, batch, keep)
-    value, backprop = loss_vjp(params, config, batch, keep, xp=xp)
-    one = params["out.b"]
-    return value, backprop(xp.ones((), dtype=one.dtype, device=compat.device(one)))
+    return hand_derived_loss_and_grad(loss_vjp, params, config, batch, keep, xp=xp,
+                                      seed_like=params["out.b"])
 
 
 # ------------------------------------------------------------------ protocol kernels
@@ -91,26 +91,28 @@ def loss_and_grad(params: Mapping[str, Any], config: TransformerConfig,
 def _loss(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
           keep: Any, *, scan: Callable[..., Any] | None, xp: Any,
           custom_vjp: Callable[..., Any] | None = None) -> Any:
-    return loss_vjp(params, config, batch, keep, xp=xp, custom_vjp=custom_vjp)[0]
+    return loss_vjp(params, config, batch, keep, xp=xp, custom_vjp=custom_vjp, scan=scan)[0]
 
 
 def _nll_sum(params: Mapping[str, Any], config: TransformerConfig, batch: Mapping[str, Any],
              keep: Any = None, *, scan: Callable[..., Any] | None, xp: Any,
              custom_vjp: Callable[..., Any] | None = None) -> tuple[Any, Any]:
-    logits, _ = _logits(params, config, batch["src"], batch["src_len"], batch["tgt_in"], xp=xp)
+    logits, _ = _logits(params, config, batch["src"], batch["src_len"], batch["tgt_in"], xp=xp,
+                        scan=scan)
     return kernels.nll_sum(logits, batch["tgt_out"], config.pad_id, xp=xp)
 
 
 def _logits(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_len: Any,
-            tgt_in: Any, *, xp: Any, weights_of: Container[int] = ()) -> tuple[Any, list[Any]]:
+            tgt_in: Any, *, xp: Any, weights_of: Container[int] = (),
+            scan: Callable[..., Any] | None = None) -> tuple[Any, list[Any]]:
     """Teacher-forced logits ``(B, T, V)`` (no dropout) and per decoder layer its
     cross-attention weights ``(B, h, T, S)`` (``None`` for the layers not in
-    ``weights_of``)."""
+    ``weights_of``); ``scan``: blockwise attention's loop (``backend.scan``)."""
     g = group_params(params, config)
-    memory, src_keep, _ = encoder_vjp(g, config, src, src_len, None, xp=xp)
+    memory, src_keep, _ = encoder_vjp(g, config, src, src_len, None, xp=xp, scan=scan)
     cross, _ = cross_keys_vjp(g, config, memory, xp=xp)
     logits, weights, _, _ = decoder_forward(g, config, tgt_in, cross, src_keep,
-                                            weights_of=weights_of, xp=xp)
+                                            weights_of=weights_of, xp=xp, scan=scan)
     return logits, weights
 
 
@@ -121,7 +123,7 @@ def _encode(params: Mapping[str, Any], config: TransformerConfig, src: Any, src_
     cross-attention keys and values ``k{i}``, ``v{i}`` ``(B, h, S, d/h)``, computed once
     per source batch."""
     g = group_params(params, config)
-    memory, src_keep, _ = encoder_vjp(g, config, src, src_len, None, xp=xp)
+    memory, src_keep, _ = encoder_vjp(g, config, src, src_len, None, xp=xp, scan=scan)
     encoded = {"src_keep": src_keep}
     for i, (kh, vh) in enumerate(cross_keys_vjp(g, config, memory, xp=xp)[0]):
         encoded[f"k{i}"], encoded[f"v{i}"] = kh, vh
