@@ -350,14 +350,7 @@ def write(path: StrPath, data: Data, *, kind: str,
     mark = f".xpseq-{os.getpid()}-{secrets.token_hex(4)}.tmp"
     tmp = folder / _fitted(".", target.name, mark, name_limit(folder))
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            if isinstance(data, (bytes, bytearray, memoryview)):
-                f.write(data)
-            else:
-                data(f)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_new(tmp, data)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
@@ -365,6 +358,20 @@ def write(path: StrPath, data: Data, *, kind: str,
         raise
     _sync_folder(folder)
     return pathlib.Path(path)
+
+
+def _write_new(path: pathlib.Path, data: Data) -> None:
+    """Create ``path`` (which must not exist), readable by its owner only until the caller
+    sets its mode, and write ``data`` into it (the bytes, or a function given the binary
+    file object), flushed and synced to the disk."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            f.write(data)
+        else:
+            data(f)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def make_folder(path: StrPath) -> pathlib.Path:
@@ -436,13 +443,7 @@ def write_set(folder: StrPath, files: Mapping[str, Data], *, kind: str | Mapping
     limit = name_limit(work)
     try:
         for name, data in files.items():
-            with open(work / name, "xb") as f:
-                if isinstance(data, (bytes, bytearray, memoryview)):
-                    f.write(data)
-                else:
-                    data(f)
-                f.flush()
-                os.fsync(f.fileno())
+            _write_new(work / name, data)
             os.chmod(work / name, _mode_for(base / name))
         for name in files:                   # the old files kept, then the new moved in
             if (base / name).exists():

@@ -16,13 +16,13 @@ import os
 import re
 import stat
 import unicodedata
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from . import files
 from .files import StrPath
 
 __all__ = ["InputError", "read_bytes", "read_toml", "check_size", "argument",
-           "clean_text", "shown", "escaped", "cut_tokens", "CONFIG_BYTES", "CONFIG_DEPTH",
+           "clean_text", "shown", "escaped", "cut_tokens", "iterate", "CONFIG_BYTES", "CONFIG_DEPTH",
            "CONFIG_DIGITS", "ONNX_BYTES", "MAX_TOKENS"]
 
 #: The largest configuration file read (bytes); a real one is a few hundred.
@@ -239,3 +239,47 @@ def cut_tokens(tokens: Sequence[Any], limit: int | None) -> tuple[list[Any], int
     if limit is None or len(tokens) <= limit:
         return tokens, 0
     return tokens[:limit], len(tokens) - limit
+
+
+def iterate(value: Any, what: str, *, of: str, example: str,
+            forms: str = "a list, a tuple, a generator ...") -> Iterator[Any]:
+    """An iterator over ``value``, which must be an iterable of items and not one string.
+
+    A bare ``str`` (or ``bytes``) is iterable too, but as one item given where many were
+    meant (``pronounce("cat")`` would read three words) it is refused.
+
+    Parameters
+    ----------
+    value
+        What the caller was given.
+    what
+        The argument as the message names it, with its function:
+        ``"pronounce: words"``.
+    of
+        What the items are: ``"str"``, ``"sentences"``.
+    example
+        An example of the right form, shown when one string is given.
+    forms
+        The forms accepted, shown when ``value`` is not iterable.
+
+    Raises
+    ------
+    TypeError
+        ``value`` is one string, or is not iterable.
+
+    Examples
+    --------
+    >>> list(iterate(("cat", "dog"), "pronounce: words", of="str", example="['cat']"))
+    ['cat', 'dog']
+    >>> iterate("cat", "pronounce: words", of="str", example="['cat']")
+    Traceback (most recent call last):
+    TypeError: pronounce: words must be a sequence of str (['cat'], not one str)
+    """
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{what} must be a sequence of {of} ({example}, not one "
+                        f"{type(value).__name__})")
+    try:
+        return iter(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an iterable of {of} ({forms}), got "
+                        f"{type(value).__name__}") from None

@@ -20,13 +20,14 @@ from __future__ import annotations
 import math
 import os
 import pathlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from xpseq import backends, models
 from xpseq.core import values
 from xpseq.data import Vocab
 from xpseq.data import tokens as tok
+from xpseq.io import reading
 from xpseq.search import CheckpointDecoder, options_for
 
 from .experiment import Task, model_config, train_model, training_config, translate
@@ -259,7 +260,10 @@ class Translator:
         """
         options = options_for(beam, n_best, caller="translate")
         src, tgt = self.tokens
-        sources = [_sentence_tokens(i, s, src) for i, s in enumerate(_sentences(sentences))]
+        given = reading.iterate(sentences, "translate: sentences", of="sentences",
+                                example="a list of str or of token lists",
+                                forms="a list of str or of token lists")
+        sources = [_sentence_tokens(i, s, src) for i, s in enumerate(given)]
         with backends.blas_threads():
             results = translate(self.decoder, sources, options)
         if n_best == 1:
@@ -358,18 +362,6 @@ class Translator:
                                        "tgt": self.tgt_vocab.to_list()},
                                train_state={"history": self.history},
                                metadata=self.metadata or None, force=force)
-
-
-def _sentences(sentences: Any) -> Iterator[Any]:
-    """An iterator over ``sentences`` (not one str); a TypeError otherwise."""
-    if isinstance(sentences, (str, bytes)):
-        raise TypeError(f"translate: sentences must be a list of sentences, not one "
-                        f"{type(sentences).__name__}")
-    try:
-        return iter(sentences)
-    except TypeError:
-        raise TypeError("translate: sentences must be an iterable of sentences (a list of "
-                        f"str or of token lists), got {type(sentences).__name__}") from None
 
 
 def _tokens_metadata(value: Any, where: str) -> dict[str, Any]:
