@@ -1,6 +1,6 @@
 """An ONNX export given to a subcommand with a checkpoint's ``--backend``: one error line
-whose advice works (drop ``--backend``: an export decodes on onnxruntime without asking),
-and ``evaluate`` takes ``--backend onnxruntime`` as ``translate`` does."""
+whose advice works (drop ``--backend``: an export decodes on onnxruntime without asking);
+the deprecated ``--backend onnxruntime`` is still taken, with a note."""
 
 from __future__ import annotations
 
@@ -39,16 +39,37 @@ def test_an_export_with_a_checkpoints_backend_is_told_to_drop_it(command, fake_e
 
 
 def test_evaluate_takes_the_backend_an_export_decodes_on(fake_export, capsys):
-    """``--backend onnxruntime`` (or none) reaches the export itself: the error is about
-    what the folder holds, never about the option."""
-    for extra in (["--backend", "onnxruntime"], []):
+    """No ``--backend`` (or the deprecated ``--backend onnxruntime``, with a note that it
+    is no longer needed) reaches the export itself: the error is about what the folder
+    holds, never about the option."""
+    for extra in ([], ["--backend", "onnxruntime"]):
         assert cli.main(["evaluate", str(fake_export), *extra]) == 1
-        line = one_error(capsys)
-        assert "--backend" not in line or "needs onnxruntime" in line, line
+        err = capsys.readouterr().err
+        if extra:
+            note, _, err = err.partition("\n")
+            assert note.startswith("xpseq: note: --backend onnxruntime is no longer needed"), \
+                note
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("xpseq: error: "), err
+        assert "--backend" not in lines[0] or "needs onnxruntime" in lines[0], lines[0]
     # the shipped model and ensembles are checkpoints: a backend of checkpoints decodes them
     assert cli.main(["evaluate", "--shipped", "--backend", "onnxruntime"]) == 1
-    line = one_error(capsys)
+    line = capsys.readouterr().err.splitlines()[-1]
     assert "--backend onnxruntime decodes one ONNX export" in line and "numpy" in line, line
+
+
+def test_the_deprecated_backend_still_asks_for_an_export(tmp_path, capsys):
+    """``--backend onnxruntime`` with a model that is no export: a note, then the error."""
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"x")
+    assert cli.main(["translate", "--backend", "onnxruntime", str(path), "a cat"]) == 1
+    note, error = capsys.readouterr().err.splitlines()
+    assert note.startswith("xpseq: note: --backend onnxruntime is no longer needed")
+    assert error.startswith("xpseq: error: ") and f"{path} is not a folder" in error
+    assert cli.main(["translate", "--backend", "onnxruntime", str(tmp_path), "a cat"]) == 1
+    assert "is not an xpseq ONNX export" in capsys.readouterr().err.splitlines()[-1]
+    assert cli.main(["g2p", "--backend", "onnxruntime", "hello"]) == 1
+    assert "--model DIR" in capsys.readouterr().err.splitlines()[-1]
 
 
 @pytest.mark.slow       # (about 15 s: an export is traced by ndonnx)
@@ -64,9 +85,9 @@ def test_evaluate_of_an_export_on_onnxruntime_prints_what_its_checkpoint_prints(
     capsys.readouterr()
     printed = {}
     for name, argv in (("numpy", [str(path), "--backend", "numpy"]),
-                       ("onnxruntime", [str(folder), "--backend", "onnxruntime"]),
-                       ("advice followed", [str(folder)])):
+                       ("deprecated", [str(folder), "--backend", "onnxruntime"]),
+                       ("onnxruntime", [str(folder)])):
         assert cli.main(["evaluate", *argv, "--task", "toy"]) == 0, capsys.readouterr().err
         printed[name] = capsys.readouterr().out
     assert "BLEU" in printed["numpy"]
-    assert printed["onnxruntime"] == printed["numpy"] == printed["advice followed"]
+    assert printed["onnxruntime"] == printed["numpy"] == printed["deprecated"]

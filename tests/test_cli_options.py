@@ -167,8 +167,9 @@ def test_config_file_options_are_defaults_and_the_command_line_wins(tmp_path, re
     assert (args.embed, args.batch_size, args.quick, args.dtype) == (4, 6, True, "float64")
     assert (args.epochs, args.attention, args.out) == (1, "additive", out)   # typed: win
     assert args.hidden is None and args.seed == 0                 # neither given: defaults
-    assert args.argv == ["train", "--config", str(config), "--epochs", "1", "--attention",
-                         "additive", "--out", out]
+    assert args.invocation.argv == ("train", "--config", str(config), "--epochs", "1",
+                                    "--attention", "additive", "--out", out)
+    assert args.invocation.entry is cli.main
 
 
 @pytest.mark.parametrize("text, code, says", [

@@ -244,18 +244,16 @@ def test_translate_on_onnxruntime_prints_what_numpy_prints(trained_rnn, rnn_expo
     sentences = ["the cat sees the dog", "", "a dog and the cat"]
     for extra in ([], ["--beam", "3", "--n-best", "2"]):
         printed = {}
-        for argv in ([str(path), "--backend", "numpy"], [str(folder), "--backend",
-                                                         "onnxruntime"]):
+        for argv in ([str(path), "--backend", "numpy"], [str(folder)]):
             assert cli.main(["translate", *argv, *extra, *sentences]) == 0
             printed[argv[-1]] = capsys.readouterr().out
-        assert printed["onnxruntime"] == printed["numpy"]
+        assert printed[str(folder)] == printed["numpy"]
         assert len(printed["numpy"].splitlines()) == (3 if not extra else 5)
     for argv, message in (
-            ([str(path)], f"{path} is not a folder"),
             ([str(folder), "--precision", "bf16"], "takes no --precision"),
             ([str(folder), "--dtype", "float64"], "was exported in float32"),
-            ([str(tmp_path)], "is not an xpseq ONNX export")):
-        assert cli.main(["translate", "--backend", "onnxruntime", *argv, "a cat"]) == 1
+            ([str(tmp_path)], "nor an ONNX export: it holds no model.json")):
+        assert cli.main(["translate", *argv, "a cat"]) == 1
         err = capsys.readouterr().err
         assert err.startswith("xpseq: error: ") and message in err, err
         assert len(err.splitlines()) == 1
@@ -297,14 +295,13 @@ def test_the_shipped_g2p_model_exports_and_answers_as_on_numpy(tmp_path, capsys)
     assert on_onnx.pronounce(words[:40], beam=4, n_best=2) == on_numpy.pronounce(
         words[:40], beam=4, n_best=2)
     capsys.readouterr()
-    assert cli.main(["g2p", "--backend", "onnxruntime", "--model", str(folder),
-                     "hello", "xylophone"]) == 0
+    assert cli.main(["g2p", "--model", str(folder), "hello", "xylophone"]) == 0
     assert capsys.readouterr().out == "".join(
         f"{w}\t{' '.join(p)}\n" for w, p in zip(["hello", "xylophone"],
                                                 on_numpy.pronounce(["hello", "xylophone"])))
     for argv, message in ((["--backend", "onnxruntime", "hello"], "--model DIR"),
-                          (["--backend", "onnxruntime", "--model", str(folder), "--precision",
-                            "bf16", "hello"], "takes no --precision")):
+                          (["--model", str(folder), "--precision", "bf16", "hello"],
+                           "takes no --precision")):
         assert cli.main(["g2p", *argv]) == 1
         assert message in capsys.readouterr().err
     with pytest.raises(ValueError, match="an ensemble does not export"):
@@ -324,7 +321,7 @@ def test_g2p_refuses_the_export_of_a_translator(rnn_export, capsys):
     folder = rnn_export("float32")
     with pytest.raises(ValueError, match="is not a G2P model"):
         g2p.G2P(folder)
-    assert cli.main(["g2p", "--backend", "onnxruntime", "--model", str(folder), "cat"]) == 1
+    assert cli.main(["g2p", "--model", str(folder), "cat"]) == 1
     assert "is not a G2P model" in capsys.readouterr().err
 
 

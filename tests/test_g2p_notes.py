@@ -52,3 +52,31 @@ def test_the_notes_are_returned_by_the_inner_calls_not_raised():
     assert found == [] and tokens == ["a", "b"]
     assert [type(n) for n in noted] == [ControlCharacterWarning]
     assert notes.outside_level() >= 1
+
+
+def test_every_door_hands_its_notes_to_the_caller_instead_when_asked():
+    """``notes=`` takes each note (the same ``Warning`` it would raise) and no warning is
+    raised; without it, warnings as before."""
+    model = g2p.load(backend="numpy")
+    doors = {
+        "method": lambda take: model.pronounce([LONG, "-"], lookup=False, notes=take),
+        "function": lambda take: g2p.pronounce([LONG, "-"], backend="numpy", lookup=False,
+                                               notes=take),
+        "generator": lambda take: list(model.pronounce_iter(iter([LONG, "-"]), lookup=False,
+                                                            notes=take)),
+        "function generator": lambda take: list(g2p.pronounce_iter(
+            iter([LONG, "-"]), backend="numpy", lookup=False, notes=take)),
+        "text": lambda take: model.phonemize(f"say {LONG} and \x07 stop", notes=take),
+        "lines": lambda take: model.phonemize_lines([f"say {LONG}"], notes=take),
+        "function text": lambda take: g2p.phonemize(f"say {LONG}", backend="numpy",
+                                                    notes=take),
+    }
+    for name, call in doors.items():
+        taken: list[Warning] = []
+        answer, found = caught(lambda: call(taken.append))
+        assert found == [], (name, found)
+        assert taken and any(isinstance(n, g2p.LongWordWarning) for n in taken), name
+        warned, found = caught(lambda: call(None))                    # the default
+        assert warned == answer, name
+        assert [(w.category, str(w.message)) for w in found] == [(type(n), str(n))
+                                                                for n in taken], name

@@ -1,13 +1,14 @@
-"""The ``xpseq`` command: demo, train, translate, g2p, evaluate, data, export, heatmap, tour.
+"""The ``xpseq`` command: its subcommands, one module each (:mod:`xpseq.app.commands`).
 
 This module puts together the subcommands' parsers (each module of
-:mod:`xpseq.app.commands` builds its own), merges ``train --config`` / ``--resume`` into
-train's defaults, dispatches to the subcommand's ``check`` and ``run`` and turns what fails
-into one line and an exit code.
+:mod:`xpseq.app.commands` builds its own), applies the defaults a subcommand reads from a
+file or a stored run (its module's optional ``defaults(args, argv)`` hook), dispatches to
+the subcommand's ``check`` and ``run`` and turns what fails into one line and an exit code.
+It knows the subcommands only through that protocol, none of them by name.
 
-Every model subcommand takes ``--backend`` (numpy, jax, torch, array_api_strict; all of
-them train, numpy and array_api_strict with hand-derived gradients, slowly), ``--compile``
-(torch with ``torch.compile``), ``--dtype`` (float32 or float64) and ``--seed``.
+Every model subcommand takes ``--backend`` (numpy, jax, torch, array_api_strict; numpy and
+array_api_strict fit a model with hand-derived gradients, slowly), ``--compile`` (torch
+with ``torch.compile``), ``--dtype`` (float32 or float64) and ``--seed``.
 
 Errors are one line on stderr and an exit code: 2 for bad arguments (``xpseq CMD: error:
 ...``; values are checked by the parser, before anything is created on disk; a mistyped
@@ -16,12 +17,12 @@ other failure (``xpseq: error: ...``: missing or unreadable files, damaged check
 diverging run, a full disk ...), 130 when interrupted (``xpseq: interrupted``, whenever
 the Ctrl-C comes: the entry point, :mod:`xpseq.__main__`, takes it over before this module
 is imported; :mod:`xpseq.app.errors`). Output cut short by its reader
-(``xpseq translate ... | head -1``) ends quietly with 141, as a program killed by SIGPIPE
+(``xpseq CMD ... | head -1``) ends quietly with 141, as a program killed by SIGPIPE
 would. ``xpseq --debug CMD`` (or ``XPSEQ_DEBUG=1``) shows the traceback instead.
 
-Input text is split on whitespace into tokens, as in training. Words the model never saw
-become ``<unk>`` (listed in a note on stderr); an empty line translates to an empty line;
-a sentence longer than ``--max-tokens`` is cut to that many tokens, with a note.
+Input text is split on whitespace into tokens, as the model read its data. Words it never
+saw become ``<unk>`` (listed in a note on stderr); an empty line gives an empty line; a
+sentence longer than ``--max-tokens`` is cut to that many tokens, with a note.
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ import argparse
 import os
 import sys
 import warnings
+from types import ModuleType
 from typing import Any, NamedTuple, Sequence
 
 from xpseq import backends
 from xpseq.io import files, reading
 
 from . import options as opts
-from .commands import COMMANDS
-from .commands.train_config import file_defaults
+from .commands import COMMANDS, Invocation
 from .errors import (
     CommandError,
     interrupted,
@@ -69,12 +70,10 @@ def _version() -> str:
 
 
 class Command(NamedTuple):
-    """The command's parser, its ``train`` subparser and train's options by dest (what
-    ``--config`` and ``--resume`` fill in)."""
+    """The command's parser and each subcommand's module by the subcommand's name."""
 
     parser: argparse.ArgumentParser
-    train: argparse.ArgumentParser
-    train_options: dict[str, argparse.Action]
+    modules: dict[str, ModuleType]
 
 
 def build() -> Command:
@@ -85,34 +84,35 @@ def build() -> Command:
         "for NumPy, JAX and PyTorch.")
     opts.global_options(parser, _version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    train = train_options = None
-    for command in COMMANDS:
-        added = command.add_parser(sub)
-        if isinstance(added, tuple):                   # train: its options too
-            train, train_options = added
-    assert train is not None and train_options is not None
-    return Command(parser, train, train_options)
+    modules: dict[str, ModuleType] = {}
+    for module in COMMANDS:
+        known = set(sub.choices)
+        module.add_parser(sub)
+        modules.update((name, module) for name in sub.choices if name not in known)
+    return Command(parser, modules)
 
 
-# ------------------------------------------------------- --config and --resume
+# ------------------------------------------------- defaults of a file or a stored run
 
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]] | int:
-    """``argv`` parsed, with the options of ``train --config`` / ``--resume`` merged in
-    (``parser.set_defaults``); an exit code where that failed."""
+    """``argv`` parsed, with the defaults that the subcommand's ``defaults(args, argv)``
+    hook reads (a file, a stored run) merged in (``set_defaults`` of its parser, so that
+    the options typed win); an exit code where that failed."""
     cmd = build()
     args, extra = cmd.parser.parse_known_args(argv)
-    if args.command != "train":
+    hook = getattr(cmd.modules[args.command], "defaults", None)
+    if hook is None:
         return args, extra
-    if args.config or args.resume:
-        try:
-            defaults = file_defaults(cmd.train_options, argv, args)
-        except argparse.ArgumentError as err:         # a value its option refuses
-            cmd.train.error(str(err))
-        except (CommandError, ValueError) as err:
-            print(f"xpseq: error: {err}", file=sys.stderr)
-            return 1
-        cmd.train.set_defaults(**defaults)
+    try:
+        defaults = hook(args, argv)
+    except argparse.ArgumentError as err:             # a value its option refuses
+        args.parser.error(str(err))
+    except (CommandError, ValueError) as err:
+        print(f"xpseq: error: {err}", file=sys.stderr)
+        return 1
+    if defaults:
+        args.parser.set_defaults(**defaults)
         args, extra = cmd.parser.parse_known_args(argv)
     return args, extra
 
@@ -143,10 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"xpseq: error: {_one_line(err)}", file=sys.stderr)
         return 1
-    args.argv, args.entry = argv, main        # train --devices N reruns it in each process
+    # What a subcommand may need of its call (one that reruns itself in other processes)
+    args.invocation = Invocation(tuple(argv), main)
     if extra:
-        # translate, g2p: words after an option are more sentences or words (argparse does
-        # not intermix positionals and options with subcommands).
+        # A subcommand that names its ``more`` positional: words after an option are more
+        # of it (argparse does not intermix positionals and options with subcommands).
         more: str | None = getattr(args, "more", None)
         if more is None or any(e.startswith("-") for e in extra):
             args.parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -24,9 +24,10 @@ from xpseq.search import MAX_BEAM
 
 __all__ = ["Parser", "positive", "number_in", "seed_value", "beam_size", "DEFAULT_BACKEND",
            "DEFAULT_DECODE_BACKEND", "Actions", "actions_of", "global_options",
-           "compile_option", "backend_option", "backend_options", "precision_option",
-           "precision_of", "PRECISION_CHOICES", "search_options", "check_search",
-           "check_compile"]
+           "compile_option", "backend_option", "backend_options", "dtype_and_seed_options",
+           "precision_option", "precision_of", "PRECISION_CHOICES", "beam_option",
+           "n_best_option", "search_options", "decode_options", "check_search",
+           "check_compile", "EXPORT_BACKEND", "check_export_backend"]
 
 Actions = dict[str, argparse.Action]
 
@@ -239,24 +240,49 @@ COMPILE_COST = ("Each new batch shape is compiled first: at the benchmarks' size
                 "training step then ran about twice as fast, the Transformer's no faster")
 
 
+#: ``--backend``'s choice, of earlier releases, for a model that is an ONNX export's folder:
+#: an export now decodes on onnxruntime by what it is. Still accepted, with a note
+#: (:func:`check_export_backend`), and still asking that the model be an export.
+EXPORT_BACKEND = "onnxruntime"
+
+
 def backend_option(parser: argparse.ArgumentParser, backend_help: str, *,
-                   extra: tuple[str, ...] = ()) -> Actions:
-    """``--backend`` (``extra``: backends of this subcommand alone, e.g. ``onnxruntime``)."""
-    return actions_of(parser.add_argument("--backend", choices=(*backends.NAMES, *extra),
-                                      default=None, help=backend_help))
+                   export: bool = False) -> Actions:
+    """``--backend`` (``export``: a subcommand whose model may be an ONNX export's folder,
+    which accepts the deprecated :data:`EXPORT_BACKEND` too, and says so in the help)."""
+    choices = (*backends.NAMES, EXPORT_BACKEND) if export else backends.NAMES
+    if export:
+        backend_help += ("; a model that is an ONNX export's folder (xpseq export --onnx DIR) "
+                         "decodes on onnxruntime without it")
+    return actions_of(parser.add_argument(                # (the deprecated one not shown)
+        "--backend", choices=choices, default=None, help=backend_help,
+        metavar="{" + ",".join(backends.NAMES) + "}"))
 
 
 def backend_options(parser: argparse.ArgumentParser, backend_help: str, *,
-                    extra: tuple[str, ...] = ()) -> Actions:
+                    export: bool = False) -> Actions:
     """``--backend``, ``--compile``, ``--dtype``, ``--seed``: what every model subcommand
-    takes (``extra``: backends of this subcommand alone, e.g. ``onnxruntime``)."""
+    takes (``export``: as for :func:`backend_option`)."""
+    return {**backend_option(parser, backend_help, export=export), **compile_option(parser),
+            **dtype_and_seed_options(parser)}
+
+
+def dtype_and_seed_options(parser: argparse.ArgumentParser) -> Actions:
+    """``--dtype`` (of the parameters) and ``--seed``."""
     return actions_of(
-        *backend_option(parser, backend_help, extra=extra).values(),
-        *compile_option(parser).values(),
         parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                             help="floating dtype of the parameters (default: float32)"),
         parser.add_argument("--seed", type=seed_value, default=0,
                             help="random seed (default: 0)"))
+
+
+def check_export_backend(args: argparse.Namespace) -> None:
+    """The deprecated ``--backend`` :data:`EXPORT_BACKEND`: a note on stderr that it is no
+    longer needed (``args.backend`` keeps it: the model must then be an export)."""
+    if args.backend == EXPORT_BACKEND:
+        print(f"xpseq: note: --backend {EXPORT_BACKEND} is no longer needed and will be "
+              "removed: a model that is an ONNX export's folder decodes on onnxruntime "
+              "without it", file=sys.stderr)
 
 
 #: ``--precision``'s choices: ``dtype`` computes in ``--dtype``; ``bf16`` is mixed precision.
@@ -281,24 +307,51 @@ def precision_of(args: argparse.Namespace) -> Policy:
     return Policy(None if args.precision == "dtype" else args.precision)
 
 
+def beam_option(parser: Any) -> Actions:
+    """``--beam K``: greedy (1, the default) or beam search (a parser or a group)."""
+    return actions_of(parser.add_argument(
+        "--beam", type=beam_size, default=1, metavar="K",
+        help=f"beam size, at most {MAX_BEAM}; 1 is greedy search (default: 1)"))
+
+
+def n_best_option(parser: Any, what: str) -> Actions:
+    """``--n-best N``: print the N best answers, ``what`` saying how (a parser or a
+    group)."""
+    return actions_of(parser.add_argument("--n-best", type=beam_size, default=1, metavar="N",
+                                          help=f"print the N best {what}"))
+
+
 def search_options(parser: argparse.ArgumentParser, *, n_best: bool = True) -> Actions:
     """Greedy or beam search: ``--beam``, ``--length-penalty``, ``--alpha``, and
     ``--n-best`` for a command that prints the N best (``n_best``)."""
     g = parser.add_argument_group("search")
     actions = actions_of(
-        g.add_argument("--beam", type=beam_size, default=1, metavar="K",
-                       help=f"beam size, at most {MAX_BEAM}; 1 is greedy search (default: 1)"),
+        *beam_option(g).values(),
         g.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default="avg",
                        help="how beam search ranks hypotheses of different lengths "
                        "(default: avg)"),
         g.add_argument("--alpha", type=number_in(0.0, 10.0, high_open=False), default=0.6,
                        help="GNMT length penalty exponent, in [0, 10] (default: 0.6)"))
     if n_best:
-        actions.update(actions_of(g.add_argument(
-            "--n-best", type=beam_size, default=1, metavar="N",
-            help="print the N best hypotheses (N <= K), a line each: "
-            "index<TAB>rank<TAB>score<TAB>translation (index: the input line from 0; rank: "
-            "0 is the best; score: summed log-probability)")))
+        actions.update(n_best_option(
+            g, "hypotheses (N <= K), a line each: index<TAB>rank<TAB>score<TAB>translation "
+            "(index: the input line from 0; rank: 0 is the best; score: summed "
+            "log-probability)"))
+    return actions
+
+
+def decode_options(parser: argparse.ArgumentParser, *, export: bool = False,
+                   dtype_and_seed: bool = True, precision_help: str | None = None) -> Actions:
+    """What a subcommand that decodes a model takes: ``--backend`` for decoding
+    (``export``: its model may be an ONNX export's folder, :func:`backend_option`),
+    ``--compile``, ``--dtype`` and ``--seed`` (unless ``dtype_and_seed`` is false) and
+    ``--precision`` (``precision_help``: the subcommand's own words for it)."""
+    actions = backend_option(parser, "backend to decode on " + DEFAULT_DECODE_BACKEND,
+                             export=export)
+    actions.update(compile_option(parser))
+    if dtype_and_seed:
+        actions.update(dtype_and_seed_options(parser))
+    actions.update(precision_option(parser, precision_help))
     return actions
 
 

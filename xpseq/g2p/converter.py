@@ -7,7 +7,7 @@ import itertools
 import json
 import pathlib
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Sequence, cast
 
 from xpseq import backends
@@ -15,6 +15,7 @@ from xpseq.core import values
 from xpseq.core.precision import Policy
 from xpseq.data.cmudict import word_tokens
 from xpseq.export.decoders import load_decoder
+from xpseq.io.reading import iterate
 from xpseq.search import SearchOptions, options_for, translate
 from xpseq.search.decoder import Decoder
 
@@ -288,8 +289,8 @@ class G2P:
         return given
 
     def pronounce(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
-                  lookup: bool = True, stress: bool | None = None,
-                  ipa: bool = False) -> list[Any]:
+                  lookup: bool = True, stress: bool | None = None, ipa: bool = False,
+                  notes: Callable[[Warning], object] | None = None) -> list[Any]:
         """The phones of each word, in the order of ``words``.
 
         Parameters
@@ -321,11 +322,15 @@ class G2P:
             Answer each pronunciation as one IPA string (``"həˈloʊ"``,
             :func:`xpseq.g2p.ipa.to_ipa`) instead of ARPAbet phones; ``stress=False``
             leaves the stress marks out.
+        notes : callable, optional
+            Called with each note (a ``Warning``: :class:`UnknownCharacterWarning`,
+            :class:`LongWordWarning`, :class:`NotAWordWarning`) instead of raising it as
+            a warning (:mod:`xpseq.g2p.notes`); ``None`` (the default): warnings.
 
         Returns
         -------
         list
-            With ``n_best == 1`` a list of phone lists (``list[list[str]]``), one per
+            With ``n_best == 1 a list of phone lists (``list[list[str]]``), one per
             word; otherwise a list of ``n_best`` phone lists per word
             (``list[list[list[str]]]``, best first; from the dictionary, as many as it
             has, at most ``n_best``; an empty or over-long word, or one with no letter
@@ -360,13 +365,14 @@ class G2P:
         stress = self._stress(stress, "pronounce")
         listed = [_checked(i, word, "pronounce")
                   for i, word in enumerate(_iterable(words, "pronounce"))]
-        answers, notes = self._for(stress).answer(listed, options, n_best, lookup, stress)
-        emit(notes)
+        answers, found = self._for(stress).answer(listed, options, n_best, lookup, stress)
+        emit(found, notes)
         return [_in_ipa(a, n_best, marks) for a in answers] if ipa else answers
 
     def pronounce_iter(self, words: Iterable[str], *, beam: int = 1, n_best: int = 1,
                        lookup: bool = True, stress: bool | None = None,
-                       chunk: int = CHUNK, ipa: bool = False) -> Iterator[Any]:
+                       chunk: int = CHUNK, ipa: bool = False,
+                       notes: Callable[[Warning], object] | None = None) -> Iterator[Any]:
         """The phones of each word, one answer at a time, in the order of ``words``.
 
         What :meth:`pronounce` returns as a list, yielded one word at a time:
@@ -380,7 +386,7 @@ class G2P:
         words : iterable of str
             As for :meth:`pronounce` (a generator is read lazily: at most ``chunk``
             words ahead of the answers).
-        beam, n_best, lookup, stress, ipa : as for :meth:`pronounce`
+        beam, n_best, lookup, stress, ipa, notes : as for :meth:`pronounce`
         chunk : int
             Words decoded together (default :data:`CHUNK`, 512): more is faster per
             word, up to a few hundred, and holds more words at once.
@@ -415,11 +421,12 @@ class G2P:
         model = self._for(stress)
         if lookup:
             model.lexicon(stress)           # its errors now, not at the first answer
-        answers = model._answers(items, options, n_best, lookup, stress, chunk)
+        answers = model._answers(items, options, n_best, lookup, stress, chunk, notes)
         return (_in_ipa(a, n_best, marks) for a in answers) if ipa else answers
 
     def phonemize(self, text: str, *, lookup: bool = True, stress: bool | None = None,
-                  beam: int = 1, ipa: bool = False) -> list[str]:
+                  beam: int = 1, ipa: bool = False,
+                  notes: Callable[[Warning], object] | None = None) -> list[str]:
         """The phones of running ``text``, in order, as g2p_en gives them.
 
         The text is read as :func:`xpseq.g2p.text.normalize` says (numbers, currency,
@@ -445,6 +452,9 @@ class G2P:
         ipa : bool
             Each word as one IPA string instead of its ARPAbet phones (as for
             :meth:`pronounce`).
+        notes : callable, optional
+            As for :meth:`pronounce` (a :class:`~xpseq.g2p.text.ControlCharacterWarning`
+            too).
 
         Returns
         -------
@@ -475,19 +485,19 @@ class G2P:
         >>> " ".join(g2p.load(backend="numpy").phonemize("Dr. Smith, 9 a.m.", stress=False))
         'D AA K T ER   S M IH TH   ,   N AY N   EY EH M   .'
         """
-        [phones] = self._phonemize([text], lookup, stress, beam, ipa, "phonemize")
+        [phones] = self._phonemize([text], lookup, stress, beam, ipa, "phonemize", notes)
         return phones
 
     def phonemize_lines(self, lines: Iterable[str], *, lookup: bool = True,
-                        stress: bool | None = None, beam: int = 1,
-                        ipa: bool = False) -> list[list[str]]:
+                        stress: bool | None = None, beam: int = 1, ipa: bool = False,
+                        notes: Callable[[Warning], object] | None = None) -> list[list[str]]:
         """:meth:`phonemize` of each of ``lines`` (texts), their words decoded together.
 
         Parameters
         ----------
         lines : iterable of str
             The texts.
-        lookup, stress, beam, ipa : as for :meth:`phonemize`
+        lookup, stress, beam, ipa, notes : as for :meth:`phonemize`
 
         Returns
         -------
@@ -508,22 +518,24 @@ class G2P:
         [['HH', 'AY', ' ', '.'], ['B', 'AY', ' ', '!']]
         """
         return self._phonemize(_iterable(lines, "phonemize_lines"), lookup, stress, beam,
-                               ipa, "phonemize_lines")
+                               ipa, "phonemize_lines", notes)
 
     def _phonemize(self, texts: Iterable[Any], lookup: bool, stress: Any, beam: Any,
-                   ipa: Any, caller: str) -> list[list[str]]:
+                   ipa: Any, caller: str,
+                   notes: Callable[[Warning], object] | None = None) -> list[list[str]]:
         options = options_for(beam, 1, caller=caller)
         lookup = values.flag(caller, "lookup", lookup)
         stress, marks = _ipa_stress(stress, ipa, caller)
         stress = self._stress(stress, caller)
         model = self._for(stress)
-        lines, notes = read_texts(model, texts, lookup=lookup, stress=stress, options=options,
+        lines, found = read_texts(model, texts, lookup=lookup, stress=stress, options=options,
                                   caller=caller)
-        emit(notes)
+        emit(found, notes)
         return [text_to_ipa(tokens, stress=marks) for tokens in lines] if ipa else lines
 
     def _answers(self, items: Iterator[Any], options: Any, n_best: int, lookup: bool,
-                 stress: bool, chunk: int) -> Iterator[Any]:
+                 stress: bool, chunk: int,
+                 notes: Callable[[Warning], object] | None) -> Iterator[Any]:
         """:meth:`pronounce_iter`'s generator: ``chunk`` checked words, their answers."""
         start = 0
         while True:
@@ -532,8 +544,8 @@ class G2P:
             if not words:
                 return
             start += len(words)
-            answers, notes = self.answer(words, options, n_best, lookup, stress)
-            emit(notes)                     # at the reader's line
+            answers, found = self.answer(words, options, n_best, lookup, stress)
+            emit(found, notes)              # at the reader's line
             yield from answers
 
     def answer(self, words: list[str], options: SearchOptions, n_best: int, lookup: bool,
@@ -651,15 +663,9 @@ class G2P:
 
 def _iterable(words: Any, caller: str) -> Iterator[Any]:
     """An iterator over ``words`` if it is an iterable of words (not one str); a
-    TypeError otherwise."""
-    if isinstance(words, (str, bytes)):
-        raise TypeError(f"{caller}: words must be a sequence of str (a list of words such "
-                        f"as ['cat'], not one {type(words).__name__})")
-    try:
-        return iter(words)
-    except TypeError:
-        raise TypeError(f"{caller}: words must be an iterable of str (a list, a tuple, a "
-                        f"generator ...), got {type(words).__name__}") from None
+    TypeError naming ``caller`` otherwise."""
+    return iterate(words, f"{caller}: words", of="str",
+                   example="a list of words such as ['cat']")
 
 
 def _checked(index: int, word: Any, caller: str) -> str:

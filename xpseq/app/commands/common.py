@@ -7,10 +7,11 @@ unknown words, the toy and G2P data.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import pathlib
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from xpseq import backends
 from xpseq.core import checks
@@ -20,11 +21,22 @@ from xpseq.io.install import install_hint
 from .. import options as opts
 from ..errors import CommandError, oserror_message
 
-__all__ = ["command_backend", "enable_jax_x64", "JAX_CACHE_ENV", "JAX_CACHE_BYTES",
+__all__ = ["Invocation", "command_backend", "enable_jax_x64", "JAX_CACHE_ENV", "JAX_CACHE_BYTES",
            "jax_cache_dir", "enable_jax_cache", "search_options_of", "note_unknown",
            "note_unknown_words", "model_tokens", "tokens_option", "translate_nonempty",
            "TOY_DATA_LIMITS", "read_tsv", "toy_task_for", "g2p_split", "check_exist",
-           "open_decoder", "check_export_folder"]
+           "is_export", "open_decoder", "check_export_folder"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Invocation:
+    """What a subcommand may need of its call besides its options: the command line
+    ``argv`` (after ``xpseq``) and the command's entry point ``entry`` (``entry(argv)``
+    runs it again and returns its exit code; a run over several processes starts each
+    this way). :mod:`xpseq.app.cli` hands it to every subcommand as ``args.invocation``."""
+
+    argv: tuple[str, ...]
+    entry: Callable[[Sequence[str]], int]
 
 
 def command_backend(name: str | None, compile: bool = False,
@@ -232,49 +244,60 @@ def check_exist(paths: Any) -> None:
             raise CommandError(f"checkpoint {path} does not exist")
 
 
+def is_export(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an ONNX export's folder (``xpseq export --onnx DIR``: it holds a
+    ``model.json``), which decodes on onnxruntime."""
+    return os.path.isfile(os.path.join(path, "model.json"))
+
+
 def open_decoder(args: argparse.Namespace, path: str) -> Any:
     """The model at ``path`` as a :class:`~xpseq.search.Decoder`
     (:func:`xpseq.load_decoder`), as ``--backend``, ``--compile`` and ``--dtype`` ask: a
-    checkpoint on a backend, or an ONNX export's folder with ``--backend onnxruntime``
-    or no ``--backend`` (one-line errors for what does not apply, whose advice works in
-    every subcommand that calls this: an export with another ``--backend`` is told to
-    drop it)."""
-    from xpseq.export.decoders import EXPORT_ENGINE, load_decoder
+    checkpoint on a backend, or an ONNX export's folder on onnxruntime, by what it is
+    (one-line errors for what does not apply, whose advice works in every subcommand that
+    calls this: an export with a ``--backend`` is told to drop it). The deprecated
+    ``--backend`` :data:`~xpseq.app.options.EXPORT_BACKEND` asks that ``path`` be an
+    export."""
+    from xpseq.export.decoders import load_decoder
 
     check_exist(path)
     dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
-    if os.path.isfile(os.path.join(path, "model.json")):            # a folder is an export
-        if args.backend not in (None, EXPORT_ENGINE):
-            raise CommandError(f"{path} is an ONNX export, which decodes on {EXPORT_ENGINE} "
-                               f"alone: drop --backend {args.backend} (or decode its "
-                               f"checkpoint on {args.backend})")
-        args.backend = EXPORT_ENGINE
-    if args.backend == EXPORT_ENGINE:
+    asked = args.backend == opts.EXPORT_BACKEND
+    export = is_export(path)
+    if export and args.backend is not None and not asked:
+        raise CommandError(f"{path} is an ONNX export, which decodes on onnxruntime alone: "
+                           f"drop --backend {args.backend} (or decode its checkpoint on "
+                           f"{args.backend})")
+    if export or asked:
         check_export_folder(path, args)
-        backend: Any = EXPORT_ENGINE
+        backend = None                                    # an export: onnxruntime
         dtype = None if dtype == "float32" else dtype     # the default: the export's own
     else:
         backend = command_backend(args.backend, args.compile, "decode")
     try:
         return load_decoder(path, backend=backend, dtype=dtype)
+    except ModuleNotFoundError as err:                   # an export's engine
+        if not export:
+            raise
+        raise CommandError(f"{path} is an ONNX export, which needs {err.name}: "
+                           + install_hint("onnx")) from None
     except (FileNotFoundError, ValueError) as err:       # CheckpointError: a ValueError
         raise CommandError(str(err).removeprefix("load_decoder: ")) from None
 
 
 def check_export_folder(path: str, args: argparse.Namespace) -> None:
-    """``--backend onnxruntime``: a one-line error unless ``path`` is a folder (an export),
-    onnxruntime is installed and no option asks what an export fixes."""
+    """A one-line error unless ``path`` is an export's folder and no option asks what an
+    export fixes (``--compile``, ``--precision``)."""
     if args.compile:
-        raise CommandError("--compile is torch's; --backend onnxruntime decodes an ONNX "
-                           "export")
+        raise CommandError(f"--compile is torch's; {path} is an ONNX export, which decodes "
+                           "on onnxruntime")
     if opts.precision_of(args).reduced:
         raise CommandError("--precision: an ONNX export computes in the dtype it was "
-                           "exported in; --backend onnxruntime takes no --precision")
+                           f"exported in; {path} takes no --precision")
     if not os.path.isdir(path):
-        raise CommandError(f"--backend onnxruntime decodes an ONNX export (the folder of "
+        raise CommandError(f"--backend {args.backend} decodes an ONNX export (the folder of "
                            f"xpseq export CHECKPOINT --onnx DIR); {path} is not a folder")
-    import importlib.util
-
-    if importlib.util.find_spec("onnxruntime") is None:
-        raise CommandError("--backend onnxruntime needs onnxruntime: "
-                           + install_hint("onnx"))
+    if not is_export(path):
+        raise CommandError(f"--backend {args.backend} decodes an ONNX export (the folder of "
+                           f"xpseq export CHECKPOINT --onnx DIR); {path} is not an xpseq "
+                           "ONNX export (it holds no model.json)")

@@ -45,11 +45,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        "the stress-free one beside it) prints phone and word error rates on "
                        "the dictionary's test split (or --part dev), for greedy and beam "
                        "search (--beam).")
-    opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND
-                         + "; onnxruntime: CHECKPOINT is an ONNX export (the folder of "
-                         "xpseq export --onnx), which decodes there without asking",
-                         extra=("onnxruntime",))
-    opts.precision_option(p)
+    opts.decode_options(p, export=True)
     p.add_argument("checkpoint", nargs="*", help="the checkpoint, or an ONNX export's folder "
                    "(several G2P checkpoints: their ensemble)")
     p.add_argument("--shipped", action="store_true",
@@ -87,6 +83,7 @@ def check(args: argparse.Namespace) -> None:
         args.parser.error("--no-stress selects the shipped stress-free G2P model: give it "
                           "with --shipped (a checkpoint is scored as it was trained)")
     opts.check_compile(args)
+    opts.check_export_backend(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,7 +162,6 @@ def _print_table(headers: list, rows: list, details: dict) -> int:
 def _evaluate_g2p_model(args: argparse.Namespace) -> int:
     """``evaluate --shipped`` or several G2P checkpoints (an ensemble)."""
     from xpseq import g2p
-    from xpseq.export.decoders import EXPORT_ENGINE
 
     if args.shipped and args.checkpoint:
         raise CommandError("--shipped evaluates the shipped model; give no CHECKPOINT with it")
@@ -180,8 +176,8 @@ def _evaluate_g2p_model(args: argparse.Namespace) -> int:
         raise CommandError(f"{what} on the CMU dictionary's test split, which takes no "
                            f"{given}{one_each}")
     check_exist(None if args.shipped else args.checkpoint)
-    if args.backend == EXPORT_ENGINE:
-        raise CommandError(f"--backend {EXPORT_ENGINE} decodes one ONNX export (xpseq export "
+    if args.backend == opts.EXPORT_BACKEND:
+        raise CommandError(f"--backend {args.backend} decodes one ONNX export (xpseq export "
                            "--shipped --onnx DIR writes the shipped model's); the shipped "
                            "model and ensembles decode on " + ", ".join(backends.NAMES))
     backend = command_backend(args.backend, args.compile, "decode")

@@ -19,8 +19,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        "DIR/encoder.onnx, DIR/step.onnx (one decoder step, its state as inputs "
                        "and outputs: a Transformer's key/value cache) and DIR/model.json "
                        "(vocabularies, search defaults, shapes). Batch and lengths are "
-                       "symbolic; float16 parameters stay float16. xpseq translate and xpseq "
-                       "g2p decode DIR with --backend onnxruntime. Needs pip install "
+                       "symbolic; float16 parameters stay float16. xpseq translate, evaluate "
+                       "and g2p --model decode DIR on onnxruntime. Needs pip install "
                        "'xpseq[onnx]'. Nothing in DIR is overwritten.")
     p.add_argument("checkpoint", nargs="?", help="a checkpoint of xpseq train (.safetensors)")
     p.add_argument("--shipped", action="store_true",

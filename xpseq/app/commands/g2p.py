@@ -13,13 +13,12 @@ from xpseq.io import reading
 from .. import options as opts
 from .. import stdin
 from ..errors import CommandError
-from .common import check_exist, command_backend, open_decoder
+from .common import check_exist, command_backend, is_export, open_decoder
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """``xpseq g2p``'s parser and options."""
     from xpseq import g2p
-    from xpseq.search import MAX_BEAM
 
     p = sub.add_parser("g2p", help="pronounce English words with the shipped G2P model (or "
                        "your own)",
@@ -48,17 +47,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        "(--model-only: all from the model). --text reads running text "
                        "instead of words.")
     p.add_argument("words", nargs="*", help="words (default: read stdin, one word a line)")
-    opts.backend_option(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND + "; onnxruntime: "
-                        "--model DIR is an ONNX export (xpseq export --shipped --onnx DIR "
-                        "writes the shipped model's)", extra=("onnxruntime",))
-    opts.compile_option(p)
-    opts.precision_option(p, "dtype: decode in float32 (default); bf16: matrix products and "
-                          "activations in bfloat16 (jax and torch; faster where the "
-                          "processor multiplies bfloat16 natively, AVX512-BF16 or AMX; the "
-                          "answers may differ from float32's, see the G2P guide)")
+    opts.decode_options(p, export=True, dtype_and_seed=False, precision_help=(
+        "dtype: decode in float32 (default); bf16: matrix products and activations in "
+        "bfloat16 (jax and torch; faster where the processor multiplies bfloat16 natively, "
+        "AVX512-BF16 or AMX; the answers may differ from float32's, see the G2P guide)"))
     p.add_argument("--model", action="append", metavar="PATH",
                    help="a checkpoint of xpseq train --task g2p instead of the shipped model "
-                   "(repeat for an ensemble)")
+                   "(repeat for an ensemble), or an ONNX export's folder (xpseq export "
+                   "--shipped --onnx DIR writes the shipped model's)")
     p.add_argument("--lookup", action="store_true",
                    help="answer words of the CMU dictionary from it, the others from the "
                    "model (the default; --model-only turns it off)")
@@ -66,10 +62,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="print IPA (həˈloʊ) instead of ARPAbet phones (HH AH0 L OW1): "
                    "one string a word, stress marks ˈ ˌ at the start of the syllable "
                    "(none with --no-stress); the table is in the G2P guide")
-    p.add_argument("--beam", type=opts.beam_size, default=1, metavar="K",
-                   help=f"beam size, at most {MAX_BEAM}; 1 is greedy search (default: 1)")
-    p.add_argument("--n-best", type=opts.beam_size, default=1, metavar="N",
-                   help="print the N best pronunciations (N <= K)")
+    opts.beam_option(p)
+    opts.n_best_option(p, "pronunciations (N <= K)")
     p.add_argument("--no-stress", dest="stress", action="store_false", default=None,
                    help="remove the vowels' stress digits (AH0 -> AH); by default they "
                    "are printed, as the CMU dictionary writes them")
@@ -95,6 +89,7 @@ def check(args: argparse.Namespace) -> None:
                           "and --model-only (every word from the model) exclude each other")
     opts.check_search(args)
     opts.check_compile(args)
+    opts.check_export_backend(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +104,6 @@ def run(args: argparse.Namespace) -> int:
     closed, not UTF-8, or holds a line over :data:`xpseq.app.stdin.LINE_BYTES` is a
     :class:`CommandError` (the lines before it answered)."""
     from xpseq import g2p
-    from xpseq.export.decoders import EXPORT_ENGINE
 
     if not args.words and sys.stdin is not None and sys.stdin.isatty():
         print(f"xpseq g2p: reading {'texts' if args.text else 'words'} from the terminal, "
@@ -123,12 +117,13 @@ def run(args: argparse.Namespace) -> int:
                                                               g2p.CHUNK)))
     check_exist(args.model)
     try:
-        if args.backend == EXPORT_ENGINE:
-            if not args.model or len(args.model) != 1:
-                raise CommandError("--backend onnxruntime decodes one ONNX export: --model "
-                                   "DIR (xpseq export --shipped --onnx DIR writes the "
-                                   "shipped model's)")
-            model = g2p.G2P(open_decoder(args, args.model[0]))
+        one = args.model[0] if args.model and len(args.model) == 1 else None
+        if args.backend == opts.EXPORT_BACKEND and one is None:
+            raise CommandError(f"--backend {args.backend} decodes one ONNX export: --model "
+                               "DIR (xpseq export --shipped --onnx DIR writes the shipped "
+                               "model's)")
+        if one is not None and (is_export(one) or args.backend == opts.EXPORT_BACKEND):
+            model = g2p.G2P(open_decoder(args, one))
         else:
             model = g2p.load(args.model or None,
                              backend=command_backend(args.backend, args.compile, "decode"),
@@ -161,44 +156,26 @@ def _g2p_answer(model: Any, words: Sequence[str], args: argparse.Namespace,
     """The output lines of one chunk of ``words``: ``word<TAB>phones`` (``--n-best`` N
     lines a word), an empty line for an empty word; the library's policy for a word
     holds (:mod:`xpseq.g2p`: a word over :data:`xpseq.g2p.MAX_WORD_LENGTH` characters, or
-    one with no letter and no digit, is answered ``word<TAB>``, nothing), and its warnings
-    become notes in ``notes``."""
-    import warnings
-
-    from xpseq import g2p
-
+    one with no letter and no digit, is answered ``word<TAB>``, nothing), and its notes
+    are handed to ``notes`` (``notes=``, instead of warnings)."""
     # Text is data: what is not text (controls, ESC sequences, bidi overrides) is dropped
     # with a note, format characters (a soft hyphen) and a CRLF line end silently; a
     # word's inner whitespace (a tab) is one space, so that every output line is exactly
     # word<TAB>phones.
     words = [notes.cleaned(word, text=args.text) for word in words]
     asked = [] if args.text else [word for word in words if word.strip()]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", g2p.UnknownCharacterWarning)
-        warnings.simplefilter("always", g2p.LongWordWarning)
-        warnings.simplefilter("always", g2p.NotAWordWarning)
-        if args.text:
-            try:
-                texts = model.phonemize_lines(words, lookup=not args.model_only,
-                                              stress=args.stress, beam=args.beam,
-                                              ipa=args.ipa)
-            except ValueError as err:
-                raise CommandError(str(err)) from None
-        else:
-            answers = iter(model.pronounce(asked, beam=args.beam, n_best=args.n_best,
-                                           lookup=not args.model_only, stress=args.stress,
-                                           ipa=args.ipa)
-                           if asked else [])
-    for warning in caught:          # what the library left out, and why
-        if issubclass(warning.category, g2p.UnknownCharacterWarning):
-            notes.unknown(warning.message)
-        elif issubclass(warning.category, g2p.LongWordWarning):
-            notes.long_word(warning.message)
-        elif issubclass(warning.category, g2p.NotAWordWarning):
-            notes.not_a_word(warning.message)
-        else:
-            warnings.showwarning(warning.message, warning.category, warning.filename,
-                                 warning.lineno)
+    if args.text:
+        try:
+            texts = model.phonemize_lines(words, lookup=not args.model_only,
+                                          stress=args.stress, beam=args.beam, ipa=args.ipa,
+                                          notes=notes.take)
+        except ValueError as err:
+            raise CommandError(str(err)) from None
+    else:
+        answers = iter(model.pronounce(asked, beam=args.beam, n_best=args.n_best,
+                                       lookup=not args.model_only, stress=args.stress,
+                                       ipa=args.ipa, notes=notes.take)
+                       if asked else [])
     if args.text:
         if args.ipa:        # words a space apart, punctuation as written
             return "".join(" ".join(t for t in tokens if t != " ") + "\n" for tokens in texts)
@@ -244,6 +221,20 @@ class _G2PNotes:
                 print(f"xpseq: note: {reading.shown(line)}: {len(dropped)} control "
                       f"character(s) dropped ({found})", file=sys.stderr)
         return kept if text else " ".join(kept.split())
+
+    def take(self, note: Warning) -> None:
+        """One note of the library on the words (what it would have warned), counted and
+        shown as its kind says; another kind is shown as it comes."""
+        from xpseq import g2p
+
+        if isinstance(note, g2p.UnknownCharacterWarning):
+            self.unknown(note)
+        elif isinstance(note, g2p.LongWordWarning):
+            self.long_word(note)
+        elif isinstance(note, g2p.NotAWordWarning):
+            self.not_a_word(note)
+        else:
+            print(f"xpseq: note: {reading.escaped(str(note))}", file=sys.stderr)
 
     def unknown(self, warning: Any) -> None:
         self.unknown_words += 1

@@ -29,8 +29,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        "layer's cross-attention, averaged over the heads). The sentence is "
                        "split as the model was trained (words, or characters) and the "
                        "translation printed as text.")
-    opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND)
-    opts.precision_option(p)
+    opts.decode_options(p)
     p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors)")
     p.add_argument("sentence", help="the source sentence (quoted)")
     p.add_argument("--png", help="also write the heatmap to this PNG (never over the "

@@ -19,11 +19,11 @@ from xpseq.models.protocol import check_fits
 from .. import options as opts
 from .. import outputs
 from ..errors import CommandError, explain_interruption, was_interrupted
-from . import train_options
+from . import train_config, train_options
 from .common import command_backend, g2p_split, read_tsv, toy_task_for
 
 
-def add_parser(sub: Any) -> tuple[argparse.ArgumentParser, dict[str, argparse.Action]]:
+def add_parser(sub: Any) -> argparse.ArgumentParser:
     """``xpseq train``'s parser and options."""
     p = sub.add_parser("train", help="train a model and save a checkpoint",
                        description="Train an rnn or a Transformer (--model) on the toy task, "
@@ -32,9 +32,16 @@ def add_parser(sub: Any) -> tuple[argparse.ArgumentParser, dict[str, argparse.Ac
                        "(M.metrics.csv). Toy and TSV runs stop early after 3 epochs without "
                        "a better dev loss; --task g2p follows its recipe. --config FILE.toml "
                        "takes the options from a file; --resume continues a run.")
-    actions = train_options.add_options(p, "training backend " + opts.DEFAULT_BACKEND)
+    train_options.add_options(p, "training backend " + opts.DEFAULT_BACKEND)
     p.set_defaults(func=run, check=check, parser=p)
-    return p, actions
+    return p
+
+
+def defaults(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any] | None:
+    """The options of ``--config FILE`` or of the run ``--resume`` continues, as the
+    parser's defaults (:func:`~xpseq.app.commands.train_config.file_defaults`); ``None``
+    without either."""
+    return train_config.file_defaults(args, argv)
 
 
 def check(args: argparse.Namespace) -> None:
@@ -85,7 +92,8 @@ def _parallel_backend(args: argparse.Namespace) -> backends.Backend | None:
             sys.stdout = sys.stderr = open(os.devnull, "w")
             args.writes = False
         return backend
-    parallel.spawn(_main_in_group, args.devices, args.entry, args.argv)
+    call = args.invocation
+    parallel.spawn(_main_in_group, args.devices, call.entry, call.argv)
     return None
 
 
@@ -115,7 +123,7 @@ def _jax_processes(devices: int) -> tuple[str, int, int] | None:
 
 def _main_in_group(entry: Any, argv: Sequence[str]) -> None:
     """One process of ``train --devices N`` on torch: the command's entry point ``entry``
-    (``xpseq.app.cli.main``, which sets ``args.entry``) on ``argv``, failing loudly."""
+    (``xpseq.app.cli.main``: ``args.invocation``) on ``argv``, failing loudly."""
     code = entry(argv)
     if code:
         raise SystemExit(code)

@@ -6,28 +6,34 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from xpseq.io import reading
 
 from .. import options as opts
 from ..errors import CommandError
-from . import train
-from .train_options import NOT_CONFIGURABLE, NOT_STORED, RESUMABLE
+from .train_options import NOT_CONFIGURABLE, NOT_STORED, RESUMABLE, add_options
 
 __all__ = ["file_defaults", "option_values"]
 
 
-def _typed_train_options(argv: list[str]) -> dict[str, Any]:
+def _train_parser() -> tuple[argparse.ArgumentParser, opts.Actions]:
+    """A parser of ``xpseq [global options] train [train's options]`` alone, and train's
+    options by dest (:func:`~xpseq.app.commands.train_options.add_options`)."""
+    parser = opts.Parser(prog="xpseq")
+    opts.global_options(parser, "")
+    train = parser.add_subparsers(dest="command", required=True).add_parser("train")
+    return parser, add_options(train, "")
+
+
+def _typed_train_options(argv: Sequence[str]) -> dict[str, Any]:
     """The options of ``train`` given on the command line ``argv``, ``{dest: value}``: a
     parse by a parser whose train options have no defaults (an option left out is then
     missing from the result)."""
-    parser = opts.Parser(prog="xpseq")
-    opts.global_options(parser, "")
-    _, actions = train.add_parser(parser.add_subparsers(dest="command", required=True))
+    parser, actions = _train_parser()
     for action in actions.values():
         action.default = argparse.SUPPRESS
-    args, _ = parser.parse_known_args(argv)
+    args, _ = parser.parse_known_args(list(argv))
     return {k: v for k, v in vars(args).items() if k in actions}
 
 
@@ -87,12 +93,16 @@ def _stored_options(path: str) -> dict:
     return {k: v for k, v in stored.items() if k not in NOT_STORED}
 
 
-def file_defaults(actions: Mapping[str, argparse.Action], argv: list[str],
-                  args: argparse.Namespace) -> dict:
+def file_defaults(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any] | None:
     """``train --config FILE`` / ``--resume CHECKPOINT``: the file's or the stored run's
     options, checked as typed ones are, as train's defaults (so that the options typed on
-    the command line win). ``--resume`` refuses a typed option that would change the run
-    (any but :data:`~xpseq.app.commands.train_options.RESUMABLE`)."""
+    the command line win); ``None`` without either. ``--resume`` refuses a typed option
+    that would change the run (any but
+    :data:`~xpseq.app.commands.train_options.RESUMABLE`). Train's ``defaults`` hook
+    (:mod:`xpseq.app.commands`)."""
+    if not (args.config or args.resume):
+        return None
+    _, actions = _train_parser()
     if args.config and args.resume:
         raise CommandError("--config starts a run and --resume continues one; give one")
     if args.config:

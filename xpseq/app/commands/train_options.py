@@ -305,8 +305,8 @@ def add_options(parser: argparse.ArgumentParser, backend_help: str) -> Actions:
 # ------------------------------------------------------------- stored run options
 
 #: ``train`` options that a ``--config`` file cannot set.
-NOT_CONFIGURABLE = ("out", "config", "resume", "func", "check", "parser", "argv", "entry", "debug",
-                    "command", "threads", "force", "allow_data_change", "writes")
+NOT_CONFIGURABLE = ("out", "config", "resume", "func", "check", "parser", "invocation",
+                    "debug", "command", "threads", "force", "allow_data_change", "writes")
 #: ``train`` options that are not part of a run's stored settings.
 NOT_STORED = NOT_CONFIGURABLE + ("no_progress", "compile")
 #: What ``train --resume`` may change.

@@ -31,13 +31,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        "or characters, so 'Save' is read as S a v e and the answer printed "
                        "without spaces). Unknown tokens become <unk>; an empty line gives an "
                        "empty line.")
-    opts.backend_options(p, "backend to decode on " + opts.DEFAULT_DECODE_BACKEND
-                         + "; onnxruntime: CHECKPOINT is an ONNX export (the folder of "
-                         "xpseq export --onnx)",
-                         extra=("onnxruntime",))
-    opts.precision_option(p)
-    p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors), or with "
-                   "--backend onnxruntime an ONNX export's folder")
+    opts.decode_options(p, export=True)
+    p.add_argument("checkpoint", help="a checkpoint of xpseq train (.safetensors), or an "
+                   "ONNX export's folder (xpseq export --onnx DIR)")
     p.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     p.add_argument("--max-tokens", type=opts.positive(int), default=256,
                    help="cut longer sentences to this many tokens (default: 256)")
@@ -49,6 +45,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def check(args: argparse.Namespace) -> None:
     opts.check_search(args)
     opts.check_compile(args)
+    opts.check_export_backend(args)
 
 
 def _sentence_chunks(args: argparse.Namespace) -> Any:
