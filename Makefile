@@ -82,15 +82,15 @@ docs: $(STAMP)
 
 # Benchmarks: ratios against native PyTorch, measured in one run (a few minutes; out/bench).
 # The documented run adds the peers and keeps its results (--record benchmarks/results), then
-# `python scripts/bench_page.py` remakes the pages' figures: see docs/benchmarks.md.
+# `python -m scripts.bench_page` remakes the pages' figures: see docs/benchmarks.md.
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python -m scripts.bench
 
 # The G2P recipe on the CMU dictionary, stress kept: the LSTM model of seed 1 (98 min on two
 # cores), its scores with stress kept and removed, and its copy into the package (beside the
 # stress-free model, which `scripts/g2p_recipe.py` with its defaults made: 105 min).
 g2p: $(STAMP)
-	$(BIN)/python scripts/g2p_recipe.py --stress --runs rnn:1 --minutes 98 --out out/g2p-stress
+	$(BIN)/python -m scripts.g2p_recipe --stress --runs rnn:1 --minutes 98 --out out/g2p-stress
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache docs/_build docs/_autosummary

@@ -3,12 +3,11 @@ settings they report, timing, and the Markdown and JSON files they write.
 
 How a script imports it (the one way, used by every script that needs it)::
 
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-    import _common as common  # noqa: E402
+    from . import _common as common          # scripts/NAME.py
+    from .. import _common as common         # scripts/benchmarks/NAME.py
 
-``python scripts/NAME.py`` puts ``scripts/`` on ``sys.path`` by itself, but importing a
-script by its file location (``importlib.util.spec_from_file_location``, as
-``tests/helpers.py:load_script`` does) does not; the ``sys.path`` line makes both work.
+The scripts are the package ``scripts`` (run ``python -m scripts.NAME`` from the
+checkout's root), so no script touches ``sys.path``.
 
 This module imports the standard library only, at import time and in every helper that a
 script calls before its own imports: ``compare_backends.py`` sets the BLAS thread variables
@@ -20,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import importlib.metadata
 import json
@@ -98,10 +98,11 @@ def comma_list(text: str) -> list[str]:
 
 
 def command_line(script: str, argv: Sequence[str] | None) -> str:
-    """How to run this again: ``python scripts/<script> <arguments>``, the arguments quoted
-    for a shell (``sys.argv[1:]`` when ``argv`` is None)."""
+    """How to run this again from the checkout's root: ``python -m scripts.<script>
+    <arguments>`` (``script`` the module's name, ``bench``), the arguments quoted for a
+    shell (``sys.argv[1:]`` when ``argv`` is None)."""
     args = sys.argv[1:] if argv is None else argv
-    return " ".join(["python", f"scripts/{script}", *(shlex.quote(a) for a in args)])
+    return " ".join(["python", "-m", f"scripts.{script}", *(shlex.quote(a) for a in args)])
 
 
 # ------------------------------------------------------------- machine and threads
@@ -389,3 +390,35 @@ def record(folder: str | os.PathLike, kind: str, data: dict[str, Any]) -> pathli
     path.write_text(json.dumps(data, indent=1, default=json_default) + "\n",
                     encoding="utf-8")
     return path
+
+
+# ------------------------------------------------------------- the benchmarks page
+
+
+@dataclasses.dataclass
+class PageSection:
+    """What one benchmark puts on the benchmarks page (``docs/benchmarks.md``) and the
+    README, made from its recorded runs: ``scripts.bench_page`` assembles the sections of
+    the modules of its ``SECTIONS`` and checks them. Such a module has two functions:
+    ``page_options(parser, root)`` adds its options (the folders of its runs, its charts'
+    paths, their defaults under the checkout ``root``), and ``page_section(args)`` gives
+    its section, or ``None`` where it has nothing recorded."""
+
+    #: The module whose runs these are (``scripts.bench``), for messages.
+    source: str
+    #: How many recorded runs the blocks come from.
+    runs: int
+    #: The results blocks of the page (between ``<!-- results: NAME -->`` and ``<!-- end
+    #: results: NAME -->``), by name.
+    page: dict[str, str]
+    #: The results blocks of the README, by name.
+    readme: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Whether a page may lack the blocks (they are left out then); else it is an error.
+    optional: bool = False
+    #: The runs' own text (their JSON, the numbers as printed): a figure of the prose
+    #: found here is recorded, though no block quotes it.
+    quotes: str = ""
+    #: Its charts: how to draw each, and where (not drawn by ``--check``).
+    charts: list[tuple[Callable[[pathlib.Path], None], pathlib.Path]] = dataclasses.field(
+        default_factory=list)
+

@@ -11,7 +11,7 @@ peers`` (``scripts/native_keras.py``) on the same batches: the bench's toy task,
 float32 (``--embed``/``--hidden``/``--batch``/``--steps``). It reports each step's
 tokens per second (median of ``--repeats``) and its ratio to Keras::
 
-    python scripts/ab_rnn.py --before HEAD~1 --record benchmarks/ab-rnn
+    python -m scripts.ab_rnn --before HEAD~1 --record benchmarks/ab-rnn
 
 The revision's RNN runs on the working tree's ``xpseq.core``: a revision whose RNN calls a
 core function removed since cannot be loaded (the recorded A/B against 4982747 ran before
@@ -29,12 +29,12 @@ import sys
 import tempfile
 from typing import Any
 
-import _common as common
-import bench
+from . import _common as common
+from . import bench
 import numpy as np
-from benchmarks.context import Context
-from benchmarks.peers import Kind, keras_model, warm
-from benchmarks.shared import float32_on, on_backend
+from .benchmarks.context import Context
+from .benchmarks.peers import Kind, keras_model, warm
+from .benchmarks.shared import float32_on, on_backend
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     ours, rest = p.parse_known_args(argv)
     args = bench.parse_args(["--only", "peers", *rest])
     context = Context(args, common.pin_threads(args.threads, args.pin))
-    import native_keras
+    from . import native_keras
 
     from xpseq.core.optim import adam
     from xpseq.models import rnn as after

@@ -1,6 +1,6 @@
 """Two worked attention examples, computed by the same xpseq code on every installed backend.
 
-Run: ``python scripts/attention_examples.py`` (a few seconds).
+Run: ``python -m scripts.attention_examples`` (a few seconds).
 
 Prints example 1, one query over four keys with the last one padded (weights, context,
 difference from a plain-Python scalar computation), its rejected empty row and the finite

@@ -1,6 +1,6 @@
 """The autodiff tour: numpy (xpseq's hand-derived gradients), jax and torch side by side.
 
-Run: ``python scripts/autodiff_tour.py`` (all lessons, well under a minute),
+Run: ``python -m scripts.autodiff_tour`` (all lessons, well under a minute),
 ``--lesson N`` for one lesson, ``--list`` for the list. Also ``xpseq tour``.
 """
 

@@ -1,6 +1,6 @@
 """Benchmarks of xpseq: every figure a ratio to a reference measured in the same run.
 
-Run: ``python scripts/bench.py`` (or ``make bench``), about 2 minutes on 2 cores with the
+Run: ``python -m scripts.bench`` (or ``make bench``), about 2 minutes on 2 cores with the
 defaults; ``--only train,beam,sdpa,flops,compile`` picks sections, ``--threads`` sets
 ``torch.set_num_threads`` (default 1), ``--help`` lists the sizes. Writes
 ``<out>/bench.md`` (the table, with the command that made it) and ``<out>/bench.json``
@@ -66,7 +66,7 @@ which (``environment.jax_x64``).
 
 Records: ``--record DIR`` also keeps the run in ``DIR`` as a new file (the date, time,
 processor and sections in its name). ``benchmarks/results/`` holds the recorded runs the
-documentation quotes; ``python scripts/bench_page.py`` makes the benchmarks page's figures
+documentation quotes; ``python -m scripts.bench_page`` makes the benchmarks page's figures
 from them. Every results file has the command, the date, the machine (processor, its
 ``/proc/cpuinfo`` flags), the versions, the thread settings, every section's rows and
 every timed repeat (``timings``: per section, one ``{implementation: [seconds, ...]}`` per
@@ -84,11 +84,11 @@ import sys
 import time
 from typing import Sequence
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
-import benchmarks  # noqa: E402  (scripts/benchmarks/)
-from benchmarks.context import Context  # noqa: E402
-from benchmarks.shared import Row, environment, results_table  # noqa: E402
+from . import _common as common
+from . import benchmarks
+from .benchmarks.context import Context
+from .benchmarks.page import page_options, page_section  # noqa: F401  (its page part)
+from .benchmarks.shared import Row, environment, results_table
 
 SECTIONS, EXTRA_SECTIONS = benchmarks.SECTIONS, benchmarks.EXTRA_SECTIONS
 #: The sections that run on all the process's CPUs: XLA compiles on every core it may use,
@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     affinity = common.pin_threads(args.threads, args.pin)
 
     pinned = affinity.pinned
-    command = common.command_line("bench.py", argv)
+    command = common.command_line("bench", argv)
     started = time.perf_counter()
     env = environment()
     env["load_average_start"] = common.load_average(2)

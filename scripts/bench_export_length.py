@@ -1,7 +1,7 @@
 """Peak memory and time of an ONNX export decoding one long source, against its length: how
 long an input an export decodes in a given memory.
 
-Run: ``python scripts/bench_export_length.py [--lengths 1024,2048,4096,8192] [--memory 24]
+Run: ``python -m scripts.bench_export_length [--lengths 1024,2048,4096,8192] [--memory 24]
 [--record benchmarks/export-length]``. The model: the Transformer of
 ``scripts/bench_transformer_memory.py`` (``d_model=64, heads=4``, one layer each side,
 ``d_ff=128``), its parameters as initialised (memory and time do not depend on their
@@ -29,9 +29,8 @@ import tempfile
 import time
 from typing import Any
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
-from bench_long_attention import peak_rss, reset_peak  # noqa: E402
+from . import _common as common
+from .bench_long_attention import peak_rss, reset_peak
 
 CONFIG = dict(src_vocab=64, tgt_vocab=64, d_model=64, heads=4, encoder_layers=1,
               decoder_layers=1, d_ff=128)
@@ -87,7 +86,7 @@ def point(args: Any) -> dict[str, Any]:
 
 def run_point(args: Any, folder: pathlib.Path, length: int) -> dict[str, Any]:
     """One length in a child process (a crash is a failure of that length)."""
-    command = [sys.executable, __file__, "--point", "--folder", str(folder),
+    command = [sys.executable, "-m", __spec__.name, "--point", "--folder", str(folder),
                "--length", str(length), "--steps", str(args.steps),
                "--memory-limit", str(args.memory_limit), "--seed", str(args.seed)]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -151,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"local exponent {slope:.2f}; longest source in {args.memory:g} GiB: "
               f"{most:,} tokens (extrapolated from the longest point)")
     if args.record:
-        data = {"command": common.command_line("bench_export_length.py", argv),
+        data = {"command": common.command_line("bench_export_length", argv),
                 "machine": common.machine(),
                 "versions": common.package_versions(["numpy", "onnxruntime", "ndonnx"]),
                 "config": CONFIG, "steps": args.steps, "points": points,

@@ -3,7 +3,7 @@
 library, and the libraries' own kernels (``torch.nn.functional.scaled_dot_product_attention``,
 ``jax.nn.dot_product_attention``).
 
-Run: ``python scripts/bench_long_attention.py [--lengths 256,...,65536] [--record
+Run: ``python -m scripts.bench_long_attention [--lengths 256,...,65536] [--record
 benchmarks/long-attention]``. Self-attention, batch 1, 4 heads, depth 64, float32, no mask;
 ``forward`` times the context, ``backward`` the context and the gradients of ``sum(context
 * g)`` with respect to q, k and v (the blockwise path's hand-derived rule, attached as a
@@ -42,8 +42,7 @@ import sys
 import time
 from typing import Any, Callable
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from . import _common as common
 
 PATHS = ("numpy-plain", "numpy-blockwise", "torch-plain", "torch-blockwise", "torch-sdpa",
          "jax-plain", "jax-blockwise", "jax-dpa")
@@ -195,7 +194,7 @@ def point(args: Any) -> dict[str, Any]:
 
 def run_point(args: Any, path: str, mode: str, length: int, block: int) -> dict[str, Any]:
     """One point in a child process (a crash is a failure of that point)."""
-    command = [sys.executable, __file__, "--point", "--path", path, "--mode", mode,
+    command = [sys.executable, "-m", __spec__.name, "--point", "--path", path, "--mode", mode,
                "--length", str(length), "--block", str(block), "--repeats", str(args.repeats),
                "--budget", str(args.budget), "--threads", str(args.threads),
                "--memory-limit", str(args.memory_limit), "--seed", str(args.seed),
@@ -288,6 +287,168 @@ def table(points: list[dict[str, Any]], mode: str, paths: list[str]) -> str:
     return common.markdown_table(["length", *paths], rows)
 
 
+# ------------------------------------------------------------------------------ page
+#
+# Its part of the benchmarks page (``scripts.bench_page`` assembles the page): the newest
+# recorded run's tables, fitted exponents and ratios in the block "long-attention" (and the
+# newest run with glibc's allocator settings changed in "long-attention-malloc"), and the
+# first one's curves in a chart.
+
+#: The paths' names on the page, in its columns' order.
+PATH_LABELS = {"numpy-plain": "NumPy, plain", "numpy-blockwise": "NumPy, blockwise",
+              "torch-plain": "PyTorch, plain", "torch-blockwise": "PyTorch, blockwise",
+              "torch-sdpa": "PyTorch's SDPA", "jax-plain": "JAX, plain",
+              "jax-blockwise": "JAX, blockwise", "jax-dpa": "jax.nn.dot_product_attention"}
+OWN_KERNELS = (("jax-blockwise", "jax-dpa"), ("torch-blockwise", "torch-sdpa"))
+
+
+def newest_run(folder: pathlib.Path) -> dict[str, Any] | None:
+    """The newest recorded run of ``folder`` (by name), with ``file`` added; ``None`` if
+    there is none."""
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        return None
+    data = json.loads(files[-1].read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or "points" not in data:
+        raise ValueError(f"{files[-1]}: not a results file of scripts/bench_long_attention.py")
+    data["file"] = files[-1].name
+    return data
+
+
+def page_block(run: dict[str, Any]) -> str:
+    """The run's tables (time and peak memory by length, forward and backward), fitted
+    exponents, longest lengths and ratios to the libraries' own kernels."""
+    points = [p for p in run["points"] if "median" in p]
+    at = {(p["mode"], p["path"], p["length"]): p for p in points}
+    paths = [p for p in PATH_LABELS if any(q["path"] == p for q in run["points"])]
+    lines = [f"Run `{run['file']}`: {common.machine_text(run['machine'])}; "
+             f"{common.versions_text(run['versions'])}; {run['threads']} threads; batch 1, "
+             f"{run['heads']} heads, depth {run['depth']}, {run['dtype']}, self-attention, "
+             f"blocks of {run['block']}"
+             + "".join(f"; {name}={value}" for name, value in (run.get("malloc") or {}).items()
+                       if value is not None)
+             + f". `{run['command']}`", ""]
+    for mode in ("forward", "backward"):
+        lines += [f"**{mode}** (time / peak memory; a blank: failed or not run)", ""]
+        lengths = sorted({p["length"] for p in points if p["mode"] == mode})
+        rows = []
+        for n in lengths:
+            cells = []
+            for path in paths:
+                p = at.get((mode, path, n))
+                cells.append("" if p is None else
+                             f"{p['median']:.3g} s / {p['peak_bytes'] / 2**20:,.0f} MiB")
+            rows.append([f"{n:,}", *cells])
+        lines += [common.markdown_table(["length", *(PATH_LABELS[p] for p in paths)], rows), ""]
+    rows = []
+    for path in paths:
+        cells = [PATH_LABELS[path]]
+        for mode in ("forward", "backward"):
+            fit = run["exponents"].get(f"{mode} {path}", {})
+            cells += ["-" if fit.get(k) is None else f"{fit[k]:.2f}"
+                      for k in ("median", "peak_bytes")]
+            longest = run["longest"].get(f"{mode} {path}")
+            cells.append("-" if longest is None else f"{longest:,}")
+        rows.append(cells)
+    lines += ["**Exponents** of time and memory against length (least squares from 2,048 "
+              "tokens on) and the longest length each path ran:", "",
+              common.markdown_table(["path", "forward time", "forward memory",
+                                     "forward longest", "backward time", "backward memory",
+                                     "backward longest"], rows), ""]
+    rows = []
+    for n in sorted({p["length"] for p in points}):
+        cells = []
+        for ours, theirs in OWN_KERNELS:
+            for mode in ("forward", "backward"):
+                a, b = at.get((mode, ours, n)), at.get((mode, theirs, n))
+                cells.append("" if a is None or b is None else f"{a['median'] / b['median']:.2f}")
+        if any(cells):
+            rows.append([f"{n:,}", *cells])
+    lines += ["**Ratios**, time of xpseq's blockwise path ÷ the library's own kernel (below "
+              "1: xpseq faster):", "",
+              common.markdown_table(["length", "JAX forward", "JAX backward",
+                                     "PyTorch forward", "PyTorch backward"], rows)]
+    sweep = run.get("block_sweep") or []
+    if sweep:
+        columns = sorted({(p["mode"], p["path"]) for p in sweep},
+                         key=lambda c: (c[0] != "forward", list(PATH_LABELS).index(c[1])))
+        found = {(p["mode"], p["path"], p["block"]): p for p in sweep if "median" in p}
+        rows = [[f"{b:,}", *("" if (m, p, b) not in found else
+                             f"{found[(m, p, b)]['median']:.3g} s" for m, p in columns)]
+                for b in sorted({p["block"] for p in sweep})]
+        length = sweep[0]["length"]
+        lines += ["", f"**Block sizes** at {length:,} tokens, time per call (what the default "
+                  "block size is chosen by):", "",
+                  common.markdown_table(["block", *(f"{PATH_LABELS[p]}, {m}" for m, p in columns)],
+                                        rows)]
+    return "\n".join(lines)
+
+
+def draw_page_chart(run: dict[str, Any], path: pathlib.Path) -> None:
+    """Time and peak memory against length, forward and backward, log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
+    for col, mode in enumerate(("forward", "backward")):
+        for path_name, label in PATH_LABELS.items():
+            pts = sorted((p["length"], p["median"], p["peak_bytes"]) for p in run["points"]
+                         if p["mode"] == mode and p["path"] == path_name and "median" in p)
+            if not pts:
+                continue
+            # colour: the library; line: plain (dashed), blockwise (solid), own (dotted)
+            style = "-" if "blockwise" in path_name else ("--" if "plain" in path_name
+                                                          else ":")
+            colour = {"numpy": "#1f77b4", "torch": "#d62728", "jax": "#2ca02c"}[
+                path_name.split("-")[0]]
+            n, t, m = zip(*pts)
+            axes[0][col].plot(n, t, style, color=colour, marker="o", markersize=3, label=label)
+            axes[1][col].plot(n, [b / 2**20 for b in m], style, color=colour, marker="o",
+                              markersize=3, label=label)
+        axes[0][col].set_title(f"{mode}: seconds per call")
+        axes[1][col].set_title(f"{mode}: peak memory (MiB)")
+        for ax in (axes[0][col], axes[1][col]):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.grid(True, which="major", alpha=0.3)
+        axes[1][col].set_xlabel("sequence length (queries = keys)")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"Attention against length: {run['file']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": "xpseq scripts/bench_page.py"})
+    plt.close(fig)
+
+
+def page_options(parser: argparse.ArgumentParser, root: pathlib.Path) -> None:
+    """The folders of its recorded runs and the chart's path."""
+    parser.add_argument("--long-attention", default=str(root / "benchmarks" / "long-attention"),
+                        help="the folder of scripts/bench_long_attention.py's recorded runs")
+    parser.add_argument("--long-attention-malloc",
+                        default=str(root / "benchmarks" / "long-attention-malloc"),
+                        help="its runs with glibc's allocator settings changed")
+    parser.add_argument("--long-chart",
+                        default=str(root / "docs" / "_static" / "long_attention.png"))
+
+
+def page_section(args: argparse.Namespace) -> common.PageSection | None:
+    """The blocks ``long-attention`` and ``long-attention-malloc``, each from the newest run
+    of its folder (a page may lack them), and the first one's chart."""
+    runs = {"long-attention": newest_run(pathlib.Path(args.long_attention)),
+            "long-attention-malloc": newest_run(pathlib.Path(args.long_attention_malloc))}
+    found = {name: run for name, run in runs.items() if run is not None}
+    if not found:
+        return None
+    first = runs["long-attention"]
+    return common.PageSection(
+        source="scripts.bench_long_attention", runs=len(found),
+        page={name: page_block(run) for name, run in found.items()}, optional=True,
+        quotes="\n".join(json.dumps(run) for run in found.values()),
+        charts=[] if first is None else [(lambda path: draw_page_chart(first, path),
+                                          pathlib.Path(args.long_chart))])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = common.script_parser(__doc__)
     parser.add_argument("--paths", default=",".join(PATHS))
@@ -352,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:26s} {shown}   longest {longest[name]}")
     if args.record:
         path = common.record(args.record, "long-attention", {
-            "command": common.command_line("bench_long_attention.py", argv),
+            "command": common.command_line("bench_long_attention", argv),
             "machine": machine, "versions": versions, "threads": args.threads,
             "heads": HEADS, "depth": DEPTH, "dtype": "float32", "block": args.block,
             "memory_limit_gib": args.memory_limit,

@@ -2,7 +2,7 @@
 and 6,304 words on standard input, and the time a missing checkpoint's error takes to appear.
 What :data:`xpseq.backends.PREFERENCE` ``["decode"]`` is chosen by.
 
-Run: ``python scripts/bench_startup.py [--repeats 3] [--record benchmarks/startup]`` (about
+Run: ``python -m scripts.bench_startup [--repeats 3] [--record benchmarks/startup]`` (about
 3 minutes). Each figure is the median of ``--repeats`` runs of the installed ``xpseq``
 command, one thread (``xpseq --threads 1``, the default), the engines taking turns so that a
 change in the machine's load falls on all of them. The words are a seeded sample of the CMU
@@ -21,8 +21,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from . import _common as common
 
 ENGINES = ("numpy", "torch", "jax")
 SIZES = (1, 1000, 6304)
@@ -92,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.record:
         path = common.record(args.record, "startup", {
-            "command": common.command_line("bench_startup.py", argv),
+            "command": common.command_line("bench_startup", argv),
             "machine": machine, "versions": versions, "seconds": seconds,
             "medians": medians, "table": table})
         print(f"recorded {path}")

@@ -1,7 +1,7 @@
 """Time per byte of the G2P text front end (:func:`xpseq.g2p.text.normalize`) from 1 kB to
 1 MB, on ordinary text and on the runs that make a tokenizer quadratic.
 
-Run: ``python scripts/bench_tokenizer.py [--sizes 1e3,1e4,1e5,1e6] [--repeats 3]
+Run: ``python -m scripts.bench_tokenizer [--sizes 1e3,1e4,1e5,1e6] [--repeats 3]
 [--record benchmarks/tokenizer]`` (about 6 minutes on one core with the defaults).
 
 A linear tokenizer shows a flat column: the microseconds per byte at 1 MB about those at
@@ -12,7 +12,6 @@ no thread setting applies.
 
 from __future__ import annotations
 
-import pathlib
 import statistics
 import sys
 import time
@@ -20,8 +19,7 @@ import warnings
 
 from xpseq.g2p.text import normalize
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from . import _common as common
 
 #: The inputs: a repeated piece (the adversarial runs a hostile user found; ordinary prose
 #: with numbers, dates and addresses).
@@ -80,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.record:
         path = common.record(args.record, "tokenizer", {
-            "command": common.command_line("bench_tokenizer.py", argv),
+            "command": common.command_line("bench_tokenizer", argv),
             "machine": machine, "versions": versions, "sizes": sizes,
             "microseconds_per_byte": results, "table": table})
         print(f"recorded {path}")

@@ -4,7 +4,7 @@ hand-derived rule attached through ``backend.custom_vjp``, as training does by d
 without it, differentiating through the blockwise loops) and the hand-derived backward
 (``loss_and_grad``, how NumPy trains), on the plain and the blockwise attention paths.
 
-Run: ``python scripts/bench_transformer_memory.py [--lengths 1024,2048,4096] [--record
+Run: ``python -m scripts.bench_transformer_memory [--lengths 1024,2048,4096] [--record
 benchmarks/transformer-memory]``. The model: ``TransformerConfig(d_model=64, heads=4,
 encoder_layers=1, decoder_layers=1, d_ff=128, attention=PATH, attention_block=512)``,
 batch 1, source and target of L tokens, float32. Each point runs in a fresh process
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import pathlib
 import resource
 import statistics
 import subprocess
@@ -28,9 +27,8 @@ import sys
 import time
 from typing import Any, Callable
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
-from bench_long_attention import peak_rss, reset_peak  # noqa: E402
+from . import _common as common
+from .bench_long_attention import peak_rss, reset_peak
 
 #: engine: how the gradient is taken (``-rule``: the blockwise attention's hand-derived
 #: rule attached through backend.custom_vjp; ``-traced``: autodiff through its loops).
@@ -93,7 +91,7 @@ def point(args: Any) -> dict[str, Any]:
 
 def run_point(args: Any, engine: str, path: str, length: int) -> dict[str, Any]:
     """One point in a child process (a crash is a failure of that point)."""
-    command = [sys.executable, __file__, "--point", "--engine", engine, "--path", path,
+    command = [sys.executable, "-m", __spec__.name, "--point", "--engine", engine, "--path", path,
                "--length", str(length), "--threads", str(args.threads),
                "--memory-limit", str(args.memory_limit), "--seed", str(args.seed)]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -173,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     text = report(points, list(args.engines), list(args.paths))
     print(text)
     if args.record:
-        data = {"command": common.command_line("bench_transformer_memory.py", argv),
+        data = {"command": common.command_line("bench_transformer_memory", argv),
                 "machine": common.machine(),
                 "versions": common.package_versions(["numpy", "jax", "jaxlib", "torch"]),
                 "threads": args.threads, "points": points, "table": text}

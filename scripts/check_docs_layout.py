@@ -1,7 +1,7 @@
 """Check built pages of the site as a reader sees them at 1280 x 800: Debian's Chromium,
 headless, lays each out and measures.
 
-Run after ``make docs``: ``python scripts/check_docs_layout.py [docs/_build/html]
+Run after ``make docs``: ``python -m scripts.check_docs_layout [docs/_build/html]
 [--screenshot benchmarks.png]`` (a few seconds a page; ``.ci/run`` runs it). It checks
 the benchmarks page, the G2P guide and an API page (:data:`PAGES`), and fails (exit 1,
 each problem a line) when

@@ -3,7 +3,7 @@
 In float32 and float64, and when asked in bfloat16 mixed precision, through torch.compile
 and on a GPU.
 
-Run: ``.venv/bin/python scripts/compare_backends.py`` (about a minute on 2 cores with the
+Run: ``.venv/bin/python -m scripts.compare_backends`` (about a minute on 2 cores with the
 defaults, most of it JAX's compilations; ``--help`` lists the options: model size, batch,
 steps, repeats, threads, backends, dtypes, device, precision, compile, toy pairs, output
 folder, seed).
@@ -80,9 +80,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
-from benchmarks.comparison import (  # noqa: E402
+from . import _common as common
+from .benchmarks.comparison import (
     DEFAULT_BACKENDS,
     SPEEDUP_NOTE,
     add_speedups,
@@ -95,7 +94,7 @@ from benchmarks.comparison import (  # noqa: E402
     write_png,
     write_speedup_png,
 )
-from benchmarks.devices import (  # noqa: E402
+from .benchmarks.devices import (
     DeviceError,
     cold_compiles,
     device_backend,

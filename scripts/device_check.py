@@ -1,6 +1,6 @@
 """The parity contract on an accelerator: both model kinds on a GPU against NumPy float64.
 
-Run: ``python scripts/device_check.py`` on a machine with a GPU (not run in CI: CI has
+Run: ``python -m scripts.device_check`` on a machine with a GPU (not run in CI: CI has
 none). For each model configuration below, the NumPy float64 reference (the loss, its
 hand-derived gradient, greedy and beam-search output ids) is computed on the CPU, then the
 same parameters and batch are placed on each accelerator backend found
@@ -17,14 +17,12 @@ Prints one line per check and exits with 1 if any failed, 2 if no accelerator wa
 from __future__ import annotations
 
 import argparse
-import pathlib
 import sys
 from typing import Any, Sequence
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from . import _common as common
 
 common.jax_float64()       # float64 checks: JAX's 64-bit mode for the whole process
 

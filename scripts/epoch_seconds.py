@@ -1,6 +1,6 @@
 """Seconds per training epoch on the toy task, per backend, as ratios to NumPy's.
 
-Run: ``python scripts/epoch_seconds.py [--pairs N] [--epochs E] [--dtypes float32,float64]
+Run: ``python -m scripts.epoch_seconds [--pairs N] [--epochs E] [--dtypes float32,float64]
 [--backends jax,torch,numpy]`` (about 2 minutes on 2 cores with the defaults).
 
 The demo's attention model (embed 32, hidden 64, batch 64, padding to multiples of 8) on
@@ -12,7 +12,6 @@ one thread (``--threads``); NumPy's BLAS with whatever the environment sets.
 
 from __future__ import annotations
 
-import pathlib
 import statistics
 import sys
 
@@ -21,8 +20,7 @@ from xpseq.core.optim import adam
 from xpseq.tasks import model_config, toy_task, train_model
 from xpseq.train import TrainConfig
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from . import _common as common
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """The G2P recipe end to end: train on the CMU dictionary, score the test split, write tables.
 
-Run: ``python scripts/g2p_recipe.py`` (needs ``pip install "xpseq[g2p]"``, which
+Run: ``python -m scripts.g2p_recipe`` (needs ``pip install "xpseq[g2p]"``, which
 ``make``'s set-up installs). ``make g2p`` runs the shipped model's recipe:
 ``--stress --runs rnn:1 --minutes 98``. On the seeded split (stress removed unless
 ``--stress``):
@@ -44,12 +44,11 @@ import pathlib
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from xpseq.app.cli import positive  # (imports no array library)
 
-from xpseq.app.cli import positive  # noqa: E402  (imports no array library)
+from . import _common as common
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -193,7 +192,7 @@ def train_side_by_side(args: argparse.Namespace, out: pathlib.Path,
     running = []
     for i, name in enumerate(args.runs):
         spec = Run.from_name(name).spec(args.seed)
-        command = [sys.executable, str(pathlib.Path(__file__).resolve()), *base,
+        command = [sys.executable, "-m", __spec__.name, *base,
                    "--runs", spec, "--phase", "train", "--devices", "1"]
         core = cores[i % len(cores)]
         log = open(out / f"{name}.log", "w", encoding="utf-8")
@@ -232,7 +231,7 @@ def main(argv=None) -> int:
     campaign = Campaign(common.output_dir(args.out), load_split(args), backend, seed=args.seed,
                         beam=args.beam, dev_words=args.dev_words, test_words=args.test_words,
                         log=lambda line: print(line, flush=True))
-    command = common.command_line("g2p_recipe.py", argv)
+    command = common.command_line("g2p_recipe", argv)
     print(f"{command} ({common.machine_text()})", flush=True)
     if args.phase in ("all", "train"):
         train_runs(args, campaign, argv)

@@ -1,7 +1,7 @@
 """Write an open-vocabulary parallel corpus: sentences of random CMU-dictionary words, the
 target each word in pig latin; the test sentences each hold words never seen in training.
 
-Run: ``python scripts/make_open_vocab_corpus.py OUT_FOLDER [--train N] [--seed S]``
+Run: ``python -m scripts.make_open_vocab_corpus OUT_FOLDER [--train N] [--seed S]``
 (needs the CMU dictionary: ``pip install "xpseq[g2p]"``). It writes ``train.tsv``,
 ``dev.tsv`` and ``test.tsv`` (source<TAB>target) through :mod:`xpseq.io.files`, and
 prints how many test words training never saw. Then compare tokenisations side by side::

@@ -170,7 +170,7 @@ class KerasSeq2Seq(_XpseqLayout, keras.Model):
     def from_xpseq(cls, params: Mapping[str, np.ndarray], config: Any) -> "KerasSeq2Seq":
         """The model built and holding xpseq's parameters (``init_params`` names) in
         float32."""
-        from native_torch import check_supported  # the one configuration the peers run
+        from .native_torch import check_supported  # the one configuration the peers run
 
         check_supported(config)
         model = cls(config.src_vocab, config.tgt_vocab, config.embed, config.hidden)

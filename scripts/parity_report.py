@@ -1,6 +1,6 @@
 """How closely the backends agree: the parity suite's cases, measured instead of asserted.
 
-Run: ``python scripts/parity_report.py`` (about two minutes on 2 cores; no options).
+Run: ``python -m scripts.parity_report`` (about two minutes on 2 cores; no options).
 
 For every case of ``parity_tests/`` it records the worst disagreement with the NumPy float64
 reference (forward, eager and under ``jax.jit``), between ``jax.grad`` and torch autograd,
@@ -16,23 +16,39 @@ scores) and is left out, as in the tests.
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 import sys
+import types
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "parity_tests"))
+from xpseq import backends
+from xpseq.testing import relative_error
 
-import test_forward as F  # noqa: E402
-import test_gradients as G  # noqa: E402
-import test_models as MT  # noqa: E402
-import test_vjp as V  # noqa: E402
+from . import _common as common
 
-from xpseq import backends  # noqa: E402
-from xpseq.testing import relative_error  # noqa: E402
+#: The parity suite. Its folder is no package: its modules import one another by their
+#: bare names (``from parity_helpers import ...``), as pytest imports them.
+PARITY = pathlib.Path(__file__).resolve().parents[1] / "parity_tests"
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+
+def parity_module(name: str) -> types.ModuleType:
+    """``parity_tests/<name>.py``, imported from its file under its bare name (as the
+    suite's own modules import it)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, PARITY / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+for _helper in ("parity_helpers", "rnn_cases", "vjp_cases"):   # what the tests import
+    parity_module(_helper)
+F, G, MT, V = (parity_module(name) for name in
+               ("test_forward", "test_gradients", "test_models", "test_vjp"))
 
 common.jax_float64()       # a float64 report: JAX's 64-bit mode for the whole process
 

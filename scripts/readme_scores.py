@@ -1,7 +1,7 @@
 """The README's ten lines of Python, run as printed under several of OpenBLAS's kernel
 choices, to show that what they print holds across processors.
 
-Run: ``python scripts/readme_scores.py [--coretypes default,Haswell] [--record
+Run: ``python -m scripts.readme_scores [--coretypes default,Haswell] [--record
 benchmarks/readme]`` (about 45 s per setting on one core). Each setting runs the README's
 first Python block in a fresh process in a temporary folder, with ``OPENBLAS_CORETYPE``
 set to it (``default``: as the environment has it), so that one machine runs the kernels an
@@ -20,8 +20,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from . import _common as common
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCORE = re.compile(r"(\d) phrases: BLEU ([\d.]+), exact (\d+)%")
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
           f"the translation {'the same' if same else 'differs'}")
     if args.record:
         path = common.record(args.record, "readme", {
-            "command": common.command_line("readme_scores.py", argv), "machine": machine,
+            "command": common.command_line("readme_scores", argv), "machine": machine,
             "versions": versions, "source": source, "results": results,
             "largest_difference": {"bleu": bleu, "exact_points": exact}})
         print(f"recorded {path}")

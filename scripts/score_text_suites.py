@@ -1,6 +1,6 @@
 """Score the G2P text front end on two suites that nobody on the project wrote.
 
-Run: ``python scripts/score_text_suites.py [--nemo DIR] [--homographs DIR] [--failures]
+Run: ``python -m scripts.score_text_suites [--nemo DIR] [--homographs DIR] [--failures]
 [--record benchmarks/text-suites]``.
 
 **NeMo-text-processing's English normalization cases** (``--nemo``, by default
@@ -34,12 +34,10 @@ import csv
 import json
 import pathlib
 import re
-import sys
 import time
 from typing import Any, Iterable
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from . import _common as common
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXTERNAL = ROOT.parent / "shared" / "external"
@@ -256,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     nemo = None if "nemo" in args.skip else score_nemo(read_nemo(pathlib.Path(args.nemo)))
     homograph = (None if "homographs" in args.skip
                  else score_homographs(pathlib.Path(args.homographs)))
-    data = {"command": common.command_line("score_text_suites.py", argv),
+    data = {"command": common.command_line("score_text_suites", argv),
             "machine": common.machine(), "seconds": round(time.perf_counter() - start, 1),
             "nemo": nemo, "homographs": homograph}
     print(json.dumps(data, indent=1) if args.json else report(nemo, homograph, args.failures))

@@ -7,7 +7,7 @@ that ``make test`` skips it and ``make test-slow`` (which ``.ci/run`` runs after
 it. A module's fixtures are not moved: their set-up counts once for the module, and the
 module's other tests still need them.
 
-Run: ``python scripts/split_test_tiers.py`` (the quick tier with ``--durations=0`` on two
+Run: ``python -m scripts.split_test_tiers`` (the quick tier with ``--durations=0`` on two
 workers, as ``make test`` runs it: 8 to 15 minutes on 2 cores) or ``python
 scripts/split_test_tiers.py --from LOG`` (the output of such a run). Run it on an idle
 machine: the times decide. The list it writes names the run's processor, date and limit.

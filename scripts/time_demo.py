@@ -1,7 +1,7 @@
 """Time ``make demo`` as a new user meets it: a fresh clone, its set-up, the demo on a cold
 JAX compilation cache and again on the warm one, and the longest silence of each run.
 
-Run: ``python scripts/time_demo.py [--repo .] [--record benchmarks/demo]`` (about 8
+Run: ``python -m scripts.time_demo [--repo .] [--record benchmarks/demo]`` (about 8
 minutes with a cold pip cache, less with a warm one). The clone is made of ``--repo``'s
 committed HEAD in a temporary folder; ``make .venv/.demo`` is the set-up (the make target
 ``make demo`` runs first); the demo runs with a compilation cache of its own
@@ -21,8 +21,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from . import _common as common
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -86,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the demo's .venv: {len(packages)} packages, {size / 2**20:.0f} MiB")
     if args.record:
         path = common.record(args.record, "demo", {
-            "command": common.command_line("time_demo.py", argv), "commit": commit,
+            "command": common.command_line("time_demo", argv), "commit": commit,
             "machine": machine, "results": results, "venv_packages": packages,
             "venv_mib": size / 2**20})
         print(f"recorded {path}")

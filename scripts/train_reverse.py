@@ -1,6 +1,6 @@
 """Train the attention model to reverse sequences, on JAX, PyTorch and NumPy, from one start.
 
-Run: ``python scripts/train_reverse.py [--epochs N] [--backends jax,torch,numpy]
+Run: ``python -m scripts.train_reverse [--epochs N] [--backends jax,torch,numpy]
 [--threads T]`` (about a minute on 2 cores with the defaults).
 
 Every backend starts from the same ``init_params`` and sees the same batches. JAX and
@@ -29,8 +29,7 @@ from xpseq.train import TrainConfig, fit
 from xpseq.train import checkpoint as ckpt
 from xpseq.train.callbacks import EarlyStopping
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # scripts/: _common
-import _common as common  # noqa: E402
+from . import _common as common
 
 VOCAB = 16            # ids 4..15 are symbols; 0-3 are <pad>, <s>, </s>, <unk>
 

@@ -7,6 +7,7 @@ installed package.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import pathlib
@@ -31,13 +32,9 @@ def two_cpus() -> Any:
 
 
 def load_script(name: str) -> types.ModuleType:
-    """Import ``scripts/<name>.py`` of the source tree as a module (scripts are not a
-    package), without running its ``main``."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module          # dataclasses look their module up while defined
-    spec.loader.exec_module(module)
-    return module
+    """Import the script ``scripts.<name>`` of the source tree (``bench``,
+    ``benchmarks.page``), without running its ``main``."""
+    return importlib.import_module(f"scripts.{name}")
 
 
 def show(done: subprocess.CompletedProcess) -> str:

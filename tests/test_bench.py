@@ -37,10 +37,9 @@ TINY = ["--embed", "4", "--hidden", "4", "--batch", "8", "--steps", "1", "--repe
 
 
 def _benchmarks():
-    """The ``scripts/benchmarks`` package and the entry script (loading ``bench.py`` puts
-    ``scripts/`` on ``sys.path``, as running it does)."""
+    """The ``scripts.benchmarks`` package and the entry script ``scripts.bench``."""
     bench = load_script("bench")
-    import benchmarks
+    from scripts import benchmarks
 
     return benchmarks, bench
 
@@ -117,7 +116,7 @@ def test_bench_script_reports_every_section(tmp_path):
     out = tmp_path / "bench"
     # As a user starts it: JAX's defaults (the suite's own processes run with x64 on).
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,
+    done = subprocess.run([sys.executable, "-m", "scripts.bench", *TINY,
                            "--only", ",".join(RUN_HERE), "--out", str(out),
                            "--record", str(tmp_path / "results")], capture_output=True,
                           text=True, timeout=600, cwd=ROOT, env=env)  # 2.5-3 min alone
@@ -219,7 +218,7 @@ def test_bench_script_reports_every_section(tmp_path):
     assert rows["retraces in epoch 2"]["value"] == 0
     assert rows["outputs agree (max |Δ| over the four comparisons)"]["met"] is True
     table = (out / "bench.md").read_text()
-    assert "python scripts/bench.py --embed 4" in table
+    assert "python -m scripts.bench --embed 4" in table
     for measure in rows:
         assert measure.replace("|", "\\|") in table
     assert "| sentences differing, xpseq-torch vs loop | 0 |" in table
@@ -232,7 +231,7 @@ def test_every_section_is_a_module_with_run():
     assert sorted(benchmarks.SECTIONS + benchmarks.EXTRA_SECTIONS) == sorted(SECTIONS)
     for name in SECTIONS:
         module = benchmarks.section(name)
-        assert module.__name__ == f"benchmarks.{name}" and callable(module.run), name
+        assert module.__name__ == f"scripts.benchmarks.{name}" and callable(module.run), name
     with pytest.raises(ValueError, match="unknown section 'nope'"):
         benchmarks.section("nope")
     with pytest.raises(SystemExit):
@@ -244,7 +243,7 @@ def test_sections_share_what_the_context_builds_once(monkeypatch):
     """``train`` and ``flops`` both use the ``train`` timings: the context measures them
     once, and builds nothing before a section asks."""
     benchmarks, bench = _benchmarks()
-    from benchmarks.context import Context
+    from scripts.benchmarks.context import Context
 
     context = Context(bench.parse_args(TINY + ["--only", "train,flops"]))
     assert set(vars(context)) == {"args", "affinity", "_details", "train_timings"}
@@ -275,7 +274,7 @@ def test_sections_share_what_the_context_builds_once(monkeypatch):
 
 def test_threads_section_compares_two_threads_with_one_idle_and_busy(monkeypatch):
     benchmarks, bench = _benchmarks()
-    from benchmarks.context import Context
+    from scripts.benchmarks.context import Context
 
     threads = benchmarks.section("threads")
     runs = []

@@ -1,5 +1,6 @@
-"""``scripts/bench_long_attention.py``: a short sweep runs each point in a process of its
-own, records what the benchmarks page renders, and a failing point stops its path."""
+"""``scripts.bench_long_attention``: a short sweep runs each point in a process of its
+own, records what its part of the benchmarks page renders, and a failing point stops its
+path."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 from helpers import load_script
 
 bench = load_script("bench_long_attention")
-page = load_script("bench_page")
 
 
 @pytest.mark.slow                                     # (a process per point: ~20 s)
@@ -29,7 +29,7 @@ def test_a_short_sweep_records_times_memory_and_exponents(tmp_path, capsys):
     assert run["exponents"]["forward numpy-plain"]["peak_bytes"] > 1.5
     assert run["longest"]["backward numpy-blockwise"] == 4096
     run["file"] = path.name
-    text = page.long_attention_block(run)
+    text = bench.page_block(run)
     assert "| 4,096 |" in text and "NumPy, blockwise" in text
 
 

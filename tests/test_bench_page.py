@@ -1,6 +1,7 @@
-"""The benchmarks page and the README quote only recorded runs: scripts/bench_page.py makes
-their results blocks from benchmarks/results/, and its check fails on a stale block or on a
-figure in the prose that no recorded run has."""
+"""The benchmarks page and the README quote only recorded runs: scripts.bench_page assembles
+their results blocks, each benchmark's part from its recorded runs (scripts.bench's from
+benchmarks/results/, made by scripts.benchmarks.page), and its check fails on a stale block
+or on a figure in the prose that no recorded run has."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from helpers import ROOT, load_script
 
 page = load_script("bench_page")
+results = load_script("benchmarks.page")      # scripts.bench's part of the page
 
 PAGE = """# Benchmarks
 
@@ -42,7 +44,7 @@ def _no_changed_measurements(request, monkeypatch):
     """The made-up runs of these tests follow no change of xpseq's code: ``CHANGED`` is
     the real page's, kept only for the test of the committed pages."""
     if "committed_pages" not in request.node.name:
-        monkeypatch.setattr(page, "CHANGED", {})
+        monkeypatch.setattr(results, "CHANGED", {})
 
 
 def _run(ratio: float, *, x64: bool = False, stamp: str = "1", cpu: str = "Test CPU") -> dict:
@@ -132,7 +134,7 @@ def test_a_changed_measurement_counts_only_the_runs_of_the_current_code(tmp_path
     summary's range counts the runs from the first run of the new code on, says so, and
     every run's own table keeps what it measured."""
     key = ("train", "xpseq-jax throughput vs native")
-    monkeypatch.setattr(page, "CHANGED", {key: ("2026-12-03T000001", "the step changed")})
+    monkeypatch.setattr(results, "CHANGED", {key: ("2026-12-03T000001", "the step changed")})
     args = _folder(tmp_path, [_run(1.2), _run(1.4), _run(1.5)], prose="1.40–1.50×")
     assert page.main(args) == 0
     text = (tmp_path / "page.md").read_text()

@@ -24,9 +24,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def _scaling():
-    """The section's module and ``bench.py`` (loading it puts ``scripts/`` on the path)."""
+    """The section's module and the entry script ``scripts.bench``."""
     bench = load_script("bench")
-    import benchmarks
+    from scripts import benchmarks
 
     return benchmarks.section("scaling"), bench
 
@@ -36,7 +36,7 @@ def test_bench_scaling_measures_every_engine_and_kind_and_writes_the_plots(tmp_p
     pytest.importorskip("jax")
     out, copies = tmp_path / "bench", tmp_path / "docs"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--only", "scaling",
+        [sys.executable, "-m", "scripts.bench", "--only", "scaling",
          "--scaling-lengths", "4,8", "--scaling-batches", "2", "--scaling-widths", "8",
          "--scaling-fixed", "4,2,8", "--scaling-repeats", "1",
          "--scaling-precisions", "float32", "--out", str(out), "--plots-to", str(copies)],
@@ -88,7 +88,7 @@ def test_bf16_points_only_where_make_train_step_takes_precision(monkeypatch, tmp
     reported as not supported on NumPy (its own error says why). A ``make_train_step``
     without ``precision`` gets no bf16 points at all."""
     scaling, bench = _scaling()
-    from benchmarks.context import Context
+    from scripts.benchmarks.context import Context
 
     import xpseq.train
 

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "compare_backends.py"
+SCRIPT = "scripts.compare_backends"
 FIELDS = ("backend", "engine", "compiled", "dtype", "precision", "gradients", "forward_ms",
           "gradient_ms", "step_ms", "decode_ms", "compile_total_s", "loss_diff",
           "logits_diff", "grad_diff", "final_loss", "final_loss_diff", "trajectory",
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 
 def run_script(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", SCRIPT, *args], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT)
 
 
@@ -156,7 +156,7 @@ def test_losses_after_training_are_finite_and_float64_agrees(run):
 
 
 def test_every_option_has_help():
-    code = ("import sys; sys.path.insert(0, 'scripts'); import compare_backends as c; "
+    code = ("from scripts import compare_backends as c; "
             "print([a.dest for a in c.build_parser()._actions if not a.help])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=ROOT)

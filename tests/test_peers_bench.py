@@ -36,11 +36,10 @@ TRANSFORMER = models.get("transformer").Config(11, 13, d_model=8, heads=2, encod
 
 
 def _bench():
-    bench = load_script("bench")            # puts scripts/ on sys.path, as running it does
-    import native_flax
-    import native_keras
-    from benchmarks import peers
-    from benchmarks.context import Context
+    bench = load_script("bench")
+    from scripts import native_flax, native_keras
+    from scripts.benchmarks import peers
+    from scripts.benchmarks.context import Context
 
     return bench, peers, Context, native_keras, native_flax
 
@@ -155,7 +154,7 @@ def test_compiled_native_step_is_the_eager_step():
     Adam's first step ``lr · g / (|g| + ε)`` turns float32 noise there into steps of up to
     ``lr``."""
     _, peers, _, _, _ = _bench()
-    import native_torch
+    from scripts import native_torch
 
     kind = models.get("transformer")
     config = kind.Config(7, 8, d_model=4, heads=1, encoder_layers=1, decoder_layers=1, d_ff=4)
@@ -177,7 +176,7 @@ def test_compiled_native_step_is_the_eager_step():
 
 def test_bench_peers_section_runs_and_reports(tmp_path):
     out = tmp_path / "bench"
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), *TINY,
+    done = subprocess.run([sys.executable, "-m", "scripts.bench", *TINY,
                            "--only", "peers", "--no-torch-compile", "--out", str(out)],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, show(done)

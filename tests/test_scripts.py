@@ -34,7 +34,7 @@ def test_every_report_names_the_processor_and_its_matrix_units():
 
 @pytest.mark.slow  # a script run whole, every backend
 def test_attention_examples_script_passes_on_every_backend():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "attention_examples.py")],
+    done = subprocess.run([sys.executable, "-m", "scripts.attention_examples"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "All checks pass on every backend." in done.stdout
@@ -44,7 +44,7 @@ def test_attention_examples_script_passes_on_every_backend():
 
 @pytest.mark.slow  # a script run whole, every backend
 def test_train_reverse_script_runs_and_checkpoint_agrees():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "train_reverse.py"),
+    done = subprocess.run([sys.executable, "-m", "scripts.train_reverse",
                            "--epochs", "1", "--backends", "numpy"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -54,7 +54,7 @@ def test_train_reverse_script_runs_and_checkpoint_agrees():
 
 @pytest.mark.slow  # a script run whole, every backend
 def test_epoch_seconds_script_reports_ratios_to_numpy():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "epoch_seconds.py"),
+    done = subprocess.run([sys.executable, "-m", "scripts.epoch_seconds",
                            "--pairs", "64", "--epochs", "2", "--dtypes", "float64",
                            "--backends", "numpy,array_api_strict"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -69,7 +69,7 @@ def test_epoch_seconds_script_reports_ratios_to_numpy():
 @pytest.mark.slow  # a script run whole, every backend
 def test_device_check_runs_the_parity_cases_on_a_chosen_device():
     # No GPU here: the same checks on torch's CPU device (the script's dry run).
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_check.py"),
+    done = subprocess.run([sys.executable, "-m", "scripts.device_check",
                            "--devices", "torch=cpu"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -80,7 +80,7 @@ def test_device_check_runs_the_parity_cases_on_a_chosen_device():
 
 
 def test_device_check_says_when_there_is_no_gpu():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_check.py")],
+    done = subprocess.run([sys.executable, "-m", "scripts.device_check"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT,
                           env={"PATH": "", "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"})
     assert done.returncode == 2, done.stdout + done.stderr

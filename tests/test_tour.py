@@ -124,7 +124,7 @@ def test_xpseq_tour_is_the_same_command(capsys):
 
 
 def test_script_lists_the_lessons():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "autodiff_tour.py"), "--list"],
+    done = subprocess.run([sys.executable, "-m", "scripts.autodiff_tour", "--list"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.strip().splitlines()) == len(tour.LESSONS)

@@ -34,9 +34,11 @@ module            contents
 
 Each section module (those of :data:`SECTIONS` and :data:`EXTRA_SECTIONS`) has
 ``run(context) -> list[Row]``; its docstring says what it measures and its targets. The package imports neither xpseq nor a framework when loaded: the entry
-script sets the threads and ``XLA_FLAGS`` first. It is imported with ``scripts/`` on
-``sys.path`` (as ``benchmarks``), beside ``_common`` and the peers ``native_torch``,
-``native_keras`` and ``native_flax``.
+script sets the threads and ``XLA_FLAGS`` first. It is the subpackage
+``scripts.benchmarks``, beside ``scripts._common`` and the peers ``native_torch``,
+``native_keras`` and ``native_flax`` (which its modules import as ``from .. import``).
+``page`` is not a section: it makes ``bench.py``'s part of the benchmarks page from the
+recorded runs (``scripts.bench_page`` assembles the page).
 """
 
 from __future__ import annotations

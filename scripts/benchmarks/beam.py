@@ -14,7 +14,7 @@ import statistics
 import time
 from typing import Callable
 
-import _common as common
+from .. import _common as common
 
 from .context import Context
 from .shared import Row, at_least

@@ -12,7 +12,7 @@ import math
 import pathlib
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import _common as common
+from .. import _common as common
 
 from .devices import device_name
 

@@ -13,7 +13,7 @@ import statistics
 import time
 from typing import Any
 
-import _common as common
+from .. import _common as common
 
 from xpseq import backends
 

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-import _common as common
+from .. import _common as common
 
 from .shared import float32_on, on_backend
 
@@ -76,7 +76,7 @@ class Context:
     @functools.cached_property
     def native(self) -> Any:
         """``scripts/native_torch.py``: the same models written in plain PyTorch."""
-        import native_torch  # scripts/native_torch.py, beside this package
+        from .. import native_torch  # scripts/native_torch.py, beside this package
 
         return native_torch
 

@@ -42,7 +42,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
-import _common as common
+from .. import _common as common
 
 from .context import Context
 from .shared import Row, at_least

@@ -61,7 +61,7 @@ import statistics
 import time
 from typing import Any, Callable
 
-import _common as common
+from .. import _common as common
 import numpy as np
 
 from .context import Context
@@ -174,7 +174,7 @@ def native_values(model: Any) -> dict[str, np.ndarray]:
 
 
 def keras_model(kind: Kind, params: dict) -> Any:
-    import native_keras
+    from .. import native_keras
 
     cls = native_keras.KerasSeq2Seq if kind.name == "rnn" else native_keras.KerasTransformer
     return cls.from_xpseq(params, kind.config)
@@ -183,7 +183,7 @@ def keras_model(kind: Kind, params: dict) -> Any:
 def make_flax_step(kind: Kind, lr: float) -> Callable[[dict], Any]:
     """The Flax peer's jitted training step (``native_flax.make_step``) of the Transformer
     ``kind``, from xpseq's initial parameters."""
-    import native_flax
+    from .. import native_flax
 
     return native_flax.make_step(native_flax.FlaxTransformer.from_config(kind.config),
                                  native_flax.params_from_xpseq(kind.init32, kind.config),
@@ -216,7 +216,7 @@ def check_peers(context: Context, kind: Kind) -> dict[str, dict]:
 
     if kind.name == "transformer":
         import jax.numpy as jnp
-        import native_flax
+        from .. import native_flax
 
         with jax.enable_x64(True):
             flax_model = native_flax.FlaxTransformer.from_config(kind.config, jnp.float64)
@@ -245,7 +245,7 @@ def check_keras(kind: Kind, batch: dict, ref: dict, lr: float) -> dict:
     it was), a float32 rounding error ``δ`` of it moves the step by up to ``lr · δ / ε``, far
     above any float32 tolerance; the gradients themselves are compared relative to their
     scale."""
-    import native_keras
+    from .. import native_keras
 
     step = native_keras.make_step(keras_model(kind, kind.init32), lr)
     model, eps = step.model, native_keras.matching_adam_eps(1e-8)
@@ -368,7 +368,7 @@ def xpseq_compiled_torch() -> Any:
 
 def measure(context: Context, kind: Kind) -> dict:
     """The checks, then every implementation's seconds per repeat, taken in turns."""
-    import native_keras
+    from .. import native_keras
     import torch
 
     args = context.args
@@ -424,7 +424,7 @@ def measure(context: Context, kind: Kind) -> dict:
     warmups[KERAS] = warm(keras_step, keras_batches)
     impls[KERAS] = native_loop(keras_step, keras_batches, warm_up=False)
     if kind.name == "transformer":
-        import native_flax
+        from .. import native_flax
 
         flax_step = make_flax_step(kind, args.lr)
         flax_batches = [native_flax.batch_arrays(b) for b in kind.timed]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable
 
-import _common as common
+from .. import _common as common
 import numpy as np
 
 from .context import Context

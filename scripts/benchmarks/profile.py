@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable
 
-import _common as common
+from .. import _common as common
 
 from . import train
 from .context import Context
@@ -170,12 +170,12 @@ def xla_implementations(context: Context, kind: Any) -> dict[str, tuple[Callable
                                   0).compile()
         out[name] = (run, compiled)
     if kind.name == "rnn":
-        import native_keras as peer
+        from .. import native_keras as peer
 
         name, peer_step = "keras-jax", peer.make_step(keras_model(kind, kind.init32),
                                                       context.args.lr)
     else:
-        import native_flax as peer
+        from .. import native_flax as peer
 
         name, peer_step = "flax-jax", make_flax_step(kind, context.args.lr)
     peer_batches = [peer.batch_arrays(b) for b in batches]

@@ -79,7 +79,7 @@ import textwrap
 import time
 from typing import Any, Callable, Sequence
 
-import _common as common
+from .. import _common as common
 import numpy as np
 
 from .context import Context

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-import _common as common
+from .. import _common as common
 
 from .context import Context
 from .shared import Row

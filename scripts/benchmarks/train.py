@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable
 
-import _common as common
+from .. import _common as common
 
 from .context import Context
 from .shared import (HAND, HAND_JAX, KEYS, Row, at_least, float32_on, native_loop,

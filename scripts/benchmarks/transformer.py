@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-import _common as common
+from .. import _common as common
 
 from .context import Context, TransformerSetup
 from .shared import (HAND_T, HAND_T_TORCH, KEYS, Row, at_least, matmul_gflops, native_loop,
