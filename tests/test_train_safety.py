@@ -195,3 +195,36 @@ def test_ctrl_c_of_a_torch_run_over_two_processes_is_one_line(tmp_path):
     assert err.strip().splitlines()[1:] == ["xpseq: interrupted"], err
     assert checkpoint.load(out).train_state["epoch"] >= 1     # the saved epochs are kept
     assert not (tmp_path / ".p.safetensors.lock").exists()
+
+
+@pytest.mark.parametrize("name, bounded", [("numpy", False), ("jax", True)])
+def test_tsv_batches_take_few_shapes_where_each_shape_compiles(name, bounded, tmp_path,
+                                                               monkeypatch, capsys):
+    """On a backend that compiles every new batch shape (JAX), ``--task tsv`` bounds an
+    epoch's shapes as the demo does; on NumPy the batches keep their own lengths (here
+    more shapes than the bound)."""
+    from xpseq import backends, tasks
+    from xpseq.app.commands.train import TSV_COMPILED_SHAPES
+
+    if name not in backends.available():
+        pytest.skip(f"{name} is not installed")
+    corpus = tmp_path / "lengths.tsv"
+    corpus.write_text("".join(" ".join(["a"] * n) + "\t" + " ".join(["b"] * n) + "\n"
+                              for n in range(1, 41) for _ in range(3)), encoding="utf-8")
+    seen = {}
+
+    def stop(task, backend, config, settings, **kw):
+        batches = task.batches(task.train, kw["batch_size"], shapes=kw["shapes"])
+        seen["shapes"] = {(b["src"].shape, b["tgt_in"].shape) for b in batches}
+        raise KeyboardInterrupt        # enough: the batching is what this test looks at
+
+    monkeypatch.setattr(tasks, "train_model", stop)
+    argv = ["train", "--backend", name, "--no-progress", "--task", "tsv", "--train",
+            str(corpus), "--dev", str(corpus), "--embed", "4", "--hidden", "4",
+            "--batch-size", "8", "--epochs", "1", "--out", str(tmp_path / "m.safetensors")]
+    assert cli.main(argv) == 130
+    capsys.readouterr()
+    if bounded:
+        assert len(seen["shapes"]) == TSV_COMPILED_SHAPES
+    else:
+        assert len(seen["shapes"]) > TSV_COMPILED_SHAPES

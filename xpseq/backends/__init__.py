@@ -99,7 +99,7 @@ PURPOSES = ("train", "decode")
 #: The order :func:`default` picks an installed backend in, per purpose, fastest first, as
 #: measured on this project's benchmarks (docs/benchmarks.md): training, JAX's compiled
 #: step ahead of PyTorch and NumPy; decoding, ``xpseq g2p`` with start-up included
-#: (``scripts/bench_startup.py``, one thread): NumPy answers one word and 1,000 words
+#: (``python -m scripts.bench_startup``, one thread): NumPy answers one word and 1,000 words
 #: soonest on both processors measured (AVX2 only and AVX-512; importing PyTorch alone
 #: takes 1.4 to 5 s), PyTorch is ahead from several thousand words on AVX-512, and JAX is
 #: last for its compilations.

@@ -32,7 +32,7 @@ the graphs to a few whatever the number of shapes.
 minutes (its unrolled loops make big graphs, one per pair of lengths), and the Transformer's
 step, dominated by its matrix products, runs little faster compiled: at the sizes of the
 toy task the compile time is not paid back, so compiling is asked for, not the default.
-``scripts/bench.py --only peers`` measures it in every run (xpseq's compiled torch steps
+``python -m scripts.bench --only peers`` measures it in every run (xpseq's compiled torch steps
 beside eager ones, and a cold ``torch.compile`` of the same model written natively); the
 benchmarks page has the recorded runs.
 """

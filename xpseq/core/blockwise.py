@@ -52,7 +52,7 @@ __all__ = ["blockwise_attention", "backward", "hand_derived_attention", "DEFAULT
 
 #: The default query and key block sizes: of 128, 256, 512 and 1,024, the fastest on
 #: NumPy, PyTorch and JAX, forward and backward, at 4,096 tokens (4 heads of depth 64,
-#: float32: ``scripts/bench_long_attention.py --blocks``, recorded on the benchmarks
+#: float32: ``python -m scripts.bench_long_attention --blocks``, recorded on the benchmarks
 #: page). A block's scores take ``4 heads x 512 x 512`` floats (4 MiB in float32)
 #: whatever the length.
 DEFAULT_BLOCK = 512

@@ -1,6 +1,6 @@
 """Which G2P model ships inside the package: the campaign that trains, scores and ships it.
 
-``scripts/g2p_recipe.py`` is the command line over this module. :class:`Campaign` works
+``python -m scripts.g2p_recipe`` is the command line over this module. :class:`Campaign` works
 in one folder: it trains runs of :mod:`xpseq.tasks.g2p_recipe` (:meth:`Campaign.train`,
 resumable, a distilled student on a teacher's answers), scores each run's candidates (its
 best dev epoch, the average of its last epochs) and their ensemble

@@ -1,6 +1,6 @@
 """The autodiff tour: the same computations on NumPy, JAX and PyTorch, side by side.
 
-Run ``python scripts/autodiff_tour.py`` (or ``xpseq tour``); ``--list`` lists the lessons,
+Run ``python -m scripts.autodiff_tour`` (or ``xpseq tour``); ``--list`` lists the lessons,
 ``--lesson N`` runs one of them and ``--code`` prints each lesson's code before its table.
 Each lesson runs one small computation on all three libraries and prints what it measured
 in a table with the columns

@@ -1,7 +1,7 @@
 """Printing the autodiff tour, and its command line.
 
 :func:`format_lesson` lays a :class:`~xpseq.tour.Lesson` out as text; :func:`main` is
-``python scripts/autodiff_tour.py`` and ``xpseq tour`` (``--list``, ``--lesson N``, ``--code``);
+``python -m scripts.autodiff_tour`` and ``xpseq tour`` (``--list``, ``--lesson N``, ``--code``);
 :func:`format_code` is a lesson's code, the source of the functions it registered.
 """
 

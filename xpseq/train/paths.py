@@ -7,7 +7,7 @@ xpseq takes a model's gradients two ways that agree to rounding (:mod:`xpseq.tra
 RNN's loops as a custom VJP inside the jitted step). Which is faster depends on the model
 kind and the library, so the default is data: :data:`DEFAULTS`, one row per measured
 ``(model kind, backend, precision)``. Each kind's recorded benchmark is named in
-:data:`RECORDS` (``scripts/bench.py --only peers``, under ``benchmarks/results/``),
+:data:`RECORDS` (``python -m scripts.bench --only peers``, under ``benchmarks/results/``),
 and each row's comment gives the ratio that decided it
 (the hand-derived step's training throughput over autodiff's, measured in the same run,
 taking turns).
@@ -48,7 +48,7 @@ from xpseq.core import precision as mixed
 __all__ = ["DEFAULTS", "RECORDS", "default_gradients", "precision_key"]
 
 #: The recorded benchmark runs the rows below come from, one per model kind: ``python
-#: scripts/bench.py --only peers`` with ``--threads 1`` (one core pinned), float32, Adam,
+#: -m scripts.bench --only peers`` with ``--threads 1`` (one core pinned), float32, Adam,
 #: every implementation taking turns in each repeat; the file has the command, machine,
 #: versions and every repeat (a 2-core AMD EPYC Zen 4, the quietest machine measured).
 RECORDS = {

@@ -99,7 +99,7 @@ def make_train_step(config: Any, optimizer: Optimizer, backend: Backend, *,
         precision: :mod:`xpseq.train.paths`), ``"autodiff"`` or ``"hand-derived"``
         ``"hand-derived"`` runs the backward pass of :mod:`xpseq.core.vjp` (what NumPy
         always does) on the backend's arrays; on PyTorch that means no autograd tape is
-        recorded, and the step is faster (``scripts/bench.py`` measures it). On JAX it
+        recorded, and the step is faster (``python -m scripts.bench`` measures it). On JAX it
         depends on the model (its ``kernels.loss_vjp_compiles``): the Transformer's whole
         hand-derived pass is traced into the jitted step; for the RNN, whose Python loops
         over the time steps ``jit`` would unroll, it means its loops (the encoder's
