@@ -83,23 +83,43 @@ def test_search_needs_nothing_from_training():
     assert not reaches, reaches
 
 
-def test_the_core_modules_import_one_another_without_a_circle():
-    """Within ``xpseq.core`` the imports form no circle, a lazy import inside a function
-    included: each module can be read knowing only those below it."""
-    core = {module_name(p): p for p in MODULES if folder_of(p) == "xpseq.core"
-            and p.stem != "__init__"}
+def import_edges(modules) -> dict[str, set[str]]:
+    """``{module: the xpseq modules and packages it imports}`` over ``modules`` (files),
+    a lazy import inside a function included; a package is its ``__init__``, reached by
+    ``import pkg`` or ``from pkg import name`` (``from pkg import module`` reaches the
+    module)."""
+    known = {module_name(p) for p in modules}
     edges = {}
-    for name, path in core.items():
-        targets = set()
+    for path in modules:
+        name, targets = module_name(path), set()
         for target, names, _ in imports(path):
-            for t in [target] + [f"{target}.{n}" for n in names]:
-                if t in core and t != name:
+            # ``from pkg import mod`` needs the module; ``from pkg import name``, the package
+            for t in [f"{target}.{n}" if f"{target}.{n}" in known else target
+                      for n in names or [""]]:
+                if t in known and t != name:
                     targets.add(t)
         edges[name] = targets
+    return edges
 
+
+def circles(edges: dict[str, set[str]]) -> list[str]:
+    """Each pair of modules that reach one another through the edges."""
     def reaches(start: str, goal: str, seen: set) -> bool:
         return any(t == goal or (t not in seen and not seen.add(t) and reaches(t, goal, seen))
                    for t in edges[start])
 
-    circles = sorted(f"{a} <-> {b}" for a in edges for b in edges[a] if reaches(b, a, set()))
-    assert not circles, circles
+    return sorted(f"{a} <-> {b}" for a in edges for b in edges[a] if reaches(b, a, set()))
+
+
+def test_the_circle_check_finds_a_lazy_circle():
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(edges) == ["a <-> b", "b <-> c", "c <-> a"]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_modules_import_one_another_without_a_circle():
+    """Across the whole package (every folder and subpackage, a package being its
+    ``__init__``) the imports form no circle, a lazy import inside a function included:
+    each module can be read knowing only those below it."""
+    found = circles(import_edges(MODULES))
+    assert not found, found
