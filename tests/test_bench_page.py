@@ -164,6 +164,20 @@ def test_runs_are_grouped_by_processor_and_bad_files_refused(tmp_path):
         page.main(args)
 
 
+def test_the_readme_shows_the_processor_with_the_most_runs_and_names_the_others(tmp_path):
+    """The README keeps its length whatever the number of processors: one processor's
+    table (the one with the most recorded runs), and a pointer to the page for the rest."""
+    runs = [dict(run, file=f"{i}.json")
+            for i, run in enumerate([_run(1.2, cpu="Other CPU"), _run(1.4), _run(1.5)])]
+    block = results.readme_block(runs)
+    assert "Test CPU" in block and "Other CPU" not in block
+    assert "the benchmarks page has the runs of 1 other processor too" in block
+    rules = [line for line in block.splitlines() if line.startswith("| ---")]
+    assert rules == ["| --- " * 4 + "|"]
+    alone = results.readme_block(runs[1:])
+    assert "other processor" not in alone and alone.count("\n| ---") == 1
+
+
 def test_bench_record_keeps_a_new_file_and_never_replaces_one(tmp_path, monkeypatch):
     bench = load_script("bench")
     data = _run(1.2)

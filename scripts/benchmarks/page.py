@@ -281,15 +281,20 @@ def changed_notes(runs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def readme_block(runs: Sequence[dict[str, Any]]) -> str:
-    """The README's table: a few summary rows, per machine (the notes on which runs count
-    for which row are the benchmarks page's)."""
-    parts = []
-    for machine, group in by_machine(runs).items():
-        default = default_runs(group)
-        if default:
-            parts.append(f"{machine}; {runs_text(len(default))} ({dates_of(default)}):")
-            parts.append(summary_table(default, README_ROWS))
-    return "\n\n".join(parts)
+    """The README's table: a few summary rows for the processor with the most recorded
+    runs, and a pointer to the benchmarks page for the others (the README keeps its length
+    whatever the number of processors; the notes on which runs count for which row are
+    the page's)."""
+    groups = {machine: default_runs(group) for machine, group in by_machine(runs).items()}
+    groups = {machine: group for machine, group in groups.items() if group}
+    if not groups:
+        return ""
+    machine = max(groups, key=lambda m: len(groups[m]))
+    default, others = groups[machine], len(groups) - 1
+    elsewhere = (f"; the benchmarks page has the runs of {others} other processor"
+                 f"{'s' if others > 1 else ''} too" if others else "")
+    return (f"{machine}; {runs_text(len(default))} ({dates_of(default)}){elsewhere}:\n\n"
+            + summary_table(default, README_ROWS))
 
 
 # ------------------------------------------------------------------------------- runs

@@ -23,7 +23,10 @@ What the table does not name falls back, in this order:
 
 float64 takes its kind's float32 row (the same products, twice as wide; not measured
 apart). The records were made on one processor (a 2-core AMD EPYC Zen 4); another can
-order the two paths differently: measure yours with the command above.
+order the two paths differently: measure yours with the command above. On a 2-core Intel
+Xeon (Ice Lake server) the RNN's record orders them as the table does: hand-derived 1.38x
+autodiff on JAX, 1.11x on PyTorch, 1.19x under ``torch.compile``
+(``benchmarks/results/2026-12-07T073552-intel-r-xeon-r-processor-2-80ghz-peers.json``).
 
 ``xpseq train --gradients`` and ``TrainConfig(gradients=...)`` override the table; the
 command's first line names the path taken.
