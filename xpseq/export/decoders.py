@@ -20,13 +20,26 @@ from xpseq.data import Vocab
 from xpseq.data import tokens as tok
 from xpseq.search import CheckpointDecoder, Decoder, Ensemble
 
-__all__ = ["load_decoder", "EXPORT_ENGINE"]
+__all__ = ["load_decoder", "is_export", "EXPORT_ENGINE"]
 
 #: The name by which the command's ``--backend`` (and ``backend=`` here) asks for an
 #: export decoded by onnxruntime; a folder is decoded so without asking.
 EXPORT_ENGINE = "onnxruntime"
 
 Path = str | os.PathLike[str]
+
+
+def is_export(path: Path) -> bool:
+    """Whether ``path`` is an ONNX export's folder (what ``xpseq export --onnx DIR`` and
+    :func:`xpseq.export.onnx` write: it holds a ``model.json``), which
+    :func:`load_decoder` decodes on onnxruntime.
+
+    Examples
+    --------
+    >>> is_export("toy.safetensors")
+    False
+    """
+    return os.path.isfile(os.path.join(path, "model.json"))
 
 
 def load_decoder(path: Path | Sequence[Path], *,
@@ -95,7 +108,7 @@ def load_decoder(path: Path | Sequence[Path], *,
     policy = Policy.of(precision, "load_decoder: precision")
     folders = [pathlib.Path(p) for p in paths if pathlib.Path(p).is_dir()]
     for folder in folders if backend != EXPORT_ENGINE else ():  # (asked: OnnxModel says)
-        if not (folder / "model.json").is_file():
+        if not is_export(folder):
             raise ValueError(f"load_decoder: {folder} is a folder, not a checkpoint file (nor "
                              "an ONNX export: it holds no model.json)")
     if folders or backend == EXPORT_ENGINE:

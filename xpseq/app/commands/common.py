@@ -25,7 +25,7 @@ __all__ = ["Invocation", "command_backend", "enable_jax_x64", "JAX_CACHE_ENV", "
            "jax_cache_dir", "enable_jax_cache", "search_options_of", "note_unknown",
            "note_unknown_words", "model_tokens", "tokens_option", "translate_nonempty",
            "TOY_DATA_LIMITS", "read_tsv", "toy_task_for", "g2p_split", "check_exist",
-           "is_export", "open_decoder", "check_export_folder"]
+           "open_decoder", "check_export_folder"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,12 +244,6 @@ def check_exist(paths: Any) -> None:
             raise CommandError(f"checkpoint {path} does not exist")
 
 
-def is_export(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is an ONNX export's folder (``xpseq export --onnx DIR``: it holds a
-    ``model.json``), which decodes on onnxruntime."""
-    return os.path.isfile(os.path.join(path, "model.json"))
-
-
 def open_decoder(args: argparse.Namespace, path: str) -> Any:
     """The model at ``path`` as a :class:`~xpseq.search.Decoder`
     (:func:`xpseq.load_decoder`), as ``--backend``, ``--compile`` and ``--dtype`` ask: a
@@ -258,7 +252,7 @@ def open_decoder(args: argparse.Namespace, path: str) -> Any:
     calls this: an export with a ``--backend`` is told to drop it). The deprecated
     ``--backend`` :data:`~xpseq.app.options.EXPORT_BACKEND` asks that ``path`` be an
     export."""
-    from xpseq.export.decoders import load_decoder
+    from xpseq.export.decoders import is_export, load_decoder
 
     check_exist(path)
     dtype = getattr(args, "dtype", "float32")            # (g2p has no --dtype)
@@ -297,6 +291,8 @@ def check_export_folder(path: str, args: argparse.Namespace) -> None:
     if not os.path.isdir(path):
         raise CommandError(f"--backend {args.backend} decodes an ONNX export (the folder of "
                            f"xpseq export CHECKPOINT --onnx DIR); {path} is not a folder")
+    from xpseq.export.decoders import is_export
+
     if not is_export(path):
         raise CommandError(f"--backend {args.backend} decodes an ONNX export (the folder of "
                            f"xpseq export CHECKPOINT --onnx DIR); {path} is not an xpseq "

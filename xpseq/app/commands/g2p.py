@@ -13,7 +13,7 @@ from xpseq.io import reading
 from .. import options as opts
 from .. import stdin
 from ..errors import CommandError
-from .common import check_exist, command_backend, is_export, open_decoder
+from .common import check_exist, command_backend, open_decoder
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     closed, not UTF-8, or holds a line over :data:`xpseq.app.stdin.LINE_BYTES` is a
     :class:`CommandError` (the lines before it answered)."""
     from xpseq import g2p
+    from xpseq.export.decoders import is_export
 
     if not args.words and sys.stdin is not None and sys.stdin.isatty():
         print(f"xpseq g2p: reading {'texts' if args.text else 'words'} from the terminal, "
