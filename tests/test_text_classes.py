@@ -170,6 +170,71 @@ def test_roman_numerals_and_abbreviations(text, words):
     assert said(text) == words
 
 
+@pytest.mark.parametrize("text, words", [
+    ("Send it to j.o&p-r@mail.example.net today.",
+     "send it to j dot o ampersand p dash r at mail dot example dot net today ."),
+    ("Open file:///home/kim/notes.txt now.",
+     "open file colon slash slash slash home slash kim slash notes dot t x t now ."),
+    ("See readme.md first.", "see readme dot m d first ."),
+    ("Go to https://shop.example.com/deals/ now.",
+     "go to h t t p s colon slash slash shop dot example dot com slash deals slash now ."),
+    ("Try http://example.org/gpu-4000 later.",
+     "try h t t p colon slash slash example dot org slash gpu dash four thousand later ."),
+    ("You need read/write access and/or a key.",
+     "you need read slash write access and or a key ."),
+])
+def test_addresses_say_their_marks_and_round_numbers(text, words):
+    """A mailbox's ``&`` and ``-``, a ``file:`` scheme, a lower-case dotted name (a file,
+    a host), a final slash; a round number in an address as a number; a slash between
+    words said, but for ``and/or``."""
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("The A380 and the F150 share nothing.",
+     "the a three eighty and the f one fifty share nothing ."),
+    ("Your code is xk7731.", "your code is xk seven seven three one ."),
+    ("It runs on a Z3000 chip.", "it runs on a z three thousand chip ."),
+    ("The FY1998 report is late.", "the fy nineteen ninety-eight report is late ."),
+    ("Put it in a 457(b) account.", "put it in a four fifty-seven ( b ) account ."),
+    ("The ISBN starts 979-1 here.", "the isbn starts nine hundred and seventy-nine one here ."),
+])
+def test_codes_and_model_numbers(text, words):
+    """A number against letters: three digits in pairs, more one by one unless round or a
+    year; a code's section (``457(b)``) in pairs; a dash down to a smaller number is no
+    span."""
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Sales fell in 4Q19.", "sales fell in the fourth quarter of nineteen ."),
+    ("Rome fell in 476 AD; Caesar died 44 BC.",
+     "rome fell in four seventy-six ad ; caesar died forty-four bc ."),
+    ("Meet me Fri 14 June at noon.", "meet me friday the fourteenth of june at noon ."),
+    ("We met in Feb. and on feb. 9.", "we met in february and on february ninth ."),
+    ("It was a deep mar.", "it was a deep mar ."),
+    ("We liked June 3rd's show.", "we liked june third's show ."),
+    ("The run took 3:01:09 today.", "the run took three hours one minute and nine seconds today ."),
+])
+def test_quarters_eras_days_and_months(text, words):
+    """A quarter ``4Q19``, a year before its era read as a year, a day's short form before
+    a date, a month's short form in lower case with no number beside it as a word."""
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ('The screen is 15" wide.', "the screen is fifteen inches wide ."),
+    ('He said "buy 3" then left.', 'he said " buy three " then left .'),
+    ("It cost £7.05 there.", "it cost seven pounds and five pence there ."),
+    ("Cut 1/640 of it and 7/2300 more.",
+     "cut one six hundred fortieth of it and seven two thousand three hundredths more ."),
+])
+def test_inches_pounds_and_large_denominators(text, words):
+    """A double quote against a number is inches unless it closes a quotation; pounds
+    without "sterling"; a fraction's denominator without "and"."""
+    assert said(text) == words
+
+
 def test_normalize_is_what_phonemize_says():
     """``xpseq.g2p.normalize`` is the front end's own reading: its words are the words
     :func:`xpseq.g2p.phonemize` pronounces (one group of phones per word)."""
@@ -182,7 +247,8 @@ def test_normalize_is_what_phonemize_says():
 
 @pytest.mark.parametrize("context", ["${}", "${}.50", "{}%", "{} kg", "{}/7", "7/{}",
                                      "Nov. {}", "{}th", "{}:30", "-{}", "{}-{}", "£{}M",
-                                     "{}°C", "+1 {}"])
+                                     "{}°C", "+1 {}", "AB{}", "{}*{}", "{} - {} = 0",
+                                     "x.org/{}", "{}:3"])
 def test_a_number_of_thousands_of_digits_in_any_class_is_said_not_refused(context):
     from xpseq.g2p.text import normalize
 

@@ -14,8 +14,9 @@ before the front end's older alternatives, in order. What they read:
 * measures (:data:`UNITS`): ``12kg`` twelve kilograms, ``1 km`` one kilometer, ``3 mL``
   three milliliters, ``20°C`` twenty degrees celsius, ``5 km/h`` five kilometers per hour,
   ``10 m²`` ten square meters, ``12/kg`` twelve per kilogram, ``2-5 lb`` two to five
-  pounds; a unit of one letter, or one that is also an English word (``in``, ``s``), only
-  written against its number (``5m``, ``6in``);
+  pounds, ``15"`` fifteen inches (not a quotation's closing mark); a unit of one letter,
+  or one that is also an English word (``in``, ``s``), only written against its number
+  (``5m``, ``6in``);
 * telephone numbers, every digit said and zeros kept: ``+1 (212) 555-0100``, ``555.123.4567``,
   ``212-555-0100 x12`` (an extension), ``123-45-6789``; IP addresses ``10.0.0.1`` ten, dot
   ... digit by digit;
@@ -23,7 +24,9 @@ before the front end's older alternatives, in order. What they read:
 * dates written with a month's name: ``Nov. 3`` november third, ``July 4, 1776`` july fourth
   seventeen seventy-six, ``3 May 2010`` the third of may twenty ten; numeric dates with the
   year first (``2016/07/03``), or with dots or dashes (``01.10.2010``: month first unless it
-  cannot be a month).
+  cannot be a month);
+* years before their era (``340 AD`` three forty), quarters (``3Q21`` the third quarter of
+  twenty-one), a code's section with its letter (``401(k)`` four oh-one).
 
 No grammar of another project is copied: the tables are ordinary English readings.
 """
@@ -35,7 +38,7 @@ from typing import Callable
 
 from . import addresses
 from .numerals import (MONTHS, NUMBER, SPOKEN_DIGITS, cardinal, digits, number_words,
-                      ordinal)
+                      ordinal, spell)
 
 
 __all__ = ["CURRENCIES", "COUNTRY_PREFIXES", "SCALES", "UNITS", "SPACED_UNITS", "PER",
@@ -46,7 +49,7 @@ __all__ = ["CURRENCIES", "COUNTRY_PREFIXES", "SCALES", "UNITS", "SPACED_UNITS", 
 CURRENCIES = {
     "$": ("dollar", "dollars", "cent", "cents"),
     "€": ("euro", "euro", "cent", "cents"),
-    "£": ("pound sterling", "pounds sterling", "penny", "pence"),
+    "£": ("pound", "pounds", "penny", "pence"),
     "₹": ("rupee", "rupees", "paisa", "paise"),
     "¥": ("yen", "yen", "sen", "sen"),
     "₩": ("won", "won", "jeon", "jeon"),
@@ -114,6 +117,7 @@ UNITS = {
                                                         "degrees fahrenheit"),
     "°": ("degree", "degrees"), "º": ("degree", "degrees"),
     "psi": ("p s i", "p s i"), "rpm": ("r p m", "r p m"),
+    '"': ("inch", "inches"),
 }
 #: Units that may stand after a space (``5 kg``); the others (one letter, or an English
 #: word: ``in``, ``st``) only against their number (``5m``).
@@ -210,6 +214,8 @@ def _unit(symbol: str, several: bool) -> list[str]:
 
 
 def _measure(m: re.Match[str]) -> list[str] | None:
+    if m.group("measure_unit") == '"' and m.string.count('"', 0, m.start()) % 2:
+        return None                     # "size 7": a quotation's closing mark, no inches
     amount = m.group("measure_amount") or ""
     said = cardinal(amount) if amount else fraction_said(            # 4 1/2 lbs
         m.group("measure_whole"), m.group("measure_num"), m.group("measure_den"))
@@ -271,7 +277,7 @@ _MONTH = _alternatives(MONTH_NAMES)
 _DAY = r"3[01]|[12]\d|0?[1-9]"
 _WRITTEN_DATE = (rf"(?<![^\W\d_])(?P<wd_month>{_MONTH})(?:\.|(?![^\W\d_]))[\s-]?\s*"
                  rf"(?P<wd_day>{_DAY})(?:st|nd|rd|th)?(?!\d|[.,:]\d|\s?(?:%|[ap]\.?m\b))"
-                 rf"(?:,?[\s-]\s*(?P<wd_year>\d{{4}})(?!\d))?")
+                 rf"(?:,?[\s-]\s*(?P<wd_year>\d{{4}})(?!\d))?(?P<wd_s>'s\b)?")
 _DAY_MONTH = (rf"(?:(?P<dm_the>the)\s)?(?<![\w.])(?P<dm_day>{_DAY})(?:st|nd|rd|th)?\s"
               rf"(?:of\s)?(?P<dm_month>{_MONTH})(?:\.|(?![^\W\d_]))"
               rf"(?:,?\s(?P<dm_year>\d{{4}})(?!\d))?")
@@ -294,7 +300,8 @@ def _written_date(m: re.Match[str]) -> list[str] | None:
     if m.group("wd_month") in WORD_MONTHS and not m.group("wd_year"):
         return None
     words = _month_day(MONTH_NAMES[m.group("wd_month").lower()], int(m.group("wd_day")))
-    return words + (_year(m.group("wd_year")) if m.group("wd_year") else [])
+    words += _year(m.group("wd_year")) if m.group("wd_year") else []
+    return words[:-1] + [words[-1] + "'s"] if m.group("wd_s") else words   # May 3rd's
 
 
 def _day_month(m: re.Match[str]) -> list[str] | None:
@@ -336,7 +343,7 @@ def fraction_words(numerator: str, denominator: str) -> list[str]:
     elif d == 4:
         name = ["quarter" if one else "quarters"]
     else:
-        name = ordinal(d)
+        name = [w for w in ordinal(d) if w != "and"]       # six hundred fortieths
         name = name if one else name[:-1] + [name[-1] + "s"]
     return cardinal(numerator) + name
 
@@ -375,6 +382,24 @@ def _dimension(m: re.Match[str]) -> list[str]:
     return words
 
 
+# ------------------------------------------------------------- years, quarters
+
+#: Eras after a year: the year then read as a year (``340 AD`` three forty).
+_ERA = r"(?-i:A\.?D\b|B\.?C\b|B\.?C\.?E\b|C\.?E\b)"
+_ERA_YEAR = rf"(?<![\w.,])(?P<era_year>\d{{1,4}})(?=\s?{_ERA})"
+_QUARTER = r"(?<![\w.])(?P<quarter>[1-4])Q(?P<quarter_year>\d{2}|\d{4})(?!\w)"
+
+#: A section of a code with its subsection's letter (``401(k)``, ``501(c)(3)``): its three
+#: digits read in pairs, as a name (four oh-one k).
+_SECTION = r"(?<![\w.,])(?P<section>[1-9]\d{2})(?=\([a-z]\))"
+
+
+def _quarter(m: re.Match[str]) -> list[str]:
+    """``3Q21`` the third quarter of twenty-one."""
+    return ["the"] + ordinal(int(m.group("quarter"))) + ["quarter", "of"] + _year(
+        m.group("quarter_year"))
+
+
 #: The classes, in the order they are tried: (name, pattern, words of a match). A
 #: function that returns ``None`` gives the text back to the older alternatives (read as
 #: its numbers and marks).
@@ -388,6 +413,9 @@ ROWS: list[tuple[str, str, Callable[[re.Match[str]], list[str] | None]]] = [
     ("ssn_number", _SSN, lambda m: digits(m.group("ssn"))),
     ("written_date", _WRITTEN_DATE, _written_date),
     ("dimension", _DIMENSION, _dimension),
+    ("era_year", _ERA_YEAR, lambda m: spell(int(m.group("era_year")), to="year").split()),
+    ("quarter", _QUARTER, _quarter),
+    ("section_code", _SECTION, lambda m: spell(int(m.group("section")), to="year").split()),
     ("number_sign", r"(?<![\w.])no\.(?=\s?\d)", lambda m: ["number"]),
     ("day_month", _DAY_MONTH, _day_month),
     ("measure", _MEASURE, _measure),

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["SPOKEN_DIGITS", "MONTHS", "NUMBER", "spell", "number_words", "cardinal",
-           "ordinal", "digits"]
+__all__ = ["SPOKEN_DIGITS", "GROUPED_DIGITS", "MONTHS", "NUMBER", "spell", "number_words",
+           "cardinal", "ordinal", "digits"]
 
 #: The months, lower case, January first.
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
@@ -37,6 +37,9 @@ def spell(value: Any, **kwargs: Any) -> str:
 #: (an account or serial number, a 400-digit string) is said digit by digit, as a reader
 #: does, rather than in the -illions that num2words knows (up to 10^306; beyond, it fails).
 SPOKEN_DIGITS = 15
+#: The most digits of a number written in groups of three (``124,444,234,854,823,834,553``)
+#: said as a number: its commas say it is one, up to the quintillions.
+GROUPED_DIGITS = 21
 
 
 def number_words(written: str, *, year: bool = True) -> list[str]:
@@ -44,7 +47,8 @@ def number_words(written: str, *, year: bool = True) -> list[str]:
     'and', 'thirty-four']``, ``"-2.05"`` -> ``['minus', 'two', 'point', 'zero', 'five']``,
     ``"1999"`` -> ``['nineteen', 'ninety-nine']`` (a year, with ``year=True``: four digits,
     1000 to 2099); a whole part of more than :data:`SPOKEN_DIGITS` digits digit by digit
-    (``"12345678901234567"`` -> ``['one', 'two', ...]``)."""
+    (``"12345678901234567"`` -> ``['one', 'two', ...]``), unless it is written in groups of
+    three, up to :data:`GROUPED_DIGITS` digits."""
     if not re.fullmatch(rf"-?(?:{NUMBER})", written):
         raise ValueError(f"number_words: written must be a number such as 42, 1,000, -3.5, "
                          f"got {written!r}")
@@ -53,7 +57,7 @@ def number_words(written: str, *, year: bool = True) -> list[str]:
     if year and not sign and not fraction and "," not in digits and len(whole) == 4 \
             and 1000 <= int(whole) <= 2099:
         text = spell(int(whole), to="year")
-    elif len(whole) > SPOKEN_DIGITS:
+    elif len(whole) > (GROUPED_DIGITS if "," in digits else SPOKEN_DIGITS):
         text = sign + " ".join(spell(int(d)) for d in whole)
     elif whole:
         text = sign + spell(int(whole))

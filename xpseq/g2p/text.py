@@ -23,17 +23,26 @@ apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn'
   nine a.m., ``7:15 pm`` seven fifteen p.m., ``7.15 p.m.`` too; a dash between two times,
   decades or percentages is said "to" (``2pm-5pm``);
 * dates: ``3/4/2021`` (month/day/year) and ``2021-03-04`` march fourth twenty twenty-one;
-* times with seconds: ``2:03:45`` two oh three and forty-five seconds;
-* decades: ``1990s`` nineteen nineties, ``'90s`` nineties; ranges: ``1990-95`` nineteen
-  ninety to ninety-five, ``3-5`` three to five (``1-4=-3``: one minus four); fractions
-  (:mod:`xpseq.g2p.classes`): ``1/2`` one half, ``3/4`` three quarters, ``5/8`` five
-  eighths, ``2 1/2`` two and a half (``24/7``: twenty-four slash seven); phone numbers digit
-  by digit: ``555-1234``, ``(212) 555-1234``;
+* times with seconds: ``2:03:45`` two hours three minutes and forty-five seconds; a
+  ratio ``3:1`` three to one (one digit after the colon: no time);
+* decades: ``1990s`` nineteen nineties, ``'90s`` nineties (a number that does not end in
+  a zero takes an ``s`` as a plural only after an apostrophe: ``7's`` sevens); ranges:
+  ``1990-95`` nineteen ninety to ninety-five, ``3-5`` three to five (``1-4=-3`` and
+  ``7 - 2 = 5``: minus; a dash down to a smaller number, ``978-0``, no span: nothing said;
+  ``3*4`` three times four); fractions (:mod:`xpseq.g2p.classes`): ``1/2`` one half,
+  ``3/4`` three quarters, ``5/8`` five eighths, ``2 1/2`` two and a half (``24/7``:
+  twenty-four slash seven); phone numbers digit by digit: ``555-1234``, ``(212) 555-1234``;
+* a number against letters, a model's or a code's (``A321`` a three twenty-one, ``ab9453``
+  a b nine four five three, ``T2000`` t two thousand, ``FY2024`` f y twenty twenty-four);
+* a day's short form before a date (``Fri 14 June`` friday ...); a month's short form in
+  lower case with no number beside it is a word (``a deep mar.``);
 * Roman numerals (I, V, X, L, C; below 400) of two letters or more after a capitalised
   word: ``Henry VIII`` henry the eighth, ``World War II`` world war two (after a word that
   counts: war, part, chapter ...);
-* symbols: ``&`` and, ``@`` at, ``+`` plus, ``=`` equals, ``#1`` number one, ``%``
-  percent, ``/`` between two words (``and/or``) nothing; e-mail and web addresses part by
+* a sign after a mark is a sign (``?-3``, ``(-3)`` minus three), and a mark after a mark
+  is still said (``;&`` and);
+* symbols: ``&`` and, ``@`` at, ``§`` section, ``+`` plus, ``=`` equals, ``#1`` number one, ``%``
+  percent, ``/`` slash (between ``and`` and ``or``: nothing); e-mail and web addresses part by
   part: ``ann.lee@example.com`` ann dot lee at example dot com, ``www.example.org`` w w w
   dot example dot org, ``https://`` h t t p s colon slash slash, their digits one by one;
 * abbreviations by their context: ``Dr.`` doctor before a name, drive after one; ``St.``
@@ -96,8 +105,9 @@ _SHORT_WORDS = {"mr": ["mister"], "mrs": ["missus"], "prof": ["professor"],
                 "sept": ["september"], "oct": ["october"], "nov": ["november"],
                 "dec": ["december"]}
 _SHORT = ("dr", "st", *sorted(_SHORT_WORDS, key=len, reverse=True))
-#: Symbols said as words; ``/`` between two words (and/or) is said as nothing.
+#: Symbols said as words; ``/`` between ``and`` and ``or`` is said as nothing.
 _SYMBOLS = {"&": ["and"], "@": ["at"], "+": ["plus"], "=": ["equals"], "#": ["number"],
+            "§": ["section"],
             "/": ["slash"], "%": ["percent"],
             **{c: names[0].split()[:1] for c, names in classes.CURRENCIES.items()}}
 _NUMBER = NUMBER
@@ -108,31 +118,35 @@ _TLD = r"com|org|net|edu|gov|io|info|co|uk|us|de|fr|ca|au|ai|dev"
 # text's length (unbounded, a 32 kB run of "1-1-1-..." or "www.www...." took 25 to 80 s).
 _LABEL = r"[a-z0-9-]{1,63}"
 _ALTERNATIVES = rf"""
-      (?P<email>[a-z0-9][a-z0-9._+-]{{0,63}}@{_LABEL}(?:\.{_LABEL}){{1,8}}(?![a-z0-9-])
+      (?P<email>[a-z0-9][a-z0-9._+&-]{{0,63}}@{_LABEL}(?:\.{_LABEL}){{1,8}}(?![a-z0-9-])
           (?:/[^\s]{{0,200}})?)
-    | (?P<web>(?:https?://)?(?:www\.)?{_LABEL}(?:\.{_LABEL}){{0,8}}\.(?:{_TLD})\b(?:\.[a-z]{{2}}\b)?
-          (?:/[^\s]{{0,200}})?)
+    | (?P<web>file:///?[^\s]{{1,200}}(?<![.,;:!?)])
+          |(?:(?:https?|ftp)://)?(?:www\.)?{_LABEL}(?:\.{_LABEL}){{0,8}}\.(?:{_TLD})\b
+          (?:\.[a-z]{{2}}\b)?
+          (?:/[^\s]{{0,200}}(?<![.,;:!?)]))?
+          |(?-i:[a-z][a-z0-9-]{{1,62}}(?:\.[a-z][a-z0-9-]{{1,62}})+)(?![\w.-]|\.\w))
     | (?P<currency>[$€£₹])\s?(?P<amount>{_NUMBER})
           (?:\s?(?P<scale>thousand|million|billion|trillion)\b)?
     | (?P<iso>\d{{4}})-(?P<iso_month>1[0-2]|0[1-9])-(?P<iso_day>3[01]|[12]\d|0[1-9])(?!\d)
     | (?P<month>1[0-2]|0?[1-9])/(?P<day>3[01]|[12]\d|0?[1-9])/(?P<year>\d{{4}}|\d{{2}})(?!\d)
+    | (?P<ratio>(?<![\w:.])\d+):(?P<ratio_to>\d)(?![\w:]|[.,]\d)
     | (?P<second_hour>[01]?\d|2[0-3]):(?P<second_minute>[0-5]\d):(?P<seconds>[0-5]\d)(?!\d)
     | (?P<hour>[01]?\d|2[0-3])(?::|\.(?=[0-5]\d\s?[ap]\.?m(?:\.|\b)))(?P<minute>[0-5]\d)(?![\d:])
           (?:\s?(?P<meridiem>[ap])(?:\.m\.?|m\b))?
     | (?P<clock>1[0-2]|0?[1-9])\s?(?P<clock_meridiem>[ap])(?:\.m\.?|m\b)
     | (?P<phone>(?<![\d-])(?:\(\d{{3}}\)\s?|\d{{3}}[-.])?\d{{3}}-\d{{4}}(?![\d-]))
-    | (?P<decade>'\d{{2}}|(?<!\d)\d{{2}}|(?<!\d)\d{{4}})'?s\b
+    | (?P<decade>'\d{{2}}|(?<!\d)\d{{1,4}}(?='s\b)|(?<!\d)\d{{1,3}}0)'?s\b
     | (?P<range_from>(?<![\w.-])\d+)[-–](?P<range_to>\d+)(?![\d/:-]|[.,]\d)
     | (?P<numerator>(?<![\w/])\d+)/(?P<denominator>\d+)(?![\d/])
     | (?P<percent>(?:(?<![\w%])-)?(?:{_NUMBER}))\s?%
-    | (?P<ordinal>\d{{1,3}}(?:,\d{{3}})+|\d+)(?:st|nd|rd|th)\b
+    | (?P<ordinal>\d{{1,3}}(?:,\d{{3}})+|\d+)(?P<ordinal_suffix>st|nd|rd|th)\b(?P<ordinal_s>'s\b)?
     | (?P<number>(?:(?<![\w%])-)?(?:{_NUMBER}))
     | (?P<abbreviation>(?:[^\W\d_]\.){{2,}}(?:[^\W\d_](?![\w.]))?)
     | (?P<short>\b(?:{"|".join(_SHORT)})\.)
     | (?P<roman>\b[IVXLC]{{2,}}\b)
     | (?P<word>[^\W\d_]+(?:['-][^\W\d_]+)*(?<=s)'|[^\W\d_]+(?:['-][^\W\d_]+)*)
-    | (?P<symbol>[&@+=#/%{"".join(classes.CURRENCIES)}])
-    | (?P<punctuation>[^\w\s]+)
+    | (?P<symbol>[&@+=#/%§{"".join(classes.CURRENCIES)}])
+    | (?P<punctuation>(?:(?![&@+=#%§{"".join(classes.CURRENCIES)}]|(?<=[^\w\s%-])-\d)[^\w\s])+)
 """
 #: The older alternatives alone: what a class row that declines its match reads it with.
 _PLAIN = re.compile(_ALTERNATIVES, re.VERBOSE | re.IGNORECASE)
@@ -229,6 +243,16 @@ def _date(year: str, month: str, day: str) -> list[str]:
     return [MONTHS[int(month) - 1]] + _num2words(int(day), to="ordinal").split() + said
 
 
+def _hours_minutes_seconds(*parts: str) -> list[str]:
+    """A time written to the second, read as its hours, minutes and seconds, each named
+    (``0:05:30`` zero hours five minutes and thirty seconds)."""
+    words: list[str] = []
+    for at, (part, unit) in enumerate(zip(parts, ("hour", "minute", "second"))):
+        words += (["and"] if at == 2 else []) + number_words(str(int(part)), year=False) + [
+            unit if int(part) == 1 else unit + "s"]
+    return words
+
+
 def _time(hour: str, minute: str, meridiem: str | None) -> list[str]:
     words = number_words(str(int(hour)), year=False)
     if minute == "00":
@@ -255,33 +279,64 @@ def _said(item: re.Match[str] | None) -> str:
 
 
 def _plural(words: list[str]) -> list[str]:
-    """A decade's words: the last made plural (``ninety`` -> ``nineties``)."""
+    """A decade's words, or a number's plural (``6's`` sixes): the last made plural
+    (``ninety`` -> ``nineties``)."""
     last = words[-1]
-    return words[:-1] + [last[:-1] + "ies" if last.endswith("y") else last + "s"]
+    return words[:-1] + [last[:-1] + "ies" if last.endswith("y") else
+                         last + "es" if last.endswith("x") else last + "s"]
 
 
 def _parts(address: str) -> list[str]:
     """An e-mail or web address part by part, as it is read out: ``dot``, ``at``,
     ``slash``, ``dash`` between its words, a scheme by its letters (``https://`` h t t p
-    s colon slash slash), its digits one by one, ``www`` and a part without a vowel letter
-    by letter; a final slash is not said."""
-    scheme = re.match(r"(https?)://", address, flags=re.IGNORECASE)
-    out: list[str] = (list(scheme.group(1).lower()) + ["colon", "slash", "slash"]
-                      if scheme else [])
+    s colon slash slash), its digits one by one (a round number as a number:
+    ``rtx-6000`` six thousand), ``www`` and a part without a vowel letter
+    by letter; the marks of a mailbox's name (``&`` ampersand) and a final slash too."""
+    scheme = re.match(r"(https?|ftp|file)://", address, flags=re.IGNORECASE)
+    name = scheme.group(1).lower() if scheme else ""
+    out: list[str] = ([name] if name == "file" else list(name)) + (
+        ["colon", "slash", "slash"] if scheme else [])
     address = address[scheme.end():] if scheme else address
     said = {".": "dot", "@": "at", "/": "slash", "-": "dash", "_": "underscore",
-            "+": "plus"}
-    for piece in re.findall(r"[a-z]+|\d+|[.@/_+-]", address.rstrip("/").lower()):
+            "+": "plus", "&": "ampersand"}
+    for piece in re.findall(r"[a-z]+|\d+|[.@/_+&-]", address.lower()):
         if piece in said:
             out.append(said[piece])
         elif piece.isdigit():
-            out += _digits(piece)
+            out += number_words(piece, year=False) if _round(piece) else _digits(piece)
         elif piece == "www" or not re.search(r"[aeiouy]", piece):
             out += list(piece)
         else:
             out.append(piece)
     return out
 
+
+def _round(written: str) -> bool:
+    """Whether the digits ``written`` make a round number (``6000``, ``300``): said as a
+    number in a code or an address, where other digits are said one by one."""
+    return len(written) >= 3 and written[0] != "0" and written.endswith("00")
+
+
+def _attached(word: re.Match[str] | None, number: re.Match[str]) -> bool:
+    """Whether ``number`` is written against the letters of ``word`` (``A321``)."""
+    return word is not None and word.lastgroup == "word" and word.end() == number.start()
+
+
+def _code_number(written: str) -> list[str]:
+    """The number of a model or code after its letters: three digits in pairs, as a
+    year (``A321`` a three twenty-one, ``F150`` one fifty), more digits one by one
+    (``ab9453``) unless round (``T2000`` two thousand) or a year of the last two centuries
+    (``FY2024`` twenty twenty-four)."""
+    if len(written) == 3:
+        return _num2words(int(written), to="year").split()
+    if len(written) == 4 and written[:2] in ("19", "20"):
+        return number_words(written)
+    return number_words(written, year=False) if _round(written) else _digits(written)
+
+
+#: Words that a slash between them joins without a word (``and/or``); between others it
+#: is said (``upgrade/update`` upgrade slash update).
+_JOINED = frozenset({"and", "or", "nor"})
 
 #: Words after which a Roman numeral counts (World War II, Part IV) rather than ranks a
 #: name (Henry VIII: the eighth).
@@ -311,6 +366,13 @@ def _to_roman(value: int) -> str:
         while value >= amount:
             out, value = out + symbol, value - amount
     return out
+
+
+def _plain_word(written: str, before: str, after: str) -> bool:
+    """Whether a month's short form is a word of its own: written in lower case with no
+    number beside it (``the mar.``; ``Mar.``, ``mar. 5`` and ``5 mar.`` are March)."""
+    return (written.lower() in classes.MONTH_NAMES and written[:1].islower()
+            and not before[-1:].isdigit() and not after[:1].isdigit())
 
 
 def _short(name: str, before: str, after: str) -> list[str]:
@@ -414,10 +476,11 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
             tokens += _date(m.group("iso"), m.group("iso_month"), m.group("iso_day"))
         elif m.group("month"):
             tokens += _date(m.group("year"), m.group("month"), m.group("day"))
-        elif m.group("second_hour"):
-            tokens += _time(m.group("second_hour"), m.group("second_minute"), None) + [
-                "and"] + number_words(str(int(m.group("seconds"))), year=False) + [
-                "second" if m.group("seconds") == "01" else "seconds"]
+        elif m.group("ratio"):              # 3:1 three to one (a time has two digits)
+            tokens += number_words(m.group("ratio")) + ["to"] + number_words(m.group("ratio_to"))
+        elif m.group("second_hour"):        # 1:02:03 one hour two minutes and three seconds
+            tokens += _hours_minutes_seconds(m.group("second_hour"), m.group("second_minute"),
+                                             m.group("seconds"))
         elif m.group("hour"):
             tokens += _time(m.group("hour"), m.group("minute"), m.group("meridiem"))
         elif m.group("clock"):
@@ -429,25 +492,27 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
             digits = m.group("decade").lstrip("'")
             tokens += _plural(number_words(digits, year=len(digits) == 4))
         elif m.group("range_from"):         # 3-5 three to five; 1-4=3 one minus four
-            tokens += (number_words(m.group("range_from")) + [
-                "minus" if after == "=" else "to"]
-                       + number_words(m.group("range_to"), year=len(m.group("range_to")) == 4))
+            low, high = m.group("range_from"), m.group("range_to")
+            dash = ["minus"] if after == "=" else ["to"] if _rising(low, high) else []
+            tokens += number_words(low) + dash + number_words(high, year=len(high) == 4)
         elif m.group("numerator"):      # 24/7 (a fraction is a class row): the numbers, a slash
             tokens += (number_words(m.group("numerator")) + ["slash"]
                        + number_words(m.group("denominator")))
         elif m.group("percent"):
             tokens += number_words(m.group("percent"), year=False) + ["percent"]
-        elif kind == "ordinal" and len(value) > SPOKEN_DIGITS:     # as a long number
-            tokens += number_words(value, year=False)
-        elif kind == "ordinal" and _suffix(value) != m.group(0)[len(value):].lower():
-            tokens += number_words(value, year=False) + [m.group(0)[len(value):].lower()]
-        elif kind == "ordinal":             # 21st, 1,000th; not 21th (a number, then th)
-            tokens += _num2words(int(value.replace(",", "")), to="ordinal").replace(
-                ",", "").split()
+        elif m.group("ordinal"):            # 21st, 1,000th; not 21th (a number, then th)
+            tokens += _ordinal(m.group("ordinal"), m.group("ordinal_suffix").lower())
+            if m.group("ordinal_s"):        # the 5th's: the twenty-fifth's
+                tokens[-1] += "'s"
         elif kind == "number" and re.fullmatch(r"0\d+", value):     # 007: each digit
             tokens += _digits(value)
+        elif kind == "number" and at and _attached(matches[at - 1], m) and value.isdigit() \
+                and len(value) > 2:
+            tokens += _code_number(value)
         elif kind == "number":
             tokens += number_words(value)
+        elif kind == "short" and _plain_word(value[:-1], before, after):
+            tokens.append(value[:-1].lower())    # on the mar.: a word, not March
         elif kind == "short":
             tokens += _short(value[:-1].lower(), before, after)
         elif kind == "roman" and value.isupper() and _roman(value) and before[:1].isupper() \
@@ -458,15 +523,21 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
         elif kind == "symbol":
             previous, following = matches[at - 1] if at else None, (
                 matches[at + 1] if at + 1 < len(matches) else None)
-            if value == "/" and before[-1:].isalpha() and after[:1].isalpha() \
+            if value == "/" and {before.lower(), after.lower()} <= _JOINED \
                     and previous is not None and following is not None \
                     and m.start() == previous.end() and m.end() == following.start():
                 continue                              # and/or: said as nothing
             tokens += _SYMBOLS[value] if value != "#" or after[:1].isdigit() else ["hash"]
         elif kind == "abbreviation":        # u.s.a. (e.s.t: its last full stop added)
             tokens.append(value.casefold() + ("" if value.endswith(".") else "."))
+        elif kind == "punctuation" and value == "-" and _sum(matches, at):
+            tokens.append("minus")          # 7 - 2 = 5: a difference
+        elif kind == "punctuation" and value == "*" and _between_numbers(matches, at):
+            tokens.append("times")          # 3*4: a product
         elif kind == "punctuation" and value in ("-", "--") and _span(matches, at):
             tokens.append("to")             # 2pm-5pm, the 1960s-80s: a span of time
+        elif kind == "word" and value.lower() in _DAYS and _dated(value, matches, at):
+            tokens.append(_DAYS[value.lower()])       # Fri 3/8: friday
         elif kind == "punctuation":         # marks a reader shows; none that cannot be seen
             shown = "".join(c for c in value if unicodedata.category(c) not in _UNSEEN)
             if shown:
@@ -512,6 +583,16 @@ def _classes(matches: list[re.Match[str] | None]) -> tuple[
     return out, said
 
 
+def _ordinal(written: str, suffix: str) -> list[str]:
+    """An ordinal's words (``21st`` twenty-first); a long one, or one whose suffix does not
+    fit (``21th``), as its number (then the suffix said)."""
+    if len(written) > SPOKEN_DIGITS:
+        return number_words(written, year=False)
+    if _suffix(written) != suffix:
+        return number_words(written, year=False) + [suffix]
+    return _num2words(int(written.replace(",", "")), to="ordinal").replace(",", "").split()
+
+
 def _suffix(written: str) -> str:
     """The suffix an ordinal of ``written`` takes: ``st`` (21), ``nd``, ``rd``, ``th``."""
     n = int(written.replace(",", ""))
@@ -527,6 +608,48 @@ def _span(matches: list[re.Match[str] | None], at: int) -> bool:
                                       or m.group("percent"))
 
     return 0 < at < len(matches) - 1 and timed(matches[at - 1]) and timed(matches[at + 1])
+
+
+def _between_numbers(matches: list[re.Match[str] | None], at: int) -> bool:
+    """Whether the mark at ``at`` stands between two plain numbers."""
+    def number(m: re.Match[str] | None) -> bool:
+        return m is not None and m.lastgroup == "number"
+
+    return 0 < at < len(matches) - 1 and number(matches[at - 1]) and number(matches[at + 1])
+
+
+def _sum(matches: list[re.Match[str] | None], at: int) -> bool:
+    """Whether the dash at ``at`` stands between two numbers that an ``=`` follows."""
+    return (_between_numbers(matches, at) and at + 2 < len(matches)
+            and _said(matches[at + 2]) == "=")
+
+
+#: The days' short forms, read as the day before a date (``Thu 4/9``, ``Sat (12/3)``).
+_DAYS = {short: day for day, forms in (
+    ("monday", "mon"), ("tuesday", "tu tue tues"), ("wednesday", "wed"),
+    ("thursday", "thu thur thurs"), ("friday", "fri"), ("saturday", "sat"),
+    ("sunday", "sun")) for short in forms.split()}
+
+
+def _dated(word: str, matches: list[re.Match[str] | None], at: int) -> bool:
+    """Whether the capitalised ``word`` stands before a number (a bracket or a comma
+    between), not after ``the`` (``the Sun 24``: a name)."""
+    if at and _said(matches[at - 1]).lower() == "the":
+        return False
+    following = [_said(m) for m in matches[at + 1:at + 3]]
+    if following[:1] in (["("], [","]):
+        following = following[1:]
+    return word[:1].isupper() and bool(following) and following[0][:1].isdigit()
+
+
+def _rising(low: str, high: str) -> bool:
+    """Whether ``low-high`` is a span: the second number above the first, or above the
+    first's last digits when it is written short (``1990-95``). A dash to a smaller number
+    (``978-0``, a code's parts) is read as nothing."""
+    if len(high) < len(low):
+        low = low[-len(high):]
+    low, high = low.lstrip("0"), high.lstrip("0")        # compared without int(): any length
+    return (len(high), high) > (len(low), low)
 
 
 def _new_sentence(word: str) -> bool:
