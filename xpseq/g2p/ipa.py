@@ -43,13 +43,21 @@ written, and AH and ER are written ʌ and ɝ.
 'ɪkˈstɹim'
 >>> to_ipa(["HH", "AH0", "L", "OW1"], stress=False)
 'həloʊ'
+
+:func:`from_ipa` goes the other way, from one word's IPA to ARPAbet phones with a stress
+digit on every vowel:
+
+>>> from xpseq.g2p.ipa import from_ipa
+>>> from_ipa("həˈloʊ")
+['HH', 'AH0', 'L', 'OW1']
 """
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Sequence
 
-__all__ = ["IPA", "UNSTRESSED", "to_ipa", "text_to_ipa"]
+__all__ = ["IPA", "UNSTRESSED", "to_ipa", "text_to_ipa", "from_ipa"]
 
 #: Each ARPAbet phone (stress digit removed) in IPA; AH and ER unstressed (digit 0) are
 #: ə and ɚ (:data:`UNSTRESSED`).
@@ -154,3 +162,107 @@ def text_to_ipa(tokens: Sequence[str], *, stress: bool = True) -> list[str]:
             word = []
         out.append(token)
     return out[:-1]
+
+
+# from_ipa: the inverse of IPA and UNSTRESSED (IPA string -> ARPAbet symbol), matched
+# longest first, after other spellings of the same sounds are rewritten to the table's.
+_ARPABET = {ipa: base for table in (IPA, UNSTRESSED) for base, ipa in table.items()}
+_LONGEST = sorted(_ARPABET, key=len, reverse=True)
+_SPELLINGS = {
+    "ʤ": "dʒ", "ʧ": "tʃ", "g": "ɡ", "r": "ɹ", "ɜ˞": "ɝ", "ə˞": "ɚ", "ɝ˞": "ɝ", "ɚ˞": "ɚ",
+}
+# Stress marks (the apostrophe as plain-text IPA writes the primary one) and their digits.
+_DIGITS = {"ˈ": "1", "'": "1", "ˌ": "2"}
+# Tie bars over or under two letters (t͡ʃ), dropped first so that the letters meet.
+_TIES = "\u0361\u035c\u2040\u203f"
+# Marks with no ARPAbet counterpart, skipped: length, syllable dots (which still keep the
+# letters on either side apart: t.ʃ is T SH), and the stray digits some transcriptions carry.
+_IGNORED = frozenset("ːˑ.0123456789")
+
+
+def from_ipa(ipa: str) -> list[str]:
+    """The ARPAbet phones of one word's IPA transcription: the inverse of :func:`to_ipa`.
+
+    Each sound is matched against :data:`IPA` and :data:`UNSTRESSED`, longest first (so
+    ``aɪ`` is AY, not a then ɪ). Other spellings of the same sounds are read too: ``r``
+    for ɹ, ``g`` for ɡ, the ligatures ``ʤ`` and ``ʧ``, ``ɜ˞`` and ``ə˞`` for ɝ and ɚ;
+    length marks ``ː``, syllable dots, tie bars and stray digits are skipped. A stress
+    mark (``ˈ`` or ``'`` primary, ``ˌ`` secondary) may stand anywhere before its syllable's
+    vowel, ahead of the onset or inside it: the first vowel after the mark takes its digit
+    (1 or 2), every other vowel 0, whatever its quality (ʌ, ɝ or ɪ unstressed is AH0, ER0
+    or IH0; ə or ɚ stressed is AH1 or ER1). A transcription without marks gives 0 on every
+    vowel, as :func:`to_ipa` writes no mark for 0.
+
+    Two phone sequences that :func:`to_ipa` writes alike come back as one: AO then IH is
+    ɔɪ, read as OY; T then SH, and D then ZH, with no stress mark between them are tʃ and
+    dʒ, read as CH and JH.
+
+    Parameters
+    ----------
+    ipa : str
+        One word in IPA (``"həˈloʊ"``, ``"'æbˌstɹækt"``); no spaces.
+
+    Returns
+    -------
+    list of str
+        ARPAbet phones, a stress digit on every vowel (``["HH", "AH0", "L", "OW1"]``);
+        empty for an empty string.
+
+    Raises
+    ------
+    TypeError
+        ``ipa`` is not a str.
+    ValueError
+        ``ipa`` holds a symbol with no ARPAbet equivalent, two stress marks before one
+        vowel, or a stress mark with no vowel after it.
+
+    Examples
+    --------
+    >>> from_ipa("'æbˌstɹækt")
+    ['AE1', 'B', 'S', 'T', 'R', 'AE2', 'K', 'T']
+    >>> from_ipa("də'zɚt")
+    ['D', 'AH0', 'Z', 'ER1', 'T']
+    >>> from_ipa("ə'bjuːs")
+    ['AH0', 'B', 'Y', 'UW1', 'S']
+    >>> from_ipa(to_ipa(["IH2", "N", "F", "ER0", "M", "EY1", "SH", "AH0", "N"]))
+    ['IH2', 'N', 'F', 'ER0', 'M', 'EY1', 'SH', 'AH0', 'N']
+    >>> from_ipa("ˈbɑx")
+    Traceback (most recent call last):
+    ...
+    ValueError: from_ipa: 'ˈbɑx' holds 'x', which has no ARPAbet equivalent
+    """
+    if not isinstance(ipa, str):
+        raise TypeError(f"from_ipa: ipa must be a str, got {type(ipa).__name__}")
+    text = unicodedata.normalize("NFC", ipa)
+    for tie in _TIES:
+        text = text.replace(tie, "")
+    for spelling, standard in _SPELLINGS.items():
+        text = text.replace(spelling, standard)
+    phones: list[str] = []
+    digit = ""                          # the mark's digit, waiting for the next vowel
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char in _IGNORED:
+            i += 1
+            continue
+        if char in _DIGITS:
+            if digit:
+                raise ValueError(f"from_ipa: {ipa!r} has two stress marks before one vowel")
+            digit = _DIGITS[char]
+            i += 1
+            continue
+        sound = next((s for s in _LONGEST if text.startswith(s, i)), None)
+        if sound is None:
+            raise ValueError(f"from_ipa: {ipa!r} holds {char!r}, which has no ARPAbet "
+                             "equivalent")
+        base = _ARPABET[sound]
+        if base in _VOWELS:
+            phones.append(base + (digit or "0"))
+            digit = ""
+        else:
+            phones.append(base)
+        i += len(sound)
+    if digit:
+        raise ValueError(f"from_ipa: {ipa!r} ends with a stress mark and no vowel after it")
+    return phones
