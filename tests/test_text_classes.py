@@ -255,3 +255,81 @@ def test_a_number_of_thousands_of_digits_in_any_class_is_said_not_refused(contex
     big = "1" * 5000           # past Python's 4,300-digit limit of int() on a string
     said = normalize(context.format(big, big))
     assert said.count("one") >= 5000
+
+
+@pytest.mark.parametrize("text, words", [
+    ("The probe moved at 9 m/s.", "the probe moved at nine meters per second ."),
+    ("Infuse 4 cc/min for an hour.", "infuse four c c per minute for an hour ."),
+    ("She drew 15 cc of saline.", "she drew fifteen c c of saline ."),
+    ("Pump 2.5 l/s through it.", "pump two point five liters per second through it ."),
+    ("It fell at 9.8 m/s² there.", "it fell at nine point eight meters per second squared "
+     "there ."),
+    ("Foam of 30 kg/m3 is light.", "foam of thirty kilograms per cubic meter is light ."),
+    ("Set 6 in/out pairs.", "set six in slash out pairs ."),   # a word after the slash
+    ("Bake it at 180ºC for an hour.", "bake it at one hundred and eighty degrees celsius for "
+     "an hour ."),
+    ("It was 72 ºF outside.", "it was seventy-two degrees fahrenheit outside ."),
+    ("Turn it 30º to the left.", "turn it thirty degrees to the left ."),
+])
+def test_a_unit_per_unit_and_the_ordinal_sign_for_degrees(text, words):
+    """A unit over a unit is said "per" (``s`` a second only after the slash; a length's
+    power before it, another unit's after it); the ordinal
+    indicator typed after a number for a degree sign is a degree, not the letter o."""
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Her PIN 4417 expired.", "her pin four four one seven expired ."),
+    ("Pay from account no. 5512 today.", "pay from account number five five one two today ."),
+    ("The card ending with 7781 was declined.",
+     "the card ending with seven seven eight one was declined ."),
+    ("Mail it to zip code 60614.", "mail it to zip code six zero six one four ."),
+    ("The season ending in 1987 was long.", "the season ending in nineteen eighty-seven was "
+     "long ."),
+    ("A card ending in 1987 paid 1987 dollars.", "a card ending in one nine eight seven paid "
+     "nineteen eighty-seven dollars ."),
+    ("It is ending in 12 weeks.", "it is ending in twelve weeks ."),
+    ("Read the building code 2018 edition.", "read the building code twenty eighteen edition ."),
+    ("Enter ID 4521 at the gate.", "enter id four five two one at the gate ."),
+    ("My account holds 4500 points.", "my account holds four thousand five hundred points ."),
+])
+def test_a_key_after_the_word_that_names_it_is_said_digit_by_digit(text, words):
+    """A number of three digits or more right after a key's name (PIN, account, card, zip
+    code, with "number", "no." or a colon between) is said digit by digit; after "ending
+    in" too; a number that may be a year only when a card, an account, a PIN (...) was
+    named before it; other numbers, and a number that does not follow the key's name, as
+    numbers."""
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Edward V and Pius X reigned.", "edward the fifth and pius the tenth reigned ."),
+    ("Louis I of France", "louis the first of france"),
+    ("Coins of Charles I.", "coins of charles the first ."),
+    ("Then George I said no.", "then george i said no ."),          # the pronoun
+    ("Tell Mary I agree.", "tell mary i agree ."),
+    ("Malcolm X spoke.", "malcolm x spoke ."),                        # no monarch's name
+])
+def test_a_one_letter_numeral_after_a_monarchs_name(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
+    ("write to hrportal@corp.example.com", "write to h r portal at corp dot example dot com"),
+    ("see gpstracker.example.net", "see g p s tracker dot example dot net"),
+    ("helpdesk@example.org", "helpdesk at example dot org"),         # words alone: whole
+    ("ask nvidia.example.com", "ask nvidia dot example dot com"),
+])
+def test_letters_run_into_words_in_an_address_are_spelled_apart(text, words):
+    assert said(text) == words
+
+
+def test_segment_splits_a_run_of_words_into_the_fewest_dictionary_words():
+    from xpseq.g2p.electronic import segment
+
+    assert segment("customerservice") == ("customer", "service")
+    assert segment("salesteam") == ("sales", "team")        # the longer word first
+    assert segment("crmsupport") == ("c", "r", "m", "support")
+    assert segment("wikipedia") == ("wikipedia",)          # a word of the dictionary
+    assert segment("zqpexuvor") == ("zqpexuvor",)          # no split
+    assert segment("abc") == ("abc",)                      # too short to split

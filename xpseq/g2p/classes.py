@@ -12,7 +12,10 @@ before the front end's older alternatives, in order. What they read:
   ``¥30b`` thirty billion yen, ``$2.3M`` two point three million dollars, ``-$5`` minus five
   dollars, ``$5-$10`` five dollars to ten dollars, ``$20/mo`` twenty dollars per month;
 * measures (:data:`UNITS`): ``12kg`` twelve kilograms, ``1 km`` one kilometer, ``3 mL``
-  three milliliters, ``20°C`` twenty degrees celsius, ``5 km/h`` five kilometers per hour,
+  three milliliters, ``20°C`` twenty degrees celsius (``20ºC`` too: the ordinal sign typed
+  for a degree sign), ``5 km/h`` five kilometers per hour, ``9 m/s`` nine meters per
+  second (``s`` a unit only after a slash), ``4 cc/min`` four c c per minute, ``9.8 m/s²``
+  ... per second squared, ``7 kg/m3`` ... per cubic meter,
   ``10 m²`` ten square meters, ``12/kg`` twelve per kilogram, ``2-5 lb`` two to five
   pounds, ``15"`` fifteen inches (not a quotation's closing mark); a unit of one letter,
   or one that is also an English word (``in``, ``s``), only written against its number
@@ -41,7 +44,8 @@ from .numerals import (MONTHS, NUMBER, SPOKEN_DIGITS, cardinal, digits, number_w
                       ordinal, spell)
 
 
-__all__ = ["CURRENCIES", "COUNTRY_PREFIXES", "SCALES", "UNITS", "SPACED_UNITS", "PER",
+__all__ = ["CURRENCIES", "COUNTRY_PREFIXES", "SCALES", "UNITS", "PER_UNITS", "SPACED_UNITS",
+           "LENGTHS", "PER",
            "MONTH_NAMES", "WORD_MONTHS", "fraction_said", "fraction_words", "ROWS", "START",
            "PATTERN", "COMPILED", "HANDLERS"]
 
@@ -116,9 +120,12 @@ UNITS = {
     "ºc": ("degree celsius", "degrees celsius"), "ºf": ("degree fahrenheit",
                                                         "degrees fahrenheit"),
     "°": ("degree", "degrees"), "º": ("degree", "degrees"),
-    "psi": ("p s i", "p s i"), "rpm": ("r p m", "r p m"),
+    "psi": ("p s i", "p s i"), "rpm": ("r p m", "r p m"), "cc": ("c c", "c c"),
     '"': ("inch", "inches"),
 }
+#: Unit symbols read only after a slash, where the symbol can be nothing else: ``m/s``
+#: meters per second (alone, ``s`` is a letter, a plural's or a decade's).
+PER_UNITS = {**UNITS, "s": ("second", "seconds")}
 #: Units that may stand after a space (``5 kg``); the others (one letter, or an English
 #: word: ``in``, ``st``) only against their number (``5m``).
 SPACED_UNITS = frozenset(u for u in UNITS if len(u.lstrip("°º")) > 1 or u[0] in "°º"
@@ -196,6 +203,7 @@ def _money(m: re.Match[str]) -> list[str]:
 
 _UNIT = _alternatives(UNITS)
 _SPACED = _alternatives(SPACED_UNITS)
+_PER_UNIT_SYMBOL = _alternatives(PER_UNITS)
 _POWER = r"(?P<{0}_power>[²³]|(?<=[^\W\d_])[23](?!\d))?"
 _MEASURE = (rf"(?P<measure_sign>(?<![\w.])-)?(?:(?<![\w./])(?:(?P<measure_whole>\d+)\s)?"
             rf"(?P<measure_num>\d+)/(?P<measure_den>\d+)"
@@ -203,14 +211,16 @@ _MEASURE = (rf"(?P<measure_sign>(?<![\w.])-)?(?:(?<![\w./])(?:(?P<measure_whole>
             rf"(?:\s?[-–]\s?(?P<measure_to>{_NUMBER}))?"
             rf"(?:\s(?P<measure_scale>thousand|million|billion))?"
             rf"(?:(?P<measure_unit>{_UNIT}){_POWER.format('measure')}"
-            rf"|\s(?P<measure_spaced>{_SPACED}){_POWER.format('measure_spaced')})"
-            rf"(?:\s?/\s?(?P<measure_per>{_UNIT}))?(?![^\W_])")
+            rf"|\s(?P<measure_spaced>{_SPACED}){_POWER.format('measure_spaced')}"
+            rf"|\s(?P<measure_over>{_UNIT})(?=/(?:{_PER_UNIT_SYMBOL})[²³23]?(?![^\W_])))"
+            rf"(?:\s?/\s?(?P<measure_per>{_PER_UNIT_SYMBOL})(?P<measure_per_power>[²³]|[23])?)?"
+            rf"(?![^\W_])")
 _PER_UNIT = (rf"(?P<per_amount>(?<![\w./])(?:{_NUMBER}))/(?P<per_symbol>{_UNIT})(?![^\W_])")
 _POWERS = {"2": "square", "²": "square", "3": "cubic", "³": "cubic"}
 
 
 def _unit(symbol: str, several: bool) -> list[str]:
-    return UNITS[symbol.lower()][several].split()
+    return PER_UNITS[symbol.lower()][several].split()
 
 
 def _measure(m: re.Match[str]) -> list[str] | None:
@@ -226,13 +236,28 @@ def _measure(m: re.Match[str]) -> list[str] | None:
         words += ["to"] + cardinal(m.group("measure_to"))
     if m.group("measure_scale"):
         words.append(m.group("measure_scale").lower())
-    symbol = m.group("measure_unit") or m.group("measure_spaced")
+    symbol = m.group("measure_unit") or m.group("measure_spaced") or m.group("measure_over")
     power = m.group("measure_power") or m.group("measure_spaced_power")
     one = amount == "1" and not m.group("measure_to") and not m.group("measure_scale")
     words += ([_POWERS[power]] if power else []) + _unit(symbol, not one)
     if m.group("measure_per"):
-        words += ["per"] + _unit(m.group("measure_per"), False)
+        words += ["per"] + _power(m.group("measure_per"), m.group("measure_per_power"))
     return words
+
+
+#: Units of length: a power of one is an area or a volume (``kg/m³`` per cubic meter);
+#: of another, the unit squared (``m/s²`` per second squared).
+LENGTHS = frozenset({"nm", "μm", "mm", "cm", "m", "km", "in", "ft", "yd", "mi"})
+
+
+def _power(symbol: str, power: str | None) -> list[str]:
+    """One unit after "per", with its power: ``m2`` square meter, ``s2`` second squared."""
+    unit = _unit(symbol, False)
+    if not power:
+        return unit
+    if symbol.lower() in LENGTHS:
+        return [_POWERS[power]] + unit
+    return unit + [{"square": "squared", "cubic": "cubed"}[_POWERS[power]]]
 
 
 def _per_unit(m: re.Match[str]) -> list[str]:

@@ -10,7 +10,8 @@ apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn'
   :mod:`xpseq.g2p.addresses`);
 * numbers: ``42`` forty-two, ``1,000`` one thousand, ``-5`` minus five, ``3.14`` three
   point one four (digit by digit after the point), ``.25`` point two five, ``007`` zero zero
-  seven (a leading zero: each digit said);
+  seven (a leading zero: each digit said); a key, three digits or more after a word that
+  names one (``PIN 4417``, ``account no. 5512``, a card ``ending in 0923``), digit by digit;
 * ordinals: ``21st`` twenty-first, ``3rd`` third (``21th``, a suffix that does not fit:
   twenty-one th);
 * years, four digits from 1000 to 2099: ``1999`` nineteen ninety-nine, ``2021`` twenty
@@ -25,7 +26,8 @@ apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn'
 * dates: ``3/4/2021`` (month/day/year) and ``2021-03-04`` march fourth twenty twenty-one;
 * times with seconds: ``2:03:45`` two hours three minutes and forty-five seconds; a
   ratio ``3:1`` three to one (one digit after the colon: no time);
-* decades: ``1990s`` nineteen nineties, ``'90s`` nineties (a number that does not end in
+* decades: ``1990s`` nineteen nineties, ``'90s`` nineties, ``1970 s`` (split off, as a
+  tokenizer leaves it) nineteen seventies (a number that does not end in
   a zero takes an ``s`` as a plural only after an apostrophe: ``7's`` sevens); ranges:
   ``1990-95`` nineteen ninety to ninety-five, ``3-5`` three to five (``1-4=-3`` and
   ``7 - 2 = 5``: minus; a dash down to a smaller number, ``978-0``, no span: nothing said;
@@ -38,13 +40,16 @@ apostrophes, hyphens and abbreviation periods the CMU dictionary writes: ``didn'
   lower case with no number beside it is a word (``a deep mar.``);
 * Roman numerals (I, V, X, L, C; below 400) of two letters or more after a capitalised
   word: ``Henry VIII`` henry the eighth, ``World War II`` world war two (after a word that
-  counts: war, part, chapter ...);
+  counts: war, part, chapter ...); of one letter after a monarch's or a pope's name
+  (``Edward V`` edward the fifth, ``Louis I of France``; ``I`` not before a lower-case word:
+  ``then George I said``);
 * a sign after a mark is a sign (``?-3``, ``(-3)`` minus three), and a mark after a mark
   is still said (``;&`` and);
 * symbols: ``&`` and, ``@`` at, ``§`` section, ``+`` plus, ``=`` equals, ``#1`` number one, ``%``
   percent, ``/`` slash (between ``and`` and ``or``: nothing); e-mail and web addresses part by
   part: ``ann.lee@example.com`` ann dot lee at example dot com, ``www.example.org`` w w w
-  dot example dot org, ``https://`` h t t p s colon slash slash, their digits one by one;
+  dot example dot org, ``https://`` h t t p s colon slash slash, their digits one by one,
+  words run together split (``helpdesk@`` help desk at): :mod:`xpseq.g2p.electronic`;
 * abbreviations by their context: ``Dr.`` doctor before a name, drive after one; ``St.``
   street after a name, saint otherwise (a street or a drive before a capitalised word ends
   the sentence: its full stop is kept); ``No. 5`` number five; ``Mr.``, ``Mrs.``,
@@ -74,10 +79,11 @@ from typing import Any
 
 from xpseq.io import reading
 
-from . import classes
+from . import classes, electronic
 from .numerals import MONTHS, NUMBER, SPOKEN_DIGITS, number_words
 from .numerals import digits as _digits
 from .numerals import spell as _num2words
+from .electronic import round_number
 from .notes import emit
 
 __all__ = ["normalize", "normalize_noting", "fold", "drop_format", "unix_newlines",
@@ -136,6 +142,7 @@ _ALTERNATIVES = rf"""
     | (?P<clock>1[0-2]|0?[1-9])\s?(?P<clock_meridiem>[ap])(?:\.m\.?|m\b)
     | (?P<phone>(?<![\d-])(?:\(\d{{3}}\)\s?|\d{{3}}[-.])?\d{{3}}-\d{{4}}(?![\d-]))
     | (?P<decade>'\d{{2}}|(?<!\d)\d{{1,4}}(?='s\b)|(?<!\d)\d{{1,3}}0)'?s\b
+    | (?P<split_decade>(?<![\d,.])(?:1[5-9]|20)[1-9]0)\ss\b(?!['.]?\w)
     | (?P<range_from>(?<![\w.-])\d+)[-–](?P<range_to>\d+)(?![\d/:-]|[.,]\d)
     | (?P<numerator>(?<![\w/])\d+)/(?P<denominator>\d+)(?![\d/])
     | (?P<percent>(?:(?<![\w%])-)?(?:{_NUMBER}))\s?%
@@ -164,12 +171,17 @@ def fold(text: str) -> str:
 def _plain(text: str) -> str:
     """:func:`fold` but the case kept (the reader of running text needs it: ``Dr. Smith``,
     ``Henry VIII``)."""
-    text = unicodedata.normalize("NFKC", drop_format(text))
+    text = unicodedata.normalize("NFKC", _ORDINAL_SIGN.sub("°", drop_format(text)))
     text = text.translate({0x2018: "'", 0x2019: "'", 0x02BC: "'", 0x201C: '"',
                            0x201D: '"', 0x2010: "-", 0x2011: "-", 0x2013: "-"})
     text = "".join(c for c in unicodedata.normalize("NFKD", text)
                    if not unicodedata.combining(c))
     return unicodedata.normalize("NFC", text)
+
+
+#: The ordinal indicator ``º`` after a number, typed for a degree sign (``45ºC``): made
+#: one before NFKC folds it to the letter ``o``.
+_ORDINAL_SIGN = re.compile(r"(?<=\d)º|(?<=\d )º(?=\s?[CF]\b)")
 
 
 def drop_format(text: str) -> str:
@@ -286,37 +298,6 @@ def _plural(words: list[str]) -> list[str]:
                          last + "es" if last.endswith("x") else last + "s"]
 
 
-def _parts(address: str) -> list[str]:
-    """An e-mail or web address part by part, as it is read out: ``dot``, ``at``,
-    ``slash``, ``dash`` between its words, a scheme by its letters (``https://`` h t t p
-    s colon slash slash), its digits one by one (a round number as a number:
-    ``rtx-6000`` six thousand), ``www`` and a part without a vowel letter
-    by letter; the marks of a mailbox's name (``&`` ampersand) and a final slash too."""
-    scheme = re.match(r"(https?|ftp|file)://", address, flags=re.IGNORECASE)
-    name = scheme.group(1).lower() if scheme else ""
-    out: list[str] = ([name] if name == "file" else list(name)) + (
-        ["colon", "slash", "slash"] if scheme else [])
-    address = address[scheme.end():] if scheme else address
-    said = {".": "dot", "@": "at", "/": "slash", "-": "dash", "_": "underscore",
-            "+": "plus", "&": "ampersand"}
-    for piece in re.findall(r"[a-z]+|\d+|[.@/_+&-]", address.lower()):
-        if piece in said:
-            out.append(said[piece])
-        elif piece.isdigit():
-            out += number_words(piece, year=False) if _round(piece) else _digits(piece)
-        elif piece == "www" or not re.search(r"[aeiouy]", piece):
-            out += list(piece)
-        else:
-            out.append(piece)
-    return out
-
-
-def _round(written: str) -> bool:
-    """Whether the digits ``written`` make a round number (``6000``, ``300``): said as a
-    number in a code or an address, where other digits are said one by one."""
-    return len(written) >= 3 and written[0] != "0" and written.endswith("00")
-
-
 def _attached(word: re.Match[str] | None, number: re.Match[str]) -> bool:
     """Whether ``number`` is written against the letters of ``word`` (``A321``)."""
     return word is not None and word.lastgroup == "word" and word.end() == number.start()
@@ -331,7 +312,7 @@ def _code_number(written: str) -> list[str]:
         return _num2words(int(written), to="year").split()
     if len(written) == 4 and written[:2] in ("19", "20"):
         return number_words(written)
-    return number_words(written, year=False) if _round(written) else _digits(written)
+    return number_words(written, year=False) if round_number(written) else _digits(written)
 
 
 #: Words that a slash between them joins without a word (``and/or``); between others it
@@ -347,6 +328,28 @@ _COUNTED = {"war", "part", "chapter", "volume", "vol", "act", "scene", "phase", 
 #: Roman numerals read after a name (``Henry VIII``), two letters or more: one letter
 #: (``Malcolm X``, ``I``) is too often not a numeral.
 _ROMAN = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
+
+
+#: Names that monarchs and popes reign under: a one-letter Roman numeral after one ranks
+#: it (``Henry V`` henry the fifth, ``Pius X``, ``Francis I``), which after another name
+#: is too often a letter or the pronoun (``Malcolm X``, ``then Sam I said``).
+_REGNAL = frozenset("""
+    alexander alfonso amenhotep anne antiochus artaxerxes benedict boniface carlos casimir
+    catherine charles christian clement constantine cyrus darius david edmund edward
+    elizabeth felipe ferdinand francis frederick george gregory gustav gustavus haakon
+    harald henry innocent isabella ivan james john joseph juan justinian ladislaus leo
+    leopold louis manuel mary maximilian mehmed murad napoleon nicholas olaf otto paul
+    pedro peter philip pius ptolemy ramesses richard robert rudolf selim sigismund sixtus
+    stephen suleiman thutmose umberto urban victor victoria wilhelm william xerxes""".split())
+
+
+def _regnal(before: str, numeral: str, after: str) -> bool:
+    """Whether the one-letter numeral ``numeral`` ranks the name ``before``
+    (:data:`_REGNAL`); ``I`` only when no lower-case word but ``of`` or ``and`` follows
+    (``Louis I of France``; not ``then George I said``)."""
+    if not (before[:1].isupper() and before.lower() in _REGNAL):
+        return False
+    return numeral != "I" or not after[:1].islower() or after in ("of", "and")
 
 
 def _roman(numeral: str) -> int | None:
@@ -469,7 +472,7 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
         before = _said(matches[at - 1]) if at else ""
         after = _said(matches[at + 1]) if at + 1 < len(matches) else ""
         if m.group("email") or m.group("web"):
-            tokens += _parts(value)
+            tokens += electronic.parts(value)
         elif m.group("currency"):
             tokens += _currency(m.group("currency"), m.group("amount"), m.group("scale"))
         elif m.group("iso"):
@@ -488,8 +491,8 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
                 f"{m.group('clock_meridiem').lower()}.m."]
         elif m.group("phone"):
             tokens += _digits(value)
-        elif m.group("decade"):
-            digits = m.group("decade").lstrip("'")
+        elif m.group("decade") or m.group("split_decade"):   # 1990s; 1990 s, split off
+            digits = (m.group("decade") or m.group("split_decade")).lstrip("'")
             tokens += _plural(number_words(digits, year=len(digits) == 4))
         elif m.group("range_from"):         # 3-5 three to five; 1-4=3 one minus four
             low, high = m.group("range_from"), m.group("range_to")
@@ -504,8 +507,8 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
             tokens += _ordinal(m.group("ordinal"), m.group("ordinal_suffix").lower())
             if m.group("ordinal_s"):        # the 5th's: the twenty-fifth's
                 tokens[-1] += "'s"
-        elif kind == "number" and re.fullmatch(r"0\d+", value):     # 007: each digit
-            tokens += _digits(value)
+        elif kind == "number" and (re.fullmatch(r"0\d+", value) or _keyed(matches, at)):
+            tokens += _digits(value)          # 007, a card ending in 4821: each digit
         elif kind == "number" and at and _attached(matches[at - 1], m) and value.isdigit() \
                 and len(value) > 2:
             tokens += _code_number(value)
@@ -520,6 +523,8 @@ def normalize_noting(text: str) -> tuple[list[str], list[Warning]]:
             number = _roman(value)
             tokens += (number_words(str(number)) if before.lower() in _COUNTED else
                        ["the"] + _num2words(number, to="ordinal").split())
+        elif kind == "word" and value in _ROMAN and _regnal(before, value, after):
+            tokens += ["the"] + _num2words(_ROMAN[value], to="ordinal").split()
         elif kind == "symbol":
             previous, following = matches[at - 1] if at else None, (
                 matches[at + 1] if at + 1 < len(matches) else None)
@@ -599,6 +604,37 @@ def _suffix(written: str) -> str:
     if n % 100 in (11, 12, 13):
         return "th"
     return {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
+#: Words after which a number of three digits or more is a key, said digit by digit (PIN
+#: 9035, account number 55120873, zip code 10027); the words of :data:`_KEY_GAP` may stand
+#: between (``account no. 5512``, ``PIN: 9035``). A number that may be a year (1000 to
+#: 2099) is a key only where one of :data:`_KEYS` is named a few words before (``card
+#: ending in 2019``; not ``the code 2019 edition``).
+_KEYS = frozenset({"card", "account", "acct", "pin", "zip", "postcode", "passcode",
+                   "password", "routing", "iban"})
+_KEY_WORDS = _KEYS | {"policy", "confirmation", "reference", "tracking", "serial", "code",
+                      "id"}
+_KEY_GAP = frozenset({"number", "no", "no.", "#", ":", "is", "num", "nr"})
+#: Words that end a key's description: a number after them is its last digits (a card
+#: ending in 4821).
+_KEY_ENDS = frozenset({("ending", "in"), ("ending", "with"), ("ends", "in"),
+                       ("ends", "with")})
+
+
+def _keyed(matches: list[re.Match[str] | None], at: int) -> bool:
+    """Whether the plain number at ``at`` (digits only, three or more) is a key: after a
+    word of :data:`_KEY_WORDS`, or after one of :data:`_KEY_ENDS`, not an amount."""
+    m = matches[at]
+    written = "" if m is None else m.group(0)
+    if not written.isdigit() or len(written) < 3:
+        return False
+    words = [_said(w).lower() for w in matches[max(0, at - 8):at]]
+    if len(written) == 4 and 1000 <= int(written) <= 2099 and not _KEYS & set(words):
+        return False                                    # the season ending in 2019
+    while words and words[-1] in _KEY_GAP and words[-1] not in _KEY_WORDS:
+        words.pop()
+    return bool(words) and (words[-1] in _KEY_WORDS or tuple(words[-2:]) in _KEY_ENDS)
 
 
 def _span(matches: list[re.Match[str] | None], at: int) -> bool:
