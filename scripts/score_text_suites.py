@@ -10,21 +10,25 @@ line followed by its acceptable spoken forms, one a line (its cases count as the
 ``audio``). A case counts as right when the words :func:`xpseq.g2p.normalize` says for the
 written form equal **any one** of the suite's spoken forms for it (a written form listed on
 several lines, or with several forms, is one case), both sides folded: lower case,
-apostrophes and full stops dropped (``a.m.`` is ``am``), hyphens and other punctuation as
-spaces, letters said one by one written together (``w w w`` is ``www``: the suite writes
+accents dropped (the front end says ``Müller`` as the dictionary's ``muller``; the suite
+writes the letters it read), apostrophes and full stops dropped (``a.m.`` is ``am``),
+hyphens and other punctuation as spaces, letters said one by one written together (``w w w`` is ``www``: the suite writes
 a spelled word whole, and its own speech front end spells it), and an ``and`` between two
 number words (or after a currency's name, before a number) left out ("one hundred and
 five" is "one hundred five"). ``test_cases_special_text.txt`` (markup passed through,
 not reading) is left out.
 
 **Google's Wikipedia Homograph Data** (``--homographs``): each eval sentence's homograph
-is found by its UTF-8 byte offsets; the words around it are those
-:func:`xpseq.g2p.normalize` gives for the text before and after it, and the front end's
-choice (:func:`xpseq.g2p.homographs.choose_sound`, then :func:`~xpseq.g2p.homographs.choose`,
-else the dictionary's first entry) is mapped to the data's WORDID by the table
-``xpseq/g2p/homograph_senses.tsv`` (:func:`xpseq.g2p.senses.table`). Reported beside it:
-the majority sense of each homograph counted on the TRAIN split only, and the dictionary's
-first entry. Nothing is learned from the eval split.
+is found by its UTF-8 byte offsets (:func:`xpseq.g2p.disambiguator.sentence_words`: the
+words around it are those :func:`xpseq.g2p.normalize` gives for the text before and after
+it), and the front end's choice (:func:`xpseq.g2p.reading.homograph_reading`: the context
+rules where they decide, else the sense model shipped with the package) is mapped to the
+data's WORDID by the table ``xpseq/g2p/homograph_senses.tsv``
+(:func:`xpseq.g2p.senses.table`). Reported beside it, overall and per homograph
+(``--failures``): the rules alone, as the front end chose before the model; the majority
+sense of each homograph counted on the TRAIN split only; and the dictionary's first
+entry. Nothing is learned from the eval split: the model is trained on the train split
+(``python -m scripts.train_homographs``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import json
 import pathlib
 import re
 import time
+import unicodedata
 from typing import Any, Iterable
 
 from . import _common as common
@@ -88,10 +93,12 @@ def read_nemo(folder: pathlib.Path) -> dict[str, dict[str, list[str]]]:
 
 
 def fold(words: Iterable[str] | str) -> str:
-    """Words as compared (the module's docstring says how): lower case, apostrophes and
-    full stops dropped, other punctuation as spaces, single letters joined, an ``and``
-    inside a number or an amount left out."""
+    """Words as compared (the module's docstring says how): lower case, accents,
+    apostrophes and full stops dropped, other punctuation as spaces, single letters
+    joined, an ``and`` inside a number or an amount left out."""
     text = words if isinstance(words, str) else " ".join(words)
+    text = "".join(c for c in unicodedata.normalize("NFKD", text)
+                   if not unicodedata.combining(c))
     text = re.sub(r"['’]|\.(?!\d)", "", text.lower())
     text = re.sub(r"[^\w\s]|_", " ", text)
     said = re.sub(r"\b(?:[a-z] )+[a-z]\b", lambda m: m.group(0).replace(" ", ""),
@@ -139,74 +146,64 @@ def read_tsv(path: pathlib.Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f, delimiter="\t"))
 
 
-def context(sentence: str, start: int, end: int) -> tuple[str, Any, Any, Any]:
-    """The homograph at UTF-8 byte offsets ``start:end`` of ``sentence`` and the words
-    before it, before that, and after it as the front end reads them (``None`` beyond
-    punctuation or the sentence's ends)."""
-    data = sentence.encode("utf-8")
-    target = data[start:end].decode("utf-8")
-    left = [t for t in _tokens(data[:start].decode("utf-8", "replace"))]
-    right = _tokens(data[end:].decode("utf-8", "replace"))
-    from xpseq.g2p.reading import is_word
-
-    before = left[-1] if left and is_word(left[-1]) else None
-    before2 = left[-2] if before and len(left) > 1 and is_word(left[-2]) else None
-    after = right[0] if right and is_word(right[0]) else None
-    return target, before, before2, after
-
-
-def _tokens(text: str) -> list[str]:
-    import warnings
-
-    from xpseq import g2p
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return g2p.normalize(text)
-
-
 def score_homographs(folder: pathlib.Path) -> dict[str, Any]:
-    """Accuracy on the eval split of today's choice, the train split's majority sense and
-    the dictionary's first entry, over the homographs the sense table maps."""
-    from xpseq.g2p import homographs, senses
+    """Accuracy on the eval split, overall and per homograph, of the front end's choice
+    (:func:`xpseq.g2p.reading.homograph_reading`: the context rules where they decide, else
+    the sense model), of the rules alone as they stood before the model (the context
+    rules, then the stress rule, else the dictionary's first entry), of the train split's
+    majority sense and of the dictionary's first entry."""
+    from xpseq.g2p import disambiguator, homographs, reading, senses
     from xpseq.g2p.lexicon import Lexicon
 
     table = senses.table()                       # word -> wordid -> phones
     prons = Lexicon().entries(True)
     majority: dict[str, str] = {}
     for path in sorted((folder / "train").glob("*.tsv")):
-        counts = collections.Counter(r["wordid"] for r in read_tsv(path))
-        if counts:
-            majority[path.stem] = counts.most_common(1)[0][0]
-    counts = collections.Counter()
-    skipped = collections.Counter()
-    for path in sorted((folder / "eval").glob("*.tsv")):
-        for row in read_tsv(path):
-            word = row["homograph"]
-            senses_of = table.get(word)
-            if not senses_of or word not in prons:
-                skipped["not mapped"] += 1
-                continue
-            target, before, before2, after = context(row["sentence"], int(row["start"]),
-                                                     int(row["end"]))
-            if target.lower() != word:
-                skipped["offsets do not give the word"] += 1
-                continue
-            options = prons[word]
-            chosen = homographs.choose_sound(word, options, before, before2, after)
-            if chosen is None:
-                chosen = homographs.choose(options, before)
-            by_phones = {" ".join(p): w for w, p in senses_of.items()}
-            today = by_phones.get(" ".join(options[chosen or 0]))
-            first = by_phones.get(" ".join(options[0]))
-            counts["cases"] += 1
-            counts["today"] += today == row["wordid"]
-            counts["first"] += first == row["wordid"]
-            counts["majority"] += majority.get(word) == row["wordid"]
+        senses_seen = collections.Counter(r["wordid"] for r in read_tsv(path))
+        if senses_seen:
+            majority[path.stem] = senses_seen.most_common(1)[0][0]
+    rows = [row for path in sorted((folder / "eval").glob("*.tsv")) for row in read_tsv(path)]
+    located = [disambiguator.sentence_words(r["sentence"], int(r["start"]), int(r["end"]))
+               for r in rows]
+    start = time.perf_counter()
+    learned = disambiguator.readings([words for words, _ in located], prons)
+    model_seconds = time.perf_counter() - start
+    kinds = ("model", "rules", "majority", "first")
+    counts: collections.Counter[str] = collections.Counter()
+    per_word: dict[str, collections.Counter[str]] = collections.defaultdict(
+        collections.Counter)
+    skipped: collections.Counter[str] = collections.Counter()
+    for n, (row, (words, at)) in enumerate(zip(rows, located)):
+        word = row["homograph"]
+        if words[at] != word:
+            skipped["offsets do not give the word"] += 1
+            continue
+        before = words[at - 1] if at and reading.is_word(words[at - 1]) else None
+        before2 = words[at - 2] if before and at > 1 and reading.is_word(words[at - 2]) else None
+        after = words[at + 1] if at + 1 < len(words) and reading.is_word(words[at + 1]) else None
+        options = prons.get(word)
+        by_phones = {" ".join(p): w for w, p in table[word].items()}
+        said = reading.homograph_reading(word, before, before2, after, options,
+                                         learned.get((n, at)))
+        rule = None
+        if options:
+            rule = homographs.choose_sound(word, options, before, before2, after)
+            rule = homographs.choose(options, before) if rule is None else rule
+        picks = {"model": by_phones.get(" ".join(said or ())),
+                 "rules": by_phones.get(" ".join(options[rule or 0])) if options else None,
+                 "majority": majority.get(word),
+                 "first": by_phones.get(" ".join(options[0])) if options else None}
+        counts["cases"] += 1
+        per_word[word]["cases"] += 1
+        for kind in kinds:
+            counts[kind] += picks[kind] == row["wordid"]
+            per_word[word][kind] += picks[kind] == row["wordid"]
     n = counts["cases"] or 1
     return {"cases": counts["cases"], "skipped": dict(skipped),
-            "accuracy": {k: round(counts[k] / n, 4) for k in ("today", "majority", "first")},
-            "right": {k: counts[k] for k in ("today", "majority", "first")}}
+            "homographs": len(per_word), "model_seconds": round(model_seconds, 2),
+            "accuracy": {k: round(counts[k] / n, 4) for k in kinds},
+            "right": {k: counts[k] for k in kinds},
+            "per_homograph": {w: dict(c) for w, c in sorted(per_word.items())}}
 
 
 # ---------------------------------------------------------------------- report
@@ -230,10 +227,19 @@ def report(nemo: dict[str, Any] | None, homograph: dict[str, Any] | None,
                                  f"    expected: {' | '.join(fold(e) for e in f['expected'])}")
     if homograph:
         acc = homograph["accuracy"]
-        lines.append(f"homographs (eval, {homograph['cases']} sentences): front end "
-                     f"{100 * acc['today']:.1f} %, train majority {100 * acc['majority']:.1f} %"
-                     f", dictionary's first {100 * acc['first']:.1f} %"
+        lines.append(f"homographs (eval, {homograph['cases']} sentences, "
+                     f"{homograph['homographs']} words): front end {100 * acc['model']:.1f} %"
+                     f", rules alone {100 * acc['rules']:.1f} %, train majority "
+                     f"{100 * acc['majority']:.1f} %, dictionary's first "
+                     f"{100 * acc['first']:.1f} %"
                      + (f"; left out {homograph['skipped']}" if homograph["skipped"] else ""))
+        if failures:
+            lines.append(f"{'homograph':<14} {'cases':>5} {'front end':>9} {'rules':>6} "
+                         f"{'majority':>8} {'first':>6}")
+            for word, c in sorted(homograph["per_homograph"].items(),
+                                  key=lambda kv: kv[1]["model"] / kv[1]["cases"]):
+                lines.append(f"{word:<14} {c['cases']:>5} {c['model']:>9} {c['rules']:>6} "
+                             f"{c['majority']:>8} {c['first']:>6}")
     return "\n".join(lines)
 
 

@@ -175,8 +175,11 @@ def test_the_homograph_data_matches_the_dictionary_senses():
     assert converted["house_vrb"] == ["HH", "AW1", "Z"]
     assert converted["mouth_vrb"] == ["M", "AW1", "DH"]
     assert converted["entrance_vrb"] == ["AH0", "N", "T", "R", "AE1", "N", "S"]
-    rows = [(converted[wordid], phones) for senses in table().values()
-            for wordid, phones in senses.items()]
+    from xpseq.g2p.lexicon import Lexicon
+
+    prons = Lexicon().entries(True)          # the senses the dictionary has, not from_ipa's
+    rows = [(converted[wordid], phones) for word, senses in table().items()
+            for wordid, phones in senses.items() if phones in prons.get(word, [])]
     assert len(rows) > 200
     same = sum(_reduced_alike(got, want) for got, want in rows)
     stressed_alike = sum(_primary(got) == _primary(want) for got, want in rows)

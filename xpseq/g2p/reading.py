@@ -18,16 +18,16 @@ with the phones, for the caller to raise (:func:`xpseq.g2p.notes.emit`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from xpseq.search import SearchOptions
 
-from . import homographs
+from . import disambiguator, homographs
 from .lexicon import Lexicon
 from .text import normalize_noting
 
-__all__ = ["read_texts", "is_word", "WordModel"]
+__all__ = ["read_texts", "is_word", "homograph_reading", "WordModel"]
 
 
 class WordModel(Protocol):
@@ -68,21 +68,57 @@ def read_texts(model: WordModel, texts: Iterable[Any], *, lookup: bool, stress: 
     answers, found = model.answer(asked, options, 1, False, stress)      # answer
     heard = dict(zip(asked, answers))
     stressed = model.dictionary.entries(True) if lookup else {}   # homographs: digits kept
+    ruled = set()                             # where the context rules decide: not asked
+    for li, line in enumerate(lines):
+        for i, token, before, before2, after in _contexts(line):
+            spelled = homographs.ACCENT_CUES.get(token, (token,))[0]
+            if spelled in lexicon and homographs.choose_sound(
+                    token, stressed[spelled], before, before2, after) is not None:
+                ruled.add((li, i))
+    learned = disambiguator.readings(lines, stressed, skip=ruled) if lookup else {}
 
-    def said(token: str, before: str | None, before2: str | None,
+    def said(where: tuple[int, int], token: str, before: str | None, before2: str | None,
              after: str | None) -> list[str]:
         spelled = homographs.ACCENT_CUES.get(token, (token,))[0]   # résumé: resume
-        if spelled in lexicon:
-            prons = stressed[spelled]
-            choice = homographs.choose_sound(token, prons, before, before2, after)
-            if choice is None:
-                choice = homographs.choose(prons, before)
-            if choice is not None:
-                return [p if stress else p.rstrip("012") for p in prons[choice]]
+        chosen = homograph_reading(token, before, before2, after,
+                                   stressed[spelled] if spelled in lexicon else None,
+                                   learned.get(where))
+        if chosen is not None:
+            return [p if stress else p.rstrip("012") for p in chosen]
         return [p for piece in pieces[token] for p in (
             lexicon[piece][0] if piece in lexicon else heard[piece])]
 
-    return [_join(line, said) for line in lines], notes + found          # join
+    return [_join(li, line, said) for li, line in enumerate(lines)], notes + found  # join
+
+
+def homograph_reading(token: str, before: str | None, before2: str | None, after: str | None,
+                      prons: Sequence[Sequence[str]] | None,
+                      learned: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The pronunciation the front end gives ``token`` (stress digits kept), or ``None`` to
+    say it as any other word: the context rules of :func:`xpseq.g2p.homographs.choose_sound`
+    where they decide, else the sense model's reading ``learned``
+    (:func:`xpseq.g2p.disambiguator.readings`; ``None`` when it was not asked), else the
+    stress rule of :func:`xpseq.g2p.homographs.choose`.
+
+    Parameters
+    ----------
+    token : str
+        The word as :func:`xpseq.g2p.normalize` gives it (``résumé`` keeps its accents).
+    before, before2, after : str or None
+        The word before it, the one before that and the word after (``None`` beyond
+        punctuation or the text's ends).
+    prons : sequence of phone sequences, or None
+        Its dictionary pronunciations, stress digits kept (``None``: not in the dictionary).
+    learned : sequence of str, or None
+        What the sense model chose.
+    """
+    if prons is not None:
+        choice = homographs.choose_sound(token, prons, before, before2, after)
+        if choice is None and learned is None:
+            choice = homographs.choose(prons, before)
+        if choice is not None:
+            return tuple(prons[choice])
+    return None if learned is None else tuple(learned)
 
 
 def _pieces(token: str, lexicon: Mapping[str, Any], lookup: bool) -> list[str]:
@@ -99,20 +135,27 @@ def _pieces(token: str, lexicon: Mapping[str, Any], lookup: bool) -> list[str]:
     return [token]
 
 
-def _join(line: list[str], said: Any) -> list[str]:
-    """One line's phones: ``said(word, before, before2, after)`` for each word (its
-    neighbours within the clause: ``None`` beyond punctuation or the line's ends),
-    punctuation as itself, ``" "`` between."""
-    tokens: list[str] = []
+def _contexts(line: list[str]) -> Iterator[tuple[int, str, str | None, str | None,
+                                                  str | None]]:
+    """``(index, word, before, before2, after)`` for each word of a line: its neighbours
+    within the clause (``None`` beyond punctuation or the line's ends)."""
     words = [t if is_word(t) else None for t in line]
     for i, token in enumerate(line):
         if words[i] is not None:
             before = words[i - 1] if i >= 1 else None
             before2 = words[i - 2] if i >= 2 and before is not None else None
             after = words[i + 1] if i + 1 < len(line) else None
-            phones = said(token, before, before2, after)
-        else:
-            phones = [token]
+            yield i, token, before, before2, after
+
+
+def _join(li: int, line: list[str], said: Any) -> list[str]:
+    """Line ``li``'s phones: ``said((li, i), word, before, before2, after)`` for each word
+    (:func:`_contexts`), punctuation as itself, ``" "`` between."""
+    spoken = {i: said((li, i), token, before, before2, after)
+              for i, token, before, before2, after in _contexts(line)}
+    tokens: list[str] = []
+    for i, token in enumerate(line):
+        phones = spoken[i] if i in spoken else [token]
         if phones:
             tokens += ([" "] if tokens else []) + list(phones)
     return tokens

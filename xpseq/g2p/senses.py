@@ -5,9 +5,11 @@ The data names each reading of a homograph by a WORDID (``abstract_adj-nou``,
 in ARPAbet. :func:`build` pairs them once, each WORDID with the dictionary pronunciation
 whose IPA (:func:`xpseq.g2p.ipa.to_ipa`) is nearest to the data's (edit distance over the
 sounds, stress marks counted), no two WORDIDs of a word on one pronunciation; the pairs
-are kept in ``homograph_senses.tsv`` beside this module (word, WORDID, phones), read by
-:func:`table`. A WORDID whose word the dictionary lacks, or that has fewer pronunciations
-than senses, is left out. Only the data's transcriptions (``wordids.tsv``) are read, never
+are kept in ``homograph_senses.tsv`` beside this module (word, WORDID, phones and the
+data's label of the sense: ``noun``, ``verb``, ``past`` ...), read by :func:`table` and
+:func:`labels`. Where the dictionary has fewer pronunciations of a word than the data has
+senses (*house* has only HH AW1 S, not the verb's HH AW1 Z), the senses left without one
+take the data's own IPA in ARPAbet (:func:`xpseq.g2p.ipa.from_ipa`). Only the data's transcriptions (``wordids.tsv``) are read, never
 its sentences. The data is Apache-2.0, by Gorman, Mazovetskiy and Nikolaev (2018),
 "Improving homograph disambiguation with machine learning", LREC 2018, pp. 1349-1352.
 """
@@ -19,9 +21,10 @@ import functools
 import pathlib
 from typing import Sequence
 
-__all__ = ["TABLE", "table", "build", "distance"]
+__all__ = ["TABLE", "table", "labels", "build", "distance"]
 
-#: The table's file: word, WORDID and ARPAbet phones (stress digits kept), tab-separated.
+#: The table's file: word, WORDID, ARPAbet phones (stress digits kept) and the data's label
+#: of the sense, tab-separated.
 TABLE = pathlib.Path(__file__).with_name("homograph_senses.tsv")
 
 
@@ -36,6 +39,18 @@ def table() -> dict[str, dict[str, tuple[str, ...]]]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def labels() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Word -> the data's label of each of its senses (``noun``, ``verb``, ``past`` ...) ->
+    the dictionary pronunciation of that sense: the sense model's targets."""
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    with open(TABLE, encoding="utf-8", newline="") as f:
+        for row in csv.reader(f, delimiter="\t"):
+            if row and not row[0].startswith("#"):
+                out.setdefault(row[0], {})[row[3]] = tuple(row[2].split())
+    return out
+
+
 def _sounds(ipa: str) -> str:
     """An IPA string compared by its sounds: the data's ``'`` as ``ˈ``, length marks,
     syllable dots and ties dropped, ``r`` as ``ɹ``, ``g`` as ``ɡ``."""
@@ -44,8 +59,15 @@ def _sounds(ipa: str) -> str:
     return ipa.replace("r", "ɹ").replace("g", "ɡ").replace("ɜ˞", "ɝ").replace("ə˞", "ɚ")
 
 
-def distance(a: str, b: str) -> int:
-    """The edit distance between two strings (insertions, deletions, substitutions)."""
+def _primary(phones: Sequence[str]) -> int:
+    """Which vowel of ``phones`` has the primary stress."""
+    vowels = [p for p in phones if p[-1].isdigit()]
+    return next((i for i, p in enumerate(vowels) if p.endswith("1")), -1)
+
+
+def distance(a: Sequence[str], b: Sequence[str]) -> int:
+    """The edit distance between two strings, or two sequences of phones (insertions,
+    deletions, substitutions)."""
     row = list(range(len(b) + 1))
     for i, x in enumerate(a, 1):
         prev, row[0] = row[0], i
@@ -55,28 +77,41 @@ def distance(a: str, b: str) -> int:
 
 
 def build(wordids: str | pathlib.Path,
-          prons: dict[str, list[tuple[str, ...]]]) -> list[tuple[str, str, str]]:
+          prons: dict[str, list[tuple[str, ...]]]) -> list[tuple[str, str, str, str]]:
     """The rows of the table from ``wordids.tsv`` and the dictionary's ``prons`` (word ->
     pronunciations, stress digits kept): for each word, the assignment of its WORDIDs to
-    distinct pronunciations with the least total distance."""
+    distinct pronunciations with the least total distance; where the dictionary has fewer
+    pronunciations than the word has WORDIDs, each is given to the WORDID whose IPA in
+    ARPAbet (:func:`xpseq.g2p.ipa.from_ipa`) is nearest to it, phone by phone (no two on one) and the WORDIDs left over are said by the data's IPA
+    (:func:`xpseq.g2p.ipa.from_ipa`)."""
     import itertools
 
-    from .ipa import to_ipa
+    from .ipa import from_ipa, to_ipa
 
     senses: dict[str, list[tuple[str, str]]] = {}
+    label: dict[str, str] = {}
     with open(wordids, encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f, delimiter="\t"):
             senses.setdefault(row["homograph"], []).append((row["wordid"],
                                                             row["pronunciation"]))
+            label[row["wordid"]] = row["label"]
     rows = []
     for word, readings in senses.items():
         options: Sequence[tuple[str, ...]] = prons.get(word, [])
-        if len(options) < len(readings):
-            continue
         said = [_sounds(to_ipa(p)) for p in options]
         cost = [[distance(_sounds(ipa), s) for s in said] for _, ipa in readings]
-        best = min(itertools.permutations(range(len(options)), len(readings)),
-                   key=lambda pick: sum(cost[k][i] for k, i in enumerate(pick)))
-        rows += [(word, wordid, " ".join(options[i]))
-                 for (wordid, _), i in zip(readings, best)]
+        if len(options) >= len(readings):         # a pronunciation for every sense
+            best = min(itertools.permutations(range(len(options)), len(readings)),
+                       key=lambda pick: sum(cost[k][i] for k, i in enumerate(pick)))
+            given = dict(zip(range(len(readings)), best))
+        else:                 # a sense for every pronunciation, nearest in ARPAbet phones
+            arpabet = [from_ipa(ipa) for _, ipa in readings]
+            cost = [[distance(a, p) for p in options] for a in arpabet]
+            pick = min(itertools.permutations(range(len(readings)), len(options)),
+                       key=lambda pick: sum(cost[k][i] for i, k in enumerate(pick)))
+            given = {k: i for i, k in enumerate(pick)         # not on another stress
+                     if _primary(options[i]) == _primary(arpabet[k])}
+        rows += [(word, wordid, " ".join(options[given[k]] if k in given
+                                         else from_ipa(ipa)), label[wordid])
+                 for k, (wordid, ipa) in enumerate(readings)]
     return rows
