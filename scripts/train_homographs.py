@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default=None, help="the training backend")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--force", action="store_true", help="replace an existing --out")
+    parser.add_argument("--record", metavar="DIR",
+                        help="also write the run as DIR/<time>-<cpu>-homograph-model.json")
     args = parser.parse_args(argv)
 
     import xpseq
@@ -166,10 +168,19 @@ def main(argv: list[str] | None = None) -> int:
     best = min(model.history, key=lambda e: e["dev_loss"])["epoch"]
     print(f"trained in {seconds:.0f} s on {model.backend.name}, kept epoch {best}; {path} "
           f"{path.stat().st_size / 2**20:.2f} MiB; source vocabulary {len(task.src_vocab)}")
-    print(f"dev accuracy {accuracy(trained, dev):.4f}; eval accuracy "
-          f"{accuracy(trained, evaluation):.4f} ({len(evaluation)} sentences, "
-          f"{len(by_word)} homographs)")
+    scores = {"dev": accuracy(trained, dev), "eval": accuracy(trained, evaluation)}
+    print(f"dev accuracy {scores['dev']:.4f}; eval accuracy {scores['eval']:.4f} "
+          f"({len(evaluation)} sentences, {len(by_word)} homographs)")
     print(common.machine_text())
+    if args.record:
+        data = {"command": common.command_line("train_homographs", argv),
+                "machine": common.machine(), "backend": model.backend.name,
+                "seconds": round(seconds, 1), "kept_epoch": best,
+                "history": model.history, "bytes": path.stat().st_size,
+                "source_vocabulary": len(task.src_vocab),
+                "examples": {"train": len(train), "dev": len(dev), "eval": len(evaluation)},
+                "accuracy": {k: round(v, 4) for k, v in scores.items()}}
+        print("recorded", common.record(args.record, "homograph-model", data))
     return 0
 
 
