@@ -29,26 +29,31 @@ TABLE = pathlib.Path(__file__).with_name("homograph_senses.tsv")
 
 
 @functools.lru_cache(maxsize=1)
+def _rows() -> tuple[tuple[str, ...], ...]:
+    """The table's rows: word, WORDID, phones, label."""
+    with open(TABLE, encoding="utf-8", newline="") as f:
+        return tuple(tuple(row) for row in csv.reader(f, delimiter="\t")
+                     if row and not row[0].startswith("#"))
+
+
+def _by(key: int) -> dict[str, dict[str, tuple[str, ...]]]:
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for row in _rows():
+        out.setdefault(row[0], {})[row[key]] = tuple(row[2].split())
+    return out
+
+
+@functools.lru_cache(maxsize=1)
 def table() -> dict[str, dict[str, tuple[str, ...]]]:
     """Word -> WORDID -> the dictionary pronunciation that is that sense."""
-    out: dict[str, dict[str, tuple[str, ...]]] = {}
-    with open(TABLE, encoding="utf-8", newline="") as f:
-        for row in csv.reader(f, delimiter="\t"):
-            if row and not row[0].startswith("#"):
-                out.setdefault(row[0], {})[row[1]] = tuple(row[2].split())
-    return out
+    return _by(1)
 
 
 @functools.lru_cache(maxsize=1)
 def labels() -> dict[str, dict[str, tuple[str, ...]]]:
     """Word -> the data's label of each of its senses (``noun``, ``verb``, ``past`` ...) ->
     the dictionary pronunciation of that sense: the sense model's targets."""
-    out: dict[str, dict[str, tuple[str, ...]]] = {}
-    with open(TABLE, encoding="utf-8", newline="") as f:
-        for row in csv.reader(f, delimiter="\t"):
-            if row and not row[0].startswith("#"):
-                out.setdefault(row[0], {})[row[3]] = tuple(row[2].split())
-    return out
+    return _by(3)
 
 
 def _sounds(ipa: str) -> str:
