@@ -12,11 +12,11 @@ written form equal **any one** of the suite's spoken forms for it (a written for
 several lines, or with several forms, is one case), both sides folded: lower case,
 accents dropped (the front end says ``Müller`` as the dictionary's ``muller``; the suite
 writes the letters it read), apostrophes and full stops dropped (``a.m.`` is ``am``),
-hyphens and other punctuation as spaces, letters said one by one written together (``w w w`` is ``www``: the suite writes
-a spelled word whole, and its own speech front end spells it), and an ``and`` between two
-number words (or after a currency's name, before a number) left out ("one hundred and
-five" is "one hundred five"). ``test_cases_special_text.txt`` (markup passed through,
-not reading) is left out.
+hyphens and other punctuation as spaces, letters said one by one written together
+(``w w w`` is ``www``: the suite writes a spelled word whole, and its own speech front
+end spells it), and an ``and`` between two number words (or after a currency's name,
+before a number) left out ("one hundred and five" is "one hundred five").
+``test_cases_special_text.txt`` (markup passed through, not reading) is left out.
 
 **Google's Wikipedia Homograph Data** (``--homographs``): each eval sentence's homograph
 is found by its UTF-8 byte offsets (:func:`xpseq.g2p.disambiguator.sentence_words`: the
@@ -178,9 +178,7 @@ def score_homographs(folder: pathlib.Path) -> dict[str, Any]:
         if words[at] != word:
             skipped["offsets do not give the word"] += 1
             continue
-        before = words[at - 1] if at and reading.is_word(words[at - 1]) else None
-        before2 = words[at - 2] if before and at > 1 and reading.is_word(words[at - 2]) else None
-        after = words[at + 1] if at + 1 < len(words) and reading.is_word(words[at + 1]) else None
+        _, _, before, before2, after = next(c for c in reading.contexts(words) if c[0] == at)
         options = prons.get(word)
         by_phones = {" ".join(p): w for w, p in table[word].items()}
         said = reading.homograph_reading(word, before, before2, after, options,

@@ -23,7 +23,6 @@ each word's own senses is printed.
 
 from __future__ import annotations
 
-import collections
 import csv
 import hashlib
 import pathlib
@@ -34,9 +33,6 @@ from . import _common as common
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "external" / "wikipedia_homograph"
-#: Labels of one part of speech each: a homograph whose senses are one of these against
-#: ``verb`` is told apart by part of speech.
-NOUNISH = ("noun", "adjective-noun", "adjective")
 
 
 def labels(folder: pathlib.Path) -> dict[str, dict[str, str]]:
@@ -77,7 +73,8 @@ def examples(rows: list[dict[str, str]], senses: dict[str, dict[str, str]], *,
         label = senses[word][row["wordid"]]
         out.append((disambiguator.source(words, index, window=window), [label], word,
                     options))
-        if hidden_copies and "verb" in options and any(o in NOUNISH for o in options):
+        if hidden_copies and "verb" in options and any(
+                o in disambiguator.NOUN_LABELS for o in options):
             out.append((disambiguator.source(words, index, hidden=True, window=window),
                         [label], word, options))
     return out
@@ -162,15 +159,12 @@ def main(argv: list[str] | None = None) -> int:
                               "2018; Apache-2.0), train split")
     path = model.save(out, force=args.force)
     trained = Disambiguator(path)
-    by_word: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
-    for item in evaluation:
-        by_word[item[2]][1] += 1
     best = min(model.history, key=lambda e: e["dev_loss"])["epoch"]
     print(f"trained in {seconds:.0f} s on {model.backend.name}, kept epoch {best}; {path} "
           f"{path.stat().st_size / 2**20:.2f} MiB; source vocabulary {len(task.src_vocab)}")
     scores = {"dev": accuracy(trained, dev), "eval": accuracy(trained, evaluation)}
     print(f"dev accuracy {scores['dev']:.4f}; eval accuracy {scores['eval']:.4f} "
-          f"({len(evaluation)} sentences, {len(by_word)} homographs)")
+          f"({len(evaluation)} sentences, {len({w for _, _, w, _ in evaluation})} homographs)")
     print(common.machine_text())
     if args.record:
         data = {"command": common.command_line("train_homographs", argv),

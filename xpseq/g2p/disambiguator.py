@@ -110,7 +110,9 @@ class Disambiguator:
     @property
     def labels(self) -> list[str]:
         """The sense labels the model can say."""
-        return self.tgt_vocab.to_list()[4:]
+        from xpseq.data.vocab import RESERVED_TOKENS
+
+        return self.tgt_vocab.to_list()[len(RESERVED_TOKENS):]
 
     def scores(self, sources: Sequence[Sequence[str]]) -> np.ndarray:
         """The log-probabilities ``(N, V_tgt)`` of the first target token after each
@@ -153,13 +155,12 @@ class Disambiguator:
             raise ValueError(f"Disambiguator.choose: {len(sources)} sources but "
                              f"{len(candidates)} candidate lists")
         logits = self.scores(sources)
-        known = set(self.labels)
         out = []
         for row, options in zip(logits, candidates):
             best = []
             for option in options:
                 names = [option] if isinstance(option, str) else list(option)
-                ids = [self.tgt_vocab.id(n) for n in names if n in known]
+                ids = [self.tgt_vocab.id(n) for n in names if n in self.tgt_vocab]
                 best.append(max((float(row[i]) for i in ids), default=-np.inf))
             out.append(int(np.argmax(best)))
         return out
@@ -169,7 +170,6 @@ class Disambiguator:
 def shipped() -> Disambiguator | None:
     """The shipped model, read once; ``None`` if the package lacks it."""
     return Disambiguator(MODEL) if MODEL.exists() else None
-
 
 
 def sentence_words(sentence: str, start: int, end: int) -> tuple[list[str], int]:

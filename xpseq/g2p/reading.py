@@ -27,7 +27,7 @@ from . import disambiguator, homographs
 from .lexicon import Lexicon
 from .text import normalize_noting
 
-__all__ = ["read_texts", "is_word", "homograph_reading", "WordModel"]
+__all__ = ["read_texts", "is_word", "contexts", "homograph_reading", "WordModel"]
 
 
 class WordModel(Protocol):
@@ -70,7 +70,7 @@ def read_texts(model: WordModel, texts: Iterable[Any], *, lookup: bool, stress: 
     stressed = model.dictionary.entries(True) if lookup else {}   # homographs: digits kept
     ruled = set()                             # where the context rules decide: not asked
     for li, line in enumerate(lines):
-        for i, token, before, before2, after in _contexts(line):
+        for i, token, before, before2, after in contexts(line):
             spelled = homographs.ACCENT_CUES.get(token, (token,))[0]
             if spelled in lexicon and homographs.choose_sound(
                     token, stressed[spelled], before, before2, after) is not None:
@@ -135,7 +135,7 @@ def _pieces(token: str, lexicon: Mapping[str, Any], lookup: bool) -> list[str]:
     return [token]
 
 
-def _contexts(line: list[str]) -> Iterator[tuple[int, str, str | None, str | None,
+def contexts(line: list[str]) -> Iterator[tuple[int, str, str | None, str | None,
                                                   str | None]]:
     """``(index, word, before, before2, after)`` for each word of a line: its neighbours
     within the clause (``None`` beyond punctuation or the line's ends)."""
@@ -150,9 +150,9 @@ def _contexts(line: list[str]) -> Iterator[tuple[int, str, str | None, str | Non
 
 def _join(li: int, line: list[str], said: Any) -> list[str]:
     """Line ``li``'s phones: ``said((li, i), word, before, before2, after)`` for each word
-    (:func:`_contexts`), punctuation as itself, ``" "`` between."""
+    (:func:`contexts`), punctuation as itself, ``" "`` between."""
     spoken = {i: said((li, i), token, before, before2, after)
-              for i, token, before, before2, after in _contexts(line)}
+              for i, token, before, before2, after in contexts(line)}
     tokens: list[str] = []
     for i, token in enumerate(line):
         phones = spoken[i] if i in spoken else [token]

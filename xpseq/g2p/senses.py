@@ -9,9 +9,10 @@ are kept in ``homograph_senses.tsv`` beside this module (word, WORDID, phones an
 data's label of the sense: ``noun``, ``verb``, ``past`` ...), read by :func:`table` and
 :func:`labels`. Where the dictionary has fewer pronunciations of a word than the data has
 senses (*house* has only HH AW1 S, not the verb's HH AW1 Z), the senses left without one
-take the data's own IPA in ARPAbet (:func:`xpseq.g2p.ipa.from_ipa`). Only the data's transcriptions (``wordids.tsv``) are read, never
-its sentences. The data is Apache-2.0, by Gorman, Mazovetskiy and Nikolaev (2018),
-"Improving homograph disambiguation with machine learning", LREC 2018, pp. 1349-1352.
+take the data's own IPA in ARPAbet (:func:`xpseq.g2p.ipa.from_ipa`). Only the data's
+transcriptions (``wordids.tsv``) are read, never its sentences. The data is Apache-2.0,
+by Gorman, Mazovetskiy and Nikolaev (2018), "Improving homograph disambiguation with
+machine learning", LREC 2018, pp. 1349-1352.
 """
 
 from __future__ import annotations
@@ -87,8 +88,9 @@ def build(wordids: str | pathlib.Path,
     pronunciations, stress digits kept): for each word, the assignment of its WORDIDs to
     distinct pronunciations with the least total distance; where the dictionary has fewer
     pronunciations than the word has WORDIDs, each is given to the WORDID whose IPA in
-    ARPAbet (:func:`xpseq.g2p.ipa.from_ipa`) is nearest to it, phone by phone (no two on one) and the WORDIDs left over are said by the data's IPA
-    (:func:`xpseq.g2p.ipa.from_ipa`)."""
+    ARPAbet (:func:`xpseq.g2p.ipa.from_ipa`) is nearest to it, phone by phone (no two on
+    one, none on another stressed vowel), and the WORDIDs left over are said by that
+    ARPAbet."""
     import itertools
 
     from .ipa import from_ipa, to_ipa
@@ -103,9 +105,9 @@ def build(wordids: str | pathlib.Path,
     rows = []
     for word, readings in senses.items():
         options: Sequence[tuple[str, ...]] = prons.get(word, [])
-        said = [_sounds(to_ipa(p)) for p in options]
-        cost = [[distance(_sounds(ipa), s) for s in said] for _, ipa in readings]
         if len(options) >= len(readings):         # a pronunciation for every sense
+            said = [_sounds(to_ipa(p)) for p in options]
+            cost = [[distance(_sounds(ipa), s) for s in said] for _, ipa in readings]
             best = min(itertools.permutations(range(len(options)), len(readings)),
                        key=lambda pick: sum(cost[k][i] for k, i in enumerate(pick)))
             given = dict(zip(range(len(readings)), best))
