@@ -252,6 +252,59 @@ def test_encoder_matches_torch_bidirectional_rnn(backend, cell):
         assert "c" not in state
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_both_directions_in_one_loop_equal_two_loops(grad_backend, cell):
+    """The encoder's two directions advanced together (one loop of T steps) give what two
+    runs of the sequence runner give: outputs, final states and their gradients, with a
+    length-0 row, a full row and padding whose values never matter."""
+    from xpseq.core import kernels
+
+    be, xp = grad_backend, grad_backend.xp
+    rng = _rng(11)
+    shapes = recurrent.cell_param_shapes(cell, IN, H)
+    p_fwd, p_bwd = ({n: rng.standard_normal(s) * 0.5 for n, s in shapes.items()}
+                    for _ in range(2))
+    lengths = be.asarray(np.array([3, 0, 6, 1]))
+    xs = rng.standard_normal((B, T, IN))
+    state0 = tuple(rng.standard_normal((B, H)) for _ in range(2 if cell == "lstm" else 1))
+    weights = [rng.standard_normal(s) for s in ([(B, T, H)] + [(B, H)] * len(state0)) * 2]
+
+    def results(inputs, together):
+        x, pf, pb, *s0 = inputs
+        if together:
+            runs = kernels.run_both_directions(cell, pf, pb, x, lengths, tuple(s0),
+                                               scan=be.scan, xp=xp)
+        else:
+            runs = [kernels.run_sequence(cell, p, x, lengths, tuple(s0), reverse=r,
+                                         scan=be.scan, xp=xp) for p, r in ((pf, False),
+                                                                           (pb, True))]
+        return [a for out, final in runs for a in (out, *final)]
+
+    def weighted(inputs, together):
+        return sum(xp.sum(a * be.asarray(w)) for a, w in zip(results(inputs, together),
+                                                             weights))
+
+    inputs = be.asarray_tree([xs, p_fwd, p_bwd, *state0])
+    one, two = results(inputs, True), results(inputs, False)
+    assert len(one) == len(two) == 2 * (1 + len(state0))
+    for a, b in zip(one, two):
+        assert tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(be.to_numpy(a), be.to_numpy(b), rtol=0, atol=1e-14)
+    assert np.all(be.to_numpy(one[0])[1] == 0.0)                 # the length-0 row
+    grads = [be.value_and_grad(lambda i, t=t: weighted(i, t))(inputs)[1] for t in (True, False)]
+    for a, b in zip(*(_flat_numpy(be, g) for g in grads)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    # Without a recurrent bias the caller runs the directions one by one.
+    assert kernels.run_both_directions(cell, {**p_fwd, "b_hh": None}, p_bwd, inputs[0],
+                                       lengths, inputs[3:], scan=be.scan, xp=xp) is None
+
+
+def _flat_numpy(be, tree):
+    from xpseq.core.tree import flatten
+
+    return [be.to_numpy(a) for a in flatten(tree)[0]]
+
+
 # ------------------------------------------------------------------------- sigmoid
 
 

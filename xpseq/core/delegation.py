@@ -115,8 +115,8 @@ def generic_sigmoid(x: Any, *, xp: Any) -> Any:
     """The reference body of :func:`sigmoid`: ``1 / (1 + e)`` or ``e / (1 + e)`` from
     ``e = exp(-|x|)`` (no overflow; relatively accurate in the negative tail)."""
     positive = x >= 0
-    e = xp.exp(xp.where(positive, -x, x))                 # exp(-|x|), in (0, 1]
-    return xp.where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
+    e = xp.exp(xp.where(positive, -x, x))   # exp(-|x|), in (0, 1]; not abs: its derivative
+    return xp.where(positive, 1.0, e) / (1.0 + e)           # at 0 is 0 under autodiff
 
 
 def relu(x: Any, *, xp: Any) -> Any:
@@ -149,8 +149,9 @@ def generic_relu_backward(dy: Any, y: Any, *, xp: Any) -> Any:
 def linear(x: Any, W: Any, b: Any, *, xp: Any) -> Any:
     """``x Wᵀ + b`` with ``x (..., I)``, ``W (O, I)``, ``b (O,)`` or ``None``:
     ``torch.nn.functional.linear`` on PyTorch (the bias added by the matrix product's own
-    kernel), :func:`generic_linear` elsewhere."""
-    if library(xp) == "torch":
+    kernel), :func:`generic_linear` elsewhere and for a stack of matrices ``W (..., O, I)``
+    (a product per matrix, broadcast against ``x``'s leading axes)."""
+    if library(xp) == "torch" and W.ndim == 2:
         return xp.nn.functional.linear(x, W, b)
     return generic_linear(x, W, b, xp=xp)
 

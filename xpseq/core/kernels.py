@@ -59,7 +59,8 @@ __all__ = ["linear", "embedding", "sigmoid", "dropout", "zeros", "int_dtype", "s
            "sinusoidal_positions", "split_heads", "merge_heads", "broadcast_keep", "heads_keep",
            "sum_leading", "unbroadcast",
            "head_scores", "head_pool", "multi_head_attention", "lstm_parts", "gru_parts",
-           "lstm_step", "gru_step", "STEPS", "PARTS", "initial_zeros", "run_sequence", "keep_valid"]
+           "lstm_step", "gru_step", "STEPS", "PARTS", "initial_zeros", "run_sequence", "run_both_directions",
+           "keep_valid"]
 
 
 def embedding(ids: Any, E: Any, *, xp: Any) -> Any:
@@ -469,6 +470,48 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
     if reverse:
         outputs = xp.flip(outputs, axis=0)
     return xp.permute_dims(outputs, (1, 0, 2)), final
+
+
+def run_both_directions(cell: str, p_fwd: Mapping[str, Any], p_bwd: Mapping[str, Any], xs: Any,
+                        lengths: Any, state0: tuple[Any, ...], *,
+                        scan: Callable[..., Any] | None, xp: Any
+                        ) -> list[tuple[Any, tuple[Any, ...]]] | None:
+    """:func:`run_sequence` forwards with ``p_fwd`` and in reverse with ``p_bwd``, both from
+    ``state0``, in one loop of ``T`` steps instead of two: each step advances the two
+    directions together as a stack ``(2, B, H)``, the recurrent product a stacked
+    ``(2, B, H) @ (2, H, G H)``. A bidirectional encoder's sequential steps halve, which is
+    what an eager loop on short sequences pays for (NumPy's search) and what a compiled
+    ``scan`` runs one after the other.
+
+    Returns ``[(outputs (B, T, H), final_state), ...]`` for the two directions, equal to two
+    calls of :func:`run_sequence`; ``None`` where a direction has no recurrent bias (the
+    caller then runs them one by one)."""
+    if p_fwd.get("b_hh") is None or p_bwd.get("b_hh") is None:
+        return None
+    steps = xs.shape[1]
+    valid = xp.permute_dims(sequence_mask(lengths, steps, xp=xp, like=xs, axis=1),
+                            (1, 0))[..., None]                               # (T, B, 1)
+    xw_f, xw_b = (xp.permute_dims(linear(xs, p["W_ih"], p["b_ih"], xp=xp), (1, 0, 2))
+                  for p in (p_fwd, p_bwd))                                   # (T, B, G H)
+    xw = xp.stack([xw_f, xp.flip(xw_b, axis=0)], axis=1)                     # (T, 2, B, G H)
+    valid = xp.stack([valid, xp.flip(valid, axis=0)], axis=1)                # (T, 2, B, 1)
+    # W_hh (2, G H, H) kept as the transpose of a stack of W_hhᵀ: the product h W_hhᵀ then
+    # reads one contiguous (2, H, G H) block (NumPy's stacked product: 5.4 µs a step
+    # against 7.9 µs through a transposed view, here).
+    t = xp.matrix_transpose
+    stacked = {"W_hh": t(xp.stack([t(p_fwd["W_hh"]), t(p_bwd["W_hh"])])),
+               "b_hh": xp.stack([p_fwd["b_hh"], p_bwd["b_hh"]])[:, None, :]}  # (2, 1, G H)
+    step = STEPS[cell]
+
+    def body(state: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
+        xw_t, valid_t = inputs
+        return keep_valid(step(xw_t, state, stacked, xp=xp), state, valid_t, xp=xp)
+
+    final, outputs = (scan or python_scan)(body, tuple(xp.stack([s, s]) for s in state0),
+                                           (xw, valid))                       # (T, 2, B, H)
+    fwd = xp.permute_dims(outputs[:, 0, ...], (1, 0, 2))
+    bwd = xp.permute_dims(xp.flip(outputs[:, 1, ...], axis=0), (1, 0, 2))
+    return [(fwd, tuple(s[0, ...] for s in final)), (bwd, tuple(s[1, ...] for s in final))]
 
 
 def keep_valid(new: tuple[Any, ...], old: tuple[Any, ...], valid_t: Any, *,

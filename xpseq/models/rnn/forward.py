@@ -92,20 +92,25 @@ def target_span(batch: Mapping[str, Any], config: Seq2SeqConfig,
 
 
 def encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
-               runner: Callable[..., Any], xp: Any,
-               fused: bool = False) -> tuple[dict[str, Any], Callable[..., Any]]:
+               runner: Callable[..., Any], xp: Any, fused: bool = False,
+               scan: Callable[..., Any] | None = None
+               ) -> tuple[dict[str, Any], Callable[..., Any]]:
     """The encoder's value (see :func:`xpseq.models.rnn.model.encode`: ``memory (B, S, 2H)``,
     ``mask (B, S)``, ``keys``, ``state``) from ``src (B, S)``, the grouped parameters ``g`` and
     ``backprop(d_encoded, d_state) -> grads`` (``src_embed``, ``enc_fwd``, ``enc_bwd`` and
     the attention's keys projection). ``runner`` runs one direction:
     :func:`xpseq.models.rnn.backward.run_sequence`, or the ``scan``-based runner (which
-    returns no backprop) on the autodiff backends; ``fused``: both in one call of the
-    library's kernel where :func:`xpseq.core.delegation.fused_recurrence` applies (no
-    backprop then)."""
+    returns no backprop) on the autodiff backends; ``fused``: both directions at once (no
+    backprop then), by the library's kernel where
+    :func:`xpseq.core.delegation.fused_recurrence` applies, else in one loop over time
+    (:func:`xpseq.core.kernels.run_both_directions` with ``scan``)."""
     x, emb_bp = vjp.embedding(src, g["src_embed"], xp=xp)                  # (B, S, E)
     zeros = kernels.initial_zeros(config.cell, config.hidden, x, xp=xp)
     directions = [(g["enc_fwd"], False), (g["enc_bwd"], True)]
-    both = fused and delegation.fused_recurrence(config.cell, directions, x, src_len, zeros, xp=xp)
+    both = fused and (
+        delegation.fused_recurrence(config.cell, directions, x, src_len, zeros, xp=xp)
+        or kernels.run_both_directions(config.cell, g["enc_fwd"], g["enc_bwd"], x, src_len,
+                                       zeros, scan=scan, xp=xp))
     runs: list[Any] = [(run, None) for run in both] if both else [
         runner(config.cell, p, x, src_len, zeros, reverse=r, xp=xp) for p, r in directions]
     ((fwd_out, fwd_state), fwd_bp), ((bwd_out, bwd_state), bwd_bp) = runs

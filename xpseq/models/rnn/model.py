@@ -195,7 +195,7 @@ def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len:
                                     recurrence=recurrence, xp=xp), None
 
     return encode_vjp(group_params(params, config), config, src, src_len, runner=runner, xp=xp,
-                      fused=recurrence is None)[0]
+                      fused=recurrence is None, scan=scan)[0]
 
 
 def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
