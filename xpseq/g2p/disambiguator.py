@@ -2,11 +2,13 @@
 *record* a sentence means, from the words around it.
 
 The model is one of the library's own: the bidirectional LSTM encoder with attention of
-:mod:`xpseq.models.rnn`, trained by :meth:`xpseq.Translator.train` (the command is
-``python -m scripts.train_homographs``) on the train split of Google's Wikipedia Homograph
-Data. Its source is the words around the homograph, the homograph itself marked
-(:func:`source`); its target is one token, the sense's label in the data (``noun``,
-``verb``, ``past``, ``music`` ...). One model serves every homograph: the labels that
+:mod:`xpseq.models.rnn`, trained by the library's training loop
+(:func:`xpseq.tasks.experiment.train_model`; the command is ``python -m
+scripts.train_homographs``) on the train split of Google's Wikipedia Homograph Data, the
+mean of three epochs' parameters (:func:`xpseq.train.checkpoint.average`). Its source is
+the words around the homograph, the homograph itself marked (:func:`source`); its target
+is one token, the sense's label in the data (``noun``, ``verb``, ``past``, ``music``
+...). One model serves every homograph: the labels that
 name parts of speech are shared, so that what it learned about nouns and verbs also
 answers for the dictionary's other noun/verb stress pairs (*record*, *permit*,
 *conduct*), which are asked with the word itself hidden (:data:`HIDDEN`), as a part of its
