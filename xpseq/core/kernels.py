@@ -474,8 +474,7 @@ def run_sequence(cell: str, p: Mapping[str, Any], xs: Any, lengths: Any,
 
 def run_both_directions(cell: str, p_fwd: Mapping[str, Any], p_bwd: Mapping[str, Any], xs: Any,
                         lengths: Any, state0: tuple[Any, ...], *,
-                        scan: Callable[..., Any] | None, xp: Any,
-                        recurrence: Callable[..., Any] | None = None
+                        scan: Callable[..., Any] | None, xp: Any
                         ) -> list[tuple[Any, tuple[Any, ...]]] | None:
     """:func:`run_sequence` forwards with ``p_fwd`` and in reverse with ``p_bwd``, both from
     ``state0``, in one loop of ``T`` steps instead of two: each step advances the two
@@ -483,10 +482,6 @@ def run_both_directions(cell: str, p_fwd: Mapping[str, Any], p_bwd: Mapping[str,
     ``(2, B, H) @ (2, H, G H)``. A bidirectional encoder's sequential steps halve, which is
     what an eager loop on short sequences pays for (NumPy's search) and what a compiled
     ``scan`` runs one after the other.
-
-    ``recurrence``, as in :func:`run_sequence`, runs the loop its own way (given the stacked
-    ``W_hh (2, G H, H)``, ``b_hh (2, 1, G H)``, ``xw (T, 2, B, G H)``, ``valid (T, 2, B,
-    1)`` and state; :func:`xpseq.core.recurrent.hand_derived_recurrence` takes them).
 
     Returns ``[(outputs (B, T, H), final_state), ...]`` for the two directions, equal to two
     calls of :func:`run_sequence`; ``None`` where a direction has no recurrent bias (the
@@ -507,16 +502,13 @@ def run_both_directions(cell: str, p_fwd: Mapping[str, Any], p_bwd: Mapping[str,
     stacked = {"W_hh": t(xp.stack([t(p_fwd["W_hh"]), t(p_bwd["W_hh"])])),
                "b_hh": xp.stack([p_fwd["b_hh"], p_bwd["b_hh"]])[:, None, :]}  # (2, 1, G H)
     step = STEPS[cell]
-    start = tuple(xp.stack([s, s]) for s in state0)
 
     def body(state: tuple[Any, ...], inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
         xw_t, valid_t = inputs
         return keep_valid(step(xw_t, state, stacked, xp=xp), state, valid_t, xp=xp)
 
-    if recurrence is not None:
-        outputs, final = recurrence(stacked["W_hh"], stacked["b_hh"], xw, valid, start)
-    else:
-        final, outputs = (scan or python_scan)(body, start, (xw, valid))      # (T, 2, B, H)
+    final, outputs = (scan or python_scan)(body, tuple(xp.stack([s, s]) for s in state0),
+                                           (xw, valid))                       # (T, 2, B, H)
     fwd = xp.permute_dims(outputs[:, 0, ...], (1, 0, 2))
     bwd = xp.permute_dims(xp.flip(outputs[:, 1, ...], axis=0), (1, 0, 2))
     return [(fwd, tuple(s[0, ...] for s in final)), (bwd, tuple(s[1, ...] for s in final))]

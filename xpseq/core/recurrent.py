@@ -140,9 +140,6 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
     time-major ``xw (T, B, G H)`` (the input projections) and ``valid (T, B, 1)`` (bool),
     with ``outputs (T, B, H)``: the loop :func:`xpseq.core.kernels.run_sequence` runs,
     made ``custom_vjp(fn, fwd, bwd)`` (``backend.custom_vjp``: ``jax.custom_vjp`` on JAX).
-    It also runs a stack of ``D`` recurrences in one loop (the encoder's two directions:
-    :func:`xpseq.core.kernels.run_both_directions`): ``W_hh (D, G H, H)``, ``b_hh (D, 1,
-    G H)``, ``xw (T, D, B, G H)``, ``valid (T, D, B, 1)``, states ``(D, B, H)``.
 
     The forward pass keeps only the state before each step; the backward pass recomputes
     each step's gates from it and runs the cell's backward rule of :mod:`xpseq.core.vjp` in
@@ -200,17 +197,10 @@ def hand_derived_recurrence(cell: str, *, scan: Callable[..., Any] | None,
         d_state0, ys = loop(body, tuple(d_final), (xw, valid, states, d_outputs), reverse=True,
                             span=span)
         d_xw, d_hw = (ys, ys) if cell == "lstm" else ys
-        h = states[0]
-        if W_hh.ndim == 2:
-            # Σ over steps and rows of d_hwᵀ h as one tensordot (XLA's CPU backend runs it
-            # faster than the product of the flattened (T B, G H)ᵀ and (T B, H)).
-            d_W = xp.tensordot(d_hw, h, axes=([0, 1], [0, 1]))
-            d_b = xp.sum(d_hw, axis=(0, 1))
-        else:                   # stacked directions: W_hh (D, G H, H), d_hw (T, D, B, G H)
-            D, gh, hidden = W_hh.shape
-            d_W = (xp.reshape(xp.permute_dims(d_hw, (1, 3, 0, 2)), (D, gh, -1))
-                   @ xp.reshape(xp.permute_dims(h, (1, 0, 2, 3)), (D, -1, hidden)))
-            d_b = xp.reshape(xp.sum(d_hw, axis=(0, 2)), tuple(b_hh.shape))
+        # Σ over steps and rows of d_hwᵀ h as one tensordot (XLA's CPU backend runs it
+        # faster than the product of the flattened (T B, G H)ᵀ and (T B, H)).
+        d_W = xp.tensordot(d_hw, states[0], axes=([0, 1], [0, 1]))
+        d_b = xp.sum(d_hw, axis=(0, 1))
         return d_W, d_b, d_xw, None, d_state0
 
     return cast(Callable[..., Any], custom_vjp(recurrence, fwd, bwd))

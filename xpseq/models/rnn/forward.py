@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-from xpseq.core import kernels, vjp
+from xpseq.core import delegation, kernels, vjp
 
 from .config import Seq2SeqConfig, group_params
 
@@ -92,23 +92,26 @@ def target_span(batch: Mapping[str, Any], config: Seq2SeqConfig,
 
 
 def encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any, *,
-               runner: Callable[..., Any], xp: Any,
-               both: Callable[..., Any] | None = None
+               runner: Callable[..., Any], xp: Any, fused: bool = False,
+               scan: Callable[..., Any] | None = None
                ) -> tuple[dict[str, Any], Callable[..., Any]]:
     """The encoder's value (see :func:`xpseq.models.rnn.model.encode`: ``memory (B, S, 2H)``,
     ``mask (B, S)``, ``keys``, ``state``) from ``src (B, S)``, the grouped parameters ``g`` and
     ``backprop(d_encoded, d_state) -> grads`` (``src_embed``, ``enc_fwd``, ``enc_bwd`` and
     the attention's keys projection). ``runner`` runs one direction:
     :func:`xpseq.models.rnn.backward.run_sequence`, or the ``scan``-based runner (which
-    returns no backprop) on the autodiff backends. ``both``, if given, runs the two
-    directions at once instead (no backprop then): ``both(cell, p_fwd, p_bwd, x, lengths,
-    state0) -> [(outputs, final_state)] * 2`` or ``None`` where it does not apply (see
-    :func:`xpseq.models.rnn.model.encode`)."""
+    returns no backprop) on the autodiff backends; ``fused``: both directions at once (no
+    backprop then), by the library's kernel where
+    :func:`xpseq.core.delegation.fused_recurrence` applies, else in one loop over time
+    (:func:`xpseq.core.kernels.run_both_directions` with ``scan``)."""
     x, emb_bp = vjp.embedding(src, g["src_embed"], xp=xp)                  # (B, S, E)
     zeros = kernels.initial_zeros(config.cell, config.hidden, x, xp=xp)
     directions = [(g["enc_fwd"], False), (g["enc_bwd"], True)]
-    together = both and both(config.cell, g["enc_fwd"], g["enc_bwd"], x, src_len, zeros)
-    runs: list[Any] = [(run, None) for run in together] if together else [
+    both = fused and (
+        delegation.fused_recurrence(config.cell, directions, x, src_len, zeros, xp=xp)
+        or kernels.run_both_directions(config.cell, g["enc_fwd"], g["enc_bwd"], x, src_len,
+                                       zeros, scan=scan, xp=xp))
+    runs: list[Any] = [(run, None) for run in both] if both else [
         runner(config.cell, p, x, src_len, zeros, reverse=r, xp=xp) for p, r in directions]
     ((fwd_out, fwd_state), fwd_bp), ((bwd_out, bwd_state), bwd_bp) = runs
     memory, memory_bp = vjp.concat([fwd_out, bwd_out], xp=xp)                # (B, S, 2H)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 
-from xpseq.core import delegation, kernels
+from xpseq.core import kernels
 from xpseq.core.loops import scan as python_scan
 from xpseq.core.recurrent import hand_derived_recurrence
 
@@ -194,17 +194,8 @@ def _encode(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len:
         return kernels.run_sequence(cell, p, x, lengths, state0, reverse=reverse, scan=scan,
                                     recurrence=recurrence, xp=xp), None
 
-    def both(cell: str, p_fwd: dict[str, Any], p_bwd: dict[str, Any], x: Any, lengths: Any,
-             state0: tuple[Any, ...]) -> list[tuple[Any, tuple[Any, ...]]] | None:
-        # The library's fused kernel (PyTorch's, eager autodiff), else one loop over time
-        # for the two directions (with the hand-derived gradient where it is asked for).
-        fused = recurrence is None and delegation.fused_recurrence(
-            cell, [(p_fwd, False), (p_bwd, True)], x, lengths, state0, xp=xp)
-        return fused or kernels.run_both_directions(cell, p_fwd, p_bwd, x, lengths, state0,
-                                                    scan=scan, recurrence=recurrence, xp=xp)
-
     return encode_vjp(group_params(params, config), config, src, src_len, runner=runner, xp=xp,
-                      both=both)[0]
+                      fused=recurrence is None, scan=scan)[0]
 
 
 def _forward(params: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: Any,
