@@ -102,19 +102,21 @@ def encode_vjp(g: Mapping[str, Any], config: Seq2SeqConfig, src: Any, src_len: A
     :func:`xpseq.models.rnn.backward.run_sequence`, or the ``scan``-based runner (which
     returns no backprop) on the autodiff backends; ``fused``: both directions at once (no
     backprop then), by the library's kernel where
-    :func:`xpseq.core.delegation.fused_recurrence` applies, else, but on JAX, in one loop
-    over time (:func:`xpseq.core.kernels.run_both_directions` with ``scan``)."""
+    :func:`xpseq.core.delegation.fused_recurrence` applies, else on NumPy's arrays in one
+    loop over time (:func:`xpseq.core.kernels.run_both_directions` with ``scan``)."""
     x, emb_bp = vjp.embedding(src, g["src_embed"], xp=xp)                  # (B, S, E)
     zeros = kernels.initial_zeros(config.cell, config.hidden, x, xp=xp)
     directions = [(g["enc_fwd"], False), (g["enc_bwd"], True)]
-    # One loop for both directions where every step is a trip through Python (an eager
-    # loop: NumPy's search, 1.43x -> 1.29x the phonemize cost of the homograph model);
-    # not on JAX, whose compiled scan of two 2-D products a step was 10-15 % faster than
-    # one stacked product for batches of 64 and 256 sentences.
+    # One loop for both directions where every step is a trip through Python on NumPy's
+    # arrays (NumPy's search: 1.43x -> 1.29x the phonemize cost of the homograph model).
+    # Not where the loop is compiled: JAX's scan of two 2-D products a step was 10-15 %
+    # faster than one stacked product for batches of 64 and 256 sentences, and an export
+    # keeps the graph of 2-D products (onnxruntime's Gemm) that its benchmarks measured.
     both = fused and (
         delegation.fused_recurrence(config.cell, directions, x, src_len, zeros, xp=xp)
-        or (checks.library(xp) != "jax" and kernels.run_both_directions(
-            config.cell, g["enc_fwd"], g["enc_bwd"], x, src_len, zeros, scan=scan, xp=xp)))
+        or (checks.library(xp) in ("numpy", "array_api_strict")
+            and kernels.run_both_directions(config.cell, g["enc_fwd"], g["enc_bwd"], x,
+                                            src_len, zeros, scan=scan, xp=xp)))
     runs: list[Any] = [(run, None) for run in both] if both else [
         runner(config.cell, p, x, src_len, zeros, reverse=r, xp=xp) for p, r in directions]
     ((fwd_out, fwd_state), fwd_bp), ((bwd_out, bwd_state), bwd_bp) = runs
