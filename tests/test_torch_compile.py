@@ -138,3 +138,42 @@ def test_compiled_greedy_search_gives_the_eager_tokens():
     from xpseq.search.decode import compiled_step
 
     assert compiled_step(config, True, compiled).compiles == 1
+
+
+def test_a_rule_made_in_each_call_compiles_once():
+    """The models make their ``custom_vjp`` rules inside the loss, anew at every call (the
+    Transformer's blockwise attention under autodiff): compiled, the loss keeps one graph
+    across calls (no compile again, no graph break at the rule), and its gradient is the
+    rule's (here 3 x the true one)."""
+    backend = backends.get("torch", compile=True)
+    xp = backend.xp
+
+    def loss(x, w):
+        def fn(a, b):
+            return xp.tanh(a @ b)
+
+        def fwd(a, b):
+            y = xp.tanh(a @ b)
+            return y, (a, b, y)
+
+        def bwd(saved, ct):
+            a, b, y = saved
+            dz = 3.0 * ct * (1.0 - y * y)
+            return dz @ b.T, a.T @ dz
+
+        return xp.sum(backend.custom_vjp(fn, fwd, bwd)(x, w))
+
+    piece = backend.compile_piece(loss)
+    grad = backend.value_and_grad(piece, argnums=1)
+    rng = np.random.default_rng(0)
+    x = backend.asarray(rng.normal(size=(4, 5)))
+    counts = []
+    for _ in range(3):
+        w = rng.normal(size=(5, 3))
+        value, g = grad(x, backend.asarray(w))
+        y = np.tanh(backend.to_numpy(x) @ w)
+        np.testing.assert_allclose(backend.to_numpy(value), y.sum(), rtol=1e-14)
+        np.testing.assert_allclose(backend.to_numpy(g),
+                                   3.0 * backend.to_numpy(x).T @ (1.0 - y * y), rtol=1e-13)
+        counts.append(piece.compiles)
+    assert counts[0] == counts[-1] == 1, counts

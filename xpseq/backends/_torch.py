@@ -44,6 +44,7 @@ import warnings
 from typing import Any, Callable, Sequence
 
 import array_api_compat.torch as xp_torch
+import torch
 import numpy as np
 
 from xpseq.core import tree
@@ -250,7 +251,12 @@ class TorchBackend(Backend):
         backward is ``bwd`` (``jax.custom_vjp``'s convention, see
         :meth:`xpseq.backends.Backend.custom_vjp`), instead of one node per operation of
         ``fn``. Called outside autograd it runs ``fn`` itself. Arguments and results are
-        tensors or nested tuples/lists/dicts of them."""
+        tensors or nested tuples/lists/dicts of them.
+
+        One ``Function`` class serves every rule (``_Rule``), handed the
+        call's ``fwd``, ``bwd`` and structures as a :class:`_RuleCall`: ``torch.compile``
+        guards on the class, so a class made per call would be compiled again at every
+        call (and break the graph where it is made)."""
         torch = self._torch
 
         def wrapped(*args: Any) -> Any:
@@ -258,28 +264,42 @@ class TorchBackend(Backend):
             if not torch.is_grad_enabled() or not any(
                     isinstance(x, torch.Tensor) and x.requires_grad for x in leaves):
                 return fn(*args)
-            sizes = [len(tree.flatten(a)[0]) for a in args]
-            out_def: list = []
-
-            Function: Any = torch.autograd.Function
-
-            class Rule(Function):
-                @staticmethod
-                def forward(ctx: Any, *flat: Any) -> tuple:
-                    out, ctx.residuals = fwd(*tree.unflatten(treedef, list(flat)))
-                    out_leaves, d = tree.flatten(out)
-                    out_def.append(d)
-                    return tuple(out_leaves)
-
-                @staticmethod
-                def backward(ctx: Any, *cotangents: Any) -> tuple:
-                    grads = bwd(ctx.residuals, tree.unflatten(out_def[0], list(cotangents)))
-                    flat: list = []
-                    for g, n in zip(grads, sizes):
-                        flat.extend([None] * n if g is None else tree.flatten(g)[0])
-                    return tuple(flat)
-
-            outputs = Rule.apply(*leaves)
-            return tree.unflatten(out_def[0], list(outputs))
+            call = _RuleCall(fwd, bwd, treedef, [len(tree.flatten(a)[0]) for a in args])
+            outputs = _Rule.apply(call, *leaves)
+            return tree.unflatten(call.out_def, list(outputs))
 
         return wrapped
+
+
+@dataclasses.dataclass
+class _RuleCall:
+    """One call of a :meth:`TorchBackend.custom_vjp` rule: its forward and backward, the
+    structure of its arguments (``treedef``, and the leaves of each argument, ``sizes``)
+    and of its result (``out_def``, set by the forward)."""
+
+    fwd: Callable[..., tuple[Any, Any]]
+    bwd: Callable[[Any, Any], tuple]
+    treedef: Any
+    sizes: list[int]
+    out_def: Any = None
+
+
+class _Rule(torch.autograd.Function):
+    """The one ``torch.autograd.Function`` of every :meth:`TorchBackend.custom_vjp` rule,
+    handed the call's rule and structures as its first argument, a :class:`_RuleCall`."""
+
+    @staticmethod
+    def forward(ctx: Any, call: _RuleCall, *flat: Any) -> tuple:
+        out, ctx.residuals = call.fwd(*tree.unflatten(call.treedef, list(flat)))
+        out_leaves, call.out_def = tree.flatten(out)
+        ctx.call = call
+        return tuple(out_leaves)
+
+    @staticmethod
+    def backward(ctx: Any, *cotangents: Any) -> tuple:
+        call = ctx.call
+        grads = call.bwd(ctx.residuals, tree.unflatten(call.out_def, list(cotangents)))
+        flat: list = [None]                                 # the _RuleCall argument
+        for g, n in zip(grads, call.sizes):
+            flat.extend([None] * n if g is None else tree.flatten(g)[0])
+        return tuple(flat)

@@ -181,7 +181,7 @@ def broadcast_shapes(*shapes: tuple[int | None, ...]) -> tuple[int | None, ...]:
     broadcast of ``shapes``, an unknown dimension (``None``) broadcasting to ``None``
     unless the other side is known and not 1. ``ValueError`` if two known sizes differ
     and neither is 1."""
-    ndim = max((len(s) for s in shapes), default=0)
+    ndim = max([0, *(len(s) for s in shapes)])
     out: list[int | None] = []
     for axis in range(-ndim, 0):
         sizes = [s[axis] for s in shapes if len(s) >= -axis]
