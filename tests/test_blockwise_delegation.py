@@ -240,3 +240,33 @@ def test_torch_delegates_and_falls_back_where_the_kernel_differs(spies):
     spies["sdpa"].clear()
     out, _ = C.blockwise_attention(*(x.to(torch.bfloat16) for x in (q, k, v)))
     assert out.dtype == torch.bfloat16 and spies["forward"] >= 1 and spies["sdpa"] == []
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_lengths_take_the_kernel_with_the_loops_zero_row(causal):
+    """Under ``torch.compile`` the lengths' values are not known: lengths alone still take
+    the kernel (a sequence of length 0 attends to all its keys, its context then zeroed),
+    giving the loops' values and gradients, a zero row for the empty sequence, no NaN."""
+    q, k, v = inputs(np.float64)
+    g = np.random.default_rng(5).standard_normal(q.shape)
+    valid = np.array([9, 0]) if not causal else np.array([4, 0])
+    lens = masking.lengths_for("test", (B, H, Q, K), valid, xp=backends.get("numpy").xp)
+    np_xp = backends.get("numpy").xp
+    ref, backprop = vjp.blockwise_attention(q, k, v, blockwise.BlockMask(lens, None, causal),
+                                            0.5, BLOCK, BLOCK, xp=np_xp)
+    ref_grads = backprop(g)
+    xp = backends.get("torch").xp
+
+    def attend(tq, tk, tv, tlens):
+        out = delegation.fused_blockwise_attention(tq, tk, tv, tlens, None, causal, 0.5, xp=xp)
+        return (out * torch.from_numpy(g)).sum(), out
+
+    compiled = torch.compile(attend, dynamic=False, fullgraph=True)
+    tq, tk, tv = (torch.from_numpy(x).requires_grad_(True) for x in (q, k, v))
+    value, out = compiled(tq, tk, tv, torch.from_numpy(np.asarray(lens)))
+    grads = torch.autograd.grad(value, (tq, tk, tv))
+    np.testing.assert_allclose(out.detach().numpy(), ref, **TOL[np.float64])
+    assert np.all(out.detach().numpy()[1] == 0)
+    for name, got, want in zip("qkv", grads, ref_grads):
+        assert not torch.isnan(got).any()
+        np.testing.assert_allclose(got.numpy(), want, err_msg=name, **GRAD_TOL[np.float64])

@@ -228,9 +228,12 @@ def fused_blockwise_attention(q: Any, k: Any, v: Any, lens: Any, mask: Any, caus
     block by block: peak memory stays linear, measured). A mask over queries and keys, or
     lengths per query, would be a ``(Q, K)`` array: those fall back. So does a query row
     that keeps no key (PyTorch's answer there is not the core's error or zero row), or
-    masks whose values are not concrete (under ``torch.compile``), so that the rule can be
-    checked on values: without causality every row must keep some key, with it every row's
-    first key (row 0 sees key 0 alone). Pure causality is ``is_causal=True``; causality
+    a ``mask`` whose values are not concrete (under ``torch.compile``), so that the rule
+    can be checked on values: without causality every row must keep some key, with it
+    every row's first key (row 0 sees key 0 alone). Lengths alone whose values are not
+    concrete are taken: a row keeps no key only where its length is 0, so such a sequence
+    attends to all its keys and its context is set to zero afterwards (the core's zero
+    row; an error cannot be raised on values that are not known). Pure causality is ``is_causal=True``; causality
     with a key mask is the CPU flash operator itself,
     ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu`` (the public function
     refuses ``is_causal`` with a mask), given the mask as an additive ``0 / -inf`` bias;
@@ -249,10 +252,20 @@ def fused_blockwise_attention(q: Any, k: Any, v: Any, lens: Any, mask: Any, caus
     if keys is False:
         return None
     lead = tuple(q.shape[:-2])
+    rows = None                          # the query rows that keep a key, where not all do
     if keys is not None:
         rows = keys[..., 0] if causal else xp.any(keys, axis=-1)
-        if not concrete(xp.all(rows)):
+        every = concrete(xp.all(rows))
+        if every is None and mask is None:
+            # Lengths alone, their values unknown (torch.compile): a row keeps no key only
+            # where its length is 0, and then no row of its sequence does. Such a sequence
+            # attends to all its keys and its context is zeroed below (no NaN, forward or
+            # backward), which is the loops' zero row.
+            keys = keys | ~xp.expand_dims(rows, axis=-1)
+        elif not every:
             return None
+        else:
+            rows = None
         keys = (xp.reshape(keys, (*(1,) * (4 - keys.ndim), *keys.shape))
                 if q.ndim == 4 and keys.ndim <= 4
                 else xp.reshape(xp.broadcast_to(keys, (*lead, 1, n_k)), (-1, 1, 1, n_k)))
@@ -266,7 +279,8 @@ def fused_blockwise_attention(q: Any, k: Any, v: Any, lens: Any, mask: Any, caus
             return None
         bias = torch.zeros(keys.shape, dtype=q.dtype).masked_fill(~keys, -math.inf)
         out = op(q4, k4, v4, 0.0, True, attn_mask=bias, scale=scale)[0]
-    return out if q.ndim == 4 else xp.reshape(out, (*lead, n_q, d))
+    out = out if q.ndim == 4 else xp.reshape(out, (*lead, n_q, d))
+    return out if rows is None else xp.where(xp.expand_dims(rows, axis=-1), out, 0.0)
 
 
 def _key_mask(lens: Any, mask: Any, n_k: int, *, xp: Any) -> Any:
