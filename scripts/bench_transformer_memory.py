@@ -1,8 +1,11 @@
 """Peak memory of one Transformer loss gradient against sequence length, for each way xpseq
 differentiates it: JAX's and PyTorch's own autodiff (with the blockwise attention's
 hand-derived rule attached through ``backend.custom_vjp``, as training does by default, and
-without it, differentiating through the blockwise loops) and the hand-derived backward
-(``loss_and_grad``, how NumPy trains), on the plain and the blockwise attention paths.
+without it, differentiating through the blockwise loops), PyTorch's autodiff of the loss
+compiled by ``torch.compile`` (``torch-compile``: the rule attached, the loss compiled as
+the training step compiles it, ``backends.get("torch", compile=True)``'s
+``compile_piece``) and the hand-derived backward (``loss_and_grad``, how NumPy trains), on
+the plain and the blockwise attention paths.
 
 Run: ``python -m scripts.bench_transformer_memory [--lengths 1024,2048,4096] [--record
 benchmarks/transformer-memory]``. The model: ``TransformerConfig(d_model=64, heads=4,
@@ -10,7 +13,8 @@ encoder_layers=1, decoder_layers=1, d_ff=128, attention=PATH, attention_block=51
 batch 1, source and target of L tokens, float32. Each point runs in a fresh process
 limited to ``--memory-limit`` GiB of address space; its peak is the growth of the peak
 resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) over the first gradient,
-the inputs made and JAX's program compiled before it. The exponents are least-squares
+the inputs made and JAX's program compiled before it (``torch.compile`` compiles on its
+first call: there the second gradient is measured). The exponents are least-squares
 slopes of log(peak) against log(L) from 2,048 tokens on. Threads: ``--threads`` for every
 library (default 1).
 """
@@ -32,7 +36,8 @@ from .bench_long_attention import peak_rss, reset_peak
 
 #: engine: how the gradient is taken (``-rule``: the blockwise attention's hand-derived
 #: rule attached through backend.custom_vjp; ``-traced``: autodiff through its loops).
-ENGINES = ("jax-rule", "jax-traced", "torch-rule", "torch-traced", "hand-derived")
+ENGINES = ("jax-rule", "jax-traced", "torch-rule", "torch-traced", "torch-compile",
+           "hand-derived")
 PATHS = ("plain", "blockwise")
 
 
@@ -54,8 +59,8 @@ def make_call(engine: str, path: str, length: int, seed: int) -> Callable[[], An
     if engine == "hand-derived":
         return lambda: T.loss_and_grad(params, config, batch)
     name, how = engine.split("-")
-    be = backends.get(name)
-    rule = be.custom_vjp if how == "rule" else None
+    be = backends.get(name, compile=how == "compile")
+    rule = be.custom_vjp if how in ("rule", "compile") else None
 
     def loss(p: Any, b: Any) -> Any:
         return T.kernels.loss(p, config, b, None, scan=be.scan, custom_vjp=rule, xp=be.xp)
@@ -66,7 +71,9 @@ def make_call(engine: str, path: str, length: int, seed: int) -> Callable[[], An
 
         compiled = jax.jit(jax.value_and_grad(loss)).lower(p, b).compile()
         return lambda: jax.block_until_ready(compiled(p, b))
-    grad = be.value_and_grad(loss)
+    grad = be.value_and_grad(be.compile_piece(loss))
+    if how == "compile":
+        grad(p, b)                                   # torch.compile compiles on this call
     return lambda: grad(p, b)
 
 

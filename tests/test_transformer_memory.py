@@ -1,8 +1,8 @@
 """The Transformer's training memory under each library's own differentiation
 (``scripts/bench_transformer_memory.py``): with the blockwise attention's hand-derived rule
 attached through ``backend.custom_vjp`` (what training does by default), one loss
-gradient's peak memory grows about linearly with the length on JAX and on PyTorch, where
-the plain path's grows with its square. Slow tier: a process per point."""
+gradient's peak memory grows about linearly with the length on JAX and on PyTorch, eager
+and under torch.compile, where the plain path's grows with its square. Slow tier: a process per point."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ bench = load_script("bench_transformer_memory")
 ARGS = types.SimpleNamespace(memory_limit=16.0, threads=1, seed=0)
 
 
-@pytest.mark.slow                                     # (four processes: about a minute)
-@pytest.mark.parametrize("engine", ["jax-rule", "torch-rule"])
+@pytest.mark.slow                                     # (six processes: about two minutes)
+@pytest.mark.parametrize("engine", ["jax-rule", "torch-rule", "torch-compile"])
 def test_one_gradients_memory_grows_about_linearly_with_the_rule(engine):
     pytest.importorskip(engine.split("-")[0])
     short, long = (bench.run_point(ARGS, engine, "blockwise", n) for n in (2048, 8192))
