@@ -14,7 +14,11 @@ batch 1, source and target of L tokens, float32. Each point runs in a fresh proc
 limited to ``--memory-limit`` GiB of address space; its peak is the growth of the peak
 resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) over the first gradient,
 the inputs made and JAX's program compiled before it (``torch.compile`` compiles on its
-first call: there the second gradient is measured). The exponents are least-squares
+first call: there the second gradient is measured). Each point's process runs with glibc's
+mmap threshold fixed at 128 KiB (``MALLOC_MMAP_THRESHOLD_``, unless it is set; recorded
+with the run): a freed array of that size or more goes back to the system, so the
+measured call cannot run on memory an earlier call freed (the second gradient under
+``torch.compile`` would otherwise reuse the first's). The exponents are least-squares
 slopes of log(peak) against log(L) from 2,048 tokens on. Threads: ``--threads`` for every
 library (default 1).
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import statistics
 import subprocess
@@ -39,6 +44,8 @@ from .bench_long_attention import peak_rss, reset_peak
 ENGINES = ("jax-rule", "jax-traced", "torch-rule", "torch-traced", "torch-compile",
            "hand-derived")
 PATHS = ("plain", "blockwise")
+#: glibc's mmap threshold for each point's process, unless the caller set one (bytes).
+MMAP_THRESHOLD = str(128 * 1024)
 
 
 def make_call(engine: str, path: str, length: int, seed: int) -> Callable[[], Any]:
@@ -101,7 +108,8 @@ def run_point(args: Any, engine: str, path: str, length: int) -> dict[str, Any]:
     command = [sys.executable, "-m", __spec__.name, "--point", "--engine", engine, "--path", path,
                "--length", str(length), "--threads", str(args.threads),
                "--memory-limit", str(args.memory_limit), "--seed", str(args.seed)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    env = {"MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD, **os.environ}     # the caller's wins
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
@@ -181,7 +189,9 @@ def main(argv: list[str] | None = None) -> None:
         data = {"command": common.command_line("bench_transformer_memory", argv),
                 "machine": common.machine(),
                 "versions": common.package_versions(["numpy", "jax", "jaxlib", "torch"]),
-                "threads": args.threads, "points": points, "table": text}
+                "threads": args.threads, "points": points, "table": text,
+                "malloc": {"MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_",
+                                                                  MMAP_THRESHOLD)}}
         print(f"recorded: {common.record(args.record, 'transformer-memory', data)}")
 
 

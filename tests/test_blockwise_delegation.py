@@ -242,31 +242,53 @@ def test_torch_delegates_and_falls_back_where_the_kernel_differs(spies):
     assert out.dtype == torch.bfloat16 and spies["forward"] >= 1 and spies["sdpa"] == []
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_compiled_lengths_take_the_kernel_with_the_loops_zero_row(causal):
-    """Under ``torch.compile`` the lengths' values are not known: lengths alone still take
-    the kernel (a sequence of length 0 attends to all its keys, its context then zeroed),
-    giving the loops' values and gradients, a zero row for the empty sequence, no NaN."""
+@pytest.mark.parametrize("how, causal", [("lens", False), ("lens", True), ("mask", False)])
+def test_compiled_masks_take_the_kernel_with_the_loops_zero_row(how, causal):
+    """Under ``torch.compile`` the masks' values are not known: lengths, and key masks
+    without causality, still take the kernel (a sequence that keeps no key attends to all
+    its keys, its context then zeroed), giving the loops' values and gradients, a zero row
+    for that sequence, no NaN."""
     q, k, v = inputs(np.float64)
     g = np.random.default_rng(5).standard_normal(q.shape)
-    valid = np.array([9, 0]) if not causal else np.array([4, 0])
-    lens = masking.lengths_for("test", (B, H, Q, K), valid, xp=backends.get("numpy").xp)
+    lens = mask = None
+    if how == "lens":
+        valid = np.array([4, 0]) if causal else np.array([9, 0])
+        lens = masking.lengths_for("test", (B, H, Q, K), valid, xp=backends.get("numpy").xp)
+    else:
+        mask = key_mask()
+        mask[1] = False                                  # batch row 1 keeps no key
     np_xp = backends.get("numpy").xp
-    ref, backprop = vjp.blockwise_attention(q, k, v, blockwise.BlockMask(lens, None, causal),
+    ref, backprop = vjp.blockwise_attention(q, k, v, blockwise.BlockMask(lens, mask, causal),
                                             0.5, BLOCK, BLOCK, xp=np_xp)
     ref_grads = backprop(g)
     xp = backends.get("torch").xp
 
-    def attend(tq, tk, tv, tlens):
-        out = delegation.fused_blockwise_attention(tq, tk, tv, tlens, None, causal, 0.5, xp=xp)
+    def attend(tq, tk, tv, tlens, tmask):
+        out = delegation.fused_blockwise_attention(tq, tk, tv, tlens, tmask, causal, 0.5,
+                                                   xp=xp)
         return (out * torch.from_numpy(g)).sum(), out
 
     compiled = torch.compile(attend, dynamic=False, fullgraph=True)
     tq, tk, tv = (torch.from_numpy(x).requires_grad_(True) for x in (q, k, v))
-    value, out = compiled(tq, tk, tv, torch.from_numpy(np.asarray(lens)))
+    value, out = compiled(tq, tk, tv, None if lens is None else torch.from_numpy(lens),
+                          None if mask is None else torch.from_numpy(mask))
     grads = torch.autograd.grad(value, (tq, tk, tv))
     np.testing.assert_allclose(out.detach().numpy(), ref, **TOL[np.float64])
     assert np.all(out.detach().numpy()[1] == 0)
     for name, got, want in zip("qkv", grads, ref_grads):
         assert not torch.isnan(got).any()
         np.testing.assert_allclose(got.numpy(), want, err_msg=name, **GRAD_TOL[np.float64])
+
+
+def test_a_compiled_causal_mask_falls_back_to_the_loops():
+    """A causal key mask whose values are not known could leave a row without a key while
+    later rows of its sequence keep one: under ``torch.compile`` it is not delegated."""
+    xp = backends.get("torch").xp
+    q, k, v = (torch.from_numpy(x) for x in inputs(np.float32))
+
+    def delegated(tq, tk, tv, tmask):
+        return delegation.fused_blockwise_attention(tq, tk, tv, None, tmask, True, 0.5,
+                                                    xp=xp) is not None
+
+    assert delegated(q, k, v, torch.from_numpy(key_mask()))
+    assert not torch.compile(delegated, fullgraph=True)(q, k, v, torch.from_numpy(key_mask()))

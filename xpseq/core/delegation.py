@@ -227,19 +227,19 @@ def fused_blockwise_attention(q: Any, k: Any, v: Any, lens: Any, mask: Any, caus
     keep array that the kernel broadcasts over the queries (its CPU flash kernel reads it
     block by block: peak memory stays linear, measured). A mask over queries and keys, or
     lengths per query, would be a ``(Q, K)`` array: those fall back. So does a query row
-    that keeps no key (PyTorch's answer there is not the core's error or zero row), or
-    a ``mask`` whose values are not concrete (under ``torch.compile``), so that the rule
-    can be checked on values: without causality every row must keep some key, with it
-    every row's first key (row 0 sees key 0 alone). Lengths alone whose values are not
-    concrete are taken: a row keeps no key only where its length is 0, so such a sequence
-    attends to all its keys and its context is set to zero afterwards (the core's zero
-    row; an error cannot be raised on values that are not known). Pure causality is ``is_causal=True``; causality
-    with a key mask is the CPU flash operator itself,
-    ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu`` (the public function
-    refuses ``is_causal`` with a mask), given the mask as an additive ``0 / -inf`` bias;
-    both align the causal mask top-left as the core does (query ``i`` sees keys ``j <=
-    i`` whatever ``Q`` and ``K``). Leading shapes other than ``(batch, heads)`` are
-    flattened into four axes, which the flash kernel needs.
+    that keeps no key (PyTorch's answer there is not the core's error or zero row), so
+    that the rule is checked on values: without causality every row must keep some key,
+    with it every row's first key (row 0 sees key 0 alone). Where the values are not
+    concrete (under ``torch.compile``) masks are taken without causality, and with it for
+    lengths alone: there a row that keeps no key means a sequence that keeps none, which
+    then attends to all its keys and has its context set to zero afterwards (the core's
+    zero row; an error cannot be raised on values that are not known); a causal ``mask``
+    falls back. Pure causality is ``is_causal=True``; causality with a key mask is the CPU
+    flash operator itself, ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``
+    (the public function refuses ``is_causal`` with a mask), given the mask as an additive
+    ``0 / -inf`` bias; both align the causal mask top-left as the core does (query ``i``
+    sees keys ``j <= i`` whatever ``Q`` and ``K``). Leading shapes other than ``(batch,
+    heads)`` are flattened into four axes, which the flash kernel needs.
     """
     if library(xp) != "torch" or not has_fused_attention(q, k, v, xp=xp) or q.ndim < 2:
         return None
@@ -256,11 +256,12 @@ def fused_blockwise_attention(q: Any, k: Any, v: Any, lens: Any, mask: Any, caus
     if keys is not None:
         rows = keys[..., 0] if causal else xp.any(keys, axis=-1)
         every = concrete(xp.all(rows))
-        if every is None and mask is None:
-            # Lengths alone, their values unknown (torch.compile): a row keeps no key only
-            # where its length is 0, and then no row of its sequence does. Such a sequence
-            # attends to all its keys and its context is zeroed below (no NaN, forward or
-            # backward), which is the loops' zero row.
+        if every is None and (mask is None or not causal):
+            # Values unknown (torch.compile). Without causality every query of a sequence
+            # keeps the same keys; with it and lengths alone, a row keeps no key only where
+            # the length is 0. Either way a row without a key means a sequence without one:
+            # it attends to all its keys and its context is zeroed below (no NaN, forward
+            # or backward), the loops' zero row.
             keys = keys | ~xp.expand_dims(rows, axis=-1)
         elif not every:
             return None
