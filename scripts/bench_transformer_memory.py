@@ -103,12 +103,18 @@ def point(args: Any) -> dict[str, Any]:
     return result
 
 
+def mmap_threshold() -> str:
+    """glibc's mmap threshold for each point's process: the caller's, else
+    :data:`MMAP_THRESHOLD`."""
+    return os.environ.get("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD)
+
+
 def run_point(args: Any, engine: str, path: str, length: int) -> dict[str, Any]:
     """One point in a child process (a crash is a failure of that point)."""
     command = [sys.executable, "-m", __spec__.name, "--point", "--engine", engine, "--path", path,
                "--length", str(length), "--threads", str(args.threads),
                "--memory-limit", str(args.memory_limit), "--seed", str(args.seed)]
-    env = {"MALLOC_MMAP_THRESHOLD_": MMAP_THRESHOLD, **os.environ}     # the caller's wins
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": mmap_threshold()}
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
@@ -190,8 +196,7 @@ def main(argv: list[str] | None = None) -> None:
                 "machine": common.machine(),
                 "versions": common.package_versions(["numpy", "jax", "jaxlib", "torch"]),
                 "threads": args.threads, "points": points, "table": text,
-                "malloc": {"MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_",
-                                                                  MMAP_THRESHOLD)}}
+                "malloc": {"MALLOC_MMAP_THRESHOLD_": mmap_threshold()}}
         print(f"recorded: {common.record(args.record, 'transformer-memory', data)}")
 
 

@@ -44,8 +44,8 @@ import warnings
 from typing import Any, Callable, Sequence
 
 import array_api_compat.torch as xp_torch
-import torch
 import numpy as np
+import torch
 
 from xpseq.core import tree
 

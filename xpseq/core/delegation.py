@@ -252,7 +252,7 @@ def fused_blockwise_attention(q: Any, k: Any, v: Any, lens: Any, mask: Any, caus
     if keys is False:
         return None
     lead = tuple(q.shape[:-2])
-    rows = None                          # the query rows that keep a key, where not all do
+    kept = None                 # the rows to keep, where some may be zeroed (compiling)
     if keys is not None:
         rows = keys[..., 0] if causal else xp.any(keys, axis=-1)
         every = concrete(xp.all(rows))
@@ -262,11 +262,10 @@ def fused_blockwise_attention(q: Any, k: Any, v: Any, lens: Any, mask: Any, caus
             # the length is 0. Either way a row without a key means a sequence without one:
             # it attends to all its keys and its context is zeroed below (no NaN, forward
             # or backward), the loops' zero row.
-            keys = keys | ~xp.expand_dims(rows, axis=-1)
+            kept = xp.expand_dims(rows, axis=-1)
+            keys = keys | ~kept
         elif not every:
             return None
-        else:
-            rows = None
         keys = (xp.reshape(keys, (*(1,) * (4 - keys.ndim), *keys.shape))
                 if q.ndim == 4 and keys.ndim <= 4
                 else xp.reshape(xp.broadcast_to(keys, (*lead, 1, n_k)), (-1, 1, 1, n_k)))
@@ -281,7 +280,7 @@ def fused_blockwise_attention(q: Any, k: Any, v: Any, lens: Any, mask: Any, caus
         bias = torch.zeros(keys.shape, dtype=q.dtype).masked_fill(~keys, -math.inf)
         out = op(q4, k4, v4, 0.0, True, attn_mask=bias, scale=scale)[0]
     out = out if q.ndim == 4 else xp.reshape(out, (*lead, n_q, d))
-    return out if rows is None else xp.where(xp.expand_dims(rows, axis=-1), out, 0.0)
+    return out if kept is None else xp.where(kept, out, 0.0)
 
 
 def _key_mask(lens: Any, mask: Any, n_k: int, *, xp: Any) -> Any:
