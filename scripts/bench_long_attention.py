@@ -24,7 +24,14 @@ path stops at its first failure. Up to ``--warm-up`` tokens that first call is n
 the time is the median of up to ``--repeats`` later calls (above it, of the first call
 and later ones), fewer when they would take more than ``--budget`` seconds, but at least
 one timed call: the longest lengths are one call each, which the results say. JAX's functions are compiled before
-the first call. Threads: ``--threads`` (default 2, this machine's cores) for every library:
+the first call.
+
+The ratios to a library's own kernel come from calls taken in turns: where both paths of a
+pair (``jax-blockwise`` and ``jax-dpa``, ``torch-blockwise`` and ``torch-sdpa``) ran a length
+in under ``--pair-below`` seconds a call, one more process makes both calls and alternates
+them (each called once first, untimed; then up to ``--repeats`` calls each, within
+``--budget`` seconds for the two), so that a shared machine's load falls on both alike; its
+medians give the ratio. Longer calls are compared from their separate points. Threads: ``--threads`` (default 2, this machine's cores) for every library:
 torch's intra-op pool, NumPy's BLAS and XLA's process affinity. glibc's allocator settings
 (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``) are recorded with the run.
 """
@@ -160,11 +167,38 @@ def make_call(path: str, mode: str, length: int, block: int, seed: int) -> Calla
     return lambda: jax.block_until_ready(compiled(jq, jk, jv))
 
 
+def paired_point(args: Any) -> dict[str, Any]:
+    """Time ``--path`` and ``--pair`` at one (mode, length) in turns in this process: each
+    called once untimed, then alternately up to ``--repeats`` calls each while the calls
+    so far take at most ``--budget`` seconds (at least one each)."""
+    result: dict[str, Any] = {"paths": [args.path, args.pair], "mode": args.mode,
+                              "length": args.length, "block": args.block}
+    try:
+        calls = [make_call(path, args.mode, args.length, args.block, args.seed)
+                 for path in (args.path, args.pair)]
+        for call in calls:
+            call()
+        seconds: list[list[float]] = [[], []]
+        while len(seconds[0]) < args.repeats and (not seconds[0] or
+                                                  sum(map(sum, seconds)) <= args.budget):
+            for call, taken in zip(calls, seconds):
+                start = time.perf_counter()
+                call()
+                taken.append(time.perf_counter() - start)
+    except (MemoryError, RuntimeError, ValueError) as error:     # RuntimeError: torch, XLA
+        result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        return result
+    result.update(seconds=seconds, medians=[statistics.median(t) for t in seconds])
+    return result
+
+
 def point(args: Any) -> dict[str, Any]:
     """Time one (path, mode, length) in this process; the result as a dict."""
     limit = int(args.memory_limit * 2 ** 30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     common.pin_threads(args.threads, pin=True)
+    if args.pair:
+        return paired_point(args)
     result: dict[str, Any] = {"path": args.path, "mode": args.mode, "length": args.length,
                               "block": args.block}
     try:
@@ -192,18 +226,21 @@ def point(args: Any) -> dict[str, Any]:
 # ----------------------------------------------------------------- the sweep, in the parent
 
 
-def run_point(args: Any, path: str, mode: str, length: int, block: int) -> dict[str, Any]:
-    """One point in a child process (a crash is a failure of that point)."""
+def run_point(args: Any, path: str, mode: str, length: int, block: int,
+              pair: str | None = None) -> dict[str, Any]:
+    """One point (with ``pair``: two paths in turns) in a child process (a crash is a
+    failure of that point)."""
     command = [sys.executable, "-m", __spec__.name, "--point", "--path", path, "--mode", mode,
                "--length", str(length), "--block", str(block), "--repeats", str(args.repeats),
                "--budget", str(args.budget), "--threads", str(args.threads),
                "--memory-limit", str(args.memory_limit), "--seed", str(args.seed),
-               "--warm-up", str(args.warm_up)]
+               "--warm-up", str(args.warm_up), *(["--pair", pair] if pair else [])]
     done = subprocess.run(command, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-        return {"path": path, "mode": mode, "length": length, "block": block,
+        where = {"paths": [path, pair]} if pair else {"path": path}
+        return {**where, "mode": mode, "length": length, "block": block,
                 "error": f"exit code {done.returncode}: {tail}"}
     return dict(json.loads(lines[-1]))
 
@@ -250,6 +287,41 @@ def sweep(args: Any) -> dict[str, Any]:
                 if "error" in point:
                     stopped.add(path)
     return {"points": results}
+
+
+def pairs(args: Any, points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each pair of :data:`OWN_KERNELS` in turns (:func:`paired_point`) at the modes and
+    lengths where both of its points ran in under ``--pair-below`` seconds a call."""
+    at = {(p["mode"], p["path"], p["length"]): p for p in points if "median" in p}
+    rows = []
+    for mode in args.modes:
+        for ours, theirs in OWN_KERNELS:
+            for length in args.lengths:
+                a, b = at.get((mode, ours, length)), at.get((mode, theirs, length))
+                if a is None or b is None or max(a["median"], b["median"]) > args.pair_below:
+                    continue
+                r = run_point(args, ours, mode, length, args.block, pair=theirs)
+                rows.append(r)
+                shown = r.get("error") or (
+                    f"{r['medians'][0] * 1e3:10.1f} ms against {r['medians'][1] * 1e3:.1f} ms: "
+                    f"{r['medians'][0] / r['medians'][1]:.2f}  ({len(r['seconds'][0])} calls each)")
+                print(f"in turns {mode:8s} {ours}/{theirs} {length:6d}  {shown}", flush=True)
+    return rows
+
+
+def ratio_of(run: dict[str, Any], mode: str, ours: str, theirs: str,
+             length: int) -> tuple[float, bool] | None:
+    """``(time of ours ÷ time of theirs, whether taken in turns)`` at one mode and length:
+    from the run's calls in turns where there are some, else from the separate points;
+    ``None`` where either did not run."""
+    for r in run.get("pairs") or []:
+        if (r["paths"] == [ours, theirs] and r["mode"] == mode and r["length"] == length
+                and "medians" in r):
+            return r["medians"][0] / r["medians"][1], True
+    at = {(p["path"], p["length"]): p for p in run["points"]
+          if p["mode"] == mode and "median" in p}
+    a, b = at.get((ours, length)), at.get((theirs, length))
+    return None if a is None or b is None else (a["median"] / b["median"], False)
 
 
 def block_sweep(args: Any) -> list[dict[str, Any]]:
@@ -360,12 +432,14 @@ def page_block(run: dict[str, Any]) -> str:
         cells = []
         for ours, theirs in OWN_KERNELS:
             for mode in ("forward", "backward"):
-                a, b = at.get((mode, ours, n)), at.get((mode, theirs, n))
-                cells.append("" if a is None or b is None else f"{a['median'] / b['median']:.2f}")
+                r = ratio_of(run, mode, ours, theirs, n)
+                cells.append("" if r is None else f"{r[0]:.2f}" + ("" if r[1] else "*"))
         if any(cells):
             rows.append([f"{n:,}", *cells])
-    lines += ["**Ratios**, time of xpseq's blockwise path ÷ the library's own kernel (below "
-              "1: xpseq faster):", "",
+    turns = ("calls taken in turns in one process; * from the separate points above"
+             if run.get("pairs") else "from the separate points above")
+    lines += [f"**Ratios**, time of xpseq's blockwise path ÷ the library's own kernel (below "
+              f"1: xpseq faster; {turns}):", "",
               common.markdown_table(["length", "JAX forward", "JAX backward",
                                      "PyTorch forward", "PyTorch backward"], rows)]
     sweep = run.get("block_sweep") or []
@@ -468,6 +542,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="an untimed first call at lengths up to this")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--memory-limit", type=float, default=20.0, help="GiB per point")
+    parser.add_argument("--pair-below", type=float, default=10.0,
+                        help="time a path and the library's own kernel in turns where both "
+                             "take under this many seconds a call (0: never)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record", metavar="DIR",
                         help="also write the results as DIR/<time>-<cpu>-long-attention.json")
@@ -475,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--pair", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.block is None:
         from xpseq.core.blockwise import DEFAULT_BLOCK
@@ -497,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     blocks = block_sweep(args) if args.blocks else []
     data = sweep(args)
     points = data["points"]
+    in_turns = pairs(args, points)
     exponents = {f"{mode} {path}": {key: exponent([p for p in points if p["path"] == path
                                                     and p["mode"] == mode], key)
                                     for key in ("median", "peak_bytes")}
@@ -518,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
             "heads": HEADS, "depth": DEPTH, "dtype": "float32", "block": args.block,
             "memory_limit_gib": args.memory_limit,
             "malloc": common.env_vars(MALLOC_VARS), "block_sweep": blocks, "points": points,
+            "pairs": in_turns,
             "exponents": exponents, "longest": longest, "tables": tables})
         print(f"recorded {path}")
     return 0

@@ -442,3 +442,57 @@ def first_step_gradients(step: Callable) -> dict[str, np.ndarray]:
     moments = [np.asarray(step.state["optimizer"][i]) / np.float32(1.0 - b1)
                for i in step.moments]
     return step.model.xpseq_values(moments)
+
+
+# ------------------------------------------------------------------------- Model.fit
+
+
+class _Fitted(keras.Model):
+    """``model`` as ``fit`` calls a model: one input, the tuple ``(src, src_len, tgt_in)``."""
+
+    def __init__(self, model: Any):
+        super().__init__()
+        self.inner = model
+
+    def call(self, inputs: tuple) -> Any:
+        return self.inner(*inputs)
+
+
+class _Batches(keras.utils.PyDataset):
+    """NumPy batches as ``fit`` reads them: ``((src, src_len, tgt_in), tgt_out)``, int32,
+    in order."""
+
+    def __init__(self, batches: Sequence[Mapping[str, np.ndarray]]):
+        super().__init__()
+        self.batches = [((np.asarray(b["src"], np.int32), np.asarray(b["src_len"], np.int32),
+                          np.asarray(b["tgt_in"], np.int32)),
+                         np.asarray(b["tgt_out"], np.int32)) for b in batches]
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> tuple:
+        return self.batches[i]
+
+
+def make_fit(model: Any, batches: Sequence[Mapping[str, np.ndarray]], lr: float = 1e-3,
+             eps: float = 1e-8) -> Callable[[], float]:
+    """``epoch() -> loss``: one ``model.fit(..., epochs=1, verbose=0)`` over the NumPy
+    ``batches`` in order, the way most Keras users train: ``compile`` with
+    ``keras.optimizers.Adam(lr, epsilon=eps)`` and the model's loss (:func:`loss_function`;
+    Keras hands ``fit``'s loss the targets as float32, so they are cast back to int32),
+    ``jit_compile`` left at its default (``"auto"``: jitted on JAX), the batches a
+    ``keras.utils.PyDataset``. The returned loss is the epoch's mean, as ``History`` keeps
+    it; ``epoch.model`` is the model ``fit`` trains (its variables are updated in place)."""
+    loss_of = loss_function(model)
+    fitted = _Fitted(model)
+    fitted.compile(optimizer=keras.optimizers.Adam(learning_rate=lr, epsilon=eps),
+                   loss=lambda y, logits: loss_of(logits, {"tgt_out": ops.cast(y, "int32")}))
+    data = _Batches(batches)
+
+    def epoch() -> float:
+        history = fitted.fit(data, epochs=1, verbose=0, shuffle=False)
+        return float(history.history["loss"][-1])
+
+    epoch.model = model
+    return epoch

@@ -40,3 +40,45 @@ def test_a_point_that_cannot_allocate_is_a_failure_not_a_crash():
                                  budget=1.0)
     result = bench.run_point(args, "numpy-plain", "forward", 16384, 512)
     assert "MemoryError" in result["error"] and "median" not in result
+
+
+def _run_with(points, pairs):
+    return {"file": "run.json", "machine": {}, "versions": {}, "threads": 1, "heads": 4,
+            "depth": 64, "dtype": "float32", "block": 512, "command": "c", "points": points,
+            "pairs": pairs, "exponents": {}, "longest": {}}
+
+
+def test_ratios_come_from_calls_in_turns_where_there_are_some():
+    """A ratio taken in turns replaces the separate points' ratio; where there is none the
+    page marks the separate points' ratio with a star."""
+    points = [{"mode": "forward", "path": p, "length": n, "median": m, "peak_bytes": 1}
+              for p, n, m in (("torch-blockwise", 256, 3.0), ("torch-sdpa", 256, 2.0),
+                              ("torch-blockwise", 512, 4.0), ("torch-sdpa", 512, 5.0))]
+    pairs = [{"paths": ["torch-blockwise", "torch-sdpa"], "mode": "forward", "length": 256,
+              "medians": [1.1, 1.0]}]
+    run = _run_with(points, pairs)
+    assert bench.ratio_of(run, "forward", "torch-blockwise", "torch-sdpa", 256) == \
+        pytest.approx((1.1, True))
+    assert bench.ratio_of(run, "forward", "torch-blockwise", "torch-sdpa", 512) == \
+        pytest.approx((0.8, False))
+    assert bench.ratio_of(run, "backward", "torch-blockwise", "torch-sdpa", 256) is None
+    text = bench.page_block(run)
+    assert "| 256 |  |  | 1.10 |  |" in text and "| 512 |  |  | 0.80* |  |" in text
+    assert "taken in turns" in text
+
+
+@pytest.mark.slow                                     # (three processes that import torch)
+def test_a_pair_is_timed_in_turns_in_one_process(tmp_path):
+    assert bench.main(["--paths", "torch-blockwise,torch-sdpa", "--modes", "forward",
+                       "--lengths", "256", "--repeats", "3", "--threads", "1",
+                       "--record", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("*-long-attention.json")
+    run = json.loads(path.read_text())
+    (pair,) = run["pairs"]
+    assert pair["paths"] == ["torch-blockwise", "torch-sdpa"] and pair["length"] == 256
+    assert [len(s) for s in pair["seconds"]] == [3, 3] and min(pair["medians"]) > 0
+    assert bench.main(["--paths", "torch-blockwise,torch-sdpa", "--modes", "forward",
+                       "--lengths", "256", "--repeats", "1", "--threads", "1",
+                       "--pair-below", "0", "--record", str(tmp_path / "none")]) == 0
+    (path,) = (tmp_path / "none").glob("*-long-attention.json")
+    assert json.loads(path.read_text())["pairs"] == []

@@ -65,12 +65,14 @@ def test_every_peer_has_xpseqs_loss_and_adam_step(name):
     checks = peers.check_peers(context, _kind(name))
     # The float64 checks leave JAX's and Keras's settings as they were.
     assert bool(jax.config.jax_enable_x64) is x64 and keras.config.floatx() == "float32"
-    expected = {"native-torch", "keras-jax"} | ({"flax-jax"} if name == "transformer" else set())
+    keras_peers = {"keras-jax", "keras-jax, fit"}
+    expected = {"native-torch"} | keras_peers | ({"flax-jax"} if name == "transformer"
+                                                 else set())
     assert set(checks) == expected
     for peer, check in checks.items():
         # float64 to 1e-10 (native torch, Flax); Keras float32 to 1e-5 relative
-        assert check["loss_diff"] <= (1e-5 if peer == "keras-jax" else 1e-10), (peer, check)
-        assert check["relative"] == (peer == "keras-jax")
+        assert check["loss_diff"] <= (1e-5 if peer in keras_peers else 1e-10), (peer, check)
+        assert check["relative"] == (peer in keras_peers)
         assert check["step_diff"] <= 1e-6, (peer, check)
         if peer == "keras-jax":                 # float32: its gradients relative to xpseq's
             assert check["grad_diff"] <= 1e-5, check
@@ -183,10 +185,11 @@ def test_bench_peers_section_runs_and_reports(tmp_path):
     report = json.loads((out / "bench.json").read_text())
     rows = {r["measure"]: r for r in report["rows"]}
     assert {r["section"] for r in report["rows"]} == {"peers"}
-    for kind, peers in (("rnn", ["native-torch", "keras-jax"]),
-                        ("transformer", ["native-torch", "keras-jax", "flax-jax"])):
+    keras_peers = ["keras-jax", "keras-jax, fit"]
+    for kind, peers in (("rnn", ["native-torch", *keras_peers]),
+                        ("transformer", ["native-torch", *keras_peers, "flax-jax"])):
         for peer in peers:
-            precision = "float32, relative" if peer == "keras-jax" else "float64"
+            precision = "float32, relative" if peer in keras_peers else "float64"
             check = rows[f"{kind} {peer} loss check ({precision}, |peer − xpseq|)"]
             assert check["met"] is True and "one Adam step" in check["detail"], check
         hand = ("xpseq-jax, hand-derived recurrences" if kind == "rnn" else
@@ -200,6 +203,8 @@ def test_bench_peers_section_runs_and_reports(tmp_path):
         jax_row = rows[f"{kind} best xpseq-jax vs the fastest JAX peer"]
         assert jax_row["target"] == ">= 1.2x" and jax_row["ratio"] > 0
         assert rows[f"{kind} best xpseq vs the fastest peer of any kind"]["target"] == ">= 1x"
+        fit_row = rows[f"{kind} best xpseq-jax vs Keras 3's fit"]
+        assert fit_row["target"] == ">= 1.4x" and "against keras-jax, fit" in fit_row["detail"]
         assert rows[f"{kind} keras-jax compile (first call − second, all shapes)"]["unit"] == "s"
         details = report["details"]["peers"][kind]
         assert details["tokens"] > 0 and set(details["checks"]) == set(peers)

@@ -34,6 +34,8 @@ SUMMARY: tuple[tuple[str, dict[str, tuple[str, str]]], ...] = (
         k: ("peers", f"{k} best xpseq vs the fastest peer of any kind") for k in KINDS}),
     ("best xpseq-JAX ÷ the fastest JAX peer (Keras 3; Flax)", {
         k: ("peers", f"{k} best xpseq-jax vs the fastest JAX peer") for k in KINDS}),
+    ("best xpseq-JAX ÷ Keras 3 trained by model.fit", {
+        k: ("peers", f"{k} best xpseq-jax vs Keras 3's fit") for k in KINDS}),
     ("best xpseq-torch ÷ native PyTorch under torch.compile", {
         k: ("peers", f"{k} best xpseq-torch vs native torch.compile") for k in KINDS}),
     ("xpseq-JAX (autodiff) ÷ the same model in eager PyTorch", {
@@ -77,7 +79,7 @@ CHANGED: dict[tuple[str, str], tuple[str, str]] = {
                 ("precision", "xpseq-torch rnn training, bf16 vs float32"),
                 ("precision", "xpseq-torch transformer training, bf16 vs float32"))}
 #: The README's short table: the summary rows it repeats.
-README_ROWS = (0, 1, 2, 3, 6)
+README_ROWS = (0, 1, 2, 3, 4)
 #: The peers comparisons whose detail names who won (``"<ours> against <theirs> (...)"``).
 PEER_SECTION = "peers"
 
