@@ -167,6 +167,22 @@ def make_call(path: str, mode: str, length: int, block: int, seed: int) -> Calla
     return lambda: jax.block_until_ready(compiled(jq, jk, jv))
 
 
+#: What a point that cannot run raises (RuntimeError: torch's and XLA's allocation failures).
+FAILURES = (MemoryError, RuntimeError, ValueError)
+
+
+def failure(error: BaseException) -> str:
+    """A point's failure in one line."""
+    return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+
+
+def seconds_of(call: Callable[[], Any]) -> float:
+    """The wall-clock seconds of one ``call()``."""
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
 def paired_point(args: Any) -> dict[str, Any]:
     """Time ``--path`` and ``--pair`` at one (mode, length) in turns in this process: each
     called once untimed, then alternately up to ``--repeats`` calls each while the calls
@@ -182,12 +198,9 @@ def paired_point(args: Any) -> dict[str, Any]:
         while len(seconds[0]) < args.repeats and (not seconds[0] or
                                                   sum(map(sum, seconds)) <= args.budget):
             for call, taken in zip(calls, seconds):
-                start = time.perf_counter()
-                call()
-                taken.append(time.perf_counter() - start)
-    except (MemoryError, RuntimeError, ValueError) as error:     # RuntimeError: torch, XLA
-        result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-        return result
+                taken.append(seconds_of(call))
+    except FAILURES as error:
+        return {**result, "error": failure(error)}
     result.update(seconds=seconds, medians=[statistics.median(t) for t in seconds])
     return result
 
@@ -213,12 +226,9 @@ def point(args: Any) -> dict[str, Any]:
         seconds = [] if args.length <= args.warm_up else [first]
         while len(seconds) < args.repeats and (not seconds or
                                                sum(seconds) + first <= args.budget):
-            start = time.perf_counter()
-            call()
-            seconds.append(time.perf_counter() - start)
-    except (MemoryError, RuntimeError, ValueError) as error:     # RuntimeError: torch, XLA
-        result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-        return result
+            seconds.append(seconds_of(call))
+    except FAILURES as error:
+        return {**result, "error": failure(error)}
     result.update(seconds=seconds, median=statistics.median(seconds), peak_bytes=peak)
     return result
 
