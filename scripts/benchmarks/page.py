@@ -141,7 +141,7 @@ def winner(detail: str) -> str:
 def summary_cells(runs: Sequence[dict[str, Any]], spec: dict[str, tuple[str, str]]
                   ) -> dict[str, dict[str, Any]]:
     """Per kind: the ratios of ``spec``'s row over ``runs``, whether each met its target,
-    its target and the peers it was against."""
+    its target and the peer of its lowest ratio."""
     cells = {}
     for kind, (section, measure) in spec.items():
         first = CHANGED.get((section, measure), ("",))[0]
@@ -151,14 +151,16 @@ def summary_cells(runs: Sequence[dict[str, Any]], spec: dict[str, tuple[str, str
             continue
         cells[kind] = {"ratios": [r["ratio"] for r in found],
                        "met": [r["met"] for r in found], "target": found[0]["target"],
-                       "against": sorted({winner(r["detail"]) for r in found
-                                          if section == PEER_SECTION} - {""})}
+                       # the peer of the lowest ratio: the closest call of the runs
+                       "against": [w for w in [winner(min(found, key=lambda r: r["ratio"])
+                                                      ["detail"])]
+                                   if w and section == PEER_SECTION]}
     return cells
 
 
 def cell_text(cell: dict[str, Any] | None) -> str:
     """A summary cell: the ratio's range, ✓ or ✗ against its target in every run (or
-    ``k of n`` runs), and the peer it was against."""
+    ``k of n`` runs), and the peer of its lowest ratio."""
     if cell is None:
         return "not recorded"
     text = ratio_text(cell["ratios"])
