@@ -23,16 +23,18 @@ inputs already made (later calls would reuse memory the first freed to the alloc
 path stops at its first failure. Up to ``--warm-up`` tokens that first call is not timed;
 the time is the median of up to ``--repeats`` later calls (above it, of the first call
 and later ones), fewer when they would take more than ``--budget`` seconds, but at least
-one timed call: the longest lengths are one call each, which the results say. JAX's functions are compiled before
-the first call.
+one timed call: the longest lengths are one call each, which the results say. JAX's
+functions are compiled before the first call.
 
 The ratios to a library's own kernel come from calls taken in turns: where both paths of a
 pair (``jax-blockwise`` and ``jax-dpa``, ``torch-blockwise`` and ``torch-sdpa``) ran a length
 in under ``--pair-below`` seconds a call, one more process makes both calls and alternates
 them (each called once first, untimed; then up to ``--repeats`` calls each, within
 ``--budget`` seconds for the two), so that a shared machine's load falls on both alike; its
-medians give the ratio. Longer calls are compared from their separate points. Threads: ``--threads`` (default 2, this machine's cores) for every library:
-torch's intra-op pool, NumPy's BLAS and XLA's process affinity. glibc's allocator settings
+medians give the ratio. Longer calls are compared from their separate points.
+
+Threads: ``--threads`` (default 2, this machine's cores) for every library: torch's
+intra-op pool, NumPy's BLAS and XLA's process affinity. glibc's allocator settings
 (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``) are recorded with the run.
 """
 

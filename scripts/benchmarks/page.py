@@ -149,12 +149,12 @@ def summary_cells(runs: Sequence[dict[str, Any]], spec: dict[str, tuple[str, str
                  if r is not None]
         if not found:
             continue
+        # the peer of the lowest ratio: the closest call of the runs
+        closest = (winner(min(found, key=lambda r: r["ratio"])["detail"])
+                   if section == PEER_SECTION else "")
         cells[kind] = {"ratios": [r["ratio"] for r in found],
                        "met": [r["met"] for r in found], "target": found[0]["target"],
-                       # the peer of the lowest ratio: the closest call of the runs
-                       "against": [w for w in [winner(min(found, key=lambda r: r["ratio"])
-                                                      ["detail"])]
-                                   if w and section == PEER_SECTION]}
+                       "against": [closest] if closest else []}
     return cells
 
 

@@ -334,8 +334,8 @@ def warm(step: Callable[[Any], Any], batches: list) -> dict:
 
 def warm_fit(epoch: Callable[[], float], batches: list) -> dict:
     """Two ``fit`` epochs (:func:`native_keras.make_fit`): the first compiles every batch
-    shape. ``{"first_loss": the first epoch's mean loss, "compile_s": {"all shapes":
-    first epoch − second}}``."""
+    shape. ``{"first_loss": the first epoch's mean loss, "compile_s": {the shapes, joined:
+    first epoch − second}}`` (one entry: an epoch compiles them all)."""
     calls, losses = [], []
     for _ in range(2):
         start = time.perf_counter()
