@@ -301,10 +301,15 @@ def sweep(args: Any) -> dict[str, Any]:
     return {"points": results}
 
 
+def finished(points: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """The points that ran (those with a median), by ``(mode, path, length)``."""
+    return {(p["mode"], p["path"], p["length"]): p for p in points if "median" in p}
+
+
 def pairs(args: Any, points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each pair of :data:`OWN_KERNELS` in turns (:func:`paired_point`) at the modes and
     lengths where both of its points ran in under ``--pair-below`` seconds a call."""
-    at = {(p["mode"], p["path"], p["length"]): p for p in points if "median" in p}
+    at = finished(points)
     rows = []
     for mode in args.modes:
         for ours, theirs in OWN_KERNELS:
@@ -330,9 +335,8 @@ def ratio_of(run: dict[str, Any], mode: str, ours: str, theirs: str,
         if (r["paths"] == [ours, theirs] and r["mode"] == mode and r["length"] == length
                 and "medians" in r):
             return r["medians"][0] / r["medians"][1], True
-    at = {(p["path"], p["length"]): p for p in run["points"]
-          if p["mode"] == mode and "median" in p}
-    a, b = at.get((ours, length)), at.get((theirs, length))
+    at = finished(run["points"])
+    a, b = at.get((mode, ours, length)), at.get((mode, theirs, length))
     return None if a is None or b is None else (a["median"] / b["median"], False)
 
 
@@ -403,7 +407,7 @@ def page_block(run: dict[str, Any]) -> str:
     """The run's tables (time and peak memory by length, forward and backward), fitted
     exponents, longest lengths and ratios to the libraries' own kernels."""
     points = [p for p in run["points"] if "median" in p]
-    at = {(p["mode"], p["path"], p["length"]): p for p in points}
+    at = finished(points)
     paths = [p for p in PATH_LABELS if any(q["path"] == p for q in run["points"])]
     lines = [f"Run `{run['file']}`: {common.machine_text(run['machine'])}; "
              f"{common.versions_text(run['versions'])}; {run['threads']} threads; batch 1, "
